@@ -1,0 +1,44 @@
+# reprise: record one client, replay it as a fleet, see what the relay holds.
+GO        ?= go
+FUZZTIME  ?= 10s
+STATICCHECK_VERSION ?= 2026.2.2
+BIN       := bin
+
+.PHONY: all build demo test check vet staticcheck race fuzz golden bench bench-relay captures observe clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## demo: the main job on the bundled capture against an embedded relay.
+demo: build
+	./scripts/demo.sh
+
+## test: vet, staticcheck, race tests, and every fuzz target for $(FUZZTIME).
+test: check fuzz
+
+check: vet staticcheck race
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+
+staticcheck:
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+race: build
+	$(GO) test -race -count=1 -timeout 12m ./...
+
+fuzz:
+	./scripts/fuzz-all.sh $(FUZZTIME)
+
+## golden: rewrite golden files after an intended encoding change.
+golden:
+	$(GO) test ./internal/wire -run Golden -update
+
+bench:
+	$(GO) test -run XXX -bench . -benchmem ./internal/...
+
+clean:
+	rm -rf $(BIN) out

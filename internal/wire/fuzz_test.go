@@ -1,0 +1,77 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+)
+
+// FuzzParser feeds each input whole, split in two, and one byte at a time:
+// all three must give the same frames and the same error, and nothing may
+// panic. Seeds are in testdata/fuzz/FuzzParser and the golden vectors.
+func FuzzParser(f *testing.F) {
+	for _, v := range vectors() {
+		f.Add(v.frame, uint16(len(v.frame)/2))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		whole := feedAll(t, [][]byte{data})
+		c := int(cut) % (len(data) + 1)
+		if got := feedAll(t, [][]byte{data[:c], data[c:]}); got != whole {
+			t.Fatalf("split at %d: %q, whole: %q", c, got, whole)
+		}
+		chunks := make([][]byte, len(data))
+		for i := range data {
+			chunks[i] = data[i : i+1]
+		}
+		if got := feedAll(t, chunks); got != whole {
+			t.Fatalf("byte at a time: %q, whole: %q", got, whole)
+		}
+	})
+}
+
+// feedAll parses chunks with a small max frame and summarises the outcome
+// as a string: each frame's type and re-encoded size, then the error.
+func feedAll(t *testing.T, chunks [][]byte) string {
+	p := Parser{MaxFrame: 4096}
+	var out []byte
+	for _, c := range chunks {
+		err := p.Feed(c, func(f *Frame) error {
+			out = append(out, byte(f.Type), byte(len(f.Payload)))
+			if f.Type == TypeSend {
+				f.Targets(func(id []byte) {
+					if len(id) == 0 || len(id) > MaxIDLen {
+						t.Fatalf("bad target length %d", len(id))
+					}
+				})
+			}
+			return nil
+		})
+		if err != nil {
+			var werr *Error
+			if !errors.As(err, &werr) {
+				t.Fatalf("error of type %T: %v", err, err)
+			}
+			return string(out) + "|" + werr.Code.String() + "@" + string(rune(werr.Offset))
+		}
+	}
+	if p.Buffered() > 4096+HeaderSize {
+		t.Fatalf("buffered %d bytes", p.Buffered())
+	}
+	return string(out)
+}
+
+// FuzzDatagram: any datagram is either split into a frame that decodes or
+// refused, without panicking.
+func FuzzDatagram(f *testing.F) {
+	f.Add(AppendHeartbeat(AppendDatagram(nil, 1), 2))
+	f.Add(AppendJoin(AppendDatagram(nil, 0), "room", "user", nil, 20))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		_, fr, err := SplitDatagram(d, 4096)
+		if err != nil {
+			return
+		}
+		var frame Frame
+		if n, err := Decode(fr, 4096, &frame); err == nil && n != len(fr) {
+			t.Fatalf("decoded %d of %d", n, len(fr))
+		}
+	})
+}

@@ -1,0 +1,130 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// keepPending is the largest partial-frame buffer a Parser keeps between
+// frames; a larger one is dropped once its frame is done, so one big frame
+// does not pin memory on an otherwise idle connection.
+const keepPending = 4 << 10
+
+// Parser cuts a byte stream into frames, however reads split it: whole
+// frames in a read are decoded in place without copying, and only a frame
+// cut by the end of a read is buffered, never more than its length field
+// (checked against MaxFrame before anything is buffered).
+type Parser struct {
+	MaxFrame int   // cap on a frame's length field; 0 means DefaultMaxFrame
+	offset   int64 // stream offset of data[0] in the current Feed
+	pending  []byte
+	frame    Frame
+}
+
+// Offset is how many bytes of the stream the parser has consumed.
+func (p *Parser) Offset() int64 { return p.offset + int64(len(p.pending)) }
+
+// Buffered is how many bytes of a partial frame the parser holds.
+func (p *Parser) Buffered() int { return len(p.pending) }
+
+func (p *Parser) maxFrame() int {
+	if p.MaxFrame <= 0 {
+		return DefaultMaxFrame
+	}
+	return p.MaxFrame
+}
+
+// Feed parses data and calls fn with each whole frame, in order. The Frame
+// and its slices are valid only during the call. Feed stops at the first
+// protocol error (an *Error, with the frame's stream offset) or the first
+// error fn returns; the stream cannot be resumed after a protocol error.
+func (p *Parser) Feed(data []byte, fn func(*Frame) error) error {
+	if len(p.pending) > 0 {
+		var err error
+		if data, err = p.completePending(data, fn); err != nil || len(p.pending) > 0 {
+			return err
+		}
+	}
+	for len(data) > 0 {
+		n, err := p.peek(data)
+		if err != nil {
+			return err
+		}
+		if n == 0 || n > len(data) {
+			p.pending = append(p.pending, data...)
+			return nil
+		}
+		if err := p.emit(data[:n], fn); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// completePending moves bytes from data into the partial frame until it is
+// whole, emits it, and returns what is left of data.
+func (p *Parser) completePending(data []byte, fn func(*Frame) error) ([]byte, error) {
+	if len(p.pending) < HeaderSize {
+		k := min(HeaderSize-len(p.pending), len(data))
+		p.pending = append(p.pending, data[:k]...)
+		data = data[k:]
+	}
+	n, err := p.peek(p.pending)
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	k := min(n-len(p.pending), len(data))
+	p.pending = append(p.pending, data[:k]...)
+	data = data[k:]
+	if len(p.pending) < n {
+		return nil, nil
+	}
+	err = p.emit(p.pending, fn)
+	if cap(p.pending) > keepPending {
+		p.pending = nil
+	} else {
+		p.pending = p.pending[:0]
+	}
+	return data, err
+}
+
+// peek checks the header at the start of b and returns the frame's total
+// size, or 0 if b is too short to know the type yet. Size and type are
+// checked before a single body byte is buffered.
+func (p *Parser) peek(b []byte) (int, error) {
+	if len(b) < HeaderSize {
+		if len(b) >= LenSize {
+			if err := checkLen(binary.BigEndian.Uint32(b), p.maxFrame()); err != nil {
+				return 0, p.located(err, b)
+			}
+		}
+		return 0, nil
+	}
+	if err := checkLen(binary.BigEndian.Uint32(b), p.maxFrame()); err != nil {
+		err.Type = Type(b[LenSize])
+		return 0, p.located(err, b)
+	}
+	if t := Type(b[LenSize]); !t.Known() {
+		return 0, p.located(&Error{Code: ErrUnknownType, Type: t, Detail: "type byte 0x" + hex2(byte(t)) + " is not defined"}, b)
+	}
+	return FrameLen(b), nil
+}
+
+func (p *Parser) emit(whole []byte, fn func(*Frame) error) error {
+	if err := DecodeBody(Type(whole[LenSize]), whole[HeaderSize:], &p.frame); err != nil {
+		var werr *Error
+		if errors.As(err, &werr) {
+			return p.located(werr, whole)
+		}
+		return err
+	}
+	p.offset += int64(len(whole))
+	return fn(&p.frame)
+}
+
+func (p *Parser) located(err *Error, b []byte) *Error {
+	err.Offset = p.offset
+	err.Snippet = snippet(b)
+	return err
+}
