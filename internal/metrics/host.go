@@ -1,0 +1,131 @@
+// Package metrics holds the Prometheus collectors that reprise's programs
+// share: the host's CPU time by mode and its network bytes by device, read
+// from /proc with prometheus/procfs at scrape time. The relay's and the
+// fleet's own counters live with their packages; this package is only for
+// what both need. Every label value here is bounded (CPU modes, devices).
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/procfs"
+)
+
+// HostCollector reports the machine's CPU seconds by mode (summed over all
+// CPUs, as in /proc/stat) and network bytes by device (/proc/net/dev), so a
+// dashboard can show CPU idle % of the relay's host and of the fleet's host
+// side by side.
+type HostCollector struct {
+	fs      procfs.FS
+	cpu     *prometheus.Desc
+	netRx   *prometheus.Desc
+	netTx   *prometheus.Desc
+	scrapes *prometheus.Desc
+}
+
+// NewHostCollector returns a collector whose metrics are named
+// <prefix>_host_cpu_seconds_total{mode},
+// <prefix>_host_network_receive_bytes_total{device} and
+// <prefix>_host_network_transmit_bytes_total{device}.
+func NewHostCollector(prefix string) (*HostCollector, error) {
+	fs, err := procfs.NewFS(procfs.DefaultMountPoint)
+	if err != nil {
+		return nil, fmt.Errorf("open /proc: %w", err)
+	}
+	return &HostCollector{
+		fs: fs,
+		cpu: prometheus.NewDesc(prefix+"_host_cpu_seconds_total",
+			"Seconds all CPUs of the host spent in each mode (from /proc/stat).", []string{"mode"}, nil),
+		netRx: prometheus.NewDesc(prefix+"_host_network_receive_bytes_total",
+			"Bytes the host received on each network device (from /proc/net/dev).", []string{"device"}, nil),
+		netTx: prometheus.NewDesc(prefix+"_host_network_transmit_bytes_total",
+			"Bytes the host transmitted on each network device (from /proc/net/dev).", []string{"device"}, nil),
+		scrapes: prometheus.NewDesc(prefix+"_host_scrape_errors",
+			"1 if the last read of /proc for host metrics failed.", []string{"source"}, nil),
+	}, nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *HostCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.cpu
+	ch <- c.netRx
+	ch <- c.netTx
+	ch <- c.scrapes
+}
+
+// Collect implements prometheus.Collector. A failed read of one source is
+// reported as a scrape error for it; the other source is still collected.
+func (c *HostCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.scrapes, prometheus.GaugeValue, boolGauge(c.collectCPU(ch) != nil), "stat")
+	ch <- prometheus.MustNewConstMetric(c.scrapes, prometheus.GaugeValue, boolGauge(c.collectNet(ch) != nil), "net_dev")
+}
+
+func (c *HostCollector) collectCPU(ch chan<- prometheus.Metric) error {
+	stat, err := c.fs.Stat()
+	if err != nil {
+		return err
+	}
+	t := stat.CPUTotal
+	for _, m := range []struct {
+		mode string
+		v    float64
+	}{
+		{"user", t.User}, {"nice", t.Nice}, {"system", t.System}, {"idle", t.Idle},
+		{"iowait", t.Iowait}, {"irq", t.IRQ}, {"softirq", t.SoftIRQ}, {"steal", t.Steal},
+	} {
+		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, m.v, m.mode)
+	}
+	return nil
+}
+
+func (c *HostCollector) collectNet(ch chan<- prometheus.Metric) error {
+	dev, err := c.fs.NetDev()
+	if err != nil {
+		return err
+	}
+	for name, line := range dev {
+		ch <- prometheus.MustNewConstMetric(c.netRx, prometheus.CounterValue, float64(line.RxBytes), name)
+		ch <- prometheus.MustNewConstMetric(c.netTx, prometheus.CounterValue, float64(line.TxBytes), name)
+	}
+	return nil
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CPUTimes is one reading of the host's CPU seconds, for a program that
+// wants its own view of how busy the machine is (the fleet warns when its
+// host saturates).
+type CPUTimes struct {
+	Idle, Total float64
+}
+
+// ReadCPUTimes reads the host's summed CPU seconds from /proc/stat.
+func ReadCPUTimes() (CPUTimes, error) {
+	fs, err := procfs.NewFS(procfs.DefaultMountPoint)
+	if err != nil {
+		return CPUTimes{}, fmt.Errorf("open /proc: %w", err)
+	}
+	stat, err := fs.Stat()
+	if err != nil {
+		return CPUTimes{}, fmt.Errorf("read /proc/stat: %w", err)
+	}
+	t := stat.CPUTotal
+	total := t.User + t.Nice + t.System + t.Idle + t.Iowait + t.IRQ + t.SoftIRQ + t.Steal
+	return CPUTimes{Idle: t.Idle + t.Iowait, Total: total}, nil
+}
+
+// IdlePercent is the share of CPU time that was idle between two readings,
+// in percent; 100 when no time passed.
+func IdlePercent(before, after CPUTimes) float64 {
+	dt := after.Total - before.Total
+	if dt <= 0 {
+		return 100
+	}
+	return 100 * (after.Idle - before.Idle) / dt
+}

@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestHostCollector(t *testing.T) {
+	c, err := NewHostCollector("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	n, err := testutil.GatherAndCount(reg, "test_host_cpu_seconds_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 8 {
+		t.Fatalf("%d cpu series, want 8 modes", n)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP test_host_scrape_errors 1 if the last read of /proc for host metrics failed.
+# TYPE test_host_scrape_errors gauge
+test_host_scrape_errors{source="net_dev"} 0
+test_host_scrape_errors{source="stat"} 0
+`), "test_host_scrape_errors"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := testutil.GatherAndCount(reg, "test_host_network_receive_bytes_total"); n == 0 {
+		t.Fatal("no network devices reported (lo should always be there)")
+	}
+}
+
+func TestIdlePercent(t *testing.T) {
+	tests := []struct {
+		before, after CPUTimes
+		want          float64
+	}{
+		{CPUTimes{0, 0}, CPUTimes{50, 100}, 50},
+		{CPUTimes{10, 100}, CPUTimes{10, 200}, 0},
+		{CPUTimes{10, 100}, CPUTimes{10, 100}, 100},
+	}
+	for _, tt := range tests {
+		if got := IdlePercent(tt.before, tt.after); got != tt.want {
+			t.Errorf("IdlePercent(%v,%v) = %v, want %v", tt.before, tt.after, got, tt.want)
+		}
+	}
+	if _, err := ReadCPUTimes(); err != nil {
+		t.Fatal(err)
+	}
+}
