@@ -1,0 +1,108 @@
+package session
+
+import (
+	"sort"
+	"time"
+)
+
+// Heartbeat is the Step.Frame of a heartbeat the plan adds after the
+// script (receive-only clients, or a script played once).
+const Heartbeat = -1
+
+// Plan is what one kind of client plays: a looping sender, a sender that
+// plays the script once, or a receive-only client. Like vegeta's Pace, it
+// is a pure function of a step number, so a client's whole future is known
+// from its start time and how many steps it has taken.
+type Plan struct {
+	s *Script
+	// login frames are played once: [0, login).
+	login int
+	// loop frames [s.loginEnd, s.loopEnd) repeat when loop is set.
+	loop bool
+	// heartbeats follow the last frame every hb when loop is not set.
+	hb     time.Duration
+	hbBase time.Duration
+}
+
+// Plan returns the sender's plan: the login part, then the loop forever,
+// or without a loop the whole script once and then a heartbeat every hb.
+func (s *Script) Plan(hb time.Duration) Plan {
+	if s.looping {
+		return Plan{s: s, login: s.loginEnd, loop: true}
+	}
+	return Plan{s: s, login: len(s.frames), hb: hb, hbBase: s.frames[len(s.frames)-1].at}
+}
+
+// ReceiveOnlyPlan returns the plan of a client that plays the login part
+// once and then sends only a heartbeat every hb.
+func (s *Script) ReceiveOnlyPlan(hb time.Duration) Plan {
+	return Plan{s: s, login: s.loginEnd, hb: hb, hbBase: s.frames[s.loginEnd-1].at}
+}
+
+// Frames is how many script frames (a prefix) the plan can ever play;
+// only those need encoding.
+func (p Plan) Frames() int {
+	if p.loop {
+		return p.s.loopEnd
+	}
+	return p.login
+}
+
+// Step is the n-th thing a client sends.
+type Step struct {
+	// Frame is the script frame to send, or Heartbeat.
+	Frame int
+	// Due is when, since the client's join.
+	Due time.Duration
+	// Loops is how many loop passes were complete before this step.
+	Loops int64
+	// End is set when there is no such step (a zero heartbeat interval
+	// after the last frame).
+	End bool
+}
+
+// Step returns step n (from 0, the join).
+func (p Plan) Step(n int64) Step {
+	if n < int64(p.login) {
+		return Step{Frame: int(n), Due: p.s.frames[n].at}
+	}
+	m := n - int64(p.login)
+	if p.loop {
+		a, b := int64(p.s.loginEnd), int64(p.s.loopEnd)
+		k, j := m/(b-a), a+m%(b-a)
+		return Step{Frame: int(j), Due: p.s.frames[j].at + time.Duration(k)*p.s.period, Loops: k}
+	}
+	if p.hb <= 0 {
+		return Step{End: true}
+	}
+	return Step{Frame: Heartbeat, Due: p.hbBase + time.Duration(m+1)*p.hb}
+}
+
+// DueBy returns how many steps are due at or before elapsed since the
+// join: the client has fallen behind if it has taken fewer.
+func (p Plan) DueBy(elapsed time.Duration) int64 {
+	fr := p.s.frames
+	if elapsed < 0 {
+		return 0
+	}
+	n := int64(sort.Search(p.login, func(i int) bool { return fr[i].at > elapsed }))
+	if n < int64(p.login) {
+		return n
+	}
+	if p.loop {
+		a, b := p.s.loginEnd, p.s.loopEnd
+		since := elapsed - fr[a].at
+		if since < 0 {
+			return n
+		}
+		k := int64(since / p.s.period)
+		// Frames of pass k due by elapsed: at_j + k·period ≤ elapsed.
+		rest := elapsed - time.Duration(k)*p.s.period
+		j := sort.Search(b-a, func(i int) bool { return fr[a+i].at > rest })
+		return n + k*int64(b-a) + int64(j)
+	}
+	if p.hb <= 0 || elapsed < p.hbBase {
+		return n
+	}
+	return n + int64((elapsed-p.hbBase)/p.hb)
+}
