@@ -1,0 +1,179 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Transport is the transport a flow used: "tcp" or "udp".
+type Transport string
+
+// Transports.
+const (
+	TCP Transport = "tcp"
+	UDP Transport = "udp"
+)
+
+// Frame is one protocol frame found in a capture.
+type Frame struct {
+	// Time is the capture timestamp of the packet that completed the frame.
+	Time time.Time
+	// Offset is Time minus the flow's Start.
+	Offset time.Duration
+	// Packet is the 1-based number of that packet in the file.
+	Packet int
+	Type   wire.Type
+	// Bytes is the whole frame, length prefix included, without the UDP
+	// session token. It is a copy the caller owns.
+	Bytes []byte
+}
+
+// Flow is one client's conversation with the server: a TCP connection, or
+// the datagrams between one client address and the server.
+type Flow struct {
+	Client, Server netip.AddrPort
+	Transport      Transport
+	// Start and End are the timestamps of the flow's first and last packet.
+	Start, End   time.Time
+	ClientFrames []Frame
+	ServerFrames []Frame
+	// Packets counts the flow's packets, empty ones (ACKs) included.
+	Packets int
+	// Resynced says a byte stream had to be realigned on a frame boundary
+	// (capture started mid-connection, bytes missing or garbage); Notes say
+	// where and what was skipped.
+	Resynced bool
+	Notes    []string
+}
+
+// Duration is End minus Start.
+func (f *Flow) Duration() time.Duration { return f.End.Sub(f.Start) }
+
+// String names the flow as "tcp 10.0.0.1:5000 -> 10.0.0.2:7400".
+func (f *Flow) String() string {
+	return fmt.Sprintf("%s %s -> %s", f.Transport, f.Client, f.Server)
+}
+
+// Capture is what a capture file held.
+type Capture struct {
+	Path string
+	// Packets counts the packet records read from the file.
+	Packets int
+	// Flows are the flows that carried protocol frames, by start time.
+	Flows []*Flow
+	// Warnings say what was skipped or could not be read.
+	Warnings []string
+}
+
+// Longest returns the flow with the longest duration among those with at
+// least one client frame (ties: more client frames, then the earlier one),
+// or nil if there is none. It is the default script for a replay.
+func (c *Capture) Longest() *Flow {
+	var best *Flow
+	for _, f := range c.Flows {
+		if len(f.ClientFrames) == 0 {
+			continue
+		}
+		if best == nil || f.Duration() > best.Duration() ||
+			(f.Duration() == best.Duration() && len(f.ClientFrames) > len(best.ClientFrames)) {
+			best = f
+		}
+	}
+	return best
+}
+
+// Defaults for Options.
+const (
+	DefaultServerPort = 7400
+	// DefaultMaxPacket caps a record's captured length: libpcap's largest
+	// snap length.
+	DefaultMaxPacket = 256 << 10
+	// DefaultMaxMemory caps the frame bytes and reassembly buffers kept
+	// while reading one file.
+	DefaultMaxMemory = 512 << 20
+)
+
+// Options tune ReadFile. The zero value uses the defaults.
+type Options struct {
+	// ServerPort is the relay's well-known port, used to tell the client
+	// side of a flow when no join frame says it (default 7400).
+	ServerPort uint16
+	// MaxFrame caps a frame's length field (default wire.DefaultMaxFrame).
+	MaxFrame int
+	// MaxMemory caps the bytes of frames kept plus TCP reassembly buffers;
+	// past it later frames are dropped with a warning (default 512 MiB).
+	MaxMemory int64
+	// MaxPacket caps a record's captured length (default 256 KiB).
+	MaxPacket int
+}
+
+func (o Options) withDefaults() Options {
+	if o.ServerPort == 0 {
+		o.ServerPort = DefaultServerPort
+	}
+	if o.MaxFrame <= 0 {
+		o.MaxFrame = wire.DefaultMaxFrame
+	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = DefaultMaxMemory
+	}
+	if o.MaxPacket <= 0 {
+		o.MaxPacket = DefaultMaxPacket
+	}
+	return o
+}
+
+// ReadFile reads a pcap or pcapng file (told apart by its first bytes).
+//
+// A file that cannot be read from the start returns (nil, err). A file whose
+// structure breaks further in (a record over the limits, a bad block) returns
+// what was read before the break together with a *FormatError naming the
+// packet, so a caller may use a partial capture on purpose. A file cut in the
+// middle of its last record (a killed recorder) is not an error: the cut tail
+// is reported in Warnings.
+func ReadFile(path string, opts Options) (*Capture, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open capture: %w", err)
+	}
+	defer f.Close()
+	c, err := Read(f, opts)
+	if c != nil {
+		c.Path = path
+	}
+	if err != nil {
+		return c, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Read is ReadFile on an io.Reader.
+func Read(r io.Reader, opts Options) (*Capture, error) {
+	opts = opts.withDefaults()
+	src, err := openSource(r, opts.MaxPacket)
+	if err != nil {
+		return nil, err
+	}
+	d := newDecoder(opts)
+	for {
+		data, ci, lt, err := src.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			c := d.finish()
+			return c, err
+		}
+		d.packet(data, ci, lt)
+	}
+	c := d.finish()
+	if t := src.g.tail; t != "" {
+		c.Warnings = append(c.Warnings, t)
+	}
+	return c, nil
+}

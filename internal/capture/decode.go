@@ -1,0 +1,481 @@
+package capture
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/reassembly"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+const (
+	// flushAfter is how long (capture time) out-of-order TCP data waits for
+	// the bytes before it; after that the gap is taken as lost.
+	flushAfter = 5 * time.Second
+	// pageCost is what one reassembly page costs in memory, roughly.
+	pageCost = 2048
+	// maxPagesPerConn caps one connection's out-of-order buffer (~256 KiB).
+	maxPagesPerConn = 128
+	// maxNotes caps the notes kept per flow and the warnings per capture.
+	maxNotes = 32
+)
+
+// decoder turns packets into flows of frames.
+type decoder struct {
+	opts      Options
+	packets   int
+	asm       *reassembly.Assembler
+	tcp       []*tcpStream
+	udp       map[[2]netip.AddrPort]*udpFlow
+	udpOrder  []*udpFlow
+	mem       int64
+	memFull   bool
+	lastFlush time.Time
+	warnings  []string
+	dropped   int // warnings past maxNotes
+
+	truncated, fragments, unsupported, undecodable, nonProto int
+	firstTruncated                                          int
+	linkTypes                                               map[layers.LinkType]int
+}
+
+func newDecoder(opts Options) *decoder {
+	d := &decoder{opts: opts, udp: map[[2]netip.AddrPort]*udpFlow{}, linkTypes: map[layers.LinkType]int{}}
+	pool := reassembly.NewStreamPool(d)
+	d.asm = reassembly.NewAssembler(pool)
+	d.asm.MaxBufferedPagesPerConnection = maxPagesPerConn
+	d.asm.MaxBufferedPagesTotal = int(max(opts.MaxMemory/2/pageCost, maxPagesPerConn))
+	return d
+}
+
+func (d *decoder) warn(format string, args ...any) {
+	if len(d.warnings) >= maxNotes {
+		d.dropped++
+		return
+	}
+	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
+}
+
+// keep charges n bytes of kept frames to the memory budget.
+func (d *decoder) keep(n int) bool {
+	if d.memFull {
+		return false
+	}
+	if d.mem+int64(n) > d.opts.MaxMemory/2 {
+		d.memFull = true
+		d.warn("packet %d: memory budget of %d bytes reached: later frames were left out", d.packets, d.opts.MaxMemory)
+		return false
+	}
+	d.mem += int64(n)
+	return true
+}
+
+// pktCtx carries a packet's capture info and number through reassembly,
+// which keeps it with any bytes it buffers.
+type pktCtx struct{ ci gopacket.CaptureInfo }
+
+func (c *pktCtx) GetCaptureInfo() gopacket.CaptureInfo { return c.ci }
+
+func packetOf(ci gopacket.CaptureInfo) int {
+	if len(ci.AncillaryData) > 0 {
+		if n, ok := ci.AncillaryData[0].(int); ok {
+			return n
+		}
+	}
+	return 0
+}
+
+func linkDecoder(lt layers.LinkType) (gopacket.Decoder, bool) {
+	switch lt {
+	case layers.LinkTypeEthernet, layers.LinkTypeLinuxSLL, layers.LinkTypeLinuxSLL2,
+		layers.LinkTypeNull, layers.LinkTypeLoop, layers.LinkTypeRaw:
+		return lt, true
+	case 12, 14: // DLT_RAW as some BSDs number it
+		return layers.LinkTypeRaw, true
+	case layers.LinkTypeIPv4:
+		return layers.LayerTypeIPv4, true
+	case layers.LinkTypeIPv6:
+		return layers.LayerTypeIPv6, true
+	}
+	return nil, false
+}
+
+func (d *decoder) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkType) {
+	d.packets++
+	n := d.packets
+	dec, ok := linkDecoder(lt)
+	if !ok {
+		d.linkTypes[lt]++
+		d.unsupported++
+		return
+	}
+	if ci.CaptureLength < ci.Length {
+		d.truncated++
+		if d.firstTruncated == 0 {
+			d.firstTruncated = n
+		}
+	}
+	pkt := gopacket.NewPacket(data, dec, gopacket.DecodeOptions{NoCopy: true, Lazy: true})
+	src, dst, netFlow, ok := d.addresses(pkt, n)
+	if !ok {
+		return
+	}
+	switch t := pkt.TransportLayer().(type) {
+	case *layers.TCP:
+		ci.AncillaryData = []any{n}
+		d.asm.AssembleWithContext(netFlow, t, &pktCtx{ci: ci})
+		d.maybeFlush(ci.Timestamp)
+	case *layers.UDP:
+		d.udpPacket(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t.Payload, ci.Timestamp, n)
+	default:
+		if el := pkt.ErrorLayer(); el != nil {
+			d.undecodable++
+			d.warn("packet %d: cannot decode: %v", n, el.Error())
+		}
+	}
+}
+
+// addresses returns the IP addresses of a packet, or false for packets that
+// are not IP or are fragments (our frames fit one datagram).
+func (d *decoder) addresses(pkt gopacket.Packet, n int) (src, dst netip.Addr, flow gopacket.Flow, ok bool) {
+	switch ip := pkt.NetworkLayer().(type) {
+	case *layers.IPv4:
+		if ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 {
+			d.fragments++
+			return src, dst, flow, false
+		}
+		src, _ = netip.AddrFromSlice(ip.SrcIP.To4())
+		dst, _ = netip.AddrFromSlice(ip.DstIP.To4())
+		return src, dst, ip.NetworkFlow(), true
+	case *layers.IPv6:
+		src, _ = netip.AddrFromSlice(ip.SrcIP)
+		dst, _ = netip.AddrFromSlice(ip.DstIP)
+		return src.Unmap(), dst.Unmap(), ip.NetworkFlow(), true
+	}
+	if el := pkt.ErrorLayer(); el != nil {
+		d.undecodable++
+		d.warn("packet %d: cannot decode: %v", n, el.Error())
+	}
+	return src, dst, flow, false
+}
+
+// maybeFlush hands on out-of-order TCP data that has waited too long for
+// the bytes before it, about once a second of capture time.
+func (d *decoder) maybeFlush(now time.Time) {
+	if now.Sub(d.lastFlush) < time.Second {
+		return
+	}
+	d.lastFlush = now
+	d.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-flushAfter)})
+}
+
+// New implements reassembly.StreamFactory.
+func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reassembly.AssemblerContext) reassembly.Stream {
+	srcIP, _ := netip.AddrFromSlice(netFlow.Src().Raw())
+	dstIP, _ := netip.AddrFromSlice(netFlow.Dst().Raw())
+	s := &tcpStream{
+		d:       d,
+		a:       netip.AddrPortFrom(srcIP.Unmap(), uint16(tcp.SrcPort)),
+		b:       netip.AddrPortFrom(dstIP.Unmap(), uint16(tcp.DstPort)),
+		synFrom: -1,
+		start:   ac.GetCaptureInfo().Timestamp,
+	}
+	s.half[0] = newHalfStream(fmt.Sprintf("%s -> %s", s.a, s.b), d.opts.MaxFrame, false, d.keep, s.note)
+	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.MaxFrame, false, d.keep, s.note)
+	d.tcp = append(d.tcp, s)
+	return s
+}
+
+// tcpStream is one TCP connection: a is the sender of its first packet.
+type tcpStream struct {
+	d        *decoder
+	a, b     netip.AddrPort
+	synFrom  int // index of the side that sent a bare SYN, or -1
+	start    time.Time
+	end      time.Time
+	packets  int
+	half     [2]*halfStream
+	started  [2]bool // the half has seen its first packet
+	midway   [2]bool // the half started without a SYN
+	notes    []string
+	dropped  int
+	complete bool
+}
+
+func (s *tcpStream) note(msg string) {
+	if len(s.notes) >= maxNotes {
+		s.dropped++
+		return
+	}
+	s.notes = append(s.notes, msg)
+}
+
+func dirIndex(dir reassembly.TCPFlowDirection) int {
+	if dir == reassembly.TCPDirClientToServer {
+		return 0
+	}
+	return 1
+}
+
+// Accept implements reassembly.Stream: every packet is taken; a half whose
+// first packet is not a SYN is started anyway (capture began mid-connection)
+// and realigns on a frame boundary.
+func (s *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassembly.TCPFlowDirection, nextSeq reassembly.Sequence, start *bool, ac reassembly.AssemblerContext) bool {
+	i := dirIndex(dir)
+	s.packets++
+	if ci.Timestamp.After(s.end) {
+		s.end = ci.Timestamp
+	}
+	if ci.Timestamp.Before(s.start) {
+		s.start = ci.Timestamp
+	}
+	if tcp.SYN && !tcp.ACK && s.synFrom < 0 {
+		s.synFrom = i
+	}
+	if !s.started[i] {
+		s.started[i] = true
+		if tcp.SYN {
+			s.half[i].synced = true
+		} else {
+			*start = true
+			s.midway[i] = true
+			s.note(fmt.Sprintf("packet %d: %s: no SYN seen (capture started mid-connection): looking for a frame boundary",
+				packetOf(ci), s.half[i].name))
+		}
+	}
+	return true
+}
+
+// ReassembledSG implements reassembly.Stream: it hands each packet's share
+// of the in-order bytes to its half, with that packet's time and number.
+func (s *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.AssemblerContext) {
+	dir, _, _, skip := sg.Info()
+	h := s.half[dirIndex(dir)]
+	avail, _ := sg.Lengths()
+	if avail == 0 {
+		return
+	}
+	data := sg.Fetch(avail)
+	if skip > 0 {
+		h.gap(skip, packetOf(sg.CaptureInfo(0)))
+	}
+	for off := 0; off < avail; {
+		ci := sg.CaptureInfo(off)
+		end := pieceEnd(sg, off, avail, packetOf(ci))
+		h.feed(data[off:end], ci.Timestamp, packetOf(ci))
+		off = end
+	}
+}
+
+// pieceEnd finds where the run of bytes from packet pkt that starts at off
+// ends: a packet's bytes are contiguous, so a binary search does.
+func pieceEnd(sg reassembly.ScatterGather, off, avail, pkt int) int {
+	lo, hi := off+1, avail // the answer is in [lo, hi]
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if packetOf(sg.CaptureInfo(mid)) == pkt {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
+// ReassemblyComplete implements reassembly.Stream.
+func (s *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
+	s.finish()
+	return true
+}
+
+func (s *tcpStream) finish() {
+	if s.complete {
+		return
+	}
+	s.complete = true
+	s.half[0].end()
+	s.half[1].end()
+}
+
+// flow decides which side is the client and builds the Flow.
+func (s *tcpStream) flow(serverPort uint16) *Flow {
+	c := 0 // index of the client side: a
+	switch {
+	case s.half[0].hasJoin:
+	case s.half[1].hasJoin:
+		c = 1
+	case s.b.Port() == serverPort:
+	case s.a.Port() == serverPort:
+		c = 1
+	case s.synFrom >= 0:
+		c = s.synFrom
+	}
+	ends := [2]netip.AddrPort{s.a, s.b}
+	f := &Flow{
+		Client: ends[c], Server: ends[1-c], Transport: TCP,
+		Start: s.start, End: s.end, Packets: s.packets,
+		ClientFrames: s.half[c].frames, ServerFrames: s.half[1-c].frames,
+		Resynced: s.half[0].resynced || s.half[1].resynced,
+		Notes:    s.notes,
+	}
+	if s.dropped > 0 {
+		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", s.dropped))
+	}
+	return f
+}
+
+// udpFlow is the datagrams between two endpoints, a being the first sender.
+type udpFlow struct {
+	a, b       netip.AddrPort
+	start, end time.Time
+	packets    int
+	frames     [2][]Frame // by sender: a, b
+	join       int        // index of the side that sent a join, or -1
+	client     [2]int     // client→server frames sent by each side
+	notes      []string
+	dropped    int
+}
+
+func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time, n int) {
+	key := [2]netip.AddrPort{src, dst}
+	if src.Compare(dst) > 0 {
+		key = [2]netip.AddrPort{dst, src}
+	}
+	u := d.udp[key]
+	typ, frame, ok := classifyDatagram(payload, d.opts.MaxFrame)
+	if u == nil {
+		if !ok {
+			d.nonProto++
+			return
+		}
+		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1}
+		d.udp[key] = u
+		d.udpOrder = append(d.udpOrder, u)
+	}
+	u.packets++
+	if t.After(u.end) {
+		u.end = t
+	}
+	if t.Before(u.start) {
+		u.start = t
+	}
+	i := 0
+	if src != u.a {
+		i = 1
+	}
+	if !ok {
+		if len(u.notes) < maxNotes {
+			u.notes = append(u.notes, fmt.Sprintf("packet %d: %s -> %s: datagram of %d bytes is not a protocol frame: skipped", n, src, dst, len(payload)))
+		} else {
+			u.dropped++
+		}
+		return
+	}
+	if typ == wire.TypeJoin && u.join < 0 {
+		u.join = i
+	}
+	if typ.FromClient() {
+		u.client[i]++
+	}
+	if d.keep(len(frame)) {
+		u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
+	}
+}
+
+// classifyDatagram decodes a datagram as client→server (token + frame) or
+// server→client (frame alone) and returns its frame without the token.
+func classifyDatagram(d []byte, maxFrame int) (wire.Type, []byte, bool) {
+	var f wire.Frame
+	if _, frame, err := wire.SplitDatagram(d, maxFrame); err == nil {
+		t := wire.Type(frame[wire.LenSize])
+		if t.FromClient() && wire.DecodeBody(t, frame[wire.HeaderSize:], &f) == nil {
+			return t, frame, true
+		}
+	}
+	if n, err := wire.Decode(d, maxFrame, &f); err == nil && n == len(d) && !f.Type.FromClient() {
+		return f.Type, d, true
+	}
+	return 0, nil, false
+}
+
+func (u *udpFlow) flow(serverPort uint16) *Flow {
+	c := 0
+	switch {
+	case u.join >= 0:
+		c = u.join
+	case u.b.Port() == serverPort:
+	case u.a.Port() == serverPort:
+		c = 1
+	case u.client[1] > u.client[0]:
+		c = 1
+	}
+	ends := [2]netip.AddrPort{u.a, u.b}
+	f := &Flow{
+		Client: ends[c], Server: ends[1-c], Transport: UDP,
+		Start: u.start, End: u.end, Packets: u.packets,
+		ClientFrames: u.frames[c], ServerFrames: u.frames[1-c],
+		Notes: u.notes,
+	}
+	if u.dropped > 0 {
+		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", u.dropped))
+	}
+	return f
+}
+
+// finish flushes reassembly and builds the Capture.
+func (d *decoder) finish() *Capture {
+	d.asm.FlushAll()
+	c := &Capture{Packets: d.packets}
+	empty := 0
+	add := func(f *Flow) {
+		if len(f.ClientFrames) == 0 && len(f.ServerFrames) == 0 {
+			empty++
+			return
+		}
+		for i := range f.ClientFrames {
+			f.ClientFrames[i].Offset = f.ClientFrames[i].Time.Sub(f.Start)
+		}
+		for i := range f.ServerFrames {
+			f.ServerFrames[i].Offset = f.ServerFrames[i].Time.Sub(f.Start)
+		}
+		c.Flows = append(c.Flows, f)
+	}
+	for _, s := range d.tcp {
+		s.finish()
+		add(s.flow(d.opts.ServerPort))
+	}
+	for _, u := range d.udpOrder {
+		add(u.flow(d.opts.ServerPort))
+	}
+	sort.SliceStable(c.Flows, func(i, j int) bool { return c.Flows[i].Start.Before(c.Flows[j].Start) })
+	c.Warnings = d.summaryWarnings(empty)
+	return c
+}
+
+func (d *decoder) summaryWarnings(empty int) []string {
+	w := d.warnings
+	if d.dropped > 0 {
+		w = append(w, fmt.Sprintf("... and %d more packet warnings", d.dropped))
+	}
+	if d.truncated > 0 {
+		w = append(w, fmt.Sprintf("%d packets were cut by the snap length (first: packet %d): bytes missing from their streams were skipped", d.truncated, d.firstTruncated))
+	}
+	for lt, n := range d.linkTypes {
+		w = append(w, fmt.Sprintf("%d packets of unsupported link type %s (%d) were skipped", n, lt, int(lt)))
+	}
+	if d.fragments > 0 {
+		w = append(w, fmt.Sprintf("%d IP fragments were skipped (frames fit one datagram)", d.fragments))
+	}
+	if d.nonProto > 0 {
+		w = append(w, fmt.Sprintf("%d UDP datagrams outside any protocol flow were not protocol frames and were skipped", d.nonProto))
+	}
+	if empty > 0 {
+		w = append(w, fmt.Sprintf("%d flows carried no protocol frames and were left out", empty))
+	}
+	return w
+}

@@ -1,0 +1,19 @@
+// Package capture turns recorded sessions into timestamped protocol frames
+// and records new ones.
+//
+// Reading: pcap and pcapng files (Ethernet, Linux cooked v1/v2, BSD
+// loopback, raw IP; IPv4/IPv6; VLAN tags), with our own bounds in front of
+// gopacket's readers so a hostile file gives a clear error instead of a huge
+// allocation or a hang. TCP is reassembled per direction (retransmissions,
+// reordering, overlap, a capture that starts mid-connection) and cut into
+// frames with wire.Parser; UDP gives one frame per datagram. Inspect
+// summarises a capture for people choosing loop points.
+//
+// Writing: a pcap/pcapng Writer that synthesizes Ethernet/IP/TCP or UDP
+// headers for traffic seen at the socket level (the recording proxy), and a
+// raw Writer for live libpcap captures.
+//
+// It is not a general packet analyser: anything that is not the reprise
+// protocol over TCP or UDP is counted and left out. Turning frames into a
+// replay script (loop points, id rewriting) belongs to internal/session.
+package capture
