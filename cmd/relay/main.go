@@ -1,0 +1,106 @@
+// Command relay is reprise's reference relay server: rooms over TCP and UDP
+// (docs/protocol.md), Prometheus metrics on /metrics (docs/metrics.md).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/reprise-harness/reprise/internal/relay"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "relay:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// run parses args, starts the relay and serves until ctx ends. It prints
+// one "listening ..." line with the bound addresses to stdout (tests read
+// the ports from it when given port 0).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var (
+		cfg      relay.Config
+		secret   string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:           "relay",
+		Short:         "reprise's reference relay: rooms over TCP and UDP",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("udp") {
+				cfg.UDP = relay.UDPSameAsTCP
+			}
+			cfg.AuthSecret = []byte(secret)
+			log, err := newLogger(logLevel, stderr)
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			srv, err := relay.New(cfg, log, reg)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "listening tcp=%s udp=%s metrics=%s\n", srv.Addr(), addrOrOff(srv.UDPAddr()), addrOrOff(srv.MetricsAddr()))
+			log.Info("relay started", zap.Stringer("tcp", srv.Addr()), zap.String("udp", addrOrOff(srv.UDPAddr())),
+				zap.String("metrics", addrOrOff(srv.MetricsAddr())))
+			err = srv.Run(ctx)
+			log.Info("relay stopped")
+			return err
+		},
+	}
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	f := cmd.Flags()
+	f.StringVar(&cfg.Listen, "listen", ":7400", "TCP address to serve clients on")
+	f.StringVar(&cfg.UDP, "udp", "", `UDP address (default: the --listen host and port; "" or "off": no UDP)`)
+	f.StringVar(&cfg.Metrics, "metrics", ":9400", `HTTP address of /metrics ("" or "off": none)`)
+	f.IntVar(&cfg.MaxFrame, "max-frame", 65536, "largest frame length accepted, bytes")
+	f.IntVar(&cfg.MaxRoomMembers, "max-room-members", 1024, "members per room (0: no limit)")
+	f.IntVar(&cfg.MaxConnections, "max-connections", 0, "TCP connections plus UDP sessions (0: no limit)")
+	f.IntVar(&cfg.MaxPending, "max-pending", 1<<20, "outbound queue cap per connection, bytes; over it a client is a slow consumer")
+	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 2*time.Second, "deadline of one write to a client; over it a client is a slow consumer")
+	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 180*time.Second, "close a joined client that sent nothing for this long")
+	f.DurationVar(&cfg.JoinTimeout, "join-timeout", 10*time.Second, "close a connection that has not joined within this")
+	f.StringVar(&secret, "auth-secret", "", "when set, joins must carry a token signed with this secret (see docs/protocol.md)")
+	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	return cmd.ExecuteContext(ctx)
+}
+
+func addrOrOff(a net.Addr) string {
+	if a == nil {
+		return "off"
+	}
+	return a.String()
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}

@@ -1,0 +1,229 @@
+// Package client is a minimal real client of the relay protocol
+// (docs/protocol.md) over TCP or UDP: dial, join, send, heartbeat, leave,
+// and receive frames one at a time. The relay's tests, the load benchmark
+// and the fleet use it. It does no reconnects, pacing or id rewriting.
+//
+// A Conn is not safe for concurrent use, except that one goroutine may
+// receive while another sends.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// ServerError is an error frame the relay answered with.
+type ServerError struct {
+	Code wire.ErrorCode
+	Text string
+}
+
+func (e *ServerError) Error() string {
+	return fmt.Sprintf("relay error %d %s: %s", e.Code, e.Code, e.Text)
+}
+
+// Joined is the relay's answer to a join.
+type Joined struct {
+	Token   uint64 // UDP session token (0 on TCP)
+	Owner   string
+	Members []string // join order, the joiner last
+}
+
+// Conn is one client connection.
+type Conn struct {
+	nc       net.Conn
+	udp      bool
+	token    uint64
+	maxFrame int
+	wbuf     []byte
+	rbuf     []byte // TCP: unread bytes are rbuf[r:w]
+	r, w     int
+	frame    wire.Frame
+}
+
+// Dial connects over TCP.
+func Dial(ctx context.Context, addr string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial relay %s: %w", addr, err)
+	}
+	return New(nc), nil
+}
+
+// DialUDP "connects" a UDP socket to the relay.
+func DialUDP(ctx context.Context, addr string) (*Conn, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("dial relay udp %s: %w", addr, err)
+	}
+	c := New(nc)
+	c.udp = true
+	c.rbuf = make([]byte, 64<<10) // any datagram
+	return c, nil
+}
+
+// New wraps a connected TCP socket (for callers that set socket options
+// before use).
+func New(nc net.Conn) *Conn {
+	return &Conn{nc: nc, maxFrame: wire.DefaultMaxFrame, rbuf: make([]byte, 16<<10)}
+}
+
+// NetConn is the underlying socket.
+func (c *Conn) NetConn() net.Conn { return c.nc }
+
+// Token is the UDP session token from the last successful join.
+func (c *Conn) Token() uint64 { return c.token }
+
+// Close closes the socket.
+func (c *Conn) Close() error { return c.nc.Close() }
+
+// SetDeadline sets the socket's read and write deadline.
+func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+
+// WriteRaw writes b as is (TCP) or as one datagram (UDP).
+func (c *Conn) WriteRaw(b []byte) error {
+	if _, err := c.nc.Write(b); err != nil {
+		return fmt.Errorf("write to relay: %w", err)
+	}
+	return nil
+}
+
+// write sends one frame built by enc, behind the session token on UDP.
+func (c *Conn) write(enc func([]byte) []byte) error {
+	c.wbuf = c.wbuf[:0]
+	if c.udp {
+		c.wbuf = wire.AppendDatagram(c.wbuf, c.token)
+	}
+	c.wbuf = enc(c.wbuf)
+	return c.WriteRaw(c.wbuf)
+}
+
+// SendJoin sends a join without waiting for the answer. UDP joins are
+// padded to wire.UDPJoinPad bytes, as the protocol asks.
+func (c *Conn) SendJoin(room, user string, token []byte) error {
+	pad := 0
+	if c.udp {
+		c.token = 0
+		pad = max(0, wire.UDPJoinPad-wire.TokenSize-len(wire.AppendJoin(nil, room, user, token, 0)))
+	}
+	return c.write(func(b []byte) []byte { return wire.AppendJoin(b, room, user, token, pad) })
+}
+
+// Join sends a join and waits for joined (or the error frame, returned as
+// a *ServerError). Frames other than joined and error before it are skipped.
+func (c *Conn) Join(room, user string, token []byte) (Joined, error) {
+	if err := c.SendJoin(room, user, token); err != nil {
+		return Joined{}, err
+	}
+	for {
+		f, err := c.Recv()
+		if err != nil {
+			return Joined{}, err
+		}
+		switch f.Type {
+		case wire.TypeJoined:
+			j := Joined{Token: f.SessionToken, Owner: string(f.Owner)}
+			f.Members(func(id []byte) { j.Members = append(j.Members, string(id)) })
+			c.token = j.Token
+			return j, nil
+		case wire.TypeError:
+			return Joined{}, &ServerError{Code: f.Code, Text: string(f.Text)}
+		}
+	}
+}
+
+// Send sends a send frame.
+func (c *Conn) Send(m wire.Send) error {
+	return c.write(func(b []byte) []byte { return wire.AppendSend(b, m) })
+}
+
+// Heartbeat sends a heartbeat carrying ts.
+func (c *Conn) Heartbeat(ts int64) error {
+	return c.write(func(b []byte) []byte { return wire.AppendHeartbeat(b, ts) })
+}
+
+// Leave sends a leave.
+func (c *Conn) Leave() error {
+	return c.write(wire.AppendLeave)
+}
+
+// Recv returns the next frame from the relay. The frame and its slices are
+// valid until the next Recv.
+func (c *Conn) Recv() (*wire.Frame, error) {
+	if c.udp {
+		return c.recvUDP()
+	}
+	for {
+		if c.r < c.w {
+			n, err := wire.Decode(c.rbuf[c.r:c.w], c.maxFrame, &c.frame)
+			if err == nil {
+				c.r += n
+				return &c.frame, nil
+			}
+			if !errors.Is(err, wire.ErrShort) {
+				return nil, fmt.Errorf("frame from relay: %w", err)
+			}
+		}
+		if err := c.fill(); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// fill reads more bytes, first moving the unread ones to the front (and
+// growing the buffer if a frame does not fit).
+func (c *Conn) fill() error {
+	if c.r > 0 {
+		c.w = copy(c.rbuf, c.rbuf[c.r:c.w])
+		c.r = 0
+	}
+	if c.w == len(c.rbuf) {
+		c.rbuf = append(c.rbuf, make([]byte, len(c.rbuf))...)
+	}
+	n, err := c.nc.Read(c.rbuf[c.w:])
+	c.w += n
+	if err != nil && n == 0 {
+		return fmt.Errorf("read from relay: %w", err)
+	}
+	return nil
+}
+
+func (c *Conn) recvUDP() (*wire.Frame, error) {
+	n, err := c.nc.Read(c.rbuf[:cap(c.rbuf)])
+	if err != nil {
+		return nil, fmt.Errorf("read from relay: %w", err)
+	}
+	m, err := wire.Decode(c.rbuf[:n], c.maxFrame, &c.frame)
+	if err != nil {
+		return nil, fmt.Errorf("datagram from relay: %w", err)
+	}
+	if m != n {
+		return nil, errors.New("datagram from relay: " + strconv.Itoa(n-m) + " bytes after the frame")
+	}
+	return &c.frame, nil
+}
+
+// RecvType returns the next frame of type t, skipping others (member
+// notices, heartbeat replies); an error frame is returned as *ServerError.
+func (c *Conn) RecvType(t wire.Type) (*wire.Frame, error) {
+	for {
+		f, err := c.Recv()
+		if err != nil {
+			return nil, err
+		}
+		if f.Type == t {
+			return f, nil
+		}
+		if f.Type == wire.TypeError {
+			return nil, &ServerError{Code: f.Code, Text: string(f.Text)}
+		}
+	}
+}

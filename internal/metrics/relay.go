@@ -1,0 +1,110 @@
+package metrics
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Disconnect reasons that are not error codes (relay_disconnects_total).
+const (
+	ReasonClosed = "closed" // the client closed or reset the connection
+	ReasonLeave  = "leave"  // a UDP session ended by leave
+)
+
+// Rejection reasons for UDP datagrams that get no reply, beside error code
+// names (relay_rejected_frames_total).
+const (
+	ReasonGarbage        = "garbage"         // not a datagram of token + one whole frame
+	ReasonUnknownSession = "unknown_session" // token of no live session
+	ReasonWrongSource    = "wrong_source"    // token used from another address than its join
+)
+
+// Relay holds the relay's own metrics. Counters are meant to be added to in
+// batches (once per read, once per write), not per delivery. Children of
+// labelled vectors are resolved once here so the hot path does no label
+// lookups.
+type Relay struct {
+	ConnectionsTCP    prometheus.Gauge
+	ConnectionsUDP    prometheus.Gauge
+	ReceivedMessages  prometheus.Counter
+	DeliveredMessages prometheus.Counter
+	ReceivedBytes     prometheus.Counter
+	SentBytes         prometheus.Counter
+	SlowConsumers     prometheus.Counter
+
+	joins       *prometheus.CounterVec
+	joinOK      prometheus.Counter
+	rejected    *prometheus.CounterVec
+	disconnects *prometheus.CounterVec
+}
+
+// NewRelay registers the relay_* metrics on reg, plus the host collector
+// (relay_host_*). rooms reports the current number of rooms at scrape time.
+func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
+	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "relay_connections", Help: "Open client connections (TCP) and live sessions (UDP).",
+	}, []string{"transport"})
+	m := &Relay{
+		ConnectionsTCP: conns.WithLabelValues("tcp"),
+		ConnectionsUDP: conns.WithLabelValues("udp"),
+		ReceivedMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_received_messages_total", Help: "Frames received from clients and accepted (any type).",
+		}),
+		DeliveredMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_delivered_messages_total", Help: "Deliver frames queued to recipients (one per recipient of a send).",
+		}),
+		ReceivedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_received_bytes_total", Help: "Bytes read from clients (TCP stream bytes, UDP datagram bytes).",
+		}),
+		SentBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_sent_bytes_total", Help: "Bytes written to clients (TCP and UDP).",
+		}),
+		SlowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_slow_consumer_disconnects_total", Help: "Clients disconnected for an outbound queue over --max-pending or a write over --write-timeout.",
+		}),
+		joins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_joins_total", Help: "Join attempts by result: ok or the error code name.",
+		}, []string{"result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_rejected_frames_total", Help: "Frames or datagrams refused, by reason (error code name, or garbage, unknown_session, wrong_source for UDP).",
+		}, []string{"reason"}),
+		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_disconnects_total", Help: "Connections and UDP sessions ended, by reason (closed, leave, or the error code name).",
+		}, []string{"reason"}),
+	}
+	m.joinOK = m.joins.WithLabelValues("ok")
+	roomsGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_rooms", Help: "Rooms that exist (rooms with at least one member).",
+	}, func() float64 { return float64(rooms()) })
+	host, err := NewHostCollector("relay")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
+		m.SentBytes, m.SlowConsumers, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register relay metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// Join counts a join attempt; code 0 means it succeeded.
+func (m *Relay) Join(code wire.ErrorCode) {
+	if code == 0 {
+		m.joinOK.Inc()
+		return
+	}
+	m.joins.WithLabelValues(code.String()).Inc()
+}
+
+// Rejected counts a refused frame or datagram. reason must be an error code
+// name or one of the Reason constants.
+func (m *Relay) Rejected(reason string) { m.rejected.WithLabelValues(reason).Inc() }
+
+// Disconnect counts an ended connection or session. reason must be an error
+// code name or one of the Reason constants.
+func (m *Relay) Disconnect(reason string) { m.disconnects.WithLabelValues(reason).Inc() }

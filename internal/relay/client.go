@@ -1,0 +1,296 @@
+package relay
+
+import (
+	"errors"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/metrics"
+	"github.com/reprise-harness/reprise/internal/room"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// client is one room member's handle: a TCP connection, or a UDP session
+// (tcp nil, frames sent as datagrams to addr).
+type client struct {
+	s  *Server
+	id uint64
+
+	tcp *net.TCPConn
+	out outbound
+	// wake tells the writer there is something to write (or to stop);
+	// writerDone closes when the writer has returned.
+	wake       chan struct{}
+	writerDone chan struct{}
+
+	addr  netip.AddrPort // UDP only
+	token uint64         // UDP only
+
+	// Membership, written only by the goroutine that reads this client
+	// (its TCP reader, or the UDP loop), with the shard locked.
+	user  string
+	room  *room.Room[*client]
+	shard *room.Shard[*client]
+
+	// Read by the sweeper.
+	joined        atomic.Bool
+	unjoinedSince atomic.Int64
+	lastActive    atomic.Int64
+
+	b batch // the reading goroutine's scratch
+}
+
+// batch is what one reading goroutine accumulates while it handles one
+// read's worth of frames: the deliver encoded once per send, the recipients,
+// the connections whose writers need waking, and counters added to the
+// metrics once per batch instead of once per frame.
+type batch struct {
+	enc       []byte
+	rcpts     []*client
+	names     []string
+	pcd       []*client // clients to flush, each at most once per batch
+	recvMsgs  int
+	recvBytes int
+	delivered int
+}
+
+// deliver queues frame to c and remembers to wake c's writer.
+func (b *batch) deliver(c *client, frame []byte) {
+	if c.deliver(frame) {
+		b.pcd = append(b.pcd, c)
+	}
+}
+
+// flush wakes the writers of every client that got frames in this batch
+// and adds the batch's counters.
+func (b *batch) flush(m *metrics.Relay) {
+	for i, c := range b.pcd {
+		c.signal()
+		b.pcd[i] = nil
+	}
+	b.pcd = b.pcd[:0]
+	if b.recvMsgs > 0 {
+		m.ReceivedMessages.Add(float64(b.recvMsgs))
+		b.recvMsgs = 0
+	}
+	if b.recvBytes > 0 {
+		m.ReceivedBytes.Add(float64(b.recvBytes))
+		b.recvBytes = 0
+	}
+	if b.delivered > 0 {
+		m.DeliveredMessages.Add(float64(b.delivered))
+		b.delivered = 0
+	}
+}
+
+func (c *client) isUDP() bool { return c.tcp == nil }
+
+// deliver queues one frame to c; it reports whether c's writer must be
+// woken after the batch. UDP clients get the frame as a datagram at once.
+func (c *client) deliver(frame []byte) bool {
+	if c.isUDP() {
+		c.s.sendUDP(frame, c.addr)
+		return false
+	}
+	signal, ok := c.out.appendFrame(frame)
+	if !ok {
+		c.s.m.SlowConsumers.Inc()
+		c.s.log.Info("slow consumer: outbound queue over --max-pending", zap.Uint64("conn", c.id),
+			zap.String("user", c.user), zap.Int("max_pending", c.s.cfg.MaxPending))
+		c.tcp.Close()
+	}
+	return signal
+}
+
+// signal wakes c's writer if it is not awake already.
+func (c *client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close sends c an error frame and closes it: the writer flushes and
+// half-closes, and the reader drains input for at most lingerTime. Safe
+// from any goroutine; only the first close of a client counts.
+func (c *client) close(code wire.ErrorCode, text string) {
+	if c.isUDP() {
+		return // UDP sessions are closed by the UDP loop
+	}
+	if c.out.closeWith(wire.AppendError(nil, code, text), code.String()) {
+		c.signal()
+		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
+	}
+}
+
+// refusal is an error a client is answered with: the code and its text.
+func refusal(code wire.ErrorCode, text string) *wire.Error {
+	return &wire.Error{Code: code, Detail: text}
+}
+
+// join adds c to a room as user. replyLimit, when positive, is the most
+// bytes the joined reply may have (UDP: no amplification); a larger reply
+// gets pad_required with the size needed. On success c gets joined and the
+// other members member_joined, all queued with the shard locked.
+func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
+	s := c.s
+	if c.room != nil {
+		s.m.Rejected(wire.ErrAlreadyJoined.String())
+		return refusal(wire.ErrAlreadyJoined, "this connection is in room "+strconv.Quote(c.room.Name())+" already")
+	}
+	user := string(f.User)
+	if werr := s.checkAuth(user, f.Auth); werr != nil {
+		s.m.Join(werr.Code)
+		return werr
+	}
+	name := string(f.Room)
+	sh := s.rooms.Shard(name)
+	sh.Lock()
+	defer sh.Unlock()
+	if replyLimit > 0 {
+		if need := joinedSize(sh.Room(name), user); need > replyLimit {
+			s.m.Join(wire.ErrPadRequired)
+			return refusal(wire.ErrPadRequired, strconv.Itoa(need))
+		}
+	}
+	rm, err := sh.Join(name, user, c)
+	switch {
+	case errors.Is(err, room.ErrDuplicate):
+		s.m.Join(wire.ErrDuplicateUser)
+		return refusal(wire.ErrDuplicateUser, "user "+strconv.Quote(user)+" is in room "+strconv.Quote(name)+" already")
+	case errors.Is(err, room.ErrFull):
+		s.m.Join(wire.ErrRoomFull)
+		return refusal(wire.ErrRoomFull, "room "+strconv.Quote(name)+" is full ("+strconv.Itoa(s.cfg.MaxRoomMembers)+" members)")
+	case err != nil:
+		return refusal(wire.ErrMalformed, err.Error())
+	}
+	c.user, c.room, c.shard = user, rm, sh
+	c.joined.Store(true)
+	c.lastActive.Store(s.now())
+	s.m.Join(0)
+
+	b := &c.b
+	b.names = b.names[:0]
+	for _, m := range rm.Members() {
+		b.names = append(b.names, m.ID)
+	}
+	b.enc = wire.AppendJoined(b.enc[:0], c.token, rm.Owner(), b.names)
+	clear(b.names)
+	b.deliver(c, b.enc)
+	b.enc = wire.AppendMemberJoined(b.enc[:0], user)
+	for _, m := range rm.Members() {
+		if m.Value != c {
+			b.deliver(m.Value, b.enc)
+		}
+	}
+	return nil
+}
+
+// joinedSize is the size of the joined frame user would get on joining rm
+// (nil: a new room).
+func joinedSize(rm *room.Room[*client], user string) int {
+	n := wire.HeaderSize + 8 + 1 + 2 + 1 + len(user)
+	if rm == nil {
+		return n + 1 + len(user) // user is the owner too
+	}
+	n += 1 + len(rm.Owner())
+	for _, m := range rm.Members() {
+		n += 1 + len(m.ID)
+	}
+	return n
+}
+
+func (s *Server) checkAuth(user string, tok []byte) *wire.Error {
+	if len(s.cfg.AuthSecret) == 0 {
+		return nil
+	}
+	switch err := auth.Verify(s.cfg.AuthSecret, user, tok, time.Now()); {
+	case err == nil:
+		return nil
+	case errors.Is(err, auth.ErrMissing):
+		return refusal(wire.ErrAuthRequired, "this relay needs an auth token in the join")
+	case errors.Is(err, auth.ErrExpired):
+		return refusal(wire.ErrAuthExpired, "auth token expired")
+	default:
+		return refusal(wire.ErrAuthInvalid, "auth token invalid for user "+strconv.Quote(user))
+	}
+}
+
+// leave takes c out of its room and tells the others, naming the owner
+// after the leave.
+func (c *client) leave() {
+	if c.room == nil {
+		return
+	}
+	sh, rm := c.shard, c.room
+	sh.Lock()
+	if left, _ := sh.Leave(rm, c.user); left && rm.Len() > 0 {
+		b := &c.b
+		b.enc = wire.AppendMemberLeft(b.enc[:0], c.user, rm.Owner())
+		for _, m := range rm.Members() {
+			b.deliver(m.Value, b.enc)
+		}
+	}
+	sh.Unlock()
+	c.room, c.shard = nil, nil
+	c.joined.Store(false)
+	c.unjoinedSince.Store(c.s.now())
+}
+
+// cast delivers a send to its recipients: the deliver is encoded once,
+// carrying the sender id from the join, and copied into each recipient's
+// queue.
+func (c *client) cast(f *wire.Frame) *wire.Error {
+	if c.room == nil {
+		c.s.m.Rejected(wire.ErrNotJoined.String())
+		return refusal(wire.ErrNotJoined, "send before join")
+	}
+	b := &c.b
+	c.shard.Lock()
+	b.rcpts = c.room.Recipients(b.rcpts[:0], f.Mode, c.user, f.TargetsRaw())
+	if len(b.rcpts) > 0 {
+		b.enc = wire.AppendDeliver(b.enc[:0], f.Mode, c.user, f.HasTrace, f.Trace, f.Payload)
+		for _, r := range b.rcpts {
+			b.deliver(r, b.enc)
+		}
+	}
+	c.shard.Unlock()
+	b.delivered += len(b.rcpts)
+	clear(b.rcpts)
+	return nil
+}
+
+// handle acts on one frame from c; a returned error is what c is answered
+// with before it is closed (TCP) or the datagram dropped (UDP).
+func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
+	c.b.recvMsgs++
+	switch f.Type {
+	case wire.TypeSend:
+		return c.cast(f)
+	case wire.TypeHeartbeat:
+		if c.room == nil {
+			c.s.m.Rejected(wire.ErrNotJoined.String())
+			return refusal(wire.ErrNotJoined, "heartbeat before join")
+		}
+		c.b.enc = wire.AppendHeartbeatReply(c.b.enc[:0], f.Timestamp, time.Now().UnixNano())
+		c.b.deliver(c, c.b.enc)
+	case wire.TypeJoin:
+		return c.join(f, replyLimit)
+	case wire.TypeLeave:
+		if c.room == nil {
+			c.s.m.Rejected(wire.ErrNotJoined.String())
+			return refusal(wire.ErrNotJoined, "leave before join")
+		}
+		c.leave()
+	default:
+		c.s.m.Rejected(wire.ErrUnknownType.String())
+		return refusal(wire.ErrUnknownType, f.Type.String()+" frames travel server to client only")
+	}
+	return nil
+}

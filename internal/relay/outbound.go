@@ -1,0 +1,147 @@
+package relay
+
+import "sync"
+
+// chunkSize is the size of the pooled buffers an outbound queue is made of.
+// Small enough that a connection with a few frames queued holds little,
+// large enough that one chunk carries dozens of typical deliveries.
+const chunkSize = 4 << 10
+
+type chunk struct{ b []byte }
+
+var chunkPool = sync.Pool{New: func() any { return &chunk{b: make([]byte, 0, chunkSize)} }}
+
+func putChunk(c *chunk) {
+	c.b = c.b[:0]
+	chunkPool.Put(c)
+}
+
+// outbound is one TCP connection's queue of bytes to write, after the
+// outbound struct of nats-server's client.go: frames are copied into pooled
+// chunks under a mutex by whichever goroutine produced them, and the
+// connection's writer takes all queued chunks at once and writes them with
+// one writev. pending counts queued and in-flight bytes, so a peer that does
+// not read is capped at max bytes (plus one chunk of slack) and then
+// declared a slow consumer instead of blocking anyone.
+//
+// The mutex is a leaf: nothing else is locked while it is held.
+type outbound struct {
+	mu      sync.Mutex
+	q       []*chunk
+	pending int
+	max     int
+	// flagged says a flush signal is owed: the producer that set it sends
+	// the wake-up after its batch; the writer clears it when it takes q.
+	flagged bool
+	closing bool
+	reason  string // why closing, a bounded label: an error code name or "closed"
+}
+
+// appendFrame queues b. signal says the caller must wake the writer after
+// its batch (it was the first to queue since the writer last took the
+// queue). ok is false if b would put the queue over max: the queue is then
+// dropped and closed with reason slow_consumer, and the caller must
+// disconnect the peer. A closing queue takes nothing and reports ok.
+func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		return false, true
+	}
+	if o.pending+len(b) > o.max {
+		o.closeLocked("slow_consumer")
+		o.dropLocked()
+		return false, false
+	}
+	o.pushLocked(b)
+	signal = !o.flagged
+	o.flagged = true
+	return signal, true
+}
+
+// closeWith queues a last frame (if any, regardless of max) and marks the
+// queue closing. It reports false if the queue was closing already.
+func (o *outbound) closeWith(last []byte, reason string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closing {
+		return false
+	}
+	o.closeLocked(reason)
+	o.pushLocked(last)
+	o.flagged = true
+	return true
+}
+
+func (o *outbound) closeLocked(reason string) {
+	o.closing = true
+	o.reason = reason
+}
+
+func (o *outbound) pushLocked(b []byte) {
+	o.pending += len(b)
+	for len(b) > 0 {
+		var c *chunk
+		if n := len(o.q); n > 0 && len(o.q[n-1].b) < cap(o.q[n-1].b) {
+			c = o.q[n-1]
+		} else {
+			c = chunkPool.Get().(*chunk)
+			o.q = append(o.q, c)
+		}
+		k := copy(c.b[len(c.b):cap(c.b)], b)
+		c.b = c.b[:len(c.b)+k]
+		b = b[k:]
+	}
+}
+
+func (o *outbound) dropLocked() {
+	for i, c := range o.q {
+		o.pending -= len(c.b)
+		putChunk(c)
+		o.q[i] = nil
+	}
+	o.q = o.q[:0]
+}
+
+// take hands the writer every queued chunk, swapping in spare as the new
+// (empty) queue, and says whether the queue is closing.
+func (o *outbound) take(spare []*chunk) (q []*chunk, closing bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	q, o.q = o.q, spare[:0]
+	o.flagged = false
+	return q, o.closing
+}
+
+// written releases n in-flight bytes after a write.
+func (o *outbound) written(n int) {
+	o.mu.Lock()
+	o.pending -= n
+	o.mu.Unlock()
+}
+
+// fail closes the queue (if it was not) with reason and drops what is
+// queued; it returns the reason the queue closed with.
+func (o *outbound) fail(reason string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closing {
+		o.closeLocked(reason)
+	}
+	o.dropLocked()
+	return o.reason
+}
+
+// state reports whether the queue is closing and why.
+func (o *outbound) state() (closing bool, reason string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.closing, o.reason
+}
+
+// Pending is the queued and in-flight byte count.
+func (o *outbound) Pending() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pending
+}

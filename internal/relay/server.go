@@ -1,0 +1,418 @@
+// Package relay is reprise's reference relay server: clients join rooms over
+// TCP or UDP and cast frames to the room (docs/protocol.md). It owns the
+// listeners, a read loop and a coalescing writer per TCP connection, the UDP
+// sessions, the join and idle timers, the slow-consumer policy and graceful
+// shutdown. Who gets which frame is decided by internal/room; the bytes are
+// internal/wire's. It is not a client: see internal/client for that.
+//
+// Goroutines: Run starts and waits for all of them (accept loop, UDP loop,
+// sweeper, metrics HTTP server, and per TCP connection a reader and a
+// writer); none outlives Run.
+//
+// Lock order: a room shard's mutex, then a connection's outbound mutex
+// (a leaf). Deliveries and membership notices are queued with the shard
+// locked, so every member of a room sees the room's events in one order.
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
+	"github.com/reprise-harness/reprise/internal/room"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// UDPSameAsTCP, as Config.UDP, binds UDP on the TCP listener's host and port.
+const UDPSameAsTCP = "same"
+
+// Config is everything the relay can be told. Zero values take the defaults
+// noted; Listen "" means ":7400".
+type Config struct {
+	Listen         string        // TCP address
+	UDP            string        // UDP address, UDPSameAsTCP, or "" / "off" for none
+	Metrics        string        // HTTP address for /metrics, or "" / "off" for none
+	MaxFrame       int           // cap on a frame's length field; default 65536
+	MaxRoomMembers int           // 0: no limit
+	MaxConnections int           // TCP connections plus UDP sessions; 0: no limit
+	MaxPending     int           // outbound queue cap per connection in bytes; default 1 MiB
+	WriteTimeout   time.Duration // deadline of one write; default 2 s
+	IdleTimeout    time.Duration // default 180 s
+	JoinTimeout    time.Duration // default 10 s
+	AuthSecret     []byte        // when set, joins need a token signed with it
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = ":7400"
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = wire.DefaultMaxFrame
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = 1 << 20
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 2 * time.Second
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 180 * time.Second
+	}
+	if c.JoinTimeout <= 0 {
+		c.JoinTimeout = 10 * time.Second
+	}
+}
+
+// Shutdown budget: the relay exits within shutdownGrace of being told to
+// stop; lingerTime bounds how long a closing connection's input is drained
+// so the peer reads our last frame before the close instead of a reset.
+const (
+	shutdownGrace = 4 * time.Second
+	lingerTime    = time.Second
+)
+
+// Server is one relay. New binds its sockets; Run serves until its context
+// ends and then releases everything.
+type Server struct {
+	cfg   Config
+	log   *zap.Logger
+	m     *metrics.Relay
+	reg   *prometheus.Registry
+	rooms *room.Registry[*client]
+	epoch time.Time
+
+	ln    *net.TCPListener
+	udp   *net.UDPConn
+	mln   net.Listener
+	httpS *http.Server
+
+	nconns atomic.Int64 // TCP connections plus UDP sessions
+	nextID atomic.Uint64
+
+	mu       sync.Mutex
+	stopping bool
+	wg       sync.WaitGroup
+	conns    [16]connShard
+}
+
+type connShard struct {
+	mu sync.Mutex
+	m  map[*client]struct{}
+}
+
+// New checks cfg, binds the TCP, UDP and metrics sockets, and registers the
+// relay's metrics on reg (a fresh registry if nil). Run must follow, even
+// if only to release the sockets.
+func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error) {
+	cfg.setDefaults()
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, log: log, reg: reg, rooms: room.NewRegistry[*client](cfg.MaxRoomMembers), epoch: time.Now()}
+	for i := range s.conns {
+		s.conns[i].m = make(map[*client]struct{})
+	}
+	m, err := metrics.NewRelay(reg, s.rooms.Rooms)
+	if err != nil {
+		return nil, err
+	}
+	s.m = m
+	if err := s.bind(); err != nil {
+		s.closeSockets()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) bind() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen tcp %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln.(*net.TCPListener)
+	if addr := s.cfg.UDP; addr != "" && addr != "off" {
+		if addr == UDPSameAsTCP {
+			host, _, err := net.SplitHostPort(s.cfg.Listen)
+			if err != nil {
+				return fmt.Errorf("udp address from --listen %q: %w", s.cfg.Listen, err)
+			}
+			addr = net.JoinHostPort(host, strconv.Itoa(s.ln.Addr().(*net.TCPAddr).Port))
+		}
+		ua, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			return fmt.Errorf("udp address %s: %w", addr, err)
+		}
+		if s.udp, err = net.ListenUDP("udp", ua); err != nil {
+			return fmt.Errorf("listen udp %s: %w", addr, err)
+		}
+	}
+	if addr := s.cfg.Metrics; addr != "" && addr != "off" {
+		if s.mln, err = net.Listen("tcp", addr); err != nil {
+			return fmt.Errorf("listen metrics %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+		s.httpS = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	}
+	return nil
+}
+
+func (s *Server) closeSockets() {
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	if s.udp != nil {
+		s.udp.Close()
+	}
+	if s.mln != nil {
+		s.mln.Close()
+	}
+}
+
+// Addr is the TCP listener's address.
+func (s *Server) Addr() net.Addr { return s.ln.Addr() }
+
+// UDPAddr is the UDP socket's address, or nil without UDP.
+func (s *Server) UDPAddr() net.Addr {
+	if s.udp == nil {
+		return nil
+	}
+	return s.udp.LocalAddr()
+}
+
+// MetricsAddr is the metrics listener's address, or nil without one.
+func (s *Server) MetricsAddr() net.Addr {
+	if s.mln == nil {
+		return nil
+	}
+	return s.mln.Addr()
+}
+
+// Rooms is the number of rooms that exist.
+func (s *Server) Rooms() int { return s.rooms.Rooms() }
+
+// Members is the number of room members over all rooms.
+func (s *Server) Members() int { return s.rooms.Members() }
+
+// Connections is the number of TCP connections plus UDP sessions.
+func (s *Server) Connections() int { return int(s.nconns.Load()) }
+
+// Run serves until ctx ends, then stops accepting, tells every client
+// shutting_down, closes them, and returns once all its goroutines are done
+// (within about shutdownGrace). It returns nil after a shutdown asked for by
+// ctx, or the error that stopped it.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	s.goFn(func() { errc <- s.acceptLoop(ctx) })
+	if s.udp != nil {
+		u := newUDPServer(s)
+		s.goFn(func() { u.loop(ctx) })
+	}
+	s.goFn(func() { s.sweep(ctx) })
+	if s.httpS != nil {
+		s.goFn(func() {
+			if err := s.httpS.Serve(s.mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("metrics server: %w", err)
+			}
+		})
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	s.shutdown()
+	return err
+}
+
+// goFn starts f as a goroutine Run waits for, unless shutdown has begun.
+func (s *Server) goFn(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.ln.Close()
+	if s.udp != nil {
+		// Wake the UDP loop now rather than at its next tick.
+		s.udp.SetReadDeadline(time.Now())
+	}
+	s.eachClient(func(c *client) { c.close(wire.ErrShuttingDown, "relay is stopping") })
+	if s.httpS != nil {
+		hctx, hcancel := context.WithTimeout(context.Background(), time.Second)
+		s.httpS.Shutdown(hctx)
+		hcancel()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(shutdownGrace):
+		s.log.Warn("shutdown grace over; closing remaining connections")
+		s.eachClient(func(c *client) { c.tcp.Close() })
+		<-done
+	}
+	if s.udp != nil {
+		s.udp.Close()
+	}
+}
+
+// now is the relay's monotonic clock in nanoseconds.
+func (s *Server) now() int64 { return int64(time.Since(s.epoch)) }
+
+func (s *Server) connShard(c *client) *connShard { return &s.conns[c.id%uint64(len(s.conns))] }
+
+func (s *Server) addClient(c *client) {
+	sh := s.connShard(c)
+	sh.mu.Lock()
+	sh.m[c] = struct{}{}
+	sh.mu.Unlock()
+}
+
+func (s *Server) removeClient(c *client) {
+	sh := s.connShard(c)
+	sh.mu.Lock()
+	delete(sh.m, c)
+	sh.mu.Unlock()
+}
+
+// eachClient calls f for every TCP client, outside the set's locks.
+func (s *Server) eachClient(f func(*client)) {
+	var list []*client
+	for i := range s.conns {
+		sh := &s.conns[i]
+		sh.mu.Lock()
+		for c := range sh.m {
+			list = append(list, c)
+		}
+		sh.mu.Unlock()
+	}
+	for _, c := range list {
+		f(c)
+	}
+}
+
+// sweepTick is how often timeouts are checked: a quarter of the shorter
+// timeout, at most a second, so a timeout fires at most 25% late.
+func (s *Server) sweepTick() time.Duration {
+	t := min(time.Second, s.cfg.JoinTimeout/4, s.cfg.IdleTimeout/4)
+	return max(t, 5*time.Millisecond)
+}
+
+// sweep enforces the join and idle timeouts of TCP connections with one
+// ticker for all of them instead of a timer each.
+func (s *Server) sweep(ctx context.Context) {
+	t := time.NewTicker(s.sweepTick())
+	defer t.Stop()
+	join, idle := int64(s.cfg.JoinTimeout), int64(s.cfg.IdleTimeout)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := s.now()
+		s.eachClient(func(c *client) {
+			if c.joined.Load() {
+				if now-c.lastActive.Load() > idle {
+					c.close(wire.ErrIdleTimeout, "nothing received for "+s.cfg.IdleTimeout.String())
+				}
+			} else if now-c.unjoinedSince.Load() > join {
+				c.close(wire.ErrJoinTimeout, "no join within "+s.cfg.JoinTimeout.String())
+			}
+		})
+	}
+}
+
+// acceptLoop accepts TCP connections until the listener closes.
+func (s *Server) acceptLoop(ctx context.Context) error {
+	var delay time.Duration
+	for {
+		nc, err := s.ln.AcceptTCP()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Out of file descriptors and the like: back off, don't spin.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept", zap.Error(err), zap.Duration("retry_in", delay))
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		delay = 0
+		if max := s.cfg.MaxConnections; max > 0 && s.nconns.Load() >= int64(max) {
+			s.m.Rejected(wire.ErrServerFull.String())
+			if !s.goFn(func() { s.refuse(nc, wire.ErrServerFull, "relay at --max-connections") }) {
+				nc.Close()
+			}
+			continue
+		}
+		c := newTCPClient(s, nc)
+		s.nconns.Add(1)
+		s.m.ConnectionsTCP.Inc()
+		s.addClient(c)
+		if !s.goFn(c.serve) {
+			s.removeClient(c)
+			s.nconns.Add(-1)
+			s.m.ConnectionsTCP.Dec()
+			nc.Close()
+		}
+	}
+}
+
+// refuse sends one error frame to a connection that never becomes a client
+// and closes it after its input is drained for a moment.
+func (s *Server) refuse(nc *net.TCPConn, code wire.ErrorCode, text string) {
+	defer nc.Close()
+	nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if _, err := nc.Write(wire.AppendError(nil, code, text)); err != nil {
+		return
+	}
+	lingerClose(nc)
+}
+
+// lingerClose half-closes nc and reads until EOF or lingerTime, so the
+// peer gets our last bytes and a FIN rather than a reset.
+func lingerClose(nc *net.TCPConn) {
+	nc.CloseWrite()
+	nc.SetReadDeadline(time.Now().Add(lingerTime))
+	var buf [512]byte
+	for {
+		if _, err := nc.Read(buf[:]); err != nil {
+			return
+		}
+	}
+}
