@@ -40,5 +40,9 @@ golden:
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./internal/...
 
+## observe: Prometheus on 127.0.0.1:9090 (and Grafana on :3000 if installed) with the project's config and dashboards.
+observe:
+	./scripts/observe.sh
+
 clean:
 	rm -rf $(BIN) out
