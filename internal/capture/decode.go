@@ -40,8 +40,8 @@ type decoder struct {
 	dropped   int // warnings past maxNotes
 
 	truncated, fragments, unsupported, undecodable, nonProto int
-	firstTruncated                                          int
-	linkTypes                                               map[layers.LinkType]int
+	firstTruncated                                           int
+	linkTypes                                                map[layers.LinkType]int
 }
 
 func newDecoder(opts Options) *decoder {
