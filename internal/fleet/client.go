@@ -1,0 +1,369 @@
+package fleet
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// readBuf is each connection's read buffer: small, because a fleet holds
+// tens of thousands of connections, and big enough for tens of frames per
+// read under fan-out.
+const readBuf = 4 << 10
+
+// client is one replayed client. Its fields are set before its login and
+// then owned as noted.
+type client struct {
+	f      *Fleet
+	idx    int
+	user   string
+	sender bool
+	plan   session.Plan
+	enc    *session.Encoded
+	sh     *shard
+	rec    *hists
+
+	conn  net.Conn
+	udp   bool
+	token uint64 // UDP session token from joined; written before the shard sees the client
+
+	// Owned by the shard once the client is scheduled.
+	start   int64 // fleet clock (ns) at which step 0 was due: the joined time
+	next    int64 // next step
+	due     int64 // fleet clock of step next
+	heapIdx int
+	wdl     time.Time // current write deadline
+
+	loops    atomic.Int64
+	joined   atomic.Bool
+	dead     atomic.Bool // disconnected: the shard drops it, stop skips its leave
+	stopping atomic.Bool // the fleet is stopping: read errors are expected
+	lastErr  atomic.Uint32
+	once     sync.Once
+}
+
+// attempt dials, sends the join and reads until joined, an error or the
+// login timeout; it reports the result on res (the first attempt is
+// awaited by the ramp) and then stays the client's reader until the
+// connection ends.
+func (c *client) attempt(ctx context.Context, res chan<- string) {
+	f := c.f
+	deadline := time.Now().Add(f.cfg.LoginTimeout)
+	conn, err := f.dial(ctx, c.idx, deadline)
+	if err != nil {
+		c.loginFailed(dialReason(err), res)
+		return
+	}
+	c.conn = conn
+	if !f.track(c) {
+		conn.Close()
+		report(res, "stopped")
+		return
+	}
+	defer f.untrack(c)
+	buf := make([]byte, 0, 256)
+	if c.udp {
+		buf = wire.AppendDatagram(buf, 0)
+	}
+	buf = f.script.AppendFrame(buf, c.enc, 0, time.Now().UnixNano())
+	conn.SetWriteDeadline(deadline)
+	if _, err := conn.Write(buf); err != nil {
+		conn.Close()
+		c.loginFailed("write_error", res)
+		return
+	}
+	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
+	c.sh.c.sentBytes.Add(int64(len(buf)))
+	conn.SetReadDeadline(deadline)
+	reason := c.read(res)
+	conn.Close()
+	if reason != "" && c.joined.Load() {
+		c.disconnect(reason)
+	}
+}
+
+// report tells the ramp how the first login went; only the first result
+// of an attempt counts.
+func report(res chan<- string, reason string) {
+	if res != nil {
+		select {
+		case res <- reason:
+		default:
+		}
+	}
+}
+
+func (c *client) loginFailed(reason string, res chan<- string) {
+	c.f.stats.failed.add(reason)
+	c.f.log.Debug("login failed")
+	if reason == "port_exhausted" {
+		c.f.warnOnce(&c.f.warnedPorts, "WARNING: local ports exhausted (EADDRNOTAVAIL): the kernel has no free ephemeral port towards the target; spread clients with --source-ips or widen net.ipv4.ip_local_port_range")
+	}
+	report(res, reason)
+}
+
+// disconnect marks a logged-in client gone for reason, once.
+func (c *client) disconnect(reason string) {
+	c.once.Do(func() {
+		c.dead.Store(true)
+		if c.stopping.Load() {
+			return
+		}
+		c.f.stats.disconn.add(reason)
+		c.f.stats.loggedIn.Add(-1)
+		c.conn.Close()
+	})
+}
+
+// leave sends a leave and half-closes a logged-in client at the end of the
+// run; its reader then drains what is in flight until the relay closes.
+func (c *client) leave(deadline time.Time) {
+	c.once.Do(func() {
+		c.f.stats.loggedIn.Add(-1)
+		var b []byte
+		if c.udp {
+			b = wire.AppendDatagram(b, c.token)
+		}
+		b = wire.AppendLeave(b)
+		c.conn.SetWriteDeadline(deadline)
+		if n, err := c.conn.Write(b); err == nil {
+			c.sh.c.sentFrames[wire.TypeLeave].Add(1)
+			c.sh.c.sentBytes.Add(int64(n))
+		}
+		c.conn.SetReadDeadline(deadline)
+		if tc, ok := c.conn.(*net.TCPConn); ok {
+			tc.CloseWrite()
+		} else {
+			c.conn.Close()
+		}
+	})
+}
+
+// read is the client's reader: it returns the reason the connection ended
+// ("" when the fleet stopped it).
+func (c *client) read(res chan<- string) string {
+	var p wire.Parser
+	buf := make([]byte, readBuf)
+	var lat []int64
+	cnt := c.sh.c
+	for {
+		n, err := c.conn.Read(buf)
+		if n > 0 {
+			now := time.Now().UnixNano()
+			lat = lat[:0]
+			var msgs, frames int64
+			var ferr error
+			handle := func(fr *wire.Frame) error {
+				frames++
+				switch fr.Type {
+				case wire.TypeDeliver:
+					msgs++
+					if fr.HasTrace {
+						lat = append(lat, (now-fr.Trace)/1000)
+					}
+				case wire.TypeJoined:
+					if !c.joined.Load() {
+						c.token = fr.SessionToken
+						c.loggedIn(res)
+					}
+				case wire.TypeError:
+					c.lastErr.Store(uint32(fr.Code))
+					if !c.joined.Load() {
+						return &loginError{fr.Code}
+					}
+				}
+				return nil
+			}
+			if c.udp {
+				var fr wire.Frame
+				if _, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &fr); err == nil {
+					ferr = handle(&fr)
+				}
+			} else {
+				ferr = p.Feed(buf[:n], handle)
+			}
+			cnt.recvBytes.Add(int64(n))
+			cnt.recvFrames.Add(frames)
+			if msgs > 0 {
+				cnt.recvMsgs.Add(msgs)
+			}
+			if len(lat) > 0 {
+				c.rec.recordLatencies(lat)
+			}
+			if ferr != nil {
+				if le, ok := ferr.(*loginError); ok {
+					c.loginFailed(le.code.String(), res)
+					return ""
+				}
+				return "protocol_error"
+			}
+		}
+		if err != nil {
+			return c.readEnded(err, res)
+		}
+	}
+}
+
+type loginError struct{ code wire.ErrorCode }
+
+func (e *loginError) Error() string { return "login refused: " + e.code.String() }
+
+// loggedIn moves a client that just got joined onto its shard.
+//
+// The order matters against Fleet.stop, which sets stopping and then
+// looks at joined: whichever runs second sees the other's store, so a
+// client that logs in during the stop still leaves and never keeps an
+// unbounded read.
+func (c *client) loggedIn(res chan<- string) {
+	c.conn.SetReadDeadline(time.Time{})
+	c.joined.Store(true)
+	c.f.stats.loginOK()
+	report(res, "")
+	if c.stopping.Load() {
+		c.leave(time.Now().Add(time.Second))
+		return
+	}
+	c.start = c.f.now()
+	c.next = 1
+	c.sh.add(c)
+}
+
+func (c *client) readEnded(err error, res chan<- string) string {
+	if !c.joined.Load() {
+		reason := "closed"
+		switch {
+		case c.stopping.Load():
+			report(res, "stopped")
+			return ""
+		case isTimeout(err):
+			reason = "timeout"
+		case errors.Is(err, syscall.ECONNREFUSED):
+			reason = "connect_refused"
+		case errors.Is(err, syscall.ECONNRESET):
+			reason = "reset"
+		}
+		c.loginFailed(reason, res)
+		return ""
+	}
+	if c.stopping.Load() {
+		return ""
+	}
+	if code := wire.ErrorCode(c.lastErr.Load()); code != 0 {
+		return code.String()
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		return "closed_by_relay"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "reset"
+	case errors.Is(err, net.ErrClosed):
+		return "write_error" // the shard closed it after a failed write
+	}
+	return "read_error"
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+// dialReason names a failed dial with a bounded label.
+func dialReason(err error) string {
+	switch {
+	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EADDRINUSE):
+		return "port_exhausted"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connect_refused"
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return "too_many_open_files"
+	case errors.Is(err, context.Canceled):
+		return "stopped"
+	case isTimeout(err):
+		return "connect_timeout"
+	}
+	return "connect_error"
+}
+
+// send writes the due steps of a scheduled client. It runs on the shard's
+// goroutine; buf is the shard's scratch buffer, returned for reuse.
+func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
+	sc := c.f.script
+	wall := time.Now().UnixNano()
+	buf = buf[:0]
+	cnt := c.sh.c
+	var frames int
+	for frames < maxBatch {
+		st := c.plan.Step(c.next)
+		if st.End {
+			c.due = never
+			break
+		}
+		due := c.start + int64(st.Due)
+		if due > now {
+			c.due = due
+			break
+		}
+		lags = append(lags, (now-due)/1000)
+		start := len(buf)
+		if c.udp {
+			buf = binary.BigEndian.AppendUint64(buf, c.token)
+		}
+		ty := wire.TypeHeartbeat
+		if st.Frame == session.Heartbeat {
+			buf = wire.AppendHeartbeat(buf, wall)
+		} else {
+			buf = sc.AppendFrame(buf, c.enc, st.Frame, wall)
+			ty = sc.Type(st.Frame)
+		}
+		cnt.sentFrames[ty].Add(1)
+		c.next++
+		frames++
+		if st.Loops > 0 {
+			c.loops.Store(st.Loops)
+		}
+		if c.udp {
+			if !c.write(buf[start:]) {
+				return buf, lags
+			}
+			buf = buf[:0]
+		}
+	}
+	if frames == maxBatch {
+		c.due = now // more are due: come back after the other clients
+	}
+	if !c.udp && len(buf) > 0 {
+		c.write(buf)
+	}
+	return buf, lags
+}
+
+// write sends b with a write deadline, refreshed only when half of it has
+// passed so most writes skip the timer update.
+func (c *client) write(b []byte) bool {
+	now := time.Now()
+	if c.wdl.Sub(now) < c.f.cfg.WriteTimeout/2 {
+		c.wdl = now.Add(c.f.cfg.WriteTimeout)
+		c.conn.SetWriteDeadline(c.wdl)
+	}
+	n, err := c.conn.Write(b)
+	c.sh.c.sentBytes.Add(int64(n))
+	if err != nil {
+		reason := "write_error"
+		if isTimeout(err) {
+			reason = "write_timeout"
+		}
+		c.disconnect(reason)
+		return false
+	}
+	return true
+}

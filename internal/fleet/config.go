@@ -1,0 +1,225 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Config is one fleet run. DefaultConfig gives the command line's defaults;
+// a zero field means what its comment says.
+type Config struct {
+	// Capture is the pcap/pcapng file whose flow is replayed; Frames, when
+	// set, is used instead (tests and programs that build a script).
+	Capture string
+	Frames  []session.Frame
+	// Flow picks a flow of the capture by its index in `replay inspect`;
+	// -1 is the longest.
+	Flow int
+
+	// Target is the relay's host:port; empty starts an embedded relay on a
+	// free 127.0.0.1 port. Transport is "tcp" or "udp"; empty is the
+	// capture's (tcp for Frames).
+	Target    string
+	Transport string
+
+	Clients int
+	// Senders are the first clients, which play the loop; the rest are
+	// receive-only (1:N). 0 means every client sends (N:N).
+	Senders int
+	// ReceiveOnly makes every client receive-only.
+	ReceiveOnly bool
+	// Loop is "A,B" (see session.ParseLoop); empty plays the script once.
+	Loop  string
+	Speed float64
+	// Heartbeat is the interval of receive-only clients' heartbeats (and of
+	// senders' after a script played once).
+	Heartbeat time.Duration
+
+	UserIDFormat   string // fmt format with one %d: the client's index from 0
+	Room           string // room name; empty keeps the recorded one
+	RoomSize       int    // clients per room; 0: one room
+	RewritePayload bool
+	AuthSecret     string // signs joins when set
+
+	LoginInterval time.Duration // cooldown between two login attempts
+	PauseEvery    int           // pause the ramp after this many attempts; 0: never
+	Pause         time.Duration
+	LoginTimeout  time.Duration // a login fails if joined does not arrive within it
+	Duration      time.Duration // whole run; 0: until the context ends
+
+	// Metrics is the listen address of /metrics; empty disables it.
+	Metrics string
+	// SourceIPs spread connections over these local addresses.
+	SourceIPs []string
+
+	// ProgressInterval is the period of progress lines; 0 means 5 s.
+	ProgressInterval time.Duration
+	// Out receives progress lines and warnings; nil discards them.
+	Out io.Writer
+	// Log receives debug events; nil discards them.
+	Log *zap.Logger
+
+	// EmbeddedMaxRoomMembers caps rooms of the embedded relay (0: none).
+	EmbeddedMaxRoomMembers int
+	// WriteTimeout bounds one write to the relay; 0 means 2 s.
+	WriteTimeout time.Duration
+	// DrainTimeout bounds the wait for in-flight deliveries after the last
+	// send; 0 means 2 s.
+	DrainTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults of the replay command.
+func DefaultConfig() Config {
+	return Config{
+		Flow:          -1,
+		Clients:       1,
+		Speed:         1,
+		Heartbeat:     60 * time.Second,
+		UserIDFormat:  "replay-%d",
+		LoginInterval: 8 * time.Second,
+		LoginTimeout:  10 * time.Second,
+		Metrics:       ":9401",
+	}
+}
+
+func (c *Config) withDefaults() {
+	if c.Speed == 0 {
+		c.Speed = 1
+	}
+	if c.UserIDFormat == "" {
+		c.UserIDFormat = "replay-%d"
+	}
+	if c.LoginTimeout <= 0 {
+		c.LoginTimeout = 10 * time.Second
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = 5 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 2 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 2 * time.Second
+	}
+	if c.Out == nil {
+		c.Out = io.Discard
+	}
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+}
+
+// ErrBadConfig marks errors in the configuration (bad flags).
+var ErrBadConfig = errors.New("bad configuration")
+
+func badf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Capture == "" && c.Frames == nil:
+		return badf("--capture is required")
+	case c.Clients < 1:
+		return badf("--clients %d: need at least 1", c.Clients)
+	case c.Senders < 0 || c.Senders > c.Clients:
+		return badf("--senders %d: must be 0 (all send) to --clients (%d)", c.Senders, c.Clients)
+	case c.Senders > 0 && c.ReceiveOnly:
+		return badf("--senders and --receive-only together: pick one")
+	case c.Speed <= 0:
+		return badf("--speed %v: must be positive", c.Speed)
+	case c.Heartbeat < 0:
+		return badf("--heartbeat %v: must not be negative", c.Heartbeat)
+	case c.RoomSize < 0:
+		return badf("--room-size %d: must not be negative", c.RoomSize)
+	case c.LoginInterval < 0 || c.Pause < 0 || c.Duration < 0:
+		return badf("durations must not be negative")
+	case c.PauseEvery < 0:
+		return badf("--pause-every %d: must not be negative", c.PauseEvery)
+	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp":
+		return badf("--transport %q: tcp or udp", c.Transport)
+	}
+	if _, _, err := session.ParseLoop(c.Loop); err != nil {
+		return badf("--loop: %v", err)
+	}
+	if err := c.checkIDFormat(); err != nil {
+		return err
+	}
+	if c.Room != "" {
+		if err := wire.CheckID("--room", c.roomName(c.Clients-1, "")); err != nil {
+			return badf("%v", err)
+		}
+	}
+	for _, ip := range c.SourceIPs {
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return badf("--source-ips %q: %v", ip, err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) checkIDFormat() error {
+	if strings.Count(c.UserIDFormat, "%") != 1 || !strings.Contains(c.UserIDFormat, "%d") {
+		return badf("--user-id-format %q: needs exactly one %%d and no other verb", c.UserIDFormat)
+	}
+	for _, i := range []int{0, c.Clients - 1, c.Clients + 255} {
+		if err := wire.CheckID("user id", c.userID(i)); err != nil {
+			return badf("--user-id-format: %v", err)
+		}
+	}
+	return nil
+}
+
+func (c *Config) userID(i int) string { return fmt.Sprintf(c.UserIDFormat, i) }
+
+// roomName is client i's room: the base name (--room or the recorded one),
+// with "-k" for the k-th room of --room-size clients.
+func (c *Config) roomName(i int, recorded string) string {
+	base := c.Room
+	if base == "" {
+		base = recorded
+	}
+	if c.RoomSize <= 0 {
+		return base
+	}
+	return fmt.Sprintf("%s-%d", base, i/c.RoomSize)
+}
+
+// roomMembers is the range [lo, hi) of client indexes sharing i's room.
+func (c *Config) roomMembers(i int) (lo, hi int) {
+	if c.RoomSize <= 0 {
+		return 0, c.Clients
+	}
+	lo = i / c.RoomSize * c.RoomSize
+	return lo, min(lo+c.RoomSize, c.Clients)
+}
+
+// peers maps the recorded other users onto other clients of i's room, one
+// to one: the members after i in join order, wrapping around; past the
+// room's size, onto ids beyond the fleet (never present, so casts to them
+// reach no one, as the relay skips absent targets).
+func (c *Config) peers(i, others int) []string {
+	if others == 0 {
+		return nil
+	}
+	lo, hi := c.roomMembers(i)
+	m := hi - lo
+	out := make([]string, others)
+	for k := range out {
+		if k < m-1 {
+			out[k] = c.userID(lo + (i-lo+1+k)%m)
+		} else {
+			out[k] = c.userID(c.Clients + k - (m - 1))
+		}
+	}
+	return out
+}

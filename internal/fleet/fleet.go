@@ -1,0 +1,447 @@
+// Package fleet replays one recorded client session as many clients
+// against a relay: it reads the capture into a session.Script, ramps the
+// logins (cooldown, pauses, timeouts, failures counted by reason), plays
+// each client's plan from one scheduler goroutine per core, reads and times
+// every delivery, and writes the summary and the replay_* metrics.
+//
+// It is not the relay (internal/relay) nor the comparison report
+// (internal/report); `replay compare` drives it through Run, Config and
+// Stats.
+//
+// Goroutines: Run starts and waits for all of them: the embedded relay (if
+// any), the metrics server, the ramp, one scheduler per shard, the stats
+// ticker, and one goroutine per connection (dial, login, then reads).
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+
+	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/relay"
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Fleet is one run. New prepares it (script, limits, sockets); Run runs it
+// once.
+type Fleet struct {
+	cfg    Config
+	log    *zap.Logger
+	script *session.Script
+	notes  []string
+	udp    bool
+	target string
+	epoch  time.Time
+	stats  *stats
+	shards []*shard
+
+	reg      *prometheus.Registry
+	relay    *relay.Server
+	relayReg *prometheus.Registry
+	mln      net.Listener
+
+	mu       sync.Mutex
+	stopping bool
+	live     map[*client]struct{}
+	// loopsDone sums the loop passes of clients no longer live.
+	loopsDone int64
+	wg        sync.WaitGroup // connection goroutines
+
+	warnMu      sync.Mutex
+	warnings    []string
+	warnedPorts atomic.Bool
+	started     time.Time
+	ended       time.Time
+}
+
+// ErrUnreachable means the very first login could not connect at all.
+var ErrUnreachable = errors.New("target unreachable")
+
+// New checks cfg, loads the script, checks the open-file limit, and binds
+// the metrics listener and the embedded relay (when there is no Target).
+// Run must follow to release them.
+func New(cfg Config) (*Fleet, error) {
+	cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}}
+	if err := f.loadScript(); err != nil {
+		return nil, err
+	}
+	if err := checkOpenFiles(cfg.Clients, cfg.Target == ""); err != nil {
+		return nil, err
+	}
+	n := runtime.GOMAXPROCS(0)
+	f.stats = newStats(n, 4*n)
+	for i := range n {
+		f.shards = append(f.shards, newShard(f, &f.stats.shards[i], f.stats.rec[i]))
+	}
+	if err := f.bind(); err != nil {
+		f.closeSockets()
+		return nil, err
+	}
+	return f, nil
+}
+
+// loadScript builds the script from the capture or cfg.Frames.
+func (f *Fleet) loadScript() error {
+	frames, transport := f.cfg.Frames, "tcp"
+	if frames == nil {
+		var err error
+		if frames, transport, f.notes, err = readCapture(f.cfg.Capture, f.cfg.Flow); err != nil {
+			return err
+		}
+	}
+	if f.cfg.Transport != "" {
+		transport = f.cfg.Transport
+	}
+	f.udp = transport == "udp"
+	opts := session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload}
+	if l, ok, _ := session.ParseLoop(f.cfg.Loop); ok {
+		opts.Loop = &l
+	}
+	s, err := session.New(frames, opts)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	f.script = s
+	f.notes = append(f.notes, s.Notes...)
+	return nil
+}
+
+func (f *Fleet) bind() error {
+	f.reg = prometheus.NewRegistry()
+	if err := registerMetrics(f.reg, f); err != nil {
+		return err
+	}
+	f.target = f.cfg.Target
+	if f.target == "" {
+		f.relayReg = prometheus.NewRegistry()
+		rs, err := relay.New(relay.Config{
+			Listen: "127.0.0.1:0", UDP: relay.UDPSameAsTCP, Metrics: "off",
+			MaxRoomMembers: f.cfg.EmbeddedMaxRoomMembers,
+		}, f.log.Named("relay"), f.relayReg)
+		if err != nil {
+			return fmt.Errorf("embedded relay: %w", err)
+		}
+		f.relay = rs
+		f.target = rs.Addr().String()
+	}
+	if f.cfg.Metrics != "" {
+		ln, err := net.Listen("tcp", f.cfg.Metrics)
+		if err != nil {
+			return fmt.Errorf("listen metrics %s: %w", f.cfg.Metrics, err)
+		}
+		f.mln = ln
+	}
+	return nil
+}
+
+func (f *Fleet) closeSockets() {
+	if f.mln != nil {
+		f.mln.Close()
+	}
+}
+
+// Target is the relay address the fleet connects to (the embedded relay's
+// when Config.Target was empty).
+func (f *Fleet) Target() string { return f.target }
+
+// MetricsAddr is the address of the fleet's /metrics (and, with an
+// embedded relay, the relay's /relay/metrics), or nil.
+func (f *Fleet) MetricsAddr() net.Addr {
+	if f.mln == nil {
+		return nil
+	}
+	return f.mln.Addr()
+}
+
+// Script is the script the clients play.
+func (f *Fleet) Script() *session.Script { return f.script }
+
+// now is the fleet's monotonic clock in nanoseconds.
+func (f *Fleet) now() int64 { return int64(time.Since(f.epoch)) }
+
+// Run runs the fleet until ctx ends or cfg.Duration passes, then stops the
+// sends, lets the clients leave, and returns the summary. The error is set
+// only when the run could not happen (the target unreachable from the
+// first login).
+func (f *Fleet) Run(ctx context.Context) (Summary, error) {
+	f.epoch = time.Now()
+	f.started = f.epoch
+	defer f.closeSockets()
+
+	var bg sync.WaitGroup
+	bgCtx, bgCancel := context.WithCancel(context.Background())
+	defer func() { bgCancel(); bg.Wait() }()
+	if f.relay != nil {
+		bg.Go(func() {
+			if err := f.relay.Run(bgCtx); err != nil {
+				f.warn("embedded relay: %v", err)
+			}
+		})
+	}
+	if f.mln != nil {
+		srv := f.httpServer()
+		bg.Go(func() { srv.Serve(f.mln) })
+		bg.Go(func() {
+			<-bgCtx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
+	}
+	bg.Go(func() { f.tick(bgCtx) })
+
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if f.cfg.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, f.cfg.Duration)
+	}
+	defer cancel()
+	schedCtx, schedCancel := context.WithCancel(context.Background())
+	var sched sync.WaitGroup
+	for _, sh := range f.shards {
+		sched.Go(func() { sh.run(schedCtx) })
+	}
+	err := f.ramp(runCtx)
+	if err == nil {
+		<-runCtx.Done()
+	}
+	// Stop: no new logins (the ramp returned), no new sends, then drain,
+	// leave and wait for every connection goroutine.
+	schedCancel()
+	sched.Wait()
+	f.ended = time.Now()
+	f.drain()
+	f.stop()
+	f.wg.Wait()
+	f.stats.fold()
+	return f.summary(), err
+}
+
+func (f *Fleet) httpServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{Registry: f.reg}))
+	if f.relayReg != nil {
+		mux.Handle("/relay/metrics", promhttp.HandlerFor(f.relayReg, promhttp.HandlerOpts{}))
+	}
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+}
+
+// ramp starts the logins: senders first, one every LoginInterval, pausing
+// for Pause after every PauseEvery attempts. It waits for the first
+// login's result: if it could not connect at all, the run is pointless.
+func (f *Fleet) ramp(ctx context.Context) error {
+	for i := 0; i < f.cfg.Clients; i++ {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c, err := f.newClient(i)
+		if err != nil {
+			return err
+		}
+		f.stats.attempts.Add(1)
+		var res chan string
+		if i == 0 {
+			res = make(chan string, 1)
+		}
+		f.wg.Go(func() { c.attempt(ctx, res) })
+		if res != nil {
+			select {
+			case r := <-res:
+				if r == "connect_refused" || r == "connect_error" || r == "connect_timeout" {
+					return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
+				}
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if i == f.cfg.Clients-1 {
+			break
+		}
+		wait := f.cfg.LoginInterval
+		if f.cfg.PauseEvery > 0 && (i+1)%f.cfg.PauseEvery == 0 {
+			wait = f.cfg.Pause
+			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", wait, i+1)
+		}
+		if !sleep(ctx, wait) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// newClient prepares client i: its identity, plan and encoded frames.
+func (f *Fleet) newClient(i int) (*client, error) {
+	cfg := &f.cfg
+	sender := !cfg.ReceiveOnly && (cfg.Senders == 0 || i < cfg.Senders)
+	plan := f.script.Plan(cfg.Heartbeat)
+	if !sender {
+		plan = f.script.ReceiveOnlyPlan(cfg.Heartbeat)
+	}
+	id := session.Identity{
+		User:  cfg.userID(i),
+		Room:  cfg.roomName(i, f.script.RecordedRoom),
+		Peers: cfg.peers(i, len(f.script.Others)),
+	}
+	if cfg.AuthSecret != "" {
+		id.Auth = auth.Sign([]byte(cfg.AuthSecret), id.User, time.Now().Add(24*time.Hour+cfg.Duration))
+	}
+	if f.udp {
+		id.JoinSize = wire.UDPJoinPad - wire.TokenSize
+	}
+	enc, err := f.script.Encode(id, plan.Frames())
+	if err != nil {
+		return nil, fmt.Errorf("%w: client %d: %v", ErrBadConfig, i, err)
+	}
+	sh := f.shards[i%len(f.shards)]
+	return &client{
+		f: f, idx: i, user: id.User, sender: sender, plan: plan, enc: enc,
+		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp,
+	}, nil
+}
+
+// dial connects client i, from its source address if any.
+func (f *Fleet) dial(ctx context.Context, i int, deadline time.Time) (net.Conn, error) {
+	d := net.Dialer{Deadline: deadline}
+	network := "tcp"
+	if f.udp {
+		network = "udp"
+	}
+	if ips := f.cfg.SourceIPs; len(ips) > 0 {
+		ip := netip.MustParseAddr(ips[i%len(ips)])
+		if f.udp {
+			d.LocalAddr = &net.UDPAddr{IP: ip.AsSlice()}
+		} else {
+			d.LocalAddr = &net.TCPAddr{IP: ip.AsSlice()}
+			// Let connect pick the port per 4-tuple instead of bind per
+			// address, so each source address has the full port range.
+			d.Control = func(_, _ string, rc syscall.RawConn) error {
+				var serr error
+				err := rc.Control(func(fd uintptr) {
+					serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_BIND_ADDRESS_NO_PORT, 1)
+				})
+				return errors.Join(err, serr)
+			}
+		}
+	}
+	return d.DialContext(ctx, network, f.target)
+}
+
+// track registers a connected client so stop can reach it; false once the
+// fleet is stopping.
+func (f *Fleet) track(c *client) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopping {
+		return false
+	}
+	f.live[c] = struct{}{}
+	return true
+}
+
+func (f *Fleet) untrack(c *client) {
+	f.mu.Lock()
+	delete(f.live, c)
+	f.loopsDone += c.loops.Load()
+	f.mu.Unlock()
+}
+
+// loopsLive sums the loop passes of live clients; f.mu must be held.
+func (f *Fleet) loopsLive() int64 {
+	var n int64
+	for c := range f.live {
+		n += c.loops.Load()
+	}
+	return n
+}
+
+// drain waits until no bytes arrived for a while (deliveries of the last
+// sends still in flight), at most DrainTimeout.
+func (f *Fleet) drain() {
+	const quiet = 200 * time.Millisecond
+	end := time.Now().Add(f.cfg.DrainTimeout)
+	last := f.stats.totals().BytesReceived
+	lastChange := time.Now()
+	for time.Now().Before(end) {
+		time.Sleep(20 * time.Millisecond)
+		if n := f.stats.totals().BytesReceived; n != last {
+			last, lastChange = n, time.Now()
+		} else if time.Since(lastChange) >= quiet {
+			return
+		}
+	}
+}
+
+// stop makes every client leave (logged in) or give up (logging in).
+func (f *Fleet) stop() {
+	f.mu.Lock()
+	f.stopping = true
+	list := make([]*client, 0, len(f.live))
+	for c := range f.live {
+		list = append(list, c)
+	}
+	f.mu.Unlock()
+	deadline := time.Now().Add(time.Second)
+	for _, c := range list {
+		c.stopping.Store(true)
+		if c.joined.Load() && !c.dead.Load() {
+			c.leave(deadline)
+		} else {
+			c.conn.SetReadDeadline(time.Now())
+		}
+	}
+}
+
+func (f *Fleet) warn(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	f.warnMu.Lock()
+	f.warnings = append(f.warnings, msg)
+	f.warnMu.Unlock()
+	fmt.Fprintln(f.cfg.Out, msg)
+}
+
+func (f *Fleet) warnOnce(flag *atomic.Bool, msg string) {
+	if flag.CompareAndSwap(false, true) {
+		f.warn("%s", msg)
+	}
+}
+
+// Run runs one fleet with cfg: New, then Fleet.Run.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	f, err := New(cfg)
+	if err != nil {
+		return Summary{}, err
+	}
+	return f.Run(ctx)
+}

@@ -1,0 +1,98 @@
+package fleet
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
+)
+
+// Bucket bounds, in seconds.
+var (
+	latencyBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
+	lagBuckets     = []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1}
+)
+
+// collector exposes the fleet's atomics and histograms at scrape time, so
+// the hot paths never touch a Prometheus metric.
+type collector struct {
+	f                                          *Fleet
+	loggedIn, requested, attempts, logins      *prometheus.Desc
+	sentMsgs, sentBytes, sentFrames            *prometheus.Desc
+	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
+	loops                                      *prometheus.Desc
+}
+
+func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	c := &collector{
+		f:          f,
+		loggedIn:   d("replay_clients_logged_in", "Fleet clients logged in (joined and not disconnected) now."),
+		requested:  d("replay_clients_requested", "Clients the run was asked for (--clients)."),
+		attempts:   d("replay_login_attempts_total", "Login attempts started by the ramp."),
+		logins:     d("replay_logins_total", "Finished login attempts by result: ok, or the failure reason (relay error code name, timeout, connect_refused, port_exhausted, ...).", "result"),
+		sentMsgs:   d("replay_sent_messages_total", "Send frames (casts) written to the relay."),
+		sentBytes:  d("replay_sent_bytes_total", "Bytes written to the relay (all frames; UDP tokens included)."),
+		sentFrames: d("replay_sent_frames_total", "Frames written to the relay by type (join, send, heartbeat, leave).", "type"),
+		recvMsgs:   d("replay_received_messages_total", "Deliver frames received from the relay."),
+		recvBytes:  d("replay_received_bytes_total", "Bytes read from the relay (all frames)."),
+		latency:    d("replay_delivery_latency_seconds", "Send to deliver latency of traced sends, measured by the receiving fleet client (one clock)."),
+		lag:        d("replay_schedule_lag_seconds", "How late each send left against its scheduled time."),
+		disconn:    d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, ...).", "reason"),
+		loops:      d("replay_loops_completed_total", "Loop passes completed, summed over clients."),
+	}
+	host, err := metrics.NewHostCollector("replay")
+	if err != nil {
+		return fmt.Errorf("host metrics: %w", err)
+	}
+	for _, col := range []prometheus.Collector{c, host, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := reg.Register(col); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
+		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.f.stats
+	t := s.totals()
+	gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...)
+	}
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.loggedIn, t.LoggedIn)
+	gauge(c.requested, int64(c.f.cfg.Clients))
+	counter(c.attempts, t.LoginAttempts)
+	counter(c.logins, t.LoginsSucceeded, "ok")
+	for reason, n := range s.failed.snapshot() {
+		counter(c.logins, n, reason)
+	}
+	counter(c.sentMsgs, t.MessagesSent)
+	counter(c.sentBytes, t.BytesSent)
+	for ty, n := range s.framesByType() {
+		counter(c.sentFrames, n, ty)
+	}
+	counter(c.recvMsgs, t.MessagesReceived)
+	counter(c.recvBytes, t.BytesReceived)
+	for reason, n := range s.disconn.snapshot() {
+		counter(c.disconn, n, reason)
+	}
+	counter(c.loops, c.f.loops())
+	b, n, sum := s.promBuckets(false, latencyBuckets)
+	ch <- prometheus.MustNewConstHistogram(c.latency, n, sum, b)
+	b, n, sum = s.promBuckets(true, lagBuckets)
+	ch <- prometheus.MustNewConstHistogram(c.lag, n, sum, b)
+}

@@ -1,0 +1,97 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
+)
+
+// Saturation thresholds: past them the fleet itself is the bottleneck and
+// its figures understate the server.
+const (
+	maxLagP99  = 5 * time.Millisecond
+	minIdlePct = 20.0
+)
+
+// tick folds the recording histograms into the cumulative ones every
+// second (so /metrics and Stats are at most a second stale) and prints a
+// progress line every ProgressInterval.
+func (f *Fleet) tick(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := f.stats.totals()
+	lastAt := time.Now()
+	cpu0, cpuErr := metrics.ReadCPUTimes()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.stats.fold()
+		if time.Since(lastAt) < f.cfg.ProgressInterval-50*time.Millisecond {
+			continue
+		}
+		now := f.stats.totals()
+		dt := time.Since(lastAt).Seconds()
+		latP99, lagP99, lagN := f.stats.takeWindow()
+		idle := -1.0
+		if cpuErr == nil {
+			if cpu1, err := metrics.ReadCPUTimes(); err == nil {
+				idle = metrics.IdlePercent(cpu0, cpu1)
+				cpu0 = cpu1
+			}
+		}
+		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d | sent %.0f msg/s %.2f Mbit/s | recv %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | cpu idle %.0f%%\n",
+			time.Since(f.started).Round(time.Second), now.LoggedIn, now.LoginAttempts, now.LoginsFailed,
+			float64(now.MessagesSent-last.MessagesSent)/dt, mbit(now.BytesSent-last.BytesSent, dt),
+			float64(now.MessagesReceived-last.MessagesReceived)/dt, mbit(now.BytesReceived-last.BytesReceived, dt),
+			float64(latP99)/1000, float64(lagP99)/1000, idle)
+		f.checkSaturation(time.Duration(lagP99)*time.Microsecond, lagN, idle)
+		last, lastAt = now, time.Now()
+	}
+}
+
+func mbit(bytes int64, sec float64) float64 { return float64(bytes) * 8 / 1e6 / sec }
+
+// checkSaturation warns loudly when the fleet cannot keep its schedule or
+// its host has no CPU left.
+func (f *Fleet) checkSaturation(lagP99 time.Duration, lagN int64, idle float64) {
+	if lagN > 0 && lagP99 > maxLagP99 {
+		f.warn("WARNING: the fleet is behind its schedule (send lag p99 %v > %v): results understate the server; use fewer clients per fleet process or more fleet hosts", lagP99.Round(10*time.Microsecond), maxLagP99)
+	}
+	if idle >= 0 && idle < minIdlePct {
+		f.warn("WARNING: the fleet host's CPU is %.0f%% idle (< %.0f%%): the load generator is saturated and results understate the server", idle, minIdlePct)
+	}
+}
+
+// Stats is a live snapshot of a running fleet.
+type Stats struct {
+	Elapsed time.Duration
+	Totals
+	LatencyP50MS, LatencyP99MS float64
+	LagP99MS                   float64
+	LoopsCompleted             int64
+}
+
+// Stats returns the fleet's counters now; histograms are at most a second
+// old.
+func (f *Fleet) Stats() Stats {
+	s := Stats{Totals: f.stats.totals(), LoopsCompleted: f.loops()}
+	if !f.started.IsZero() {
+		s.Elapsed = time.Since(f.started)
+	}
+	q := f.stats.quantilesMS(false, 50, 99)
+	s.LatencyP50MS, s.LatencyP99MS = q[0], q[1]
+	s.LagP99MS = f.stats.quantilesMS(true, 99)[0]
+	return s
+}
+
+// loops sums the loop passes completed by every client.
+func (f *Fleet) loops() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.loopsDone + f.loopsLive()
+}

@@ -1,0 +1,284 @@
+package fleet
+
+import (
+	"maps"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Histogram ranges, in microseconds: 1 µs to 5 minutes at 3 significant
+// digits (about 140 KiB each).
+const (
+	histMin    = 1
+	histMax    = int64(5 * time.Minute / time.Microsecond)
+	histDigits = 3
+)
+
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
+
+// counters are one shard's counters. Several goroutines add to them
+// (the shard's scheduler, its clients' readers), once per write or read
+// batch, never per frame; the padding keeps shards off each other's cache
+// lines.
+type counters struct {
+	sentFrames [5]atomic.Int64 // by client→server wire.Type (1..4)
+	sentBytes  atomic.Int64
+	recvMsgs   atomic.Int64 // deliver frames
+	recvFrames atomic.Int64 // every frame
+	recvBytes  atomic.Int64
+	_          [64]byte
+}
+
+// hists is a pair of recording histograms (delivery latency and schedule
+// lag, in µs) behind one mutex. Readers and schedulers record into one of
+// several of these; the stats ticker moves their contents into the
+// cumulative ones once a second, so recording never waits on a scrape.
+type hists struct {
+	mu      sync.Mutex
+	latency *hdrhistogram.Histogram
+	lag     *hdrhistogram.Histogram
+}
+
+func newHists() *hists { return &hists{latency: newHist(), lag: newHist()} }
+
+func (h *hists) recordLatencies(us []int64) {
+	h.mu.Lock()
+	for _, v := range us {
+		h.latency.RecordValue(clampHist(v))
+	}
+	h.mu.Unlock()
+}
+
+func (h *hists) recordLags(us []int64) {
+	h.mu.Lock()
+	for _, v := range us {
+		h.lag.RecordValue(clampHist(v))
+	}
+	h.mu.Unlock()
+}
+
+// clampHist keeps a value in the histogram's range: a negative latency
+// (clock step) counts as 0, an overlong one as the maximum, rather than
+// being dropped.
+func clampHist(v int64) int64 { return min(max(v, 0), histMax) }
+
+// reasons counts events by a bounded reason label.
+type reasons struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (r *reasons) add(reason string) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[string]int64{}
+	}
+	r.m[reason]++
+	r.mu.Unlock()
+}
+
+func (r *reasons) snapshot() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := maps.Clone(r.m)
+	if m == nil {
+		m = map[string]int64{}
+	}
+	return m
+}
+
+func (r *reasons) total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, v := range r.m {
+		n += v
+	}
+	return n
+}
+
+// stats is the fleet's bookkeeping: cheap to add to from the hot paths,
+// summed when someone looks.
+type stats struct {
+	shards   []counters
+	rec      []*hists // recording histograms, picked by client index
+	attempts atomic.Int64
+	loggedIn atomic.Int64
+	peak     atomic.Int64
+	succeed  atomic.Int64
+	failed   reasons
+	disconn  reasons
+
+	// cum holds everything recorded so far; win what was recorded since
+	// the last progress line. Both are guarded by mu, and filled by fold.
+	mu     sync.Mutex
+	cumLat *hdrhistogram.Histogram
+	cumLag *hdrhistogram.Histogram
+	winLat *hdrhistogram.Histogram
+	winLag *hdrhistogram.Histogram
+}
+
+func newStats(shards, recShards int) *stats {
+	s := &stats{
+		shards: make([]counters, shards),
+		cumLat: newHist(), cumLag: newHist(), winLat: newHist(), winLag: newHist(),
+	}
+	for range recShards {
+		s.rec = append(s.rec, newHists())
+	}
+	return s
+}
+
+func (s *stats) loginOK() {
+	s.succeed.Add(1)
+	n := s.loggedIn.Add(1)
+	for {
+		p := s.peak.Load()
+		if n <= p || s.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+// fold moves the recording histograms into the cumulative and window ones.
+func (s *stats) fold() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, h := range s.rec {
+		h.mu.Lock()
+		s.cumLat.Merge(h.latency)
+		s.winLat.Merge(h.latency)
+		s.cumLag.Merge(h.lag)
+		s.winLag.Merge(h.lag)
+		h.latency.Reset()
+		h.lag.Reset()
+		h.mu.Unlock()
+	}
+}
+
+// takeWindow returns the p99 of latency and lag since the last call, in
+// µs (0 when nothing was recorded), and starts a new window.
+func (s *stats) takeWindow() (latP99, lagP99 int64, lagN int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	latP99, lagP99, lagN = s.winLat.ValueAtQuantile(99), s.winLag.ValueAtQuantile(99), s.winLag.TotalCount()
+	s.winLat.Reset()
+	s.winLag.Reset()
+	return
+}
+
+// Totals are the fleet's counters at one moment.
+type Totals struct {
+	LoginAttempts    int64
+	LoginsSucceeded  int64
+	LoginsFailed     int64
+	LoggedIn         int64
+	PeakLoggedIn     int64
+	MessagesSent     int64 // send frames
+	FramesSent       int64 // every frame: joins, sends, heartbeats, leaves
+	BytesSent        int64
+	MessagesReceived int64 // deliver frames
+	FramesReceived   int64
+	BytesReceived    int64
+	Disconnects      int64
+}
+
+func (s *stats) totals() Totals {
+	t := Totals{
+		LoginAttempts:   s.attempts.Load(),
+		LoginsSucceeded: s.succeed.Load(),
+		LoginsFailed:    s.failed.total(),
+		LoggedIn:        s.loggedIn.Load(),
+		PeakLoggedIn:    s.peak.Load(),
+		Disconnects:     s.disconn.total(),
+	}
+	for i := range s.shards {
+		c := &s.shards[i]
+		for ty := range c.sentFrames {
+			n := c.sentFrames[ty].Load()
+			t.FramesSent += n
+			if wire.Type(ty) == wire.TypeSend {
+				t.MessagesSent += n
+			}
+		}
+		t.BytesSent += c.sentBytes.Load()
+		t.MessagesReceived += c.recvMsgs.Load()
+		t.FramesReceived += c.recvFrames.Load()
+		t.BytesReceived += c.recvBytes.Load()
+	}
+	return t
+}
+
+func (s *stats) framesByType() map[string]int64 {
+	m := map[string]int64{}
+	for i := range s.shards {
+		for ty := range s.shards[i].sentFrames {
+			if n := s.shards[i].sentFrames[ty].Load(); n > 0 {
+				m[wire.Type(ty).String()] += n
+			}
+		}
+	}
+	return m
+}
+
+// quantilesMS reads quantiles (in percent) of a cumulative histogram in
+// milliseconds.
+func (s *stats) quantilesMS(lag bool, qs ...float64) []float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.cumLat
+	if lag {
+		h = s.cumLag
+	}
+	out := make([]float64, len(qs))
+	if h.TotalCount() == 0 {
+		return out
+	}
+	for i, q := range qs {
+		v := h.Max()
+		if q < 100 {
+			v = h.ValueAtQuantile(q)
+		}
+		out[i] = float64(v) / 1000
+	}
+	return out
+}
+
+// promBuckets turns a cumulative histogram into Prometheus buckets (upper
+// bounds in seconds → cumulative counts), its count and its sum (seconds).
+func (s *stats) promBuckets(lag bool, bounds []float64) (map[float64]uint64, uint64, float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.cumLat
+	if lag {
+		h = s.cumLag
+	}
+	buckets := make(map[float64]uint64, len(bounds))
+	for _, b := range bounds {
+		buckets[b] = 0
+	}
+	n := h.TotalCount()
+	if n == 0 {
+		return buckets, 0, 0
+	}
+	sorted := append([]float64(nil), bounds...)
+	sort.Float64s(sorted)
+	for _, bar := range h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		sec := float64(bar.To) / 1e6
+		for _, b := range sorted {
+			if sec <= b {
+				buckets[b] += uint64(bar.Count)
+			}
+		}
+	}
+	return buckets, uint64(n), h.Mean() * float64(n) / 1e6
+}

@@ -1,0 +1,142 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary is what a run held, as printed at its end and written with
+// --summary. The JSON field names are the issue's; FramesSent, Warnings
+// and Notes are extra.
+type Summary struct {
+	ClientsRequested int              `json:"clients_requested"`
+	LoginAttempts    int64            `json:"login_attempts"`
+	LoginsSucceeded  int64            `json:"logins_succeeded"`
+	LoginsFailed     map[string]int64 `json:"logins_failed"`
+	PeakLoggedIn     int64            `json:"peak_logged_in"`
+	MessagesSent     int64            `json:"messages_sent"`
+	MessagesReceived int64            `json:"messages_received"`
+	BytesSent        int64            `json:"bytes_sent"`
+	BytesReceived    int64            `json:"bytes_received"`
+	LatencyMS        Quantiles        `json:"latency_ms"`
+	ScheduleLagMS    Quantiles        `json:"schedule_lag_ms"`
+	LoopsCompleted   int64            `json:"loops_completed"`
+	DurationS        float64          `json:"duration_s"`
+	Disconnects      map[string]int64 `json:"disconnects"`
+
+	FramesSent map[string]int64 `json:"frames_sent"`
+	Target     string           `json:"target"`
+	Warnings   []string         `json:"warnings"`
+	Notes      []string         `json:"notes"`
+}
+
+// Quantiles are latency figures in milliseconds. Schedule lag has no p90
+// or max in the summary (omitted when zero there).
+type Quantiles struct {
+	P50 float64  `json:"p50"`
+	P90 *float64 `json:"p90,omitempty"`
+	P99 float64  `json:"p99"`
+	Max *float64 `json:"max,omitempty"`
+}
+
+func (f *Fleet) summary() Summary {
+	t := f.stats.totals()
+	lat := f.stats.quantilesMS(false, 50, 90, 99, 100)
+	lag := f.stats.quantilesMS(true, 50, 99)
+	f.warnMu.Lock()
+	warnings := slices.Clone(f.warnings)
+	f.warnMu.Unlock()
+	return Summary{
+		ClientsRequested: f.cfg.Clients,
+		LoginAttempts:    t.LoginAttempts,
+		LoginsSucceeded:  t.LoginsSucceeded,
+		LoginsFailed:     f.stats.failed.snapshot(),
+		PeakLoggedIn:     t.PeakLoggedIn,
+		MessagesSent:     t.MessagesSent,
+		MessagesReceived: t.MessagesReceived,
+		BytesSent:        t.BytesSent,
+		BytesReceived:    t.BytesReceived,
+		LatencyMS:        Quantiles{P50: lat[0], P90: &lat[1], P99: lat[2], Max: &lat[3]},
+		ScheduleLagMS:    Quantiles{P50: lag[0], P99: lag[1]},
+		LoopsCompleted:   f.loops(),
+		DurationS:        f.ended.Sub(f.started).Seconds(),
+		Disconnects:      f.stats.disconn.snapshot(),
+		FramesSent:       f.stats.framesByType(),
+		Target:           f.target,
+		Warnings:         nonNil(warnings),
+		Notes:            nonNil(f.notes),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// WriteJSON writes the summary as indented JSON.
+func (s Summary) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
+// WriteText writes the summary as an aligned table.
+func (s Summary) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("target", s.Target)
+	row("duration", time.Duration(s.DurationS*float64(time.Second)).Round(time.Millisecond))
+	row("clients requested", s.ClientsRequested)
+	row("login attempts", s.LoginAttempts)
+	row("logins succeeded", s.LoginsSucceeded)
+	row("logins failed", byReason(s.LoginsFailed))
+	row("peak logged in", s.PeakLoggedIn)
+	row("messages sent", s.MessagesSent)
+	row("messages received", s.MessagesReceived)
+	row("bytes sent", s.BytesSent)
+	row("bytes received", s.BytesReceived)
+	row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
+	row("schedule lag ms p50/p99", fmt.Sprintf("%.3f / %.3f", s.ScheduleLagMS.P50, s.ScheduleLagMS.P99))
+	row("loops completed", s.LoopsCompleted)
+	row("disconnects", byReason(s.Disconnects))
+	row("frames sent", byReason(s.FramesSent))
+	for _, w := range s.Warnings {
+		row("warning", w)
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
+func deref(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// byReason prints a reason map as "0" or "a=1 b=2" in key order.
+func byReason(m map[string]int64) string {
+	if len(m) == 0 {
+		return "0"
+	}
+	out := ""
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if out != "" {
+			out += " "
+		}
+		out += fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return out
+}
