@@ -4,7 +4,7 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= 2026.2.2
 BIN       := bin
 
-.PHONY: all build demo test check vet staticcheck race fuzz golden bench bench-relay captures observe clean
+.PHONY: all build demo test check vet staticcheck race fuzz golden bench bench-relay bench-compare captures observe clean
 
 all: build
 
@@ -39,6 +39,11 @@ golden:
 
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./internal/...
+
+## bench-compare: the relay and nats-server side by side (bench/, its own module; docs/performance.md).
+BENCH_COMPARE_FLAGS ?=
+bench-compare:
+	cd bench && $(GO) run ./cmd/benchcompare $(BENCH_COMPARE_FLAGS)
 
 ## observe: Prometheus on 127.0.0.1:9090 (and Grafana on :3000 if installed) with the project's config and dashboards.
 observe:
