@@ -1,0 +1,371 @@
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+)
+
+// Thresholds past which the load generator is said to be saturated (its
+// numbers then understate the server), from the fleet's own rule.
+const (
+	saturatedCPUIdlePct  = 20
+	saturatedLagP99Ms    = 5
+	saturatedMinFraction = 0.1 // of a run's samples under the idle threshold
+)
+
+// Param is one run parameter, shown as given.
+type Param struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Run is everything recorded for one scenario repeat.
+type Run struct {
+	Scenario     string          // "N:N", "1:N"
+	Repeat       int             // 1-based
+	Started      time.Time       //
+	Series       Series          //
+	KernelDrops  *KernelDrops    // nil when not measured (remote relay)
+	FleetSummary json.RawMessage // the fleet's own summary, kept verbatim
+	Warnings     []string        // from the orchestration: relay not drained, interrupted
+}
+
+// Input is what Analyze and Write need: the runs and how they were made.
+type Input struct {
+	Title     string
+	Generated time.Time
+	Params    []Param
+	Runs      []Run
+	Warnings  []string
+}
+
+// Plateau is where logged-in clients stopped rising. Window is the
+// stretch where logged-in stayed within tolerance of its maximum: the
+// steady state at the most load the run reached.
+type Plateau struct {
+	// Detected: logins kept being attempted after logged-in reached its
+	// maximum, without raising it (the relay refused more users).
+	Detected      bool `json:"detected"`
+	LoggedIn      Num  `json:"logged_in"`
+	AtS           Num  `json:"at_s"`
+	AttemptsAt    Num  `json:"attempts_at"`
+	AttemptsAfter Num  `json:"attempts_after"`
+	WindowFromS   Num  `json:"window_from_s"`
+	WindowToS     Num  `json:"window_to_s"`
+}
+
+// RunStats are one run's figures.
+type RunStats struct {
+	Scenario                  string          `json:"scenario"`
+	Repeat                    int             `json:"repeat"`
+	Started                   time.Time       `json:"started"`
+	DurationS                 Num             `json:"duration_s"`
+	Samples                   int             `json:"samples"`
+	ScrapeErrors              int             `json:"scrape_errors"`
+	MaxLoggedIn               Num             `json:"max_logged_in"`
+	Plateau                   Plateau         `json:"plateau"`
+	LoginAttempts             Num             `json:"login_attempts"`
+	LoginsSucceeded           Num             `json:"logins_succeeded"`
+	LoginsFailed              Num             `json:"logins_failed"`
+	PeakSendGbps              Num             `json:"peak_send_gbps"`
+	PlateauSendGbps           Num             `json:"plateau_send_gbps"`
+	PeakRecvGbps              Num             `json:"peak_recv_gbps"`
+	PlateauRecvGbps           Num             `json:"plateau_recv_gbps"`
+	PlateauCPUIdlePct         Num             `json:"plateau_cpu_idle_pct"`
+	MinCPUIdlePct             Num             `json:"min_cpu_idle_pct"`
+	PlateauRelayProcessCPUPct Num             `json:"plateau_relay_process_cpu_pct"`
+	MinFleetCPUIdlePct        Num             `json:"min_fleet_cpu_idle_pct"`
+	PlateauMsgsInPerS         Num             `json:"plateau_msgs_in_per_s"`
+	PlateauMsgsDeliveredPerS  Num             `json:"plateau_msgs_delivered_per_s"`
+	LatencyP50Ms              Num             `json:"latency_p50_ms"`
+	LatencyP99Ms              Num             `json:"latency_p99_ms"`
+	ScheduleLagP99Ms          Num             `json:"schedule_lag_p99_ms"`
+	SlowConsumerDisconnects   Num             `json:"slow_consumer_disconnects"`
+	RejectedFrames            Num             `json:"rejected_frames"`
+	MessagesSent              Num             `json:"messages_sent"`
+	MessagesReceived          Num             `json:"messages_received"`
+	BytesSent                 Num             `json:"bytes_sent"`
+	BytesReceived             Num             `json:"bytes_received"`
+	RelaySentBytes            Num             `json:"relay_sent_bytes"`
+	RelayReceivedBytes        Num             `json:"relay_received_bytes"`
+	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
+	Linear                    Fit             `json:"fit_linear"`
+	Quadratic                 Fit             `json:"fit_quadratic"`
+	Warnings                  []string        `json:"warnings"`
+	FleetSummary              json.RawMessage `json:"fleet_summary,omitempty"`
+}
+
+// Stat is one figure aggregated over a scenario's repeats.
+type Stat struct {
+	Key  string `json:"key"`
+	Mean Num    `json:"mean"`
+	SD   Num    `json:"sd"` // sample standard deviation; NaN with one run
+	N    int    `json:"n"`  // runs that measured it
+}
+
+// ScenarioStats aggregates a scenario's repeats; the fits pool every
+// repeat's samples.
+type ScenarioStats struct {
+	Scenario  string `json:"scenario"`
+	Runs      int    `json:"runs"`
+	Stats     []Stat `json:"stats"`
+	Linear    Fit    `json:"fit_linear"`
+	Quadratic Fit    `json:"fit_quadratic"`
+}
+
+// Summary is summary.json.
+type Summary struct {
+	Title     string          `json:"title"`
+	Generated time.Time       `json:"generated"`
+	Params    []Param         `json:"params"`
+	Warnings  []string        `json:"warnings"`
+	Scenarios []ScenarioStats `json:"scenarios"`
+	Runs      []RunStats      `json:"runs"`
+}
+
+// Analyze reduces every run to its figures and aggregates each scenario's
+// repeats. Scenarios keep the order in which they first ran.
+func Analyze(in Input) Summary {
+	s := Summary{Title: in.Title, Generated: in.Generated, Params: in.Params,
+		Warnings: append([]string{}, in.Warnings...)}
+	var order []string
+	byScenario := map[string][]int{}
+	for i, r := range in.Runs {
+		rs := AnalyzeRun(r)
+		s.Runs = append(s.Runs, rs)
+		for _, w := range rs.Warnings {
+			s.Warnings = append(s.Warnings, fmt.Sprintf("%s #%d: %s", r.Scenario, r.Repeat, w))
+		}
+		if _, ok := byScenario[r.Scenario]; !ok {
+			order = append(order, r.Scenario)
+		}
+		byScenario[r.Scenario] = append(byScenario[r.Scenario], i)
+	}
+	for _, name := range order {
+		var runs []RunStats
+		var pts []Point
+		for _, i := range byScenario[name] {
+			runs = append(runs, s.Runs[i])
+			pts = append(pts, in.Runs[i].Series.Points...)
+		}
+		sc := ScenarioStats{Scenario: name, Runs: len(runs)}
+		for _, m := range tableMetrics {
+			sc.Stats = append(sc.Stats, aggregate(m, runs))
+		}
+		x, y := fitData(pts)
+		sc.Linear, sc.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
+		s.Scenarios = append(s.Scenarios, sc)
+	}
+	return s
+}
+
+func aggregate(m metric, runs []RunStats) Stat {
+	var v []float64
+	for _, r := range runs {
+		if x := m.get(r); !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	st := Stat{Key: m.key, Mean: Num(math.NaN()), SD: Num(math.NaN()), N: len(v)}
+	switch len(v) {
+	case 0:
+	case 1:
+		st.Mean = Num(v[0])
+	default:
+		mean, sd := stat.MeanStdDev(v, nil)
+		st.Mean, st.SD = Num(mean), Num(sd)
+	}
+	return st
+}
+
+// fitData is send Gbps against logged-in clients, for every sample where
+// both were measured and someone was logged in.
+func fitData(pts []Point) (x, y []float64) {
+	for _, p := range pts {
+		if math.IsNaN(p.LoggedIn) || math.IsNaN(p.SendGbps) || p.LoggedIn <= 0 {
+			continue
+		}
+		x = append(x, p.LoggedIn)
+		y = append(y, p.SendGbps)
+	}
+	return x, y
+}
+
+// AnalyzeRun computes one run's figures from its samples.
+func AnalyzeRun(r Run) RunStats {
+	pts := r.Series.Points
+	first, last := r.Series.First, r.Series.Last
+	nan := Num(math.NaN())
+	rs := RunStats{Scenario: r.Scenario, Repeat: r.Repeat, Started: r.Started,
+		Samples: len(pts), ScrapeErrors: r.Series.ScrapeErrors, DurationS: nan,
+		KernelDrops: r.KernelDrops, FleetSummary: r.FleetSummary,
+		Warnings: append([]string{}, r.Warnings...)}
+	if n := len(pts); n > 0 {
+		rs.DurationS = Num(pts[n-1].T)
+	}
+	pl := DetectPlateau(pts)
+	rs.Plateau = pl
+	rs.MaxLoggedIn = pl.LoggedIn
+	in := func(p Point) bool {
+		return !math.IsNaN(float64(pl.WindowFromS)) && p.T >= float64(pl.WindowFromS) && p.T <= float64(pl.WindowToS)
+	}
+	col := func(get func(Point) float64, keep func(Point) bool) []float64 {
+		var v []float64
+		for _, p := range pts {
+			if x := get(p); !math.IsNaN(x) && (keep == nil || keep(p)) {
+				v = append(v, x)
+			}
+		}
+		return v
+	}
+	send := func(p Point) float64 { return p.SendGbps }
+	recv := func(p Point) float64 { return p.RecvGbps }
+	idle := func(p Point) float64 { return p.RelayCPUIdlePct }
+	rs.PeakSendGbps, rs.PlateauSendGbps = maxOf(col(send, nil)), meanOf(col(send, in))
+	rs.PeakRecvGbps, rs.PlateauRecvGbps = maxOf(col(recv, nil)), meanOf(col(recv, in))
+	rs.PlateauCPUIdlePct, rs.MinCPUIdlePct = meanOf(col(idle, in)), minOf(col(idle, nil))
+	rs.PlateauRelayProcessCPUPct = meanOf(col(func(p Point) float64 { return p.RelayProcessCPUPct }, in))
+	fleetIdle := col(func(p Point) float64 { return p.FleetCPUIdlePct }, nil)
+	rs.MinFleetCPUIdlePct = minOf(fleetIdle)
+	rs.PlateauMsgsInPerS = meanOf(col(func(p Point) float64 { return p.MsgsInPerS }, in))
+	rs.PlateauMsgsDeliveredPerS = meanOf(col(func(p Point) float64 { return p.MsgsDeliveredPerS }, in))
+
+	for _, p := range []*Num{&rs.LoginAttempts, &rs.LoginsSucceeded, &rs.LoginsFailed, &rs.MessagesSent,
+		&rs.MessagesReceived, &rs.BytesSent, &rs.BytesReceived, &rs.LatencyP50Ms, &rs.LatencyP99Ms,
+		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
+		&rs.RelayReceivedBytes} {
+		*p = nan
+	}
+	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
+		rs.LoginAttempts = Num(delta(f.LoginAttempts, l.LoginAttempts))
+		rs.LoginsSucceeded = Num(delta(f.LoginsSucceeded, l.LoginsSucceeded))
+		rs.LoginsFailed = Num(delta(f.LoginsFailed, l.LoginsFailed))
+		rs.MessagesSent = Num(delta(f.SentMessages, l.SentMessages))
+		rs.MessagesReceived = Num(delta(f.ReceivedMessages, l.ReceivedMessages))
+		rs.BytesSent = Num(delta(f.SentBytes, l.SentBytes))
+		rs.BytesReceived = Num(delta(f.ReceivedBytes, l.ReceivedBytes))
+		lat := HistogramDelta(f.Latency, l.Latency)
+		rs.LatencyP50Ms = Num(1000 * Quantile(0.5, lat))
+		rs.LatencyP99Ms = Num(1000 * Quantile(0.99, lat))
+		rs.ScheduleLagP99Ms = Num(1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, l.ScheduleLag)))
+	}
+	if f, l := first.Relay, last.Relay; f.Present && l.Present {
+		rs.SlowConsumerDisconnects = Num(delta(f.SlowConsumerDisconnects, l.SlowConsumerDisconnects))
+		rs.RejectedFrames = Num(delta(f.RejectedFrames, l.RejectedFrames))
+		rs.RelaySentBytes = Num(delta(f.SentBytes, l.SentBytes))
+		rs.RelayReceivedBytes = Num(delta(f.ReceivedBytes, l.ReceivedBytes))
+	}
+	x, y := fitData(pts)
+	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
+	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle)...)
+	return rs
+}
+
+// runWarnings are the findings that make a run's numbers suspect.
+func runWarnings(rs RunStats, fleetIdle []float64) []string {
+	var w []string
+	busy := 0
+	for _, v := range fleetIdle {
+		if v < saturatedCPUIdlePct {
+			busy++
+		}
+	}
+	if len(fleetIdle) > 0 && float64(busy) >= math.Max(2, saturatedMinFraction*float64(len(fleetIdle))) {
+		w = append(w, fmt.Sprintf("load generator saturated: fleet host CPU idle under %d%% for %d of %d seconds; the relay's numbers are understated",
+			saturatedCPUIdlePct, busy, len(fleetIdle)))
+	}
+	if lag := float64(rs.ScheduleLagP99Ms); lag > saturatedLagP99Ms {
+		w = append(w, fmt.Sprintf("load generator saturated: schedule lag p99 %.1f ms (over %d ms); sends went out late",
+			lag, saturatedLagP99Ms))
+	}
+	if k := rs.KernelDrops; k != nil && k.Total() > 0 {
+		w = append(w, fmt.Sprintf("kernel drops: %.0f (UDP rcvbuf %.0f, UDP sndbuf %.0f, TCP listen %.0f, TCP backlog %.0f, softnet %.0f)",
+			k.Total(), k.UDPRcvbufErrors, k.UDPSndbufErrors, k.TCPListenDrops, k.TCPBacklogDrops, k.SoftnetDropped))
+	}
+	if rs.ScrapeErrors > 0 {
+		w = append(w, fmt.Sprintf("%d scrapes failed; those seconds are missing from the series", rs.ScrapeErrors))
+	}
+	return w
+}
+
+// DetectPlateau finds the maximum of logged-in clients, the stretch where
+// it stayed within 1% (at least one client) of it, and whether login
+// attempts went on there without raising it: attempts beyond the clients
+// that were still gained count, and at least 3 (or 2% of the maximum) of
+// them make a plateau, as in "logins plateaued at 504 while attempts went
+// on to 546".
+func DetectPlateau(pts []Point) Plateau {
+	nan := Num(math.NaN())
+	pl := Plateau{LoggedIn: nan, AtS: nan, AttemptsAt: nan, AttemptsAfter: nan, WindowFromS: nan, WindowToS: nan}
+	maxIn := math.Inf(-1)
+	for _, p := range pts {
+		if !math.IsNaN(p.LoggedIn) && p.LoggedIn > maxIn {
+			maxIn = p.LoggedIn
+		}
+	}
+	if math.IsInf(maxIn, -1) {
+		return pl
+	}
+	tol := math.Max(1, 0.01*maxIn)
+	i0, i1 := -1, -1
+	for i, p := range pts {
+		if !math.IsNaN(p.LoggedIn) && p.LoggedIn >= maxIn-tol {
+			if i0 < 0 {
+				i0 = i
+			}
+			i1 = i
+		}
+	}
+	pl.LoggedIn, pl.AtS = Num(maxIn), Num(pts[i0].T)
+	pl.WindowFromS, pl.WindowToS = Num(pts[i0].T), Num(pts[i1].T)
+	if maxIn <= 0 {
+		return pl
+	}
+	a0 := pts[i0].LoginAttempts
+	aEnd := math.NaN()
+	for _, p := range pts[i0:] {
+		if !math.IsNaN(p.LoginAttempts) {
+			aEnd = p.LoginAttempts
+		}
+	}
+	if math.IsNaN(a0) || math.IsNaN(aEnd) {
+		return pl
+	}
+	pl.AttemptsAt, pl.AttemptsAfter = Num(a0), Num(aEnd-a0)
+	extra := (aEnd - a0) - (maxIn - pts[i0].LoggedIn)
+	pl.Detected = extra >= math.Max(3, 0.02*maxIn)
+	return pl
+}
+
+func meanOf(v []float64) Num {
+	if len(v) == 0 {
+		return Num(math.NaN())
+	}
+	return Num(stat.Mean(v, nil))
+}
+
+func maxOf(v []float64) Num {
+	if len(v) == 0 {
+		return Num(math.NaN())
+	}
+	m := v[0]
+	for _, x := range v[1:] {
+		m = math.Max(m, x)
+	}
+	return Num(m)
+}
+
+func minOf(v []float64) Num {
+	if len(v) == 0 {
+		return Num(math.NaN())
+	}
+	m := v[0]
+	for _, x := range v[1:] {
+		m = math.Min(m, x)
+	}
+	return Num(m)
+}

@@ -1,0 +1,152 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestFitKnownCoefficients(t *testing.T) {
+	// Send Gbps of a relay whose N:N traffic is 2e-6·n² + 3e-4·n + 0.01
+	// and whose 1:N traffic is 0.002·n + 0.05, sampled at n = 1..600.
+	var n, quad, lin []float64
+	for i := 1; i <= 600; i++ {
+		x := float64(i)
+		n = append(n, x)
+		quad = append(quad, 2e-6*x*x+3e-4*x+0.01)
+		lin = append(lin, 0.002*x+0.05)
+	}
+	tests := []struct {
+		name string
+		fit  Fit
+		want []float64
+	}{
+		{"quadratic of quadratic", FitQuadratic(n, quad), []float64{2e-6, 3e-4, 0.01}},
+		{"linear of linear", FitLinear(n, lin), []float64{0.002, 0.05}},
+		{"quadratic of linear has no n²", FitQuadratic(n, lin), []float64{0, 0.002, 0.05}},
+	}
+	for _, tt := range tests {
+		if !tt.fit.OK {
+			t.Fatalf("%s: no fit: %s", tt.name, tt.fit.Reason)
+		}
+		for i, w := range tt.want {
+			if got := float64(tt.fit.Coeffs[i]); math.Abs(got-w) > 1e-9*math.Max(1, math.Abs(w)) {
+				t.Errorf("%s: coefficient %d = %g, want %g", tt.name, i, got, w)
+			}
+		}
+		if r2 := float64(tt.fit.R2); math.Abs(r2-1) > 1e-9 {
+			t.Errorf("%s: R² = %v, want 1", tt.name, r2)
+		}
+	}
+	// A line through quadratic data fits worse, and says so in R².
+	if r2 := float64(FitLinear(n, quad).R2); r2 > 0.99 || r2 < 0.8 {
+		t.Errorf("linear fit of quadratic data: R² = %v, want clearly below 1", r2)
+	}
+}
+
+func TestFitNeedsDistinctCounts(t *testing.T) {
+	f := FitQuadratic([]float64{5, 5, 6, 6}, []float64{1, 1, 2, 2})
+	if f.OK || f.Reason == "" {
+		t.Fatalf("two distinct x for a quadratic: got %+v, want no fit with a reason", f)
+	}
+}
+
+func TestDetectPlateau(t *testing.T) {
+	ramp := func(maxIn, attempts float64, seconds int, pauseFrom, pauseTo int) []Point {
+		var pts []Point
+		a := 0.0
+		for s := 1; s <= seconds; s++ {
+			if s < pauseFrom || s >= pauseTo {
+				a = math.Min(attempts, a+10)
+			}
+			pts = append(pts, Point{T: float64(s), LoggedIn: math.Min(a, maxIn), LoginAttempts: a})
+		}
+		return pts
+	}
+	tests := []struct {
+		name     string
+		pts      []Point
+		detected bool
+		loggedIn float64
+		atS      float64
+	}{
+		{"plateau at 504 while attempts go to 546", ramp(504, 546, 80, 0, 0), true, 504, 50},
+		{"everyone logged in, no more attempts", ramp(1000, 300, 60, 0, 0), false, 300, 30},
+		{"a ramp pause is not a plateau", ramp(1000, 300, 60, 10, 30), false, 300, 50},
+		{"pause then plateau", ramp(200, 400, 80, 10, 20), true, 200, 30},
+	}
+	for _, tt := range tests {
+		pl := DetectPlateau(tt.pts)
+		if pl.Detected != tt.detected || float64(pl.LoggedIn) != tt.loggedIn || float64(pl.AtS) != tt.atS {
+			t.Errorf("%s: got detected=%v logged_in=%v at=%v, want %v %v %v",
+				tt.name, pl.Detected, pl.LoggedIn, pl.AtS, tt.detected, tt.loggedIn, tt.atS)
+		}
+	}
+	if pl := DetectPlateau(nil); pl.Detected || !math.IsNaN(float64(pl.LoggedIn)) {
+		t.Errorf("no points: got %+v", pl)
+	}
+}
+
+func TestAnalyzeSynthetic(t *testing.T) {
+	sum := Analyze(synthInput())
+	if len(sum.Scenarios) != 2 || sum.Scenarios[0].Scenario != "N:N" || sum.Scenarios[1].Scenario != "1:N" {
+		t.Fatalf("scenarios: %+v", sum.Scenarios)
+	}
+	nn, on := sum.Scenarios[0], sum.Scenarios[1]
+	stat := func(sc ScenarioStats, key string) Stat {
+		for _, s := range sc.Stats {
+			if s.Key == key {
+				return s
+			}
+		}
+		t.Fatalf("no stat %q", key)
+		return Stat{}
+	}
+	if got := stat(nn, "max_logged_in"); got.Mean != 50 || got.SD != 0 || got.N != 2 {
+		t.Errorf("N:N max logged in: %+v, want 50 ± 0 over 2", got)
+	}
+	if !sum.Runs[0].Plateau.Detected || sum.Runs[2].Plateau.Detected {
+		t.Errorf("plateau: N:N %v (want true), 1:N %v (want false)", sum.Runs[0].Plateau.Detected, sum.Runs[2].Plateau.Detected)
+	}
+	// Repeat 2 sends 5% more: the sd over two runs is |a-b|/√2.
+	g := stat(nn, "plateau_send_gbps")
+	a, b := float64(sum.Runs[0].PlateauSendGbps), float64(sum.Runs[1].PlateauSendGbps)
+	if math.Abs(float64(g.Mean)-(a+b)/2) > 1e-12 || math.Abs(float64(g.SD)-math.Abs(a-b)/math.Sqrt2) > 1e-12 {
+		t.Errorf("plateau send Gbps: got %v ± %v from %v and %v", g.Mean, g.SD, a, b)
+	}
+	// N:N's load is quadratic in the clients, 1:N's linear; the fits must
+	// see it in the data.
+	if r2 := float64(nn.Quadratic.R2); r2 < 0.99 {
+		t.Errorf("N:N quadratic R² = %v", r2)
+	}
+	if r2 := float64(on.Linear.R2); r2 < 0.99 {
+		t.Errorf("1:N linear R² = %v", r2)
+	}
+	if nn.Quadratic.Coeffs[0] <= 0 {
+		t.Errorf("N:N quadratic coefficient %v, want > 0", nn.Quadratic.Coeffs[0])
+	}
+	if float64(stat(on, "peak_send_gbps").Mean) >= float64(stat(nn, "peak_send_gbps").Mean) {
+		t.Error("1:N peak send should be below N:N's")
+	}
+	// Only the run with a kernel drop warns about it.
+	var kernel int
+	for _, w := range sum.Warnings {
+		if strings.Contains(w, "kernel drops") {
+			kernel++
+		}
+	}
+	if kernel != 1 {
+		t.Errorf("kernel drop warnings: %d, want 1: %q", kernel, sum.Warnings)
+	}
+}
+
+func TestSaturationWarning(t *testing.T) {
+	var pts []Point
+	for i := 0; i < 20; i++ {
+		pts = append(pts, Point{T: float64(i), LoggedIn: 10, FleetCPUIdlePct: 5, SendGbps: 1})
+	}
+	rs := AnalyzeRun(Run{Scenario: "N:N", Repeat: 1, Series: Series{Points: pts}})
+	if len(rs.Warnings) != 1 || !strings.Contains(rs.Warnings[0], "load generator saturated") {
+		t.Fatalf("warnings: %q", rs.Warnings)
+	}
+}

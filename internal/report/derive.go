@@ -1,0 +1,144 @@
+package report
+
+import (
+	"math"
+)
+
+// Point is what one sampling interval of a run looked like: rates over the
+// interval, gauges at its end. Values that could not be measured (an
+// endpoint that did not answer, no latency samples in the interval) are
+// NaN, so charts and means skip them instead of showing a false zero.
+type Point struct {
+	T                    float64 // seconds since the run's first scrape
+	SendGbps             float64 // relay → clients
+	RecvGbps             float64 // clients → relay
+	RelayCPUIdlePct      float64 // relay host, all CPUs
+	RelayProcessCPUPct   float64 // relay process; 100 = one core busy
+	LoggedIn             float64 // fleet clients logged in
+	LoginAttempts        float64 // cumulative since the run started
+	LoginFailures        float64 // cumulative since the run started
+	MsgsInPerS           float64 // messages the relay received
+	MsgsDeliveredPerS    float64 // messages the relay delivered
+	LatencyP50Ms         float64 // send → deliver, this interval
+	LatencyP99Ms         float64
+	ScheduleLagP99Ms     float64
+	FleetCPUIdlePct      float64 // fleet host, all CPUs
+	RelayConnections     float64
+	SlowConsumerDiscards float64 // cumulative since the run started
+}
+
+// Derive computes the point for the interval from prev to cur; base is the
+// run's first snapshot, against which cumulative columns are counted.
+func Derive(base, prev, cur Snapshot) Point {
+	nan := math.NaN()
+	p := Point{
+		T:        cur.At.Sub(base.At).Seconds(),
+		SendGbps: nan, RecvGbps: nan, RelayCPUIdlePct: nan, RelayProcessCPUPct: nan,
+		LoggedIn: nan, LoginAttempts: nan, LoginFailures: nan, MsgsInPerS: nan,
+		MsgsDeliveredPerS: nan, LatencyP50Ms: nan, LatencyP99Ms: nan, ScheduleLagP99Ms: nan,
+		FleetCPUIdlePct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
+	}
+	dt := cur.At.Sub(prev.At).Seconds()
+	if dt <= 0 {
+		return p
+	}
+	if r, q := prev.Relay, cur.Relay; r.Present && q.Present {
+		p.SendGbps = delta(r.SentBytes, q.SentBytes) * 8 / 1e9 / dt
+		p.RecvGbps = delta(r.ReceivedBytes, q.ReceivedBytes) * 8 / 1e9 / dt
+		p.RelayCPUIdlePct = idlePct(r.HostCPU, q.HostCPU)
+		p.RelayProcessCPUPct = 100 * delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / dt
+		p.MsgsInPerS = delta(r.ReceivedMessages, q.ReceivedMessages) / dt
+		p.MsgsDeliveredPerS = delta(r.DeliveredMessages, q.DeliveredMessages) / dt
+		p.RelayConnections = q.Connections
+		if base.Relay.Present {
+			p.SlowConsumerDiscards = delta(base.Relay.SlowConsumerDisconnects, q.SlowConsumerDisconnects)
+		}
+	}
+	if f, g := prev.Fleet, cur.Fleet; f.Present && g.Present {
+		p.LoggedIn = g.LoggedIn
+		if base.Fleet.Present {
+			p.LoginAttempts = delta(base.Fleet.LoginAttempts, g.LoginAttempts)
+			p.LoginFailures = delta(base.Fleet.LoginsFailed, g.LoginsFailed)
+		}
+		lat := HistogramDelta(f.Latency, g.Latency)
+		p.LatencyP50Ms = 1000 * Quantile(0.50, lat)
+		p.LatencyP99Ms = 1000 * Quantile(0.99, lat)
+		p.ScheduleLagP99Ms = 1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, g.ScheduleLag))
+		p.FleetCPUIdlePct = idlePct(f.HostCPU, g.HostCPU)
+	}
+	return p
+}
+
+// delta is a counter's increase; a counter that went down was reset (the
+// program restarted), so its new value is all of the increase, as in
+// PromQL's rate().
+func delta(before, after float64) float64 {
+	if after < before {
+		return after
+	}
+	return after - before
+}
+
+func idlePct(before, after CPUTimes) float64 {
+	dt := after.Total - before.Total
+	if dt <= 0 {
+		return math.NaN()
+	}
+	return 100 * (after.Idle - before.Idle) / dt
+}
+
+// HistogramDelta is the histogram of the observations made between two
+// scrapes. Buckets are matched by bound; a reset yields the later one.
+func HistogramDelta(before, after Histogram) Histogram {
+	if after.Count < before.Count {
+		return after
+	}
+	prev := make(map[float64]float64, len(before.Bounds))
+	for i, b := range before.Bounds {
+		prev[b] = before.Counts[i]
+	}
+	d := Histogram{
+		Bounds: append([]float64(nil), after.Bounds...),
+		Counts: make([]float64, len(after.Counts)),
+		Count:  after.Count - before.Count,
+		Sum:    after.Sum - before.Sum,
+	}
+	for i, b := range after.Bounds {
+		d.Counts[i] = math.Max(0, after.Counts[i]-prev[b])
+	}
+	return d
+}
+
+// Quantile estimates the q-quantile of a cumulative histogram the way
+// PromQL's histogram_quantile does: find the bucket holding the rank and
+// interpolate linearly inside it; a rank in the +Inf bucket gives the
+// highest finite bound. NaN when the histogram is empty.
+func Quantile(q float64, h Histogram) float64 {
+	n := len(h.Bounds)
+	if n == 0 || h.Counts[n-1] <= 0 {
+		return math.NaN()
+	}
+	rank := q * h.Counts[n-1]
+	i := 0
+	for i < n && h.Counts[i] < rank {
+		i++
+	}
+	if i == n {
+		i = n - 1
+	}
+	if math.IsInf(h.Bounds[i], 1) {
+		if i == 0 {
+			return math.NaN()
+		}
+		return h.Bounds[i-1]
+	}
+	lower, below := 0.0, 0.0
+	if i > 0 {
+		lower, below = h.Bounds[i-1], h.Counts[i-1]
+	}
+	inBucket := h.Counts[i] - below
+	if inBucket <= 0 {
+		return h.Bounds[i]
+	}
+	return lower + (h.Bounds[i]-lower)*(rank-below)/inBucket
+}

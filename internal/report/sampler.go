@@ -1,0 +1,145 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Target is one /metrics endpoint to scrape.
+type Target struct {
+	Role Role
+	URL  string // http://127.0.0.1:9400/metrics
+}
+
+// SamplerConfig configures a Sampler.
+type SamplerConfig struct {
+	Targets  []Target
+	Interval time.Duration // default 1 s
+	Timeout  time.Duration // per scrape; default 80% of Interval
+	Client   *http.Client  // default: a client with Timeout
+	// OnPoint, if set, sees each point as it is derived (a progress line).
+	// It runs on the sampling goroutine and must be quick.
+	OnPoint func(Point)
+}
+
+// Series is what a Sampler recorded for one run.
+type Series struct {
+	Points       []Point
+	First, Last  Snapshot // the run's first and last complete scrapes
+	ScrapeErrors int
+	LastError    string
+}
+
+// Sampler scrapes every target once per interval and derives one Point per
+// interval. A failed scrape is counted and skipped rather than ending the
+// run: a relay that stops answering under load is a finding, not a reason
+// to lose the rest of the report.
+type Sampler struct {
+	cfg SamplerConfig
+}
+
+// NewSampler checks cfg and fills in defaults.
+func NewSampler(cfg SamplerConfig) (*Sampler, error) {
+	if len(cfg.Targets) == 0 {
+		return nil, errors.New("sampler: no targets")
+	}
+	for _, t := range cfg.Targets {
+		if t.Role != RoleRelay && t.Role != RoleFleet {
+			return nil, fmt.Errorf("sampler: target %s: unknown role %q", t.URL, t.Role)
+		}
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval * 8 / 10
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	}
+	return &Sampler{cfg: cfg}, nil
+}
+
+// Scrape reads every target once into one snapshot.
+func (s *Sampler) Scrape(ctx context.Context) (Snapshot, error) {
+	snap := Snapshot{At: time.Now()}
+	for _, t := range s.cfg.Targets {
+		if err := s.scrapeOne(ctx, t, &snap); err != nil {
+			return snap, err
+		}
+	}
+	return snap, nil
+}
+
+func (s *Sampler) scrapeOne(ctx context.Context, t Target, snap *Snapshot) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
+	if err != nil {
+		return fmt.Errorf("scrape %s: %w", t.URL, err)
+	}
+	// Ask for the text format: it is what ParseMetrics reads.
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("scrape %s: %w", t.URL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("scrape %s: status %s", t.URL, resp.Status)
+	}
+	if err := ParseMetrics(resp.Body, t.Role, snap); err != nil {
+		return fmt.Errorf("scrape %s: %w", t.URL, err)
+	}
+	return nil
+}
+
+// Run scrapes until ctx is done, then scrapes once more (so the run's last
+// seconds are in the series) and returns what it recorded. The final scrape
+// uses its own short deadline because ctx is already cancelled then.
+func (s *Sampler) Run(ctx context.Context) Series {
+	var ser Series
+	var prev Snapshot
+	have := false
+	take := func(c context.Context, final bool) {
+		snap, err := s.Scrape(c)
+		if err != nil {
+			ser.ScrapeErrors++
+			ser.LastError = err.Error()
+			return
+		}
+		ser.Last = snap
+		if !have {
+			ser.First, prev, have = snap, snap, true
+			return
+		}
+		// A final scrape right after a tick would make a rate over a few
+		// milliseconds; keep it for the run's totals only.
+		if final && snap.At.Sub(prev.At) < s.cfg.Interval/2 {
+			return
+		}
+		p := Derive(ser.First, prev, snap)
+		ser.Points = append(ser.Points, p)
+		prev = snap
+		if s.cfg.OnPoint != nil {
+			s.cfg.OnPoint(p)
+		}
+	}
+	take(ctx, false)
+	tick := time.NewTicker(s.cfg.Interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+			take(final, true)
+			cancel()
+			return ser
+		case <-tick.C:
+			take(ctx, false)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// relayServer serves relay metrics whose byte counter grows at exactly
+// 1 Gbps of wall time, and whose connections gauge can be set.
+func relayServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
+	t.Helper()
+	start := time.Now()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if fail != nil && fail.Load() {
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		el := time.Since(start).Seconds()
+		fmt.Fprintf(w, "# TYPE relay_sent_bytes_total counter\nrelay_sent_bytes_total %g\n", el*1.25e8)
+		fmt.Fprintf(w, "# TYPE relay_connections gauge\nrelay_connections{transport=\"tcp\"} 3\n")
+		fmt.Fprintf(w, "# TYPE relay_host_cpu_seconds_total counter\nrelay_host_cpu_seconds_total{mode=\"idle\"} %g\nrelay_host_cpu_seconds_total{mode=\"user\"} %g\n", el*1.5, el*0.5)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func fleetServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE replay_clients_logged_in gauge\nreplay_clients_logged_in 12\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestSamplerScrapesOverHTTP(t *testing.T) {
+	relay, fleet := relayServer(t, nil), fleetServer(t)
+	var seen atomic.Int32
+	s, err := NewSampler(SamplerConfig{
+		Targets: []Target{
+			{Role: RoleRelay, URL: relay.URL + "/metrics"},
+			{Role: RoleFleet, URL: fleet.URL + "/metrics"},
+		},
+		Interval: 100 * time.Millisecond,
+		OnPoint:  func(Point) { seen.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 650*time.Millisecond)
+	defer cancel()
+	ser := s.Run(ctx)
+	if ser.ScrapeErrors != 0 {
+		t.Fatalf("scrape errors: %d (%s)", ser.ScrapeErrors, ser.LastError)
+	}
+	if n := len(ser.Points); n < 4 || int(seen.Load()) != n {
+		t.Fatalf("points: %d, OnPoint saw %d", n, seen.Load())
+	}
+	for i, p := range ser.Points {
+		// Scrape timing on a busy machine moves the rate a little; the
+		// counter itself is exact.
+		if math.Abs(p.SendGbps-1) > 0.25 {
+			t.Errorf("point %d: send %v Gbps, want about 1", i, p.SendGbps)
+		}
+		if math.Abs(p.RelayCPUIdlePct-75) > 1e-6 || p.LoggedIn != 12 || p.RelayConnections != 3 {
+			t.Errorf("point %d: idle %v, logged in %v, connections %v", i, p.RelayCPUIdlePct, p.LoggedIn, p.RelayConnections)
+		}
+		if i > 0 && p.T <= ser.Points[i-1].T {
+			t.Errorf("point %d: time went backwards", i)
+		}
+	}
+	if !ser.Last.At.After(ser.First.At) || ser.Last.Relay.SentBytes <= ser.First.Relay.SentBytes {
+		t.Error("first and last snapshots not kept")
+	}
+}
+
+func TestSamplerCountsFailedScrapes(t *testing.T) {
+	var fail atomic.Bool
+	relay := relayServer(t, &fail)
+	s, err := NewSampler(SamplerConfig{
+		Targets:  []Target{{Role: RoleRelay, URL: relay.URL}},
+		Interval: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Series)
+	go func() { done <- s.Run(ctx) }()
+	time.Sleep(180 * time.Millisecond)
+	fail.Store(true)
+	time.Sleep(180 * time.Millisecond)
+	cancel()
+	ser := <-done
+	if ser.ScrapeErrors < 2 || ser.LastError == "" {
+		t.Fatalf("scrape errors: %d %q, want the failures counted", ser.ScrapeErrors, ser.LastError)
+	}
+	if len(ser.Points) < 2 {
+		t.Fatalf("points before the failure: %d", len(ser.Points))
+	}
+}
+
+func TestNewSamplerRejects(t *testing.T) {
+	if _, err := NewSampler(SamplerConfig{}); err == nil {
+		t.Error("no targets: no error")
+	}
+	if _, err := NewSampler(SamplerConfig{Targets: []Target{{Role: "db", URL: "http://127.0.0.1:1"}}}); err == nil {
+		t.Error("unknown role: no error")
+	}
+}

@@ -1,0 +1,135 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+)
+
+// metric is one row of the side-by-side table: how to read it from a run
+// and how to print it.
+type metric struct {
+	key    string
+	label  string
+	digits int
+	get    func(RunStats) float64
+}
+
+// tableMetrics are the rows of the comparison, in the order a reader asks
+// the questions: how many got in, what it cost, how it felt.
+var tableMetrics = []metric{
+	{"max_logged_in", "max logins reached", 0, func(r RunStats) float64 { return float64(r.MaxLoggedIn) }},
+	{"plateau_at_s", "logins plateaued at (s)", 0, func(r RunStats) float64 {
+		if !r.Plateau.Detected {
+			return math.NaN()
+		}
+		return float64(r.Plateau.AtS)
+	}},
+	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
+	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
+	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
+	{"peak_send_gbps", "peak send Gbps", 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
+	{"plateau_send_gbps", "plateau send Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
+	{"plateau_recv_gbps", "plateau receive Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
+	{"plateau_cpu_idle_pct", "relay host CPU idle at plateau %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
+	{"plateau_relay_process_cpu_pct", "relay process CPU at plateau %", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
+	{"plateau_msgs_in_per_s", "messages/s in (plateau)", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsInPerS) }},
+	{"plateau_msgs_delivered_per_s", "messages/s delivered (plateau)", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsDeliveredPerS) }},
+	{"latency_p50_ms", "latency p50 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP50Ms) }},
+	{"latency_p99_ms", "latency p99 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP99Ms) }},
+	{"schedule_lag_p99_ms", "schedule lag p99 ms", 2, func(r RunStats) float64 { return float64(r.ScheduleLagP99Ms) }},
+	{"min_fleet_cpu_idle_pct", "fleet host CPU idle min %", 1, func(r RunStats) float64 { return float64(r.MinFleetCPUIdlePct) }},
+	{"slow_consumer_disconnects", "slow-consumer disconnects", 0, func(r RunStats) float64 { return float64(r.SlowConsumerDisconnects) }},
+}
+
+// Cell is one formatted table cell.
+type Cell string
+
+// Row is one metric across scenarios.
+type Row struct {
+	Label string
+	Cells []Cell
+}
+
+// Table is the side-by-side comparison: one column per scenario.
+type Table struct {
+	Columns []string
+	Rows    []Row
+}
+
+// SideBySide builds the comparison table from a summary: mean ± sd when a
+// scenario ran more than once, the value otherwise, "-" when not measured.
+func SideBySide(s Summary) Table {
+	t := Table{}
+	for _, sc := range s.Scenarios {
+		t.Columns = append(t.Columns, fmt.Sprintf("%s (%d run%s)", sc.Scenario, sc.Runs, plural(sc.Runs)))
+	}
+	for i, m := range tableMetrics {
+		row := Row{Label: m.label}
+		for _, sc := range s.Scenarios {
+			row.Cells = append(row.Cells, formatStat(sc.Stats[i], m.digits))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	fits := []struct {
+		label string
+		get   func(ScenarioStats) Fit
+	}{
+		{"send Gbps fit, quadratic", func(sc ScenarioStats) Fit { return sc.Quadratic }},
+		{"send Gbps fit, linear", func(sc ScenarioStats) Fit { return sc.Linear }},
+	}
+	for _, f := range fits {
+		row := Row{Label: f.label}
+		for _, sc := range s.Scenarios {
+			row.Cells = append(row.Cells, Cell(fitCell(f.get(sc))))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func fitCell(f Fit) string {
+	if !f.OK {
+		return "no fit: " + f.Reason
+	}
+	s := f.String()
+	// The kind is already in the row label.
+	return strings.TrimPrefix(s, f.Kind+": ")
+}
+
+func formatStat(st Stat, digits int) Cell {
+	mean, sd := float64(st.Mean), float64(st.SD)
+	if math.IsNaN(mean) {
+		return "-"
+	}
+	if st.N < 2 || math.IsNaN(sd) {
+		return Cell(fmt.Sprintf("%.*f", digits, mean))
+	}
+	return Cell(fmt.Sprintf("%.*f ± %.*f", digits, mean, digits, sd))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// WriteText prints the table for a terminal.
+func (t Table) WriteText(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\t%s\n", strings.Join(t.Columns, "\t"))
+	for _, r := range t.Rows {
+		cells := make([]string, len(r.Cells))
+		for i, c := range r.Cells {
+			cells[i] = string(c)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", r.Label, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	return nil
+}
