@@ -72,7 +72,7 @@ var listenLine = regexp.MustCompile(`^listening tcp=(\S+) udp=(\S+) metrics=(\S+
 // addresses) and stops it with SIGTERM at the end of the test.
 func startRelay(t *testing.T, args ...string) *relayProc {
 	t.Helper()
-	all := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log-level", "warn"}, args...)
+	all := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log-level", "debug"}, args...)
 	cmd := exec.Command(relayBin, all...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
