@@ -238,10 +238,17 @@ func (r *reader) rest() []byte {
 // id reads a one-byte length and that many bytes, 1..MaxIDLen (0.. when
 // empty is allowed).
 func (r *reader) id(what string, required bool) []byte {
-	n := int(r.u8(what + " length"))
 	if r.err != nil {
 		return nil
 	}
+	if len(r.b) == 0 {
+		// Built here, not passed down: a concatenation in the call escapes
+		// and cost one allocation per id decoded (every deliver's sender).
+		r.fail(what + " length: need 1 bytes, have 0")
+		return nil
+	}
+	n := int(r.b[0])
+	r.b = r.b[1:]
 	if n > MaxIDLen || (required && n == 0) {
 		r.err = &Error{Code: ErrBadName, Type: r.t, Detail: fmt.Sprintf("%s of %d bytes: must be 1 to %d", what, n, MaxIDLen)}
 		return nil
