@@ -257,6 +257,7 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			return err
 		}
 		f.stats.attempts.Add(1)
+		f.log.Debug("login attempt", zap.Int("client", i), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
 		var res chan string
 		if i == 0 {
 			res = make(chan string, 1)

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/reprise-harness/reprise/internal/compare"
+	"github.com/reprise-harness/reprise/internal/report"
+)
+
+func init() { subcommands = append(subcommands, newCompareCmd) }
+
+// newCompareCmd is `replay compare`: N:N then 1:N with the same ramp, each
+// --repeat times, and a report (internal/compare, internal/report).
+func newCompareCmd(st *state) *cobra.Command {
+	var (
+		ff       fleetFlags
+		cc       compare.Config
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "compare --capture FILE --clients N --senders K --loop=A,B --duration D [flags]",
+		Short: "run N:N (all send) and 1:N (K send) with the same ramp and write a side-by-side report",
+		Example: `  replay compare --capture captures/vr-session.pcap --clients 200 --senders 20 --loop=12s,48s \
+    --login-interval 200ms --pause-every 100 --pause 10s --duration 40s --repeat 3`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := newLogger(logLevel, st.stderr)
+			if err != nil {
+				return usageError{err}
+			}
+			defer log.Sync()
+			cc.Fleet = ff.config()
+			// --senders is K of the 1:N scenario here; N:N has none.
+			cc.Senders, cc.Fleet.Senders = cc.Fleet.Senders, 0
+			if cc.Out == "" {
+				cc.Out = compare.DefaultOut(time.Now())
+			}
+			cc.Progress, cc.Log = st.stderr, log
+			cc.Params = []report.Param{{Name: "flags", Value: setFlags(cmd)}}
+			res, err := compare.Run(cmd.Context(), cc)
+			if errors.Is(err, compare.ErrBadConfig) {
+				return usageError{err}
+			}
+			if res.Summary.Runs == nil {
+				return err
+			}
+			if werr := report.SideBySide(res.Summary).WriteText(st.stdout); werr != nil {
+				return werr
+			}
+			for _, w := range res.Summary.Warnings {
+				fmt.Fprintln(st.stdout, "warning:", w)
+			}
+			abs, aerr := filepath.Abs(filepath.Join(res.Dir, report.IndexFile))
+			if aerr != nil {
+				abs = filepath.Join(res.Dir, report.IndexFile)
+			}
+			fmt.Fprintln(st.stdout, "report:", abs)
+			return err
+		},
+	}
+	fs := cmd.Flags()
+	addFleetFlags(fs, &ff)
+	fs.IntVar(&cc.Repeat, "repeat", 1, "run each scenario this many times (3 or more gives mean ± sd)")
+	fs.StringVar(&cc.Out, "out", "", "report directory (default out/compare-<time>)")
+	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics)")
+	fs.DurationVar(&cc.Interval, "sample-interval", time.Second, "how often /metrics is sampled")
+	fs.DurationVar(&cc.DrainTimeout, "drain-timeout", 30*time.Second, "how long to wait for the relay to get back to 0 connections between runs")
+	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	// Each fleet gets its own free loopback metrics port; one scenario
+	// receive-only for all makes no comparison.
+	for _, name := range []string{"metrics", "receive-only"} {
+		if f := fs.Lookup(name); f != nil {
+			f.Hidden = true
+		}
+	}
+	return cmd
+}
+
+// setFlags is the flags given on the command line, for the report.
+func setFlags(cmd *cobra.Command) string {
+	var parts []string
+	cmd.Flags().Visit(func(f *pflag.Flag) { parts = append(parts, "--"+f.Name+"="+f.Value.String()) })
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,219 @@
+// Command replay is reprise's fleet: it replays one recorded client session
+// as many clients against a relay (internal/fleet), and its subcommands
+// look at captures (inspect). Each subcommand lives in its own file and
+// registers itself in subcommands.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+)
+
+// Exit codes.
+const (
+	exitFailure   = 1
+	exitUsage     = 2
+	exitInterrupt = 130
+)
+
+func main() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal stops the run cleanly (summary still written);
+		// a second one exits at once.
+		<-sig
+		fmt.Fprintln(os.Stderr, "replay: stopping: clients leave, summary follows (Ctrl-C again to exit now)")
+		cancel()
+		<-sig
+		fmt.Fprintln(os.Stderr, "replay: interrupted")
+		os.Exit(exitInterrupt)
+	}()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "replay:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError marks bad arguments (exit code 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) || errors.Is(err, fleet.ErrBadConfig) {
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// state is what every command needs from the process.
+type state struct {
+	stdout, stderr io.Writer
+}
+
+// subcommands build the subcommands; each file adds its own in init.
+var subcommands []func(*state) *cobra.Command
+
+// run builds the command tree and runs it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	st := &state{stdout: stdout, stderr: stderr}
+	root := newRunCmd(st)
+	for _, sub := range subcommands {
+		root.AddCommand(sub(st))
+	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	return root.ExecuteContext(ctx)
+}
+
+// fleetFlags are the run flags shared by the root command and any command
+// that drives fleets (compare).
+type fleetFlags struct {
+	cfg       fleet.Config
+	sourceIPs string
+}
+
+// addFleetFlags registers the fleet's flags on fs, defaults from
+// fleet.DefaultConfig.
+func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
+	ff.cfg = fleet.DefaultConfig()
+	c := &ff.cfg
+	fs.StringVar(&c.Capture, "capture", "", "pcap/pcapng file whose client flow is replayed (required)")
+	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by `replay inspect` (-1: the longest)")
+	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start an embedded relay on 127.0.0.1)")
+	fs.StringVar(&c.Transport, "transport", "", "tcp or udp (default: the capture's)")
+	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
+	fs.IntVar(&c.Senders, "senders", 0, "the first K clients play the loop, the rest only receive (1:N); 0: all send (N:N)")
+	fs.StringVar(&c.Loop, "loop", "", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")
+	fs.Float64Var(&c.Speed, "speed", c.Speed, "replay speed factor (2: twice as fast)")
+	fs.BoolVar(&c.ReceiveOnly, "receive-only", false, "every client plays the login part, then only heartbeats and receives")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval of receive-only clients (and after a script played once)")
+	fs.StringVar(&c.UserIDFormat, "user-id-format", c.UserIDFormat, "user id of client i (fmt, one %d)")
+	fs.StringVar(&c.Room, "room", "", "room name (default: the recorded one)")
+	fs.IntVar(&c.RoomSize, "room-size", 0, "spread clients over rooms of M members, named <room>-<k> (0: one room)")
+	fs.BoolVar(&c.RewritePayload, "rewrite-payload", false, "also rewrite recorded user ids inside payload bytes")
+	fs.StringVar(&c.AuthSecret, "auth-secret", "", "sign joins with this secret (the relay's --auth-secret)")
+	fs.DurationVar(&c.LoginInterval, "login-interval", c.LoginInterval, "cooldown between two login attempts")
+	fs.IntVar(&c.PauseEvery, "pause-every", 0, "pause the ramp after every N login attempts (0: never)")
+	fs.DurationVar(&c.Pause, "pause", 0, "length of a ramp pause")
+	fs.DurationVar(&c.LoginTimeout, "login-timeout", c.LoginTimeout, "a login fails if joined does not arrive within this")
+	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
+	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("": none)`)
+	fs.DurationVar(&c.ProgressInterval, "progress-interval", 5*time.Second, "period of the progress line")
+	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
+}
+
+// config returns the fleet configuration after flag parsing.
+func (ff *fleetFlags) config() fleet.Config {
+	c := ff.cfg
+	if ff.sourceIPs != "" {
+		for _, ip := range strings.Split(ff.sourceIPs, ",") {
+			c.SourceIPs = append(c.SourceIPs, strings.TrimSpace(ip))
+		}
+	}
+	return c
+}
+
+func newRunCmd(st *state) *cobra.Command {
+	var (
+		ff       fleetFlags
+		summary  string
+		logLevel string
+	)
+	cmd := &cobra.Command{
+		Use:   "replay --capture FILE [flags]",
+		Short: "replay one recorded client session as a fleet of clients against a relay",
+		Example: `  replay --capture captures/vr-session.pcap --loop=12s,48s --clients 500
+  replay --capture captures/vr-session.pcap --clients 200 --senders 20 --loop=12s,48s --login-interval 200ms`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := ff.config()
+			log, err := newLogger(logLevel, st.stderr)
+			if err != nil {
+				return usageError{err}
+			}
+			defer log.Sync()
+			cfg.Log, cfg.Out = log, st.stderr
+			return runFleet(cmd.Context(), st, cfg, summary)
+		},
+	}
+	addFleetFlags(cmd.Flags(), &ff)
+	cmd.Flags().StringVar(&summary, "summary", "", "also write the summary as JSON to this file")
+	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	return cmd
+}
+
+func runFleet(ctx context.Context, st *state, cfg fleet.Config, summaryPath string) error {
+	f, err := fleet.New(cfg)
+	if err != nil {
+		return err
+	}
+	metrics := "off"
+	if a := f.MetricsAddr(); a != nil {
+		metrics = "http://" + a.String() + "/metrics"
+	}
+	fmt.Fprintf(st.stderr, "replay: %d clients -> %s (metrics %s)\n", cfg.Clients, f.Target(), metrics)
+	sum, runErr := f.Run(ctx)
+	if runErr != nil {
+		return runErr
+	}
+	if err := sum.WriteText(st.stdout); err != nil {
+		return err
+	}
+	if summaryPath != "" {
+		if err := writeFile(summaryPath, sum.WriteJSON); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeFile writes a file through fn and reports the first error, the
+// close's included.
+func writeFile(path string, fn func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := fn(out); err != nil {
+		out.Close()
+		return err
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func newLogger(level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", level, err)
+	}
+	enc := zap.NewDevelopmentEncoderConfig()
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.AddSync(w), lvl)
+	return zap.New(core), nil
+}

@@ -1,0 +1,436 @@
+package main
+
+// Integration tests: the real relay and replay binaries on 127.0.0.1, small
+// synthetic captures written with the capture package's writer, and the
+// expected deliveries computed from the script.
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "replay-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	for _, b := range []string{"relay", "replay"} {
+		out, err := exec.Command("go", "build", "-race", "-o", filepath.Join(dir, b), "../"+b).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+
+// timedFrame is one client→server frame of a synthetic recording.
+type timedFrame struct {
+	at time.Duration
+	b  []byte
+}
+
+// writeCapture writes frames as the client side of one TCP connection
+// (with a joined reply from the server) into a pcap and returns its path.
+func writeCapture(t *testing.T, frames []timedFrame) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "session.pcap")
+	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cl, sv := netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7400")
+	conn, err := w.OpenTCP(t0, cl, sv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, f := range frames {
+		if err := conn.Data(t0.Add(f.at), true, f.b); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			joined := wire.AppendJoined(nil, 0, "alice", []string{"alice"})
+			if err := conn.Data(t0.Add(f.at+ms(1)), false, joined); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := conn.Close(t0.Add(frames[len(frames)-1].at+ms(1)), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func join() timedFrame { return timedFrame{0, wire.AppendJoin(nil, "lobby", "alice", nil, 0)} }
+
+func pose(at int) timedFrame {
+	return timedFrame{ms(at), wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Trace: 1, Payload: []byte("pose")})}
+}
+
+// castScript is alice's session: from 200 ms, five traced othercast poses
+// 20 ms apart, a unicast to bob, a manycast to bob and carol and an
+// ownercast. Per pass: 8 sends; in a room of m members they make
+// 5(m−1) + 1 + 2 + 1 deliveries (bob and carol map onto two other members).
+func castScript() []timedFrame {
+	fr := []timedFrame{join()}
+	for at := 200; at < 300; at += 20 {
+		fr = append(fr, pose(at))
+	}
+	return append(fr,
+		timedFrame{ms(305), wire.AppendSend(nil, wire.Send{Mode: wire.Unicast, Targets: []string{"bob"}, Payload: []byte("u")})},
+		timedFrame{ms(310), wire.AppendSend(nil, wire.Send{Mode: wire.Manycast, Targets: []string{"bob", "carol"}, Payload: []byte("m")})},
+		timedFrame{ms(315), wire.AppendSend(nil, wire.Send{Mode: wire.Ownercast, Payload: []byte("o")})},
+	)
+}
+
+type relayProc struct {
+	addr, metrics string
+}
+
+// startRelay runs the relay binary on free ports until the test ends.
+func startRelay(t *testing.T, args ...string) relayProc {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "relay"), append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("relay start: %v", err)
+	}
+	m := regexp.MustCompile(`tcp=(\S+) udp=\S+ metrics=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("relay said %q", line)
+	}
+	go io.Copy(io.Discard, stdout)
+	return relayProc{addr: m[1], metrics: m[2]}
+}
+
+// relayMetric reads one unlabelled sample from the relay's /metrics.
+func relayMetric(t *testing.T, r relayProc, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("relay metric %s not found", name)
+	return 0
+}
+
+type result struct {
+	sum            fleet.Summary
+	stdout, stderr string
+	code           int
+}
+
+// replay runs the replay binary to its end and reads its --summary file.
+func replay(t *testing.T, args ...string) result {
+	t.Helper()
+	sumPath := filepath.Join(t.TempDir(), "summary.json")
+	cmd := exec.Command(filepath.Join(binDir, "replay"), append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+	if err != nil && r.code <= 0 {
+		t.Fatalf("run replay: %v", err)
+	}
+	if b, err := os.ReadFile(sumPath); err == nil {
+		if err := json.Unmarshal(b, &r.sum); err != nil {
+			t.Fatalf("summary: %v\n%s", err, b)
+		}
+	}
+	return r
+}
+
+func mustOK(t *testing.T, r result) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("replay exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestNNExactDeliveries: 6 clients in two rooms of 3 play the script once;
+// every client joins before the first send and leaves after the last
+// delivery, so deliveries are exact.
+func TestNNExactDeliveries(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "6", "--room-size", "3",
+		"--login-interval", "10ms", "--duration", "1200ms", "--heartbeat", "0")
+	mustOK(t, res)
+	s := res.sum
+	const m = 3
+	if s.LoginsSucceeded != 6 || s.MessagesSent != 6*8 {
+		t.Fatalf("logins %d, sent %d; want 6, 48\n%s", s.LoginsSucceeded, s.MessagesSent, res.stdout)
+	}
+	if want := int64(6 * (5*(m-1) + 1 + 2 + 1)); s.MessagesReceived != want {
+		t.Errorf("received %d deliveries, want %d", s.MessagesReceived, want)
+	}
+	if got := relayMetric(t, r, "relay_delivered_messages_total"); got != float64(s.MessagesReceived) {
+		t.Errorf("relay delivered %v, fleet received %d", got, s.MessagesReceived)
+	}
+	if s.LatencyMS.P99 <= 0 || len(s.Disconnects) != 0 {
+		t.Errorf("latency %+v disconnects %v", s.LatencyMS, s.Disconnects)
+	}
+}
+
+// Test1N: 2 senders and 4 receivers in one room of 6.
+func Test1N(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "6", "--senders", "2",
+		"--login-interval", "10ms", "--duration", "1200ms", "--heartbeat", "0")
+	mustOK(t, res)
+	s := res.sum
+	const m = 6
+	if s.MessagesSent != 2*8 {
+		t.Fatalf("sent %d, want 16 (two senders)", s.MessagesSent)
+	}
+	if want := int64(2 * (5*(m-1) + 1 + 2 + 1)); s.MessagesReceived != want {
+		t.Errorf("received %d deliveries, want %d", s.MessagesReceived, want)
+	}
+	if s.FramesSent["join"] != 6 || s.FramesSent["send"] != 16 {
+		t.Errorf("frames sent %v", s.FramesSent)
+	}
+}
+
+// TestLoopWraps: the loop [200ms, 300ms) of othercasts repeats; every send
+// reaches the two others of the room, and each client completes the
+// passes its time allows.
+func TestLoopWraps(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	fr := []timedFrame{join()}
+	for at := 200; at < 400; at += 20 {
+		fr = append(fr, pose(at))
+	}
+	path := writeCapture(t, fr)
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "3", "--loop", "200ms,300ms",
+		"--login-interval", "10ms", "--duration", "1500ms")
+	mustOK(t, res)
+	s := res.sum
+	// About (1500 − 200 − ramp) / 100 = 12 passes per client.
+	if s.LoopsCompleted < 3*8 || s.LoopsCompleted > 3*14 {
+		t.Errorf("loops completed %d, want about 36", s.LoopsCompleted)
+	}
+	if s.MessagesSent < 5*s.LoopsCompleted {
+		t.Errorf("sent %d for %d passes of 5", s.MessagesSent, s.LoopsCompleted)
+	}
+	if s.MessagesReceived != 2*s.MessagesSent {
+		t.Errorf("received %d, want 2 × sent %d", s.MessagesReceived, s.MessagesSent)
+	}
+}
+
+// TestRampTiming: login attempts 100 ms apart with a 400 ms pause after
+// every two, read from the ramp's debug log.
+func TestRampTiming(t *testing.T) {
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "5", "--receive-only",
+		"--login-interval", "100ms", "--pause-every", "2", "--pause", "400ms", "--duration", "1400ms", "--log-level", "debug")
+	mustOK(t, res)
+	var at []int
+	for _, m := range regexp.MustCompile(`login attempt.*"at_ms": (\d+)`).FindAllStringSubmatch(res.stderr, -1) {
+		v, _ := strconv.Atoi(m[1])
+		at = append(at, v)
+	}
+	want := []int{0, 100, 500, 600, 1000}
+	if len(at) != len(want) {
+		t.Fatalf("login attempts at %v ms, want %v\n%s", at, want, res.stderr)
+	}
+	for i := 1; i < len(at); i++ {
+		gap, wantGap := at[i]-at[i-1], want[i]-want[i-1]
+		if gap < wantGap || gap > wantGap+60 {
+			t.Errorf("gap before attempt %d: %d ms, want %d (+60) (all: %v)", i, gap, wantGap, at)
+		}
+	}
+	if !strings.Contains(res.stderr, "ramp: pausing 400ms after 2 login attempts") {
+		t.Errorf("no pause line in:\n%s", res.stderr)
+	}
+}
+
+// TestReceiveOnly: receive-only clients send their login, heartbeats and
+// leave, and nothing else; the relay saw exactly those frames.
+func TestReceiveOnly(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "3", "--receive-only", "--heartbeat", "200ms",
+		"--login-interval", "10ms", "--duration", "1100ms")
+	mustOK(t, res)
+	fs := res.sum.FramesSent
+	if fs["send"] != 0 || fs["join"] != 3 || fs["leave"] != 3 {
+		t.Errorf("frames sent %v: want 3 joins, 3 leaves, no sends", fs)
+	}
+	// Each client: heartbeats at 200, 400, ... ms after its join.
+	if hb := fs["heartbeat"]; hb < 3*4 || hb > 3*5 {
+		t.Errorf("%d heartbeats, want 4 or 5 per client", hb)
+	}
+	var total int64
+	for _, n := range fs {
+		total += n
+	}
+	if got := relayMetric(t, r, "relay_received_messages_total"); got != float64(total) {
+		t.Errorf("relay received %v frames, fleet sent %d", got, total)
+	}
+}
+
+// TestRoomFull: a relay capping rooms at 3 refuses two of five logins; the
+// ramp goes on and the failures are counted by reason.
+func TestRoomFull(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t, "--max-room-members", "3")
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "5", "--receive-only",
+		"--login-interval", "10ms", "--duration", "600ms")
+	mustOK(t, res)
+	s := res.sum
+	if s.LoginAttempts != 5 || s.LoginsSucceeded != 3 || s.LoginsFailed["room_full"] != 2 || s.PeakLoggedIn != 3 {
+		t.Errorf("attempts %d ok %d failed %v peak %d; want 5, 3, room_full=2, 3", s.LoginAttempts, s.LoginsSucceeded, s.LoginsFailed, s.PeakLoggedIn)
+	}
+}
+
+// TestInterruptWritesSummary: SIGINT stops an open-ended run cleanly.
+func TestInterruptWritesSummary(t *testing.T) {
+	t.Parallel()
+	path := writeCapture(t, castScript())
+	sumPath := filepath.Join(t.TempDir(), "summary.json")
+	cmd := exec.Command(filepath.Join(binDir, "replay"), "--capture", path, "--clients", "3", "--loop", "200ms,300ms",
+		"--login-interval", "10ms", "--metrics", "", "--summary", sumPath)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("replay after SIGINT: %v\n%s", err, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("replay did not stop within 10 s of SIGINT")
+	}
+	var s fleet.Summary
+	b, err := os.ReadFile(sumPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.LoginsSucceeded != 3 || s.MessagesSent == 0 || s.FramesSent["leave"] != 3 {
+		t.Errorf("summary after SIGINT: %s", b)
+	}
+	if !strings.Contains(out.String(), "messages received") {
+		t.Errorf("no summary table on stdout:\n%s", out.String())
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	path := writeCapture(t, castScript())
+	garbage := filepath.Join(t.TempDir(), "garbage.pcap")
+	os.WriteFile(garbage, []byte("this is not a capture file at all"), 0o644)
+	tests := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no capture", []string{"--clients", "2"}, 2, "--capture is required"},
+		{"bad flag", []string{"--capture", path, "--clients", "x"}, 2, "invalid argument"},
+		{"bad loop", []string{"--capture", path, "--loop", "5s"}, 2, "want A,B"},
+		{"unreadable", []string{"--capture", garbage}, 1, "read capture"},
+		{"unreachable", []string{"--capture", path, "--target", "127.0.0.1:1", "--duration", "2s"}, 1, "unreachable"},
+		{"too many clients", []string{"--capture", path, "--clients", "100000"}, 2, "ulimit -n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := replay(t, tt.args...)
+			if res.code != tt.code || !strings.Contains(res.stderr, tt.msg) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", res.code, res.stderr, tt.code, tt.msg)
+			}
+		})
+	}
+}
+
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	path := writeCapture(t, castScript())
+	out, err := exec.Command(filepath.Join(binDir, "replay"), "inspect", path, "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s capture.Summary
+	if err := json.Unmarshal(out, &s); err != nil {
+		t.Fatalf("inspect --json: %v\n%s", err, out)
+	}
+	if len(s.Flows) != 1 || s.Flows[0].ClientFrames != 9 || strings.Join(s.Flows[0].Users, ",") != "alice" {
+		t.Errorf("inspect: %s", out)
+	}
+	text, err := exec.Command(filepath.Join(binDir, "replay"), "inspect", path).Output()
+	if err != nil || !strings.Contains(string(text), "alice") {
+		t.Errorf("inspect text: %v\n%s", err, text)
+	}
+}
