@@ -40,6 +40,13 @@ golden:
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./internal/...
 
+## bench-relay: load benchmark of the relay binary (tools/relaybench): 512 clients in 16 rooms of 32,
+## 200-byte othercast at 72 Hz for 30 s, then 10,000 idle connections. RELAYBENCH_FLAGS to change.
+RELAYBENCH_FLAGS ?=
+bench-relay: build
+	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode fanout $(RELAYBENCH_FLAGS)
+	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode idle
+
 ## bench-compare: the relay and nats-server side by side (bench/, its own module; docs/performance.md).
 BENCH_COMPARE_FLAGS ?=
 bench-compare:
