@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -155,6 +156,7 @@ func (c *client) read(res chan<- string) string {
 	var p wire.Parser
 	buf := make([]byte, readBuf)
 	var lat []int64
+	padded := false
 	cnt := c.sh.c
 	for {
 		n, err := c.conn.Read(buf)
@@ -177,6 +179,10 @@ func (c *client) read(res chan<- string) string {
 						c.loggedIn(res)
 					}
 				case wire.TypeError:
+					if fr.Code == wire.ErrPadRequired && c.udp && !c.joined.Load() && !padded {
+						padded = true
+						return c.rejoinPadded(fr.Text)
+					}
 					c.lastErr.Store(uint32(fr.Code))
 					if !c.joined.Load() {
 						return &loginError{fr.Code}
@@ -212,6 +218,30 @@ func (c *client) read(res chan<- string) string {
 			return c.readEnded(err, res)
 		}
 	}
+}
+
+// rejoinPadded answers a UDP pad_required (the joined reply would be larger
+// than our join datagram) by sending the join again, padded to the size the
+// relay asked for.
+func (c *client) rejoinPadded(text []byte) error {
+	size, err := strconv.Atoi(string(text))
+	if err != nil || size > 64<<10 {
+		return &loginError{wire.ErrPadRequired}
+	}
+	join := c.f.script.AppendFrame(nil, c.enc, 0, 0)
+	var j wire.Frame
+	if _, err := wire.Decode(join, wire.DefaultMaxFrame, &j); err != nil {
+		return &loginError{wire.ErrPadRequired}
+	}
+	unpadded := len(wire.AppendJoin(nil, string(j.Room), string(j.User), j.Auth, 0))
+	b := wire.AppendDatagram(nil, 0)
+	b = wire.AppendJoin(b, string(j.Room), string(j.User), j.Auth, max(0, size-wire.TokenSize-unpadded))
+	if _, err := c.conn.Write(b); err != nil {
+		return &loginError{wire.ErrPadRequired}
+	}
+	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
+	c.sh.c.sentBytes.Add(int64(len(b)))
+	return nil
 }
 
 type loginError struct{ code wire.ErrorCode }

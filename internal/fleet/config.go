@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"regexp"
 	"strings"
 	"time"
 
@@ -167,9 +168,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
+var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
+
 func (c *Config) checkIDFormat() error {
-	if strings.Count(c.UserIDFormat, "%") != 1 || !strings.Contains(c.UserIDFormat, "%d") {
-		return badf("--user-id-format %q: needs exactly one %%d and no other verb", c.UserIDFormat)
+	if strings.Count(c.UserIDFormat, "%") != 1 || !idVerb.MatchString(c.UserIDFormat) {
+		return badf("--user-id-format %q: needs exactly one %%d (or %%05d) and no other verb", c.UserIDFormat)
 	}
 	for _, i := range []int{0, c.Clients - 1, c.Clients + 255} {
 		if err := wire.CheckID("user id", c.userID(i)); err != nil {

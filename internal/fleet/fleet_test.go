@@ -3,6 +3,9 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +53,101 @@ func TestFleetNN(t *testing.T) {
 	t.Log(out.String())
 	if s.LoginsSucceeded != 4 || s.MessagesReceived != 3*s.MessagesSent {
 		t.Errorf("summary %+v", s)
+	}
+}
+
+func TestFleetUDP(t *testing.T) {
+	c := testConfig()
+	c.Clients = 4
+	c.Transport = "udp"
+	c.Loop = "100ms,300ms"
+	c.Duration = 800 * time.Millisecond
+	s, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LoginsSucceeded != 4 || s.MessagesSent == 0 || s.MessagesReceived != 3*s.MessagesSent {
+		t.Errorf("udp: logins %d sent %d received %d (want 3 × sent)", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived)
+	}
+}
+
+// TestFleetUDPPadRequired: a room big enough that the joined reply
+// outgrows the padded join makes the relay ask for more padding; the
+// client joins again padded and gets in.
+func TestFleetUDPPadRequired(t *testing.T) {
+	c := testConfig()
+	c.Clients = 40
+	c.Transport = "udp"
+	c.LoginInterval = time.Millisecond
+	c.UserIDFormat = "a-rather-long-user-id-for-padding-%04d"
+	c.ReceiveOnly = true
+	c.Duration = 800 * time.Millisecond
+	s, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LoginsSucceeded != 40 {
+		t.Errorf("logins %d of 40, failed %v", s.LoginsSucceeded, s.LoginsFailed)
+	}
+	if s.FramesSent["join"] <= 40 {
+		t.Errorf("joins sent %d: no pad_required round trip happened", s.FramesSent["join"])
+	}
+}
+
+func TestPeersOneToOne(t *testing.T) {
+	c := Config{Clients: 7, RoomSize: 3, UserIDFormat: "u%d"}
+	tests := []struct {
+		i, others int
+		want      string
+	}{
+		{0, 2, "u1,u2"},
+		{1, 2, "u2,u0"},
+		{2, 3, "u0,u1,u7"}, // past the room: ids beyond the fleet
+		{6, 2, "u7,u8"},    // alone in the last room
+	}
+	for _, tt := range tests {
+		if got := strings.Join(c.peers(tt.i, tt.others), ","); got != tt.want {
+			t.Errorf("peers(%d, %d) = %s, want %s", tt.i, tt.others, got, tt.want)
+		}
+	}
+}
+
+// TestMetricsEndpoint scrapes a running fleet's /metrics and the embedded
+// relay's /relay/metrics.
+func TestMetricsEndpoint(t *testing.T) {
+	c := testConfig()
+	c.Clients = 2
+	c.Loop = "100ms,300ms"
+	c.Metrics = "127.0.0.1:0"
+	f, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Summary, 1)
+	go func() { s, _ := f.Run(ctx); done <- s }()
+	time.Sleep(1500 * time.Millisecond)
+	get := func(path string) string {
+		resp, err := http.Get("http://" + f.MetricsAddr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	body, relayBody := get("/metrics"), get("/relay/metrics")
+	cancel()
+	<-done
+	for _, want := range []string{"replay_clients_logged_in 2", "replay_login_attempts_total 2", `replay_logins_total{result="ok"} 2`,
+		"replay_sent_messages_total", "replay_sent_bytes_total", "replay_received_messages_total", "replay_received_bytes_total",
+		"replay_delivery_latency_seconds_bucket", "replay_schedule_lag_seconds_bucket", `replay_host_cpu_seconds_total{mode="idle"}`,
+		"go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if !strings.Contains(relayBody, "relay_delivered_messages_total") {
+		t.Errorf("/relay/metrics lacks the relay's metrics")
 	}
 }
