@@ -78,7 +78,7 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	f.StringVar(&cfg.Out, "out", "", "output file: .pcap, or .pcapng for pcapng (required)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	f.IntVar(&cfg.Snaplen, "snaplen", capture.DefaultSnaplen, "bytes kept per packet")
-	f.IntVar(&cfg.Buffer, "buffer", 0, "kernel capture buffer in bytes (0: libpcap's default)")
+	f.IntVar(&cfg.Buffer, "buffer", live.DefaultBuffer, "kernel capture buffer in bytes")
 	f.StringVar(&cfg.Filter, "filter", "", "BPF filter to use instead of the one built from the flags")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd

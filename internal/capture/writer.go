@@ -126,6 +126,7 @@ func (w *Writer) writeLocked(ci gopacket.CaptureInfo, data []byte) error {
 	}
 	var err error
 	if w.ng != nil {
+		ci.InterfaceIndex = 0 // the file describes one interface, whatever the live one's index
 		err = w.ng.WritePacket(ci, data)
 	} else {
 		err = w.pcap.WritePacket(ci, data)

@@ -33,7 +33,7 @@ type Config struct {
 	Out      string        // .pcap or .pcapng
 	Duration time.Duration // 0: until ctx ends
 	Snaplen  int           // default 262144
-	Buffer   int           // kernel buffer bytes; 0: libpcap's default
+	Buffer   int           // kernel buffer bytes; 0: DefaultBuffer
 	// Progress receives a status line about once a second (nil: none).
 	Progress io.Writer
 }
@@ -46,6 +46,10 @@ type Result struct {
 	Filter            string
 	Elapsed           time.Duration
 }
+
+// DefaultBuffer is the kernel capture buffer when none is given: room for
+// a few seconds of a busy loopback.
+const DefaultBuffer = 32 << 20
 
 // ErrPermission means the process may not capture.
 var ErrPermission = errors.New("no permission to capture: live capture needs root or CAP_NET_RAW (try `sudo`, `setcap cap_net_raw+ep`, or `record proxy`, which needs no privileges)")
@@ -94,6 +98,9 @@ func (c *Config) defaults() {
 	}
 	if c.Snaplen <= 0 {
 		c.Snaplen = capture.DefaultSnaplen
+	}
+	if c.Buffer <= 0 {
+		c.Buffer = DefaultBuffer
 	}
 }
 
@@ -183,13 +190,11 @@ func open(cfg Config) (*pcap.Handle, error) {
 		func() error { return in.SetSnapLen(cfg.Snaplen) },
 		func() error { return in.SetPromisc(false) },
 		func() error { return in.SetTimeout(100 * time.Millisecond) },
-		func() error { return in.SetImmediateMode(true) },
-		func() error {
-			if cfg.Buffer > 0 {
-				return in.SetBufferSize(cfg.Buffer)
-			}
-			return nil
-		},
+		// No immediate mode: libpcap then uses TPACKET_V3, whose ring
+		// packs packets by their real size. In immediate mode each ring
+		// slot is snaplen bytes, and a 262144 snaplen leaves a handful of
+		// slots: a busy moment drops packets.
+		func() error { return in.SetBufferSize(cfg.Buffer) },
 	} {
 		if err := set(); err != nil {
 			return nil, fmt.Errorf("configure capture on %s: %w", cfg.Iface, err)

@@ -1,0 +1,413 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+var bin string // directory holding the built record, relay and vrclient
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "record-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/record", "../../cmd/relay", "../../examples/vrclient")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build:", err)
+		os.Exit(1)
+	}
+	os.Chmod(dir, 0o755) // the permission test runs record as nobody
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// lockedBuffer collects a process's output safely while it runs.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a started binary.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *lockedBuffer
+	exited chan struct{}
+	err    error // set before exited closes
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(filepath.Join(bin, name), args...), out: &lockedBuffer{}, exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			p.cmd.Process.Kill()
+			<-p.exited
+		}
+	})
+	return p
+}
+
+func (p *proc) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(p.out.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no %q in output:\n%s", p.cmd.Path, s, p.out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("%s did not exit:\n%s", p.cmd.Path, p.out.String())
+		return nil
+	}
+}
+
+func (p *proc) stop(t *testing.T, sig os.Signal) error {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %s: %v\n%s", p.cmd.Path, err, p.out.String())
+	}
+	return p.wait(t)
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startRelay runs the relay binary on a free port and returns its address.
+func startRelay(t *testing.T) string {
+	t.Helper()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	start(t, "relay", "--listen", addr, "--metrics", "off")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay on %s did not come up", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// vrclient runs the sample client to completion and returns the frames it
+// sent, from its --sent-log.
+func vrclient(t *testing.T, target, transport, user string, d time.Duration) [][]byte {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), user+".sent")
+	p := start(t, "vrclient", "--target", target, "--transport", transport, "--user", user, "--room", "lobby",
+		"--duration", d.String(), "--heartbeat", "500ms", "--seed", "3", "--sent-log", log)
+	if err := p.wait(t); err != nil {
+		t.Fatalf("vrclient %s: %v\n%s", user, err, p.out.String())
+	}
+	return readSentLog(t, log)
+}
+
+func readSentLog(t *testing.T, path string) [][]byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out [][]byte
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		b, err := hex.DecodeString(sc.Text())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// flowOf finds the flow whose client joined as user.
+func flowOf(t *testing.T, c *capture.Capture, user string) *capture.Flow {
+	t.Helper()
+	for _, f := range c.Flows {
+		if len(f.ClientFrames) == 0 || f.ClientFrames[0].Type != wire.TypeJoin {
+			continue
+		}
+		var j wire.Frame
+		if _, err := wire.Decode(f.ClientFrames[0].Bytes, wire.DefaultMaxFrame, &j); err == nil && string(j.User) == user {
+			return f
+		}
+	}
+	t.Fatalf("no flow for %s among %v (warnings %q)", user, c.Flows, c.Warnings)
+	return nil
+}
+
+// samePrefix checks that the flow's client frames are the first frames
+// sent, byte for byte and in order; all of them when whole is set.
+func samePrefix(t *testing.T, f *capture.Flow, sent [][]byte, whole bool) {
+	t.Helper()
+	got := f.ClientFrames
+	if whole && len(got) != len(sent) {
+		t.Fatalf("%s: %d client frames, the client sent %d (notes %q)", f, len(got), len(sent), f.Notes)
+	}
+	if len(got) > len(sent) || len(got) == 0 {
+		t.Fatalf("%s: %d client frames, the client sent %d", f, len(got), len(sent))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i].Bytes, sent[i]) {
+			t.Fatalf("%s: frame %d differs:\n got %x\nsent %x", f, i, got[i].Bytes, sent[i])
+		}
+	}
+}
+
+func tsharkCount(t *testing.T, path string) int {
+	t.Helper()
+	if _, err := exec.LookPath("tshark"); err != nil {
+		t.Skip("tshark not installed (CI installs it)")
+	}
+	cmd := exec.Command("tshark", "-n", "-r", path, "-T", "fields", "-e", "frame.number")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("tshark -r %s: %v\n%s", path, err, errOut.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(errOut.String()), "\n") {
+		if line != "" && !strings.Contains(line, "Running as user") && !strings.Contains(line, "could be dangerous") {
+			t.Fatalf("tshark complained: %s", errOut.String())
+		}
+	}
+	return len(strings.Fields(out.String()))
+}
+
+func TestProxyRecordsClients(t *testing.T) {
+	relay := startRelay(t)
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	out := filepath.Join(t.TempDir(), "proxy.pcap")
+	rec := start(t, "record", "proxy", "--listen", listen, "--upstream", relay, "--out", out)
+	rec.waitFor(t, "record: proxy on")
+
+	var wg sync.WaitGroup
+	sent := map[string][][]byte{}
+	var mu sync.Mutex
+	for _, c := range []struct{ user, transport string }{{"tcp-a", "tcp"}, {"tcp-b", "tcp"}, {"udp-a", "udp"}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := vrclient(t, listen, c.transport, c.user, 2*time.Second)
+			mu.Lock()
+			sent[c.user] = s
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if err := rec.stop(t, os.Interrupt); err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, rec.out.String())
+	}
+	c, err := capture.ReadFile(out, capture.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for user, s := range sent {
+		f := flowOf(t, c, user)
+		if f.Server.String() != relay {
+			t.Fatalf("%s: server %s, want the relay %s", user, f.Server, relay)
+		}
+		samePrefix(t, f, s, true)
+	}
+	if n := tsharkCount(t, out); n != c.Packets {
+		t.Fatalf("tshark counts %d packets, the reader %d", n, c.Packets)
+	}
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("live capture needs root (CI runs as root)")
+	}
+}
+
+// TestLiveRecordsClients captures lo while the sample client talks to the
+// relay over TCP and UDP, and finds every frame each client sent.
+func TestLiveRecordsClients(t *testing.T) {
+	requireRoot(t)
+	relay := startRelay(t)
+	_, port, _ := net.SplitHostPort(relay)
+	for _, name := range []string{"live.pcap", "live.pcapng"} {
+		t.Run(name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), name)
+			rec := start(t, "record", "live", "--iface", "lo", "--port", port, "--out", out)
+			rec.waitFor(t, "capturing on lo")
+			var wg sync.WaitGroup
+			var tcpSent, udpSent [][]byte
+			wg.Add(2)
+			go func() { defer wg.Done(); tcpSent = vrclient(t, relay, "tcp", "live-tcp", 2*time.Second) }()
+			go func() { defer wg.Done(); udpSent = vrclient(t, relay, "udp", "live-udp", 2*time.Second) }()
+			wg.Wait()
+			time.Sleep(200 * time.Millisecond)
+			if err := rec.stop(t, os.Interrupt); err != nil {
+				t.Fatalf("record live: %v\n%s", err, rec.out.String())
+			}
+			if !strings.Contains(rec.out.String(), "libpcap received") {
+				t.Fatalf("no final stats:\n%s", rec.out.String())
+			}
+			c, err := capture.ReadFile(out, capture.Options{ServerPort: mustPort(t, port)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range c.Warnings {
+				// The tail of the relay's readiness probe may be in view.
+				if !strings.Contains(w, "carried no protocol frames") {
+					t.Fatalf("warnings on a clean capture: %q", c.Warnings)
+				}
+			}
+			samePrefix(t, flowOf(t, c, "live-tcp"), tcpSent, true)
+			samePrefix(t, flowOf(t, c, "live-udp"), udpSent, true)
+		})
+	}
+}
+
+func mustPort(t *testing.T, s string) uint16 {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return uint16(n)
+}
+
+// TestLiveStopMidCapture stops record while traffic flows: SIGINT must
+// leave a file that reads to its end, kill -9 one that reads up to its last
+// whole record (a cut tail is reported, not an error).
+func TestLiveStopMidCapture(t *testing.T) {
+	requireRoot(t)
+	relay := startRelay(t)
+	_, port, _ := net.SplitHostPort(relay)
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGKILL} {
+		t.Run(sig.String(), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "cut.pcap")
+			rec := start(t, "record", "live", "--iface", "lo", "--port", port, "--out", out)
+			rec.waitFor(t, "capturing on lo")
+			user := "cut-" + strconv.Itoa(int(sig))
+			var sent [][]byte
+			done := make(chan struct{})
+			go func() { defer close(done); sent = vrclient(t, relay, "tcp", user, 3*time.Second) }()
+			rec.waitFor(t, "record: ") // progress lines show traffic
+			time.Sleep(1500 * time.Millisecond)
+			err := rec.stop(t, sig)
+			if sig == syscall.SIGINT && err != nil {
+				t.Fatalf("record after SIGINT: %v\n%s", err, rec.out.String())
+			}
+			<-done
+			c, err := capture.ReadFile(out, capture.Options{ServerPort: mustPort(t, port)})
+			if err != nil {
+				t.Fatalf("reading the file after %s: %v", sig, err)
+			}
+			f := flowOf(t, c, user)
+			samePrefix(t, f, sent, false)
+			if len(f.ClientFrames) >= len(sent) {
+				t.Fatalf("captured all %d frames: the stop came too late", len(sent))
+			}
+			tail := strings.Contains(strings.Join(c.Warnings, "\n"), "cut tail")
+			if sig == syscall.SIGINT && tail {
+				t.Fatalf("SIGINT left a cut tail: %q", c.Warnings)
+			}
+			t.Logf("%s: %d packets, %d of %d frames; warnings %q", sig, c.Packets, len(f.ClientFrames), len(sent), c.Warnings)
+		})
+	}
+}
+
+func TestErrors(t *testing.T) {
+	// Under /tmp itself, so nobody can reach it in the permission test.
+	dir, err := os.MkdirTemp("", "record-errors")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o777)
+	tests := []struct {
+		name   string
+		args   []string
+		nobody bool
+		want   []string
+	}{
+		{"unknown interface", []string{"live", "--iface", "nope0", "--out", filepath.Join(dir, "a.pcap")}, false, []string{`unknown interface "nope0"`, "lo"}},
+		{"unwritable output", []string{"live", "--out", "/nonexistent-dir/a.pcap"}, false, []string{"cannot write output file", "/nonexistent-dir/a.pcap"}},
+		{"no permission", []string{"live", "--out", filepath.Join(dir, "b.pcap")}, true, []string{"root or CAP_NET_RAW", "record proxy"}},
+		{"bad proto", []string{"live", "--proto", "sctp", "--out", filepath.Join(dir, "c.pcap")}, false, []string{"--proto"}},
+		{"no out", []string{"proxy"}, false, []string{`"out" not set`}},
+		{"proxy unwritable output", []string{"proxy", "--out", "/nonexistent-dir/a.pcap"}, false, []string{"create capture file"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(filepath.Join(bin, "record"), tc.args...)
+			if tc.nobody {
+				if os.Geteuid() != 0 {
+					t.Skip("needs root to drop to nobody")
+				}
+				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			}
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("exit 0:\n%s", out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			last := lines[len(lines)-1]
+			for _, w := range tc.want {
+				if !strings.Contains(last, w) {
+					t.Fatalf("last line %q lacks %q", last, w)
+				}
+			}
+		})
+	}
+}
