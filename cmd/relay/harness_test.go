@@ -43,10 +43,10 @@ func TestMain(m *testing.M) {
 
 // relayProc is a running relay binary on 127.0.0.1 with free ports.
 type relayProc struct {
-	cmd              *exec.Cmd
+	cmd               *exec.Cmd
 	tcp, udp, metrics string
-	stderr           *syncBuffer
-	done             chan error
+	stderr            *syncBuffer
+	done              chan error
 }
 
 type syncBuffer struct {

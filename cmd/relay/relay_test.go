@@ -392,7 +392,7 @@ func TestUDPGarbageAndAmplification(t *testing.T) {
 	garbage := [][]byte{
 		{1, 2, 3},
 		make([]byte, 40),
-		cat(make([]byte, 8), []byte{0, 0, 0, 99, 3}),                               // length over datagram
+		cat(make([]byte, 8), []byte{0, 0, 0, 99, 3}),                                // length over datagram
 		cat([]byte{0, 0, 0, 0, 0, 0, 0, 7}, wire.AppendHeartbeat(nil, 1)),           // unknown session
 		cat(make([]byte, 8), wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast})), // send with token 0
 		cat(make([]byte, 8), frame(0x03, 0x41)),                                     // malformed
