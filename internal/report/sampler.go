@@ -98,12 +98,29 @@ func (s *Sampler) scrapeOne(ctx context.Context, t Target, snap *Snapshot) error
 }
 
 // Run scrapes until ctx is done, then scrapes once more (so the run's last
-// seconds are in the series) and returns what it recorded. The final scrape
-// uses its own short deadline because ctx is already cancelled then.
+// seconds are in the series) and returns what it recorded. The first
+// successful scrape is the baseline the run's counters are counted from.
 func (s *Sampler) Run(ctx context.Context) Series {
+	return s.run(ctx, nil)
+}
+
+// RunFrom is Run with a baseline taken by the caller: for a program that
+// starts at zero when the sampling starts (a fresh fleet, whose /metrics
+// only answers once it runs), the caller knows the baseline better than a
+// first scrape that comes a moment late.
+func (s *Sampler) RunFrom(ctx context.Context, base Snapshot) Series {
+	return s.run(ctx, &base)
+}
+
+func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 	var ser Series
 	var prev Snapshot
 	have := false
+	if base != nil {
+		ser.First, ser.Last, prev, have = *base, *base, *base, true
+	}
+	// The final scrape uses its own short deadline because ctx is already
+	// cancelled then.
 	take := func(c context.Context, final bool) {
 		snap, err := s.Scrape(c)
 		if err != nil {
@@ -128,7 +145,9 @@ func (s *Sampler) Run(ctx context.Context) Series {
 			s.cfg.OnPoint(p)
 		}
 	}
-	take(ctx, false)
+	if base == nil {
+		take(ctx, false)
+	}
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
 	for {

@@ -120,3 +120,23 @@ func TestNewSamplerRejects(t *testing.T) {
 		t.Error("unknown role: no error")
 	}
 }
+
+func TestSamplerRunFromBaseline(t *testing.T) {
+	relay := relayServer(t, nil)
+	s, err := NewSampler(SamplerConfig{Targets: []Target{{Role: RoleRelay, URL: relay.URL}}, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Snapshot{At: time.Now(), Relay: RelayValues{Present: true}}
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	ser := s.RunFrom(ctx, base)
+	if !ser.First.At.Equal(base.At) || len(ser.Points) < 2 {
+		t.Fatalf("baseline not used: first at %v, %d points", ser.First.At, len(ser.Points))
+	}
+	// From a zero baseline the first interval counts everything the
+	// counter had.
+	if ser.Points[0].SlowConsumerDiscards != 0 || ser.Points[0].SendGbps <= 0 {
+		t.Errorf("first point: %+v", ser.Points[0])
+	}
+}

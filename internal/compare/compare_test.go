@@ -1,0 +1,189 @@
+package compare
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/report"
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// poseScript is a recorded session: the join, then a traced othercast of
+// a 100-byte pose every 14 ms (72 Hz) from 100 ms on, which the fleet
+// loops.
+func poseScript() []session.Frame {
+	fr := []session.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
+	pose := bytes.Repeat([]byte{0x5a}, 100)
+	for t := 100 * time.Millisecond; t < 1100*time.Millisecond; t += 14 * time.Millisecond {
+		fr = append(fr, session.Frame{Offset: t, Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Payload: pose})})
+	}
+	return fr
+}
+
+// syncBuffer is a progress sink the fleet and the test may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func smallConfig(t *testing.T) Config {
+	fc := fleet.DefaultConfig()
+	fc.Frames = poseScript()
+	fc.Capture = "synthetic pose script"
+	fc.Clients = 24
+	fc.Loop = "100ms,1100ms"
+	fc.LoginInterval = 20 * time.Millisecond
+	fc.Duration = 3 * time.Second
+	fc.ProgressInterval = time.Second
+	return Config{Fleet: fc, Senders: 4, Out: t.TempDir(), Interval: 500 * time.Millisecond, DrainTimeout: 5 * time.Second}
+}
+
+// TestCompareSmall runs a real comparison (embedded relay, two fleets on
+// loopback) and checks the report against the fleets' own summaries.
+func TestCompareSmall(t *testing.T) {
+	cfg := smallConfig(t)
+	var progress syncBuffer
+	cfg.Progress = &progress
+	res, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	sum, err := report.Verify(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Runs) != 2 || len(res.Runs) != 2 {
+		t.Fatalf("runs: report %d, fleet %d, want 2", len(sum.Runs), len(res.Runs))
+	}
+	for i, rs := range sum.Runs {
+		fs := res.Runs[i].Fleet
+		if rs.Scenario != res.Runs[i].Scenario {
+			t.Fatalf("run %d: report %s, fleet %s", i, rs.Scenario, res.Runs[i].Scenario)
+		}
+		exact := []struct {
+			name      string
+			got, want float64
+		}{
+			{"login attempts", float64(rs.LoginAttempts), float64(fs.LoginAttempts)},
+			{"logins succeeded", float64(rs.LoginsSucceeded), float64(fs.LoginsSucceeded)},
+			{"max logged in", float64(rs.MaxLoggedIn), float64(fs.PeakLoggedIn)},
+			{"messages sent", float64(rs.MessagesSent), float64(fs.MessagesSent)},
+		}
+		for _, c := range exact {
+			if c.got != c.want {
+				t.Errorf("%s: %s: sampled %v, fleet summary %v", rs.Scenario, c.name, c.got, c.want)
+			}
+		}
+		// Deliveries of the last sends may still be in flight at the last
+		// sample, and the clients' leave frames come after it; on loopback
+		// both are a sliver.
+		near := []struct {
+			name      string
+			got, want float64
+		}{
+			{"bytes sent", float64(rs.BytesSent), float64(fs.BytesSent)},
+			{"messages received", float64(rs.MessagesReceived), float64(fs.MessagesReceived)},
+			{"bytes received", float64(rs.BytesReceived), float64(fs.BytesReceived)},
+		}
+		for _, c := range near {
+			if c.want == 0 || math.Abs(c.got-c.want) > 0.02*c.want {
+				t.Errorf("%s: %s: sampled %v, fleet summary %v (want within 2%%)", rs.Scenario, c.name, c.got, c.want)
+			}
+		}
+		if fs.LoginsSucceeded != 24 {
+			t.Errorf("%s: %d of 24 logged in", rs.Scenario, fs.LoginsSucceeded)
+		}
+		if rs.Samples < 4 {
+			t.Errorf("%s: %d samples", rs.Scenario, rs.Samples)
+		}
+	}
+	nn, on := sum.Runs[0], sum.Runs[1]
+	if nn.Scenario != NN || on.Scenario != OneN {
+		t.Fatalf("order: %s, %s", nn.Scenario, on.Scenario)
+	}
+	// At the same 24 clients, 4 senders cost the relay less than 24.
+	if !(float64(on.PlateauSendGbps) < float64(nn.PlateauSendGbps)) {
+		t.Errorf("1:N plateau send %v Gbps, N:N %v: want 1:N lower", on.PlateauSendGbps, nn.PlateauSendGbps)
+	}
+	for _, w := range sum.Warnings {
+		if bytes.Contains([]byte(w), []byte("0 connections")) {
+			t.Errorf("relay did not drain: %s", w)
+		}
+	}
+	t.Logf("progress:\n%s", progress.String())
+}
+
+// TestCompareInterrupted: Ctrl-C during the second run still writes the
+// report of what ran.
+func TestCompareInterrupted(t *testing.T) {
+	cfg := smallConfig(t)
+	cfg.Fleet.Duration = 2 * time.Second
+	var progress syncBuffer
+	cfg.Progress = &progress
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if !res.Interrupted {
+		t.Error("not marked interrupted")
+	}
+	sum, err := report.Verify(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Runs) != 2 {
+		t.Fatalf("runs in the report: %d, want the finished N:N and the interrupted 1:N", len(sum.Runs))
+	}
+	found := false
+	for _, w := range sum.Warnings {
+		found = found || bytes.Contains([]byte(w), []byte("interrupted"))
+	}
+	if !found {
+		t.Errorf("no interruption warning in %q", sum.Warnings)
+	}
+}
+
+func TestCompareRejects(t *testing.T) {
+	base := smallConfig(t)
+	tests := []struct {
+		name string
+		edit func(*Config)
+	}{
+		{"no senders", func(c *Config) { c.Senders = 0 }},
+		{"senders = clients", func(c *Config) { c.Senders = c.Fleet.Clients }},
+		{"no duration", func(c *Config) { c.Fleet.Duration = 0 }},
+		{"receive only", func(c *Config) { c.Fleet.ReceiveOnly = true }},
+		{"one client", func(c *Config) { c.Fleet.Clients = 1 }},
+	}
+	for _, tt := range tests {
+		c := base
+		tt.edit(&c)
+		if _, err := Run(context.Background(), c); err == nil {
+			t.Errorf("%s: no error", tt.name)
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// imgSrc finds the images index.html shows.
+var imgSrc = regexp.MustCompile(`<img src="([^"]+)"`)
+
+// Verify checks a report directory the way a reader would find it:
+// summary.json and series.csv parse, index.html shows every chart and each
+// image it references is a file next to it, and every PNG decodes to a
+// picture with real content (not one flat colour). It returns the parsed
+// summary.
+func Verify(dir string) (Summary, error) {
+	var sum Summary
+	js, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		return sum, fmt.Errorf("verify: %w", err)
+	}
+	if err := json.Unmarshal(js, &sum); err != nil {
+		return sum, fmt.Errorf("verify %s: %w", SummaryFile, err)
+	}
+	if err := verifyCSV(filepath.Join(dir, SeriesFile)); err != nil {
+		return sum, err
+	}
+	html, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	if err != nil {
+		return sum, fmt.Errorf("verify: %w", err)
+	}
+	refs := imgSrc.FindAllSubmatch(html, -1)
+	if len(refs) < len(Charts) {
+		return sum, fmt.Errorf("verify %s: %d images, want %d", IndexFile, len(refs), len(Charts))
+	}
+	var errs []error
+	for _, m := range refs {
+		name := string(m[1])
+		if filepath.IsAbs(name) || filepath.Base(name) != name {
+			errs = append(errs, fmt.Errorf("verify %s: image %q is not a file alongside it", IndexFile, name))
+			continue
+		}
+		errs = append(errs, VerifyPNG(filepath.Join(dir, name)))
+	}
+	return sum, errors.Join(errs...)
+}
+
+func verifyCSV(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = len(SeriesHeader)
+	rows, err := r.ReadAll()
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", filepath.Base(path), err)
+	}
+	if len(rows) < 2 {
+		return fmt.Errorf("verify %s: no samples", filepath.Base(path))
+	}
+	return nil
+}
+
+// VerifyPNG checks that path decodes as a PNG with content: several
+// colours and at least 0.5% of its pixels not white.
+func VerifyPNG(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", filepath.Base(path), err)
+	}
+	colors, inked := pngContent(img)
+	b := img.Bounds()
+	if colors < 8 || float64(inked) < 0.005*float64(b.Dx()*b.Dy()) {
+		return fmt.Errorf("verify %s: looks blank: %d colours, %d non-white pixels of %d",
+			filepath.Base(path), colors, inked, b.Dx()*b.Dy())
+	}
+	return nil
+}
+
+// pngContent counts distinct colours and pixels that are not white.
+func pngContent(img image.Image) (colors, inked int) {
+	seen := map[[4]uint32]bool{}
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, a := img.At(x, y).RGBA()
+			seen[[4]uint32{r, g, bl, a}] = true
+			if r < 0xf000 || g < 0xf000 || bl < 0xf000 {
+				inked++
+			}
+		}
+	}
+	return len(seen), inked
+}
