@@ -1,8 +1,8 @@
-// Package metrics holds the Prometheus collectors that reprise's programs
-// share: the host's CPU time by mode and its network bytes by device, read
-// from /proc with prometheus/procfs at scrape time. The relay's and the
-// fleet's own counters live with their packages; this package is only for
-// what both need. Every label value here is bounded (CPU modes, devices).
+// Package metrics holds reprise's Prometheus collectors, one per file: the
+// host's CPU time by mode and network bytes by device (host.go, read from
+// /proc with prometheus/procfs at scrape time, shared by relay and fleet) and
+// the relay's counters (relay.go). Every label value is bounded (CPU modes,
+// devices, error-code names); never user ids or error strings.
 package metrics
 
 import (
