@@ -37,6 +37,10 @@ fuzz:
 golden:
 	$(GO) test ./internal/wire -run Golden -update
 
+## captures: re-record captures/*.pcap with `record live` on lo (root; see captures/README.md).
+captures: build
+	./captures/record.sh
+
 bench:
 	$(GO) test -run XXX -bench . -benchmem ./internal/...
 

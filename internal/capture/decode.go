@@ -287,10 +287,12 @@ func pieceEnd(sg reassembly.ScatterGather, off, avail, pkt int) int {
 	return lo
 }
 
-// ReassemblyComplete implements reassembly.Stream.
+// ReassemblyComplete implements reassembly.Stream. The connection stays in
+// the pool so the ACKs after its FINs do not open a new, empty stream; a
+// SYN on the same ports still starts a new one.
 func (s *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	s.finish()
-	return true
+	return false
 }
 
 func (s *tcpStream) finish() {

@@ -75,7 +75,12 @@ func TestReadLinkTypes(t *testing.T) {
 						c, s = cliV6, srvV6
 					}
 					b := tcpSession(t, c, s, 1000, nil)
-					f := onlyFlow(t, readPath(t, writeCapture(t, format, lt, b.pkts)))
+					b.raw(t, 0, b.seq[0], tcpFlags{ack: true}, nil) // the last ACK, after both FINs
+					capt := readPath(t, writeCapture(t, format, lt, b.pkts))
+					if len(capt.Warnings) > 0 {
+						t.Fatalf("warnings: %q", capt.Warnings)
+					}
+					f := onlyFlow(t, capt)
 					if f.Client.String() != c || f.Server.String() != s || f.Transport != TCP {
 						t.Fatalf("flow %s, want %s -> %s", f, c, s)
 					}
@@ -320,5 +325,21 @@ func TestLongest(t *testing.T) {
 	}
 	if (&Capture{}).Longest() != nil {
 		t.Fatal("Longest of nothing is not nil")
+	}
+}
+
+func TestReadReusedPorts(t *testing.T) {
+	cf, _ := sessionFrames()
+	a := tcpSession(t, cliAddr, srvAddr, 1000, nil)
+	b := tcpSession(t, cliAddr, srvAddr, 900000, nil)
+	for i := range b.pkts {
+		b.pkts[i].t = b.pkts[i].t.Add(time.Minute)
+	}
+	c := readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, append(a.pkts, b.pkts...)))
+	if len(c.Flows) != 2 {
+		t.Fatalf("%d flows, want 2 connections on the same ports", len(c.Flows))
+	}
+	for _, f := range c.Flows {
+		equalFrames(t, "client", f.ClientFrames, cf)
 	}
 }
