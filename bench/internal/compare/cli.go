@@ -32,11 +32,12 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cooldown := fs.Duration("cooldown", time.Second, "pause between runs")
 	idle := fs.Int("idle", 10000, "connections for the idle-RSS test (0 skips it)")
 	idleRoom := fs.Int("idle-room", 32, "members per room in the idle-RSS test")
+	fleet := fs.Int("fleet-idle", 10000, "receive-only cmd/replay clients for the fleet-RSS test (0 skips it; needs ../cmd/replay)")
 	repo := fs.String("repo", "..", "the reprise repository (cmd/relay is built from it)")
 	relayBin := fs.String("relay-bin", "", "a relay binary to use instead of building ../cmd/relay")
 	relayArgs := fs.String("relay-args", "--log-level warn", "extra relay flags")
-	profile := fs.String("profile", "", "write a CPU profile of the relay taken during the first run of --profile-workload to this file")
-	profileWorkload := fs.String("profile-workload", "8x32", "workload to profile the relay under")
+	profile := fs.String("profile", "", "perf-record each server during its first run of --profile-workload into PREFIX-<server>.perf.data and .stat (needs perf)")
+	profileWorkload := fs.String("profile-workload", "8x32", "workload to profile the servers under")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file (default results/<time>.json)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,6 +45,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := Options{Reps: *reps, Rate: *rate, Payload: *payload, Warmup: *warmup, Duration: *duration,
 		Drain: *drain, Cooldown: *cooldown, IdleConns: *idle, IdleRoom: *idleRoom, Log: stderr}
 	for _, s := range strings.Split(*workloads, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue // --workloads "" runs only the idle tests
+		}
 		w, err := ParseWorkload(strings.TrimSpace(s))
 		if err != nil {
 			return err
@@ -61,6 +65,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		o.Targets = append(o.Targets, t)
+	}
+	o.TempDir = dir
+	if *fleet > 1 {
+		o.FleetClients = *fleet
+		o.ReplayBin = filepath.Join(dir, "replay")
+		if err := goBuild(ctx, *repo, o.ReplayBin, "./cmd/replay"); err != nil {
+			return fmt.Errorf("fleet-idle needs cmd/replay (--fleet-idle 0 skips it): %w", err)
+		}
 	}
 	if *profile != "" {
 		o.OnRun = profiler(*profile, *profileWorkload, stderr)

@@ -75,7 +75,12 @@ type Options struct {
 	Cooldown  time.Duration
 	IdleConns int // connections for the idle RSS test; 0 skips it
 	IdleRoom  int
-	Log       io.Writer // progress lines
+	// ReplayBin, if set, is cmd/replay: FleetClients receive-only clients
+	// of it are held against the relay to measure the fleet's memory.
+	ReplayBin    string
+	FleetClients int
+	TempDir      string
+	Log          io.Writer // progress lines
 	// OnRun, if set, is called while the window is open for each run, with
 	// the server and the workload; the relay's profiler hooks in here.
 	OnRun func(ctx context.Context, srv *proc.Server, w Workload, window time.Duration)
@@ -124,16 +129,17 @@ type Idle struct {
 
 // Report is everything one comparison measured.
 type Report struct {
-	Started  time.Time `json:"started"`
-	Machine  string    `json:"machine"`
-	Rate     float64   `json:"rate_hz"`
-	Payload  int       `json:"payload_bytes"`
-	WindowS  float64   `json:"window_s"`
-	Reps     int       `json:"reps"`
-	Runs     []Run     `json:"runs"`
-	Medians  []Run     `json:"medians"`
-	Idle     []Idle    `json:"idle,omitempty"`
-	Failures []string  `json:"failures,omitempty"`
+	Started  time.Time  `json:"started"`
+	Machine  string     `json:"machine"`
+	Rate     float64    `json:"rate_hz"`
+	Payload  int        `json:"payload_bytes"`
+	WindowS  float64    `json:"window_s"`
+	Reps     int        `json:"reps"`
+	Runs     []Run      `json:"runs"`
+	Medians  []Run      `json:"medians"`
+	Idle     []Idle     `json:"idle,omitempty"`
+	Fleet    *FleetIdle `json:"fleet_idle,omitempty"`
+	Failures []string   `json:"failures,omitempty"`
 }
 
 // Compare runs every workload Reps times against each target in turn
@@ -173,6 +179,22 @@ func Compare(ctx context.Context, o Options) (*Report, error) {
 			}
 			rep.Idle = append(rep.Idle, *id)
 			logf(o.Log, "idle %-8s %d conns: rss %.1f → %.1f MiB, %.2f KiB per connection", id.Server, id.Connections, id.BaseRSSMiB, id.RSSMiB, id.PerConnKiB)
+		}
+	}
+	if o.ReplayBin != "" && o.FleetClients > 1 {
+		for _, t := range o.Targets {
+			if t.Name != "reprise" {
+				continue
+			}
+			fi, err := fleetIdle(ctx, t, o.ReplayBin, o.TempDir, o.FleetClients, o.IdleRoom)
+			if err != nil {
+				rep.Failures = append(rep.Failures, "fleet idle: "+err.Error())
+				logf(o.Log, "FAIL fleet idle: %v", err)
+				continue
+			}
+			rep.Fleet = fi
+			logf(o.Log, "fleet idle: %d receive-only replay clients in %.1f s: replay rss %.1f → %.1f MiB, %.2f KiB per client; relay %.2f KiB per connection",
+				fi.Clients, fi.LoginS, fi.BaseRSSMiB, fi.RSSMiB, fi.PerClientKiB, fi.RelayPerConnKiB)
 		}
 	}
 	return rep, nil

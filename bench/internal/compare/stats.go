@@ -121,6 +121,10 @@ func WriteTable(w io.Writer, rep *Report) error {
 			return fmt.Errorf("idle table: %w", err)
 		}
 	}
+	if fi := rep.Fleet; fi != nil {
+		fmt.Fprintf(w, "\nfleet (cmd/replay --receive-only): %d clients logged in in %.1f s; replay RSS %.1f → %.1f MiB = %.2f KiB per client; relay %.2f KiB per connection\n",
+			fi.Clients, fi.LoginS, fi.BaseRSSMiB, fi.RSSMiB, fi.PerClientKiB, fi.RelayPerConnKiB)
+	}
 	for _, f := range rep.Failures {
 		if _, err := fmt.Fprintln(w, "FAILED:", f); err != nil {
 			return err

@@ -111,17 +111,11 @@ type Server struct {
 // or an error (with the tail of the process's output) if it exits or is not
 // listening within 15 s.
 func Start(ctx context.Context, name, bin string, args []string, addr string) (*Server, error) {
-	s := &Server{Name: name, Addr: addr, out: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout = s.out
-	s.cmd.Stderr = s.out
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	s, err := Launch(name, bin, args)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.done)
-	}()
+	s.Addr = addr
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -141,6 +135,33 @@ func Start(ctx context.Context, name, bin string, args []string, addr string) (*
 		if time.Now().After(deadline) {
 			return nil, errors.Join(fmt.Errorf("%s not listening on %s after 15s: %w; output: %s", name, addr, err, s.out.String()), s.Stop())
 		}
+	}
+}
+
+// Launch runs bin with args and returns at once; the process's output is
+// kept (its tail) for error messages.
+func Launch(name, bin string, args []string) (*Server, error) {
+	s := &Server{Name: name, out: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
+	s.cmd = exec.Command(bin, args...)
+	s.cmd.Stdout = s.out
+	s.cmd.Stderr = s.out
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	return s, nil
+}
+
+// Exited reports whether the process has ended.
+func (s *Server) Exited() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -200,4 +221,28 @@ func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// CountEstablished counts the established IPv4 TCP sockets on this machine
+// whose local port is port: a server's accepted connections, read from
+// /proc/net/tcp so it needs nothing from the server.
+func CountEstablished(port int) (int, error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return 0, fmt.Errorf("count connections: %w", err)
+	}
+	return countEstablished(b, port), nil
+}
+
+func countEstablished(b []byte, port int) int {
+	suffix := fmt.Sprintf(":%04X", port)
+	n := 0
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		// sl local_address rem_address st ...; st 01 is ESTABLISHED.
+		if len(f) > 3 && f[3] == "01" && strings.HasSuffix(f[1], suffix) {
+			n++
+		}
+	}
+	return n
 }

@@ -38,3 +38,15 @@ func TestSelf(t *testing.T) {
 		t.Fatalf("own rss = %d, %v; want over 1 MiB", rss, err)
 	}
 }
+
+func TestCountEstablished(t *testing.T) {
+	tcp := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1CE8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0100007F:1CE8 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 0100007F:9C40 0100007F:1CE8 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 0100007F:1CE8 0100007F:9C41 06 00000000:00000000 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+`
+	if got := countEstablished([]byte(tcp), 7400); got != 1 {
+		t.Errorf("established on :7400 = %d, want 1 (not the listener, the client side or TIME_WAIT)", got)
+	}
+}
