@@ -65,6 +65,8 @@ type Fleet struct {
 	warnMu      sync.Mutex
 	warnings    []string
 	warnedPorts atomic.Bool
+	satCount    map[string]int // saturation warnings by kind (lag, cpu)
+	satFirst    map[string]string
 	started     time.Time
 	ended       time.Time
 }

@@ -60,11 +60,38 @@ func mbit(bytes int64, sec float64) float64 { return float64(bytes) * 8 / 1e6 / 
 // its host has no CPU left.
 func (f *Fleet) checkSaturation(lagP99 time.Duration, lagN int64, idle float64) {
 	if lagN > 0 && lagP99 > maxLagP99 {
-		f.warn("WARNING: the fleet is behind its schedule (send lag p99 %v > %v): results understate the server; use fewer clients per fleet process or more fleet hosts", lagP99.Round(10*time.Microsecond), maxLagP99)
+		f.saturated("lag", fmt.Sprintf("WARNING: the fleet is behind its schedule (send lag p99 %v > %v): results understate the server; use fewer clients per fleet process or more fleet hosts", lagP99.Round(10*time.Microsecond), maxLagP99))
 	}
 	if idle >= 0 && idle < minIdlePct {
-		f.warn("WARNING: the fleet host's CPU is %.0f%% idle (< %.0f%%): the load generator is saturated and results understate the server", idle, minIdlePct)
+		f.saturated("cpu", fmt.Sprintf("WARNING: the fleet host's CPU is %.0f%% idle (< %.0f%%): the load generator is saturated and results understate the server", idle, minIdlePct))
 	}
+}
+
+// saturated prints a saturation warning every time and keeps the first of
+// each kind, with how often it recurred, for the summary.
+func (f *Fleet) saturated(kind, msg string) {
+	fmt.Fprintln(f.cfg.Out, msg)
+	f.warnMu.Lock()
+	defer f.warnMu.Unlock()
+	if f.satCount == nil {
+		f.satCount, f.satFirst = map[string]int{}, map[string]string{}
+	}
+	if f.satCount[kind] == 0 {
+		f.satFirst[kind] = msg
+	}
+	f.satCount[kind]++
+}
+
+// saturationWarnings are the summary's lines for the saturation warnings;
+// f.warnMu must be held.
+func (f *Fleet) saturationWarnings() []string {
+	var out []string
+	for _, kind := range []string{"lag", "cpu"} {
+		if n := f.satCount[kind]; n > 0 {
+			out = append(out, fmt.Sprintf("%s (first of %d progress intervals with this warning)", f.satFirst[kind], n))
+		}
+	}
+	return out
 }
 
 // Stats is a live snapshot of a running fleet.

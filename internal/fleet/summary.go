@@ -49,7 +49,7 @@ func (f *Fleet) summary() Summary {
 	lat := f.stats.quantilesMS(false, 50, 90, 99, 100)
 	lag := f.stats.quantilesMS(true, 50, 99)
 	f.warnMu.Lock()
-	warnings := slices.Clone(f.warnings)
+	warnings := append(slices.Clone(f.warnings), f.saturationWarnings()...)
 	f.warnMu.Unlock()
 	return Summary{
 		ClientsRequested: f.cfg.Clients,
