@@ -1,7 +1,8 @@
 # reprise: record one client, replay it as a fleet, see what the relay holds.
 GO        ?= go
 FUZZTIME  ?= 10s
-STATICCHECK_VERSION ?= v0.8.2  # staticcheck 2026.2.2
+# staticcheck 2026.2.2 is module version v0.8.2
+STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
 .PHONY: all build demo test check vet staticcheck race fuzz golden bench bench-relay bench-compare captures observe clean
