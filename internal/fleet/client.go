@@ -22,6 +22,9 @@ import (
 // read under fan-out.
 const readBuf = 4 << 10
 
+// maxPadRounds bounds the UDP joins re-sent for pad_required.
+const maxPadRounds = 4
+
 // client is one replayed client. Its fields are set before its login and
 // then owned as noted.
 type client struct {
@@ -156,7 +159,7 @@ func (c *client) read(res chan<- string) string {
 	var p wire.Parser
 	buf := make([]byte, readBuf)
 	var lat []int64
-	padded := false
+	pads := 0
 	cnt := c.sh.c
 	for {
 		n, err := c.conn.Read(buf)
@@ -179,8 +182,10 @@ func (c *client) read(res chan<- string) string {
 						c.loggedIn(res)
 					}
 				case wire.TypeError:
-					if fr.Code == wire.ErrPadRequired && c.udp && !c.joined.Load() && !padded {
-						padded = true
+					// The room may grow between two tries; a few rounds
+					// settle it.
+					if fr.Code == wire.ErrPadRequired && c.udp && !c.joined.Load() && pads < maxPadRounds {
+						pads++
 						return c.rejoinPadded(fr.Text)
 					}
 					c.lastErr.Store(uint32(fr.Code))
