@@ -61,11 +61,16 @@ func (d *decoder) warn(format string, args ...any) {
 	d.warnings = append(d.warnings, fmt.Sprintf(format, args...))
 }
 
-// keep charges n bytes of kept frames to the memory budget.
+// frameOverhead is what keeping a frame costs beyond its bytes: the Frame
+// value and the rounding of its allocation.
+const frameOverhead = 96
+
+// keep charges a kept frame of n bytes to the memory budget.
 func (d *decoder) keep(n int) bool {
 	if d.memFull {
 		return false
 	}
+	n += frameOverhead
 	if d.mem+int64(n) > d.opts.MaxMemory/2 {
 		d.memFull = true
 		d.warn("packet %d: memory budget of %d bytes reached: later frames were left out", d.packets, d.opts.MaxMemory)
