@@ -371,9 +371,7 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 			run.KernelDrops = &d
 		}
 	}
-	for _, w := range sum.Warnings {
-		run.Warnings = append(run.Warnings, "fleet: "+w)
-	}
+	run.Warnings = append(run.Warnings, collapse(sum.Warnings, "fleet: ")...)
 	if ctx.Err() != nil {
 		run.Warnings = append(run.Warnings, "interrupted before its duration ended")
 	}
@@ -385,6 +383,39 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	fmt.Fprintf(r.out, "compare: %s done: %d logged in at peak, %d messages sent, %d received\n",
 		label(scenario, rep), sum.PeakLoggedIn, sum.MessagesSent, sum.MessagesReceived)
 	return nil
+}
+
+// collapse keeps the first of each kind of warning (the fleet repeats its
+// saturation warning at every progress line, with new numbers) and says
+// how often it came.
+func collapse(warnings []string, prefix string) []string {
+	const kindLen = 40
+	kind := func(w string) string {
+		if len(w) > kindLen {
+			return w[:kindLen]
+		}
+		return w
+	}
+	count := map[string]int{}
+	var order []string
+	first := map[string]string{}
+	for _, w := range warnings {
+		k := kind(w)
+		if count[k] == 0 {
+			order = append(order, k)
+			first[k] = w
+		}
+		count[k]++
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		w := prefix + first[k]
+		if n := count[k]; n > 1 {
+			w += fmt.Sprintf(" (first of %d such warnings)", n)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // baseline is the snapshot a run's counters start from: the relay as it

@@ -187,3 +187,19 @@ func TestCompareRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestCollapse(t *testing.T) {
+	in := []string{
+		"WARNING: the fleet is behind its schedule (send lag p99 10ms > 5ms): results understate",
+		"port exhaustion on 127.0.0.1",
+		"WARNING: the fleet is behind its schedule (send lag p99 130ms > 5ms): results understate",
+	}
+	got := collapse(in, "fleet: ")
+	want := []string{
+		"fleet: WARNING: the fleet is behind its schedule (send lag p99 10ms > 5ms): results understate (first of 2 such warnings)",
+		"fleet: port exhaustion on 127.0.0.1",
+	}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}

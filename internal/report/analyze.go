@@ -67,6 +67,7 @@ type RunStats struct {
 	Samples                   int             `json:"samples"`
 	ScrapeErrors              int             `json:"scrape_errors"`
 	MaxLoggedIn               Num             `json:"max_logged_in"`
+	EndLoggedIn               Num             `json:"end_logged_in"`
 	Plateau                   Plateau         `json:"plateau"`
 	LoginAttempts             Num             `json:"login_attempts"`
 	LoginsSucceeded           Num             `json:"logins_succeeded"`
@@ -204,8 +205,10 @@ func AnalyzeRun(r Run) RunStats {
 		Samples: len(pts), ScrapeErrors: r.Series.ScrapeErrors, DurationS: nan,
 		KernelDrops: r.KernelDrops, FleetSummary: r.FleetSummary,
 		Warnings: append([]string{}, r.Warnings...)}
+	rs.EndLoggedIn = nan
 	if n := len(pts); n > 0 {
 		rs.DurationS = Num(pts[n-1].T)
+		rs.EndLoggedIn = Num(pts[n-1].LoggedIn)
 	}
 	pl := DetectPlateau(pts)
 	rs.Plateau = pl
@@ -261,12 +264,12 @@ func AnalyzeRun(r Run) RunStats {
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
-	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle)...)
+	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle, r.Series.LastError)...)
 	return rs
 }
 
 // runWarnings are the findings that make a run's numbers suspect.
-func runWarnings(rs RunStats, fleetIdle []float64) []string {
+func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 	var w []string
 	busy := 0
 	for _, v := range fleetIdle {
@@ -287,7 +290,7 @@ func runWarnings(rs RunStats, fleetIdle []float64) []string {
 			k.Total(), k.UDPRcvbufErrors, k.UDPSndbufErrors, k.TCPListenDrops, k.TCPBacklogDrops, k.SoftnetDropped))
 	}
 	if rs.ScrapeErrors > 0 {
-		w = append(w, fmt.Sprintf("%d scrapes failed; those seconds are missing from the series", rs.ScrapeErrors))
+		w = append(w, fmt.Sprintf("%d scrapes failed; those seconds are missing from the series (last: %s)", rs.ScrapeErrors, lastErr))
 	}
 	return w
 }

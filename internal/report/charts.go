@@ -194,11 +194,13 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*plot.Plot, error) {
 	}
 	// Room for the fit entries too (the scatter made room for its own).
 	headroom(p, 2*len(sum.Scenarios))
-	maxX := 0.0
+	// Each fit is drawn over the clients its scenario reached: past them
+	// it would be a prediction, not a fit.
+	maxX := map[string]float64{}
 	for _, r := range in.Runs {
 		for _, pt := range r.Series.Points {
 			if !math.IsNaN(pt.LoggedIn) {
-				maxX = math.Max(maxX, pt.LoggedIn)
+				maxX[r.Scenario] = math.Max(maxX[r.Scenario], pt.LoggedIn)
 			}
 		}
 	}
@@ -208,7 +210,7 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*plot.Plot, error) {
 				continue
 			}
 			fn := plotter.NewFunction(f.Eval)
-			fn.XMin, fn.XMax = 0, maxX
+			fn.XMin, fn.XMax = 0, maxX[sc.Scenario]
 			fn.Samples = 100
 			fn.Color = scenarioColor(idx[sc.Scenario])
 			fn.Width = vg.Points(1.5)

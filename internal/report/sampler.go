@@ -18,7 +18,7 @@ type Target struct {
 type SamplerConfig struct {
 	Targets  []Target
 	Interval time.Duration // default 1 s
-	Timeout  time.Duration // per scrape; default 80% of Interval
+	Timeout  time.Duration // per scrape; default 2 × Interval, at least 1 s
 	Client   *http.Client  // default: a client with Timeout
 	// OnPoint, if set, sees each point as it is derived (a progress line).
 	// It runs on the sampling goroutine and must be quick.
@@ -55,7 +55,9 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 		cfg.Interval = time.Second
 	}
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = cfg.Interval * 8 / 10
+		// A loaded machine answers slowly; a late sample (rates use the
+		// real time between scrapes) beats a missing one.
+		cfg.Timeout = max(2*cfg.Interval, time.Second)
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
@@ -65,12 +67,16 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 
 // Scrape reads every target once into one snapshot.
 func (s *Sampler) Scrape(ctx context.Context) (Snapshot, error) {
-	snap := Snapshot{At: time.Now()}
+	start := time.Now()
+	var snap Snapshot
 	for _, t := range s.cfg.Targets {
 		if err := s.scrapeOne(ctx, t, &snap); err != nil {
 			return snap, err
 		}
 	}
+	// The counters were read somewhere between start and now; the middle
+	// is the best guess when a busy target answers slowly.
+	snap.At = start.Add(time.Since(start) / 2)
 	return snap, nil
 }
 

@@ -27,6 +27,7 @@ var tableMetrics = []metric{
 		}
 		return float64(r.Plateau.AtS)
 	}},
+	{"end_logged_in", "logged in at the end", 0, func(r RunStats) float64 { return float64(r.EndLoggedIn) }},
 	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
 	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
 	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},

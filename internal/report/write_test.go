@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/csv"
 	"flag"
+	"fmt"
 	"image"
 	"image/png"
 	"io"
@@ -42,17 +43,28 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
 			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("%s differs from the golden file; if intended, run go test ./internal/report -run Golden -update\ngot:\n%s", tt.file, head(buf.Bytes()))
+				t.Errorf("%s differs from the golden file (if intended: go test ./internal/report -run Golden -update)\n%s", tt.file, firstDiff(buf.Bytes(), want))
 			}
 		})
 	}
 }
 
-func head(b []byte) []byte {
-	if len(b) > 2000 {
-		return b[:2000]
+// firstDiff shows the first line where got and want differ.
+func firstDiff(got, want []byte) string {
+	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl []byte
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if !bytes.Equal(gl, wl) {
+			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, gl, wl)
+		}
 	}
-	return b
+	return "same lines, different bytes"
 }
 
 func TestWriteReport(t *testing.T) {

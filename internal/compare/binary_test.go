@@ -1,0 +1,92 @@
+package compare
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/report"
+)
+
+// repoRoot is two levels up from this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("no caller")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// TestCompareBinary builds the real replay binary and runs `replay compare`
+// on the bundled capture against its embedded relay, as `make demo` does
+// but small: 24 clients, 4 senders, 4 s per scenario.
+func TestCompareBinary(t *testing.T) {
+	root := repoRoot(t)
+	capture := filepath.Join(root, "captures", "vr-session.pcap")
+	if _, err := os.Stat(capture); err != nil {
+		t.Fatalf("bundled capture: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "replay")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/replay")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build replay: %v\n%s", err, out)
+	}
+	out := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "compare", "--capture", capture, "--clients", "24", "--senders", "4",
+		"--loop=1s,39s", "--login-interval", "50ms", "--duration", "4s", "--sample-interval", "500ms",
+		"--drain-timeout", "5s", "--out", out)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("replay compare: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	// The end of the run prints the table and where the report is.
+	for _, want := range []string{"N:N (1 run)", "1:N (1 run)", "peak send Gbps", "report: " + filepath.Join(out, report.IndexFile)} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
+		}
+	}
+	sum, err := report.Verify(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Runs) != 2 || sum.Runs[0].Scenario != NN || sum.Runs[1].Scenario != OneN {
+		t.Fatalf("runs: %+v", sum.Runs)
+	}
+	for _, rs := range sum.Runs {
+		// summary.json keeps the fleet's own summary of each run: the
+		// sampled figures must agree with it.
+		var fs fleet.Summary
+		if err := json.Unmarshal(rs.FleetSummary, &fs); err != nil {
+			t.Fatalf("%s: fleet summary: %v", rs.Scenario, err)
+		}
+		if float64(rs.LoginsSucceeded) != float64(fs.LoginsSucceeded) || float64(rs.MaxLoggedIn) != float64(fs.PeakLoggedIn) ||
+			float64(rs.LoginAttempts) != float64(fs.LoginAttempts) || float64(rs.MessagesSent) != float64(fs.MessagesSent) {
+			t.Errorf("%s: sampled logins %v/%v max %v sent %v; fleet %d/%d peak %d sent %d", rs.Scenario,
+				rs.LoginsSucceeded, rs.LoginAttempts, rs.MaxLoggedIn, rs.MessagesSent,
+				fs.LoginsSucceeded, fs.LoginAttempts, fs.PeakLoggedIn, fs.MessagesSent)
+		}
+		if got, want := float64(rs.MessagesReceived), float64(fs.MessagesReceived); want == 0 || math.Abs(got-want) > 0.02*want {
+			t.Errorf("%s: sampled %v received, fleet %v", rs.Scenario, got, want)
+		}
+		if fs.PeakLoggedIn != 24 {
+			t.Errorf("%s: peak logged in %d, want 24", rs.Scenario, fs.PeakLoggedIn)
+		}
+	}
+	if nn, on := float64(sum.Runs[0].PlateauSendGbps), float64(sum.Runs[1].PlateauSendGbps); !(on < nn) {
+		t.Errorf("at 24 clients 1:N sends %v Gbps, N:N %v: want 1:N lower", on, nn)
+	}
+}
