@@ -472,8 +472,13 @@ func (d *decoder) summaryWarnings(empty int) []string {
 	if d.truncated > 0 {
 		w = append(w, fmt.Sprintf("%d packets were cut by the snap length (first: packet %d): bytes missing from their streams were skipped", d.truncated, d.firstTruncated))
 	}
-	for lt, n := range d.linkTypes {
-		w = append(w, fmt.Sprintf("%d packets of unsupported link type %s (%d) were skipped", n, lt, int(lt)))
+	lts := make([]layers.LinkType, 0, len(d.linkTypes))
+	for lt := range d.linkTypes {
+		lts = append(lts, lt)
+	}
+	sort.Slice(lts, func(i, j int) bool { return lts[i] < lts[j] })
+	for _, lt := range lts {
+		w = append(w, fmt.Sprintf("%d packets of unsupported link type %s (%d) were skipped", d.linkTypes[lt], lt, int(lt)))
 	}
 	if d.fragments > 0 {
 		w = append(w, fmt.Sprintf("%d IP fragments were skipped (frames fit one datagram)", d.fragments))

@@ -83,6 +83,7 @@ var hostileCases = []struct {
 	{"pcap_not_a_capture", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), 0, "not a pcap or pcapng"},
 	{"pcap_too_short", []byte{0xd4, 0xc3}, 0, "too short"},
 	{"pcapng_block_4gib_in_32_bytes", cat(ngSHB()[:8], []byte{}, ngBlock(0, 0, nil)[:0])[:0], 0, ""}, // replaced in init
+	{"pcapng_packet_block_4gib", cat(ngSHB(), ngIDB(), ngBlock(ngBlockEPB, 0xFFFFFFF0, make([]byte, 20))), 1, "claims 4294967280 bytes"},
 	{"pcapng_block_under_12", cat(ngSHB(), ngIDB(), ngBlock(ngBlockEPB, 8, nil)), 1, "under the minimum of 12"},
 	{"pcapng_bad_interface_id", cat(ngSHB(), ngIDB(), ngEPB(7, 60, 60, make([]byte, 60))), 1, "interface id 7"},
 	{"pcapng_caplen_over_block", cat(ngSHB(), ngIDB(), ngEPB(0, 1000, 1000, make([]byte, 60))), 1, "does not fit"},
@@ -133,7 +134,7 @@ func TestHostileCorpusOnDisk(t *testing.T) {
 
 // TestHostileAllocation checks that the 4 GiB claims do not allocate.
 func TestHostileAllocation(t *testing.T) {
-	for _, i := range []int{0, 2, 5} {
+	for _, i := range []int{0, 2, 5, 6} {
 		data := hostileCases[i].file
 		allocs := testing.AllocsPerRun(5, func() { _, _ = Read(bytes.NewReader(data), Options{}) })
 		if allocs > 200 {

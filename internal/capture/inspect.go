@@ -164,8 +164,12 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	fmt.Fprintf(w, "  server: %d frames, %d bytes (%s)\n", f.ServerFrames, f.ServerBytes, kinds(f.FramesByKind, false))
 	fmt.Fprintf(w, "  users: %s; rooms: %s\n", list(f.Users), list(f.Rooms))
 	if f.LoginEndFrame >= 0 {
-		fmt.Fprintf(w, "  login ends at %.3fs (client frame #%d): loop points after it, e.g. --loop=%s,%s\n",
-			f.LoginEndS, f.LoginEndFrame, loopPoint(f.LoginEndS+1), loopPoint(f.DurationS-1))
+		fmt.Fprintf(w, "  login ends at %.3fs (client frame #%d)", f.LoginEndS, f.LoginEndFrame)
+		// A second of margin after the login and before the end.
+		if a, b := int(f.LoginEndS)+1, int(f.DurationS)-1; b > a {
+			fmt.Fprintf(w, ": loop points after it, e.g. --loop=%ds,%ds", a, b)
+		}
+		fmt.Fprintln(w)
 	} else {
 		fmt.Fprintln(w, "  login end: no send after a joined reply")
 	}
@@ -177,13 +181,6 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	for _, n := range f.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
-}
-
-func loopPoint(s float64) string {
-	if s < 0 {
-		s = 0
-	}
-	return fmt.Sprintf("%ds", int(s))
 }
 
 func kinds(m map[string]int, client bool) string {
