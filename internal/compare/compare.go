@@ -439,7 +439,7 @@ func (r *runner) baseline(ctx context.Context) report.Snapshot {
 		fmt.Fprintf(r.out, "compare: relay baseline: %v\n", err)
 	}
 	base.At = time.Now()
-	base.Fleet = report.FleetValues{Present: true}
+	base.Fleet = report.FleetValues{Present: true, At: base.At}
 	if cpu, err := metrics.ReadCPUTimes(); err == nil {
 		base.Fleet.HostCPU = report.CPUTimes{Idle: cpu.Idle, Total: cpu.Total}
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"time"
 )
 
 // Point is what one sampling interval of a run looked like: rates over the
@@ -38,10 +39,25 @@ func Derive(base, prev, cur Snapshot) Point {
 		MsgsDeliveredPerS: nan, LatencyP50Ms: nan, LatencyP99Ms: nan, ScheduleLagP99Ms: nan,
 		FleetCPUIdlePct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
 	}
-	dt := cur.At.Sub(prev.At).Seconds()
-	if dt <= 0 {
-		return p
+	if dt := roleDT(prev.At, cur.At, prev.Relay.At, cur.Relay.At); dt > 0 {
+		deriveRelay(&p, base, prev, cur, dt)
 	}
+	if dt := roleDT(prev.At, cur.At, prev.Fleet.At, cur.Fleet.At); dt > 0 {
+		deriveFleet(&p, base, prev, cur)
+	}
+	return p
+}
+
+// roleDT is the seconds between two answers of one role: their own times
+// when both are known, the snapshots' otherwise.
+func roleDT(prev, cur, rolePrev, roleCur time.Time) float64 {
+	if !rolePrev.IsZero() && !roleCur.IsZero() {
+		return roleCur.Sub(rolePrev).Seconds()
+	}
+	return cur.Sub(prev).Seconds()
+}
+
+func deriveRelay(p *Point, base, prev, cur Snapshot, dt float64) {
 	if r, q := prev.Relay, cur.Relay; r.Present && q.Present {
 		p.SendGbps = delta(r.SentBytes, q.SentBytes) * 8 / 1e9 / dt
 		p.RecvGbps = delta(r.ReceivedBytes, q.ReceivedBytes) * 8 / 1e9 / dt
@@ -54,6 +70,11 @@ func Derive(base, prev, cur Snapshot) Point {
 			p.SlowConsumerDiscards = delta(base.Relay.SlowConsumerDisconnects, q.SlowConsumerDisconnects)
 		}
 	}
+}
+
+// deriveFleet has no rates to compute (the fleet's rates are the relay's
+// view); its interval only has to be a real one.
+func deriveFleet(p *Point, base, prev, cur Snapshot) {
 	if f, g := prev.Fleet, cur.Fleet; f.Present && g.Present {
 		p.LoggedIn = g.LoggedIn
 		if base.Fleet.Present {
@@ -66,7 +87,6 @@ func Derive(base, prev, cur Snapshot) Point {
 		p.ScheduleLagP99Ms = 1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, g.ScheduleLag))
 		p.FleetCPUIdlePct = idlePct(f.HostCPU, g.HostCPU)
 	}
-	return p
 }
 
 // delta is a counter's increase; a counter that went down was reset (the

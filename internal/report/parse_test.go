@@ -162,6 +162,15 @@ func TestDerive(t *testing.T) {
 	if got := Derive(base, cur, reset).SendGbps; math.Abs(got-1) > 1e-9 {
 		t.Errorf("after reset: got %v Gbps, want 1", got)
 	}
+	// A relay that answered 2 s late: its rate uses its own clock.
+	reset.Relay.At = reset.At
+	late := reset
+	late.At = reset.At.Add(time.Second)
+	late.Relay.At = reset.At.Add(3 * time.Second)
+	late.Relay.SentBytes = reset.Relay.SentBytes + 3*1.25e8
+	if got := Derive(base, reset, late).SendGbps; math.Abs(got-1) > 1e-9 {
+		t.Errorf("late relay answer: got %v Gbps, want 1 (3 Gb over its own 3 s)", got)
+	}
 	// A relay that did not answer: its values are NaN, the fleet's are not.
 	gone := reset
 	gone.At = reset.At.Add(time.Second)

@@ -97,8 +97,17 @@ func (s *Sampler) scrapeOne(ctx context.Context, t Target, snap *Snapshot) error
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("scrape %s: status %s", t.URL, resp.Status)
 	}
+	// promhttp gathers every metric before it writes the headers, so the
+	// counters were read just before now.
+	answered := time.Now()
 	if err := ParseMetrics(resp.Body, t.Role, snap); err != nil {
 		return fmt.Errorf("scrape %s: %w", t.URL, err)
+	}
+	switch t.Role {
+	case RoleRelay:
+		snap.Relay.At = answered
+	case RoleFleet:
+		snap.Fleet.At = answered
 	}
 	return nil
 }

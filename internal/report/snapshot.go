@@ -67,7 +67,10 @@ type Histogram struct {
 
 // RelayValues are the raw counters and gauges of one relay scrape.
 type RelayValues struct {
-	Present                 bool
+	Present bool
+	// At is when the relay answered (zero: use the snapshot's time); a
+	// busy target answers late, and its rates must use its own clock.
+	At                      time.Time
 	Connections, Rooms      float64
 	ReceivedMessages        float64
 	DeliveredMessages       float64
@@ -83,6 +86,7 @@ type RelayValues struct {
 // over fleet endpoints).
 type FleetValues struct {
 	Present          bool
+	At               time.Time // when the fleet answered; see RelayValues.At
 	LoggedIn         float64
 	LoginAttempts    float64
 	LoginsSucceeded  float64
