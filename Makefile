@@ -37,6 +37,7 @@ fuzz:
 ## golden: rewrite golden files after an intended encoding change.
 golden:
 	$(GO) test ./internal/wire -run Golden -update
+	$(GO) test ./internal/report -run Golden -update
 
 ## captures: re-record captures/*.pcap with `record live` on lo (root; see captures/README.md).
 captures: build
