@@ -33,6 +33,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	idle := fs.Int("idle", 10000, "connections for the idle-RSS test (0 skips it)")
 	idleRoom := fs.Int("idle-room", 32, "members per room in the idle-RSS test")
 	fleet := fs.Int("fleet-idle", 10000, "receive-only cmd/replay clients for the fleet-RSS test (0 skips it; needs ../cmd/replay)")
+	fleetLoads := fs.String("fleet-load", "8x32,16x32", "N:N workloads replayed by cmd/replay itself to measure the fleet's CPU per message (empty skips)")
 	repo := fs.String("repo", "..", "the reprise repository (cmd/relay is built from it)")
 	relayBin := fs.String("relay-bin", "", "a relay binary to use instead of building ../cmd/relay")
 	relayArgs := fs.String("relay-args", "--log-level warn", "extra relay flags")
@@ -67,11 +68,21 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Targets = append(o.Targets, t)
 	}
 	o.TempDir = dir
-	if *fleet > 1 {
+	for _, s := range strings.Split(*fleetLoads, ",") {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		w, err := ParseWorkload(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("--fleet-load: %w", err)
+		}
+		o.FleetLoads = append(o.FleetLoads, w)
+	}
+	if *fleet > 1 || len(o.FleetLoads) > 0 {
 		o.FleetClients = *fleet
 		o.ReplayBin = filepath.Join(dir, "replay")
 		if err := goBuild(ctx, *repo, o.ReplayBin, "./cmd/replay"); err != nil {
-			return fmt.Errorf("fleet-idle needs cmd/replay (--fleet-idle 0 skips it): %w", err)
+			return fmt.Errorf("--fleet-idle and --fleet-load need cmd/replay (--fleet-idle 0 --fleet-load '' skip them): %w", err)
 		}
 	}
 	if *profile != "" {

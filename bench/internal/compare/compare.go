@@ -79,8 +79,11 @@ type Options struct {
 	// of it are held against the relay to measure the fleet's memory.
 	ReplayBin    string
 	FleetClients int
-	TempDir      string
-	Log          io.Writer // progress lines
+	// FleetLoads are N:N workloads replayed by cmd/replay itself, Reps
+	// times each, to measure the fleet's CPU per message.
+	FleetLoads []Workload
+	TempDir    string
+	Log        io.Writer // progress lines
 	// OnRun, if set, is called while the window is open for each run, with
 	// the server and the workload; the relay's profiler hooks in here.
 	OnRun func(ctx context.Context, srv *proc.Server, w Workload, window time.Duration)
@@ -129,17 +132,18 @@ type Idle struct {
 
 // Report is everything one comparison measured.
 type Report struct {
-	Started  time.Time  `json:"started"`
-	Machine  string     `json:"machine"`
-	Rate     float64    `json:"rate_hz"`
-	Payload  int        `json:"payload_bytes"`
-	WindowS  float64    `json:"window_s"`
-	Reps     int        `json:"reps"`
-	Runs     []Run      `json:"runs"`
-	Medians  []Run      `json:"medians"`
-	Idle     []Idle     `json:"idle,omitempty"`
-	Fleet    *FleetIdle `json:"fleet_idle,omitempty"`
-	Failures []string   `json:"failures,omitempty"`
+	Started  time.Time   `json:"started"`
+	Machine  string      `json:"machine"`
+	Rate     float64     `json:"rate_hz"`
+	Payload  int         `json:"payload_bytes"`
+	WindowS  float64     `json:"window_s"`
+	Reps     int         `json:"reps"`
+	Runs     []Run       `json:"runs"`
+	Medians  []Run       `json:"medians"`
+	Idle     []Idle      `json:"idle,omitempty"`
+	Fleet    *FleetIdle  `json:"fleet_idle,omitempty"`
+	FleetRun []FleetLoad `json:"fleet_load,omitempty"`
+	Failures []string    `json:"failures,omitempty"`
 }
 
 // Compare runs every workload Reps times against each target in turn
@@ -179,6 +183,27 @@ func Compare(ctx context.Context, o Options) (*Report, error) {
 			}
 			rep.Idle = append(rep.Idle, *id)
 			logf(o.Log, "idle %-8s %d conns: rss %.1f → %.1f MiB, %.2f KiB per connection", id.Server, id.Connections, id.BaseRSSMiB, id.RSSMiB, id.PerConnKiB)
+		}
+	}
+	for _, w := range o.FleetLoads {
+		if o.ReplayBin == "" {
+			break
+		}
+		for i := 0; i < o.Reps; i++ {
+			for _, t := range o.Targets {
+				if t.Name != "reprise" {
+					continue
+				}
+				fr, err := fleetLoad(ctx, t, o.ReplayBin, o.TempDir, w, o.Rate, o.Payload, o.Warmup, o.Duration)
+				if err != nil {
+					rep.Failures = append(rep.Failures, "fleet load: "+err.Error())
+					logf(o.Log, "FAIL fleet load %s: %v", w.Name, err)
+					continue
+				}
+				rep.FleetRun = append(rep.FleetRun, *fr)
+				logf(o.Log, "fleet load %-6s rep %d: replay %.3f CPU s per million msgs (%.2f cores, %.0f sent/s, %.0f delivered/s of %.0f), rss %.1f MiB; relay %.3f s/M",
+					w.Name, i, fr.ReplayCPUPerM, fr.ReplayCPUCores, fr.SentPerS, fr.DeliveredPerS, fr.NominalPerS, fr.ReplayRSSMiB, fr.RelayCPUPerM)
+			}
 		}
 	}
 	if o.ReplayBin != "" && o.FleetClients > 1 {

@@ -85,7 +85,7 @@ func median(v []float64) float64 {
 // ratio row (first server / second) when there are two.
 func WriteTable(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tserver\toffered/s\tdelivered/s\tsrv CPU s/M\tp50 ms\tp99 ms\tp999 ms\tsrv RSS MiB\tclient CPU s/M\tmissing\tlate+skipped\t\n")
+	fmt.Fprintf(tw, "workload\tserver\tnominal/s\toffered/s\tdelivered/s\tsrv CPU s/M\tp50 ms\tp99 ms\tp999 ms\tsrv RSS MiB\tclient CPU s/M\tmissing\tlate+skipped\t\n")
 	byW := map[string][]Run{}
 	var ws []string
 	for _, m := range rep.Medians {
@@ -97,12 +97,12 @@ func WriteTable(w io.Writer, rep *Report) error {
 	for _, wl := range ws {
 		rows := byW[wl]
 		for _, m := range rows {
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.1f\t%.3f\t%d\t%d\t\n",
-				m.Workload, m.Server, m.OfferedPerS, m.DeliveredPerS, m.ServerCPUPerM, m.P50Ms, m.P99Ms, m.P999Ms, m.ServerRSSMiB, m.ClientCPUPerM, m.Missing, m.Late+m.Skipped)
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.1f\t%.3f\t%d\t%d\t\n",
+				m.Workload, m.Server, m.NominalPerS, m.OfferedPerS, m.DeliveredPerS, m.ServerCPUPerM, m.P50Ms, m.P99Ms, m.P999Ms, m.ServerRSSMiB, m.ClientCPUPerM, m.Missing, m.Late+m.Skipped)
 		}
 		if len(rows) == 2 {
 			a, b := rows[0], rows[1]
-			fmt.Fprintf(tw, "%s\t%s/%s\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n", wl, a.Server, b.Server,
+			fmt.Fprintf(tw, "%s\t%s/%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n", wl, a.Server, b.Server,
 				ratio(a.DeliveredPerS, b.DeliveredPerS), ratio(a.ServerCPUPerM, b.ServerCPUPerM), ratio(a.P50Ms, b.P50Ms),
 				ratio(a.P99Ms, b.P99Ms), ratio(a.P999Ms, b.P999Ms), ratio(a.ServerRSSMiB, b.ServerRSSMiB), ratio(a.ClientCPUPerM, b.ClientCPUPerM))
 		}
@@ -119,6 +119,36 @@ func WriteTable(w io.Writer, rep *Report) error {
 		}
 		if err := tw.Flush(); err != nil {
 			return fmt.Errorf("idle table: %w", err)
+		}
+	}
+	if len(rep.FleetRun) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "fleet (cmd/replay)\tclients\truns\tdelivered/s\treplay CPU s/M msgs\treplay cores\treplay RSS MiB\trelay CPU s/M\t\n")
+		var order []string
+		byW := map[string][]FleetLoad{}
+		for _, f := range rep.FleetRun {
+			if _, ok := byW[f.Workload]; !ok {
+				order = append(order, f.Workload)
+			}
+			byW[f.Workload] = append(byW[f.Workload], f)
+		}
+		for _, wl := range order {
+			g := byW[wl]
+			med := func(get func(FleetLoad) float64) float64 {
+				v := make([]float64, len(g))
+				for i, f := range g {
+					v[i] = get(f)
+				}
+				return median(v)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%.3f\t%.2f\t%.1f\t%.3f\t\n", wl, g[0].Clients, len(g),
+				med(func(f FleetLoad) float64 { return f.DeliveredPerS }), med(func(f FleetLoad) float64 { return f.ReplayCPUPerM }),
+				med(func(f FleetLoad) float64 { return f.ReplayCPUCores }), med(func(f FleetLoad) float64 { return f.ReplayRSSMiB }),
+				med(func(f FleetLoad) float64 { return f.RelayCPUPerM }))
+		}
+		if err := tw.Flush(); err != nil {
+			return fmt.Errorf("fleet table: %w", err)
 		}
 	}
 	if fi := rep.Fleet; fi != nil {

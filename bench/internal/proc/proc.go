@@ -100,7 +100,8 @@ func FreeAddr() (string, error) {
 // Server is a running server process.
 type Server struct {
 	Name string
-	Addr string // where it accepts the load's TCP connections
+	Args []string // the command line it was started with
+	Addr string   // where it accepts the load's TCP connections
 	cmd  *exec.Cmd
 	out  *tailBuffer
 	done chan struct{}
@@ -141,7 +142,7 @@ func Start(ctx context.Context, name, bin string, args []string, addr string) (*
 // Launch runs bin with args and returns at once; the process's output is
 // kept (its tail) for error messages.
 func Launch(name, bin string, args []string) (*Server, error) {
-	s := &Server{Name: name, out: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
+	s := &Server{Name: name, Args: args, out: &tailBuffer{max: 4 << 10}, done: make(chan struct{})}
 	s.cmd = exec.Command(bin, args...)
 	s.cmd.Stdout = s.out
 	s.cmd.Stderr = s.out
