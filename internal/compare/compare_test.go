@@ -3,8 +3,13 @@ package compare
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +206,38 @@ func TestCollapse(t *testing.T) {
 	}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// TestWaitDrained: a relay that keeps connections open past the timeout
+// is reported; one that lets them go is not.
+func TestWaitDrained(t *testing.T) {
+	var conns atomic.Int64
+	conns.Store(3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# TYPE relay_connections gauge\nrelay_connections{transport=\"tcp\"} %d\n", conns.Load())
+	}))
+	defer srv.Close()
+	r := &runner{cfg: Config{Interval: 100 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}, relayURL: srv.URL}
+	start := time.Now()
+	w := r.waitDrained(context.Background(), "after N:N #1")
+	if !strings.Contains(w, "relay not at 0 connections after N:N #1: 3 still open") {
+		t.Errorf("stuck relay: warning %q", w)
+	}
+	if el := time.Since(start); el < 300*time.Millisecond || el > 3*time.Second {
+		t.Errorf("waited %v for a 300ms timeout", el)
+	}
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		conns.Store(0)
+	}()
+	r.cfg.DrainTimeout = 5 * time.Second
+	if w := r.waitDrained(context.Background(), "before 1:N #1"); w != "" {
+		t.Errorf("drained relay: warning %q", w)
+	}
+	srv.Close()
+	r.cfg.DrainTimeout = 300 * time.Millisecond
+	if w := r.waitDrained(context.Background(), "before N:N #2"); !strings.Contains(w, "not confirmed") {
+		t.Errorf("unreachable relay: warning %q", w)
 	}
 }
