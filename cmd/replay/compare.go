@@ -27,8 +27,8 @@ func newCompareCmd(st *state) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare --capture FILE --clients N --senders K --loop=A,B --duration D [flags]",
 		Short: "run N:N (all send) and 1:N (K send) with the same ramp and write a side-by-side report",
-		Example: `  replay compare --capture captures/vr-session.pcap --clients 200 --senders 20 --loop=12s,48s \
-    --login-interval 200ms --pause-every 100 --pause 10s --duration 40s --repeat 3`,
+		Example: `  replay compare --capture captures/vr-session.pcap --clients 200 --senders 20 --loop=1s,39s \
+    --login-interval 250ms --pause-every 100 --pause 10s --duration 80s --repeat 3`,
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -80,6 +80,15 @@ func newCompareCmd(st *state) *cobra.Command {
 	for _, name := range []string{"metrics", "receive-only"} {
 		if f := fs.Lookup(name); f != nil {
 			f.Hidden = true
+		}
+	}
+	// Two fleet flags mean something slightly different here.
+	for name, usage := range map[string]string{
+		"senders":  "K: the clients that send in the 1:N run (the N:N run has every client send)",
+		"duration": "length of each run (required)",
+	} {
+		if f := fs.Lookup(name); f != nil {
+			f.Usage = usage
 		}
 	}
 	return cmd
