@@ -11,9 +11,9 @@ if [ ! -f "$capture" ]; then
   exit 1
 fi
 out="out/demo-$(date +%Y%m%d-%H%M%S)"
-# The capture is 40 s long; its login ends at 0.02 s, so 1s..39s is the
-# steady part every sender repeats.
-bin/replay compare --capture "$capture" --clients 200 --senders 20 --loop=1s,39s \
+# The capture is 60 s long and its login ends at 0.02 s; 12s..48s is the
+# steady middle every sender repeats (captures/README.md).
+bin/replay compare --capture "$capture" --clients 200 --senders 20 --loop=12s,48s \
   --login-interval 250ms --pause-every 100 --pause 10s --duration 80s \
   --progress-interval 10s --out "$out"
 echo "demo: open $out/index.html"
