@@ -29,6 +29,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	duration := fs.Duration("duration", 10*time.Second, "measurement window per run")
 	warmup := fs.Duration("warmup", 2*time.Second, "sending before the window opens")
 	drain := fs.Duration("drain", 3*time.Second, "longest wait for in-flight deliveries after sending stops")
+	spread := fs.Bool("spread", false, "give each sender of a room its own phase in the period (independent clients) instead of one burst per room per tick")
 	cooldown := fs.Duration("cooldown", time.Second, "pause between runs")
 	idle := fs.Int("idle", 10000, "connections for the idle-RSS test (0 skips it)")
 	idleRoom := fs.Int("idle-room", 32, "members per room in the idle-RSS test")
@@ -44,7 +45,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	o := Options{Reps: *reps, Rate: *rate, Payload: *payload, Warmup: *warmup, Duration: *duration,
-		Drain: *drain, Cooldown: *cooldown, IdleConns: *idle, IdleRoom: *idleRoom, Log: stderr}
+		Drain: *drain, Cooldown: *cooldown, Spread: *spread, IdleConns: *idle, IdleRoom: *idleRoom, Log: stderr}
 	for _, s := range strings.Split(*workloads, ",") {
 		if strings.TrimSpace(s) == "" {
 			continue // --workloads "" runs only the idle tests
@@ -101,7 +102,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return errors.Join(err, fmt.Errorf("results dir: %w", merr))
 		}
 	}
-	fmt.Fprintf(stdout, "\n%s; %g Hz, %d-byte payloads, %s window, medians of %d\n", rep.Machine, o.Rate, o.Payload, o.Duration, o.Reps)
+	pacing := "one burst per room per tick"
+	if o.Spread {
+		pacing = "senders spread over the period"
+	}
+	fmt.Fprintf(stdout, "\n%s; %g Hz, %d-byte payloads, %s, %s window, medians of %d\n", rep.Machine, o.Rate, o.Payload, pacing, o.Duration, o.Reps)
 	err = errors.Join(err, WriteTable(stdout, rep), WriteJSON(path, rep))
 	fmt.Fprintln(stdout, "json:", path)
 	if err == nil && len(rep.Failures) > 0 {

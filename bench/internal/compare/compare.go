@@ -73,7 +73,8 @@ type Options struct {
 	Duration  time.Duration
 	Drain     time.Duration
 	Cooldown  time.Duration
-	IdleConns int // connections for the idle RSS test; 0 skips it
+	Spread    bool // each sender its own phase instead of a burst per room
+	IdleConns int  // connections for the idle RSS test; 0 skips it
 	IdleRoom  int
 	// ReplayBin, if set, is cmd/replay: FleetClients receive-only clients
 	// of it are held against the relay to measure the fleet's memory.
@@ -138,6 +139,7 @@ type Report struct {
 	Payload  int         `json:"payload_bytes"`
 	WindowS  float64     `json:"window_s"`
 	Reps     int         `json:"reps"`
+	Spread   bool        `json:"spread"` // senders spread over the period, not a burst per room
 	Runs     []Run       `json:"runs"`
 	Medians  []Run       `json:"medians"`
 	Idle     []Idle      `json:"idle,omitempty"`
@@ -150,7 +152,7 @@ type Report struct {
 // (A B A B …), then the idle test, and returns the report. A run that fails
 // is recorded in Failures and the comparison goes on.
 func Compare(ctx context.Context, o Options) (*Report, error) {
-	rep := &Report{Started: time.Now(), Machine: machine(), Rate: o.Rate, Payload: o.Payload, WindowS: o.Duration.Seconds(), Reps: o.Reps}
+	rep := &Report{Started: time.Now(), Machine: machine(), Rate: o.Rate, Payload: o.Payload, WindowS: o.Duration.Seconds(), Reps: o.Reps, Spread: o.Spread}
 	for _, w := range o.Workloads {
 		for i := 0; i < o.Reps; i++ {
 			for _, t := range o.Targets {
@@ -255,7 +257,7 @@ func runOne(ctx context.Context, o Options, t Target, w Workload, i int) (_ *Run
 	close(profDone)
 	cfg := load.Config{
 		Proto: t.Proto, Addr: srv.Addr, Rooms: w.Rooms, Members: w.Members, Senders: w.Senders,
-		Rate: o.Rate, PayloadSize: o.Payload, Warmup: o.Warmup, Duration: o.Duration, Drain: o.Drain,
+		Rate: o.Rate, PayloadSize: o.Payload, Warmup: o.Warmup, Duration: o.Duration, Drain: o.Drain, Spread: o.Spread,
 		OnWindow: func(open bool) {
 			var e1, e2 error
 			if open {

@@ -3,6 +3,7 @@ package load
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -159,5 +160,39 @@ func TestPublishEncodings(t *testing.T) {
 	want := "PUB room.7 40\r\n" + string(p) + "\r\n"
 	if got := string(NATS{}.AppendPublish(nil, 7, 42, p)); got != want {
 		t.Errorf("nats publish = %q, want %q", got, want)
+	}
+}
+
+func TestSlotAt(t *testing.T) {
+	start := time.Unix(100, 0)
+	const period = 12 * time.Millisecond
+	for _, tc := range []struct {
+		name                 string
+		k, s, slots, senders int
+		want                 slot
+	}{
+		{"burst: one slot, all senders, on the tick", 3, 0, 1, 32, slot{start.Add(36 * time.Millisecond), 0, 32}},
+		{"spread: first sender on the tick", 0, 0, 32, 32, slot{start, 0, 1}},
+		{"spread: sender 8 a quarter period in", 1, 8, 32, 32, slot{start.Add(15 * time.Millisecond), 8, 9}},
+		{"spread: last sender", 0, 31, 32, 32, slot{start.Add(period * 31 / 32), 31, 32}},
+		{"uneven: 4 slots over 10 senders", 0, 3, 4, 10, slot{start.Add(9 * time.Millisecond), 7, 10}},
+	} {
+		if got := slotAt(start, period, tc.k, tc.s, tc.slots, tc.senders); !got.at.Equal(tc.want.at) || got.lo != tc.want.lo || got.hi != tc.want.hi {
+			t.Errorf("%s: got %v [%d,%d), want %v [%d,%d)", tc.name, got.at.Sub(start), got.lo, got.hi, tc.want.at.Sub(start), tc.want.lo, tc.want.hi)
+		}
+	}
+	// Every sender is in exactly one slot of a tick.
+	for _, slots := range []int{1, 3, 7, 32} {
+		seen := 0
+		for s := 0; s < slots; s++ {
+			sl := slotAt(start, period, 0, s, slots, 32)
+			if sl.lo != seen {
+				t.Fatalf("%d slots: slot %d starts at %d, want %d", slots, s, sl.lo, seen)
+			}
+			seen = sl.hi
+		}
+		if seen != 32 {
+			t.Errorf("%d slots cover %d of 32 senders", slots, seen)
+		}
 	}
 }

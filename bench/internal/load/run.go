@@ -28,7 +28,11 @@ type Config struct {
 	// LateAfter: a send written later than this after its tick is counted
 	// late. A tick the pacer reaches more than one period late is skipped
 	// whole and its sends counted as skipped, never sent in a burst.
-	LateAfter    time.Duration
+	LateAfter time.Duration
+	// Spread gives each sender of a room its own phase within the period
+	// (as independent clients have) instead of sending the room in one
+	// burst per tick. Still one pacer goroutine per room.
+	Spread       bool
 	JoinTimeout  time.Duration
 	DialParallel int
 	ReadBuffer   int
@@ -339,52 +343,76 @@ func (r *runner) shutdown() {
 
 type paceStats struct{ late, skipped uint64 }
 
+// slot is one wake-up of a room's pacer: the senders [lo, hi) send at at.
+type slot struct {
+	at     time.Time
+	lo, hi int
+}
+
+// slotAt is the s-th of slots wake-ups in tick k: ticks are start + k·period
+// and a tick's slots split both the period and the senders evenly. One slot
+// per tick sends the whole room in a burst; one per sender spreads the
+// room's sends over the period, as independent clients would.
+func slotAt(start time.Time, period time.Duration, k, s, slots, senders int) slot {
+	return slot{
+		at: start.Add(time.Duration(k)*period + period*time.Duration(s)/time.Duration(slots)),
+		lo: s * senders / slots,
+		hi: (s + 1) * senders / slots,
+	}
+}
+
 // pace sends for one room's senders: one goroutine, one timer reset to
-// absolute tick times (start + k·period), so no drift and no timer per
-// member. A tick reached more than a period late is skipped and counted.
+// absolute slot times (no drift, no timer per member). A slot reached more
+// than a period late is skipped and counted.
 func (r *runner) pace(ctx context.Context, senders []*member, start, end time.Time, period time.Duration) paceStats {
 	var st paceStats
 	payload := make([]byte, r.cfg.PayloadSize)
 	for i := HeaderLen; i < len(payload); i++ {
 		payload[i] = byte(i)
 	}
+	slots := 1
+	if r.cfg.Spread {
+		slots = len(senders)
+	}
 	winStart, winEnd := r.win.start.Load(), r.win.end.Load()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for k := 0; ; k++ {
-		tick := start.Add(time.Duration(k) * period)
-		if !tick.Before(end) {
-			return st
-		}
-		if d := time.Until(tick); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
+		for s := 0; s < slots; s++ {
+			sl := slotAt(start, period, k, s, slots, len(senders))
+			if !sl.at.Before(end) {
 				return st
-			case <-timer.C:
 			}
-		}
-		if time.Since(tick) > period {
-			st.skipped += uint64(len(senders))
-			continue
-		}
-		for _, m := range senders {
-			now := time.Now()
-			if now.Sub(tick) > r.cfg.LateAfter {
-				st.late++
-			}
-			ns := now.UnixNano()
-			EncodePayload(payload, Stamp{SentNs: ns, Room: uint32(m.room), Member: uint32(m.idx), Seq: m.sent + 1})
-			m.wbuf = r.cfg.Proto.AppendPublish(m.wbuf[:0], m.room, ns, payload)
-			if _, err := m.conn.Write(m.wbuf); err != nil {
-				if !r.closing.Load() {
-					r.fail(fmt.Errorf("send (member %d of room %d): %w", m.idx, m.room, err))
+			if d := time.Until(sl.at); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-ctx.Done():
+					return st
+				case <-timer.C:
 				}
-				return st
 			}
-			m.sent++
-			if ns >= winStart && ns < winEnd {
-				m.inWin++
+			if time.Since(sl.at) > period {
+				st.skipped += uint64(sl.hi - sl.lo)
+				continue
+			}
+			for _, m := range senders[sl.lo:sl.hi] {
+				now := time.Now()
+				if now.Sub(sl.at) > r.cfg.LateAfter {
+					st.late++
+				}
+				ns := now.UnixNano()
+				EncodePayload(payload, Stamp{SentNs: ns, Room: uint32(m.room), Member: uint32(m.idx), Seq: m.sent + 1})
+				m.wbuf = r.cfg.Proto.AppendPublish(m.wbuf[:0], m.room, ns, payload)
+				if _, err := m.conn.Write(m.wbuf); err != nil {
+					if !r.closing.Load() {
+						r.fail(fmt.Errorf("send (member %d of room %d): %w", m.idx, m.room, err))
+					}
+					return st
+				}
+				m.sent++
+				if ns >= winStart && ns < winEnd {
+					m.inWin++
+				}
 			}
 		}
 	}
