@@ -38,6 +38,7 @@ type client struct {
 	rec    *hists
 
 	conn  net.Conn
+	raw   syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
 	udp   bool
 	token uint64 // UDP session token from joined; written before the shard sees the client
 
@@ -46,7 +47,11 @@ type client struct {
 	next    int64 // next step
 	due     int64 // fleet clock of step next
 	heapIdx int
-	wdl     time.Time // current write deadline
+	wdl     time.Time // current write deadline (UDP)
+	// backlog holds bytes the kernel did not take yet (TCP), nil when
+	// empty; stuckSince is the fleet clock of its last progress.
+	backlog    []byte
+	stuckSince int64
 
 	loops    atomic.Int64
 	joined   atomic.Bool
@@ -69,6 +74,13 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 		return
 	}
 	c.conn = conn
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if c.raw, err = tc.SyscallConn(); err != nil {
+			conn.Close()
+			c.loginFailed("connect_error", res)
+			return
+		}
+	}
 	if !f.track(c) {
 		conn.Close()
 		report(res, "stopped")
@@ -79,7 +91,7 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 	if c.udp {
 		buf = wire.AppendDatagram(buf, 0)
 	}
-	buf = f.script.AppendFrame(buf, c.enc, 0, time.Now().UnixNano())
+	buf = f.script.AppendFrame(buf, c.enc, 0, f.wallNow())
 	conn.SetWriteDeadline(deadline)
 	if _, err := conn.Write(buf); err != nil {
 		conn.Close()
@@ -131,12 +143,16 @@ func (c *client) disconnect(reason string) {
 
 // leave sends a leave and half-closes a logged-in client at the end of the
 // run; its reader then drains what is in flight until the relay closes.
+// It runs once the shards stopped, so the backlog is no longer theirs: it
+// goes out first, keeping the stream whole.
 func (c *client) leave(deadline time.Time) {
 	c.once.Do(func() {
 		c.f.stats.loggedIn.Add(-1)
 		var b []byte
 		if c.udp {
 			b = wire.AppendDatagram(b, c.token)
+		} else {
+			b, c.backlog = append(b, c.backlog...), nil
 		}
 		b = wire.AppendLeave(b)
 		c.conn.SetWriteDeadline(deadline)
@@ -164,7 +180,7 @@ func (c *client) read(res chan<- string) string {
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
-			now := time.Now().UnixNano()
+			now := c.f.wallNow()
 			lat = lat[:0]
 			var msgs, frames int64
 			var ferr error
@@ -261,6 +277,9 @@ func (e *loginError) Error() string { return "login refused: " + e.code.String()
 // unbounded read.
 func (c *client) loggedIn(res chan<- string) {
 	c.conn.SetReadDeadline(time.Time{})
+	// The shard's TCP writes never wait, and a raw write fails once a
+	// deadline has passed: clear the login's.
+	c.conn.SetWriteDeadline(time.Time{})
 	c.joined.Store(true)
 	c.f.stats.loginOK()
 	report(res, "")
@@ -329,12 +348,15 @@ func dialReason(err error) string {
 	return "connect_error"
 }
 
-// send writes the due steps of a scheduled client. It runs on the shard's
-// goroutine; buf is the shard's scratch buffer, returned for reuse.
+// send writes the due steps of a scheduled client, coalesced into one
+// write on TCP, and retries its backlog first (send.go). It runs on the
+// shard's goroutine; buf is the shard's scratch buffer, returned for
+// reuse.
 func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	sc := c.f.script
-	wall := time.Now().UnixNano()
+	wall := c.f.wall(now)
 	buf = buf[:0]
+	ends := c.sh.ends[:0]
 	cnt := c.sh.c
 	var frames int
 	for frames < maxBatch {
@@ -367,24 +389,30 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			c.loops.Store(st.Loops)
 		}
 		if c.udp {
-			if !c.write(buf[start:]) {
+			if !c.writeUDP(buf[start:]) {
 				return buf, lags
 			}
 			buf = buf[:0]
+		} else {
+			ends = append(ends, len(buf))
 		}
 	}
 	if frames == maxBatch {
 		c.due = now // more are due: come back after the other clients
 	}
-	if !c.udp && len(buf) > 0 {
-		c.write(buf)
+	c.sh.ends = ends
+	if !c.udp {
+		c.sendTCP(c.sh.w, buf, ends, now)
+		if len(c.backlog) > 0 {
+			c.due = min(c.due, now+backlogRetry)
+		}
 	}
 	return buf, lags
 }
 
-// write sends b with a write deadline, refreshed only when half of it has
-// passed so most writes skip the timer update.
-func (c *client) write(b []byte) bool {
+// writeUDP sends one datagram with a write deadline, refreshed only when
+// half of it has passed so most writes skip the timer update.
+func (c *client) writeUDP(b []byte) bool {
 	now := time.Now()
 	if c.wdl.Sub(now) < c.f.cfg.WriteTimeout/2 {
 		c.wdl = now.Add(c.f.cfg.WriteTimeout)

@@ -47,8 +47,12 @@ type Fleet struct {
 	udp    bool
 	target string
 	epoch  time.Time
-	stats  *stats
-	shards []*shard
+	// epochUnix is epoch on the wall clock (ns): trace stamps and their
+	// receipt are epochUnix plus the monotonic fleet clock, one clock read
+	// each instead of two.
+	epochUnix int64
+	stats     *stats
+	shards    []*shard
 
 	reg      *prometheus.Registry
 	relay    *relay.Server
@@ -180,12 +184,19 @@ func (f *Fleet) Script() *session.Script { return f.script }
 // now is the fleet's monotonic clock in nanoseconds.
 func (f *Fleet) now() int64 { return int64(time.Since(f.epoch)) }
 
+// wall turns a fleet clock reading into Unix nanoseconds.
+func (f *Fleet) wall(now int64) int64 { return f.epochUnix + now }
+
+// wallNow is the time in Unix nanoseconds, from the monotonic clock.
+func (f *Fleet) wallNow() int64 { return f.wall(f.now()) }
+
 // Run runs the fleet until ctx ends or cfg.Duration passes, then stops the
 // sends, lets the clients leave, and returns the summary. The error is set
 // only when the run could not happen (the target unreachable from the
 // first login).
 func (f *Fleet) Run(ctx context.Context) (Summary, error) {
 	f.epoch = time.Now()
+	f.epochUnix = f.epoch.UnixNano()
 	f.started = f.epoch
 	defer f.closeSockets()
 

@@ -22,7 +22,7 @@ type collector struct {
 	loggedIn, requested, attempts, logins      *prometheus.Desc
 	sentMsgs, sentBytes, sentFrames            *prometheus.Desc
 	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
-	loops                                      *prometheus.Desc
+	loops, delayed                             *prometheus.Desc
 }
 
 func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
@@ -42,8 +42,9 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		recvBytes:  d("replay_received_bytes_total", "Bytes read from the relay (all frames)."),
 		latency:    d("replay_delivery_latency_seconds", "Send to deliver latency of traced sends, measured by the receiving fleet client (one clock)."),
 		lag:        d("replay_schedule_lag_seconds", "How late each send left against its scheduled time."),
-		disconn:    d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, ...).", "reason"),
+		disconn:    d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, send_backlog_full, ...).", "reason"),
 		loops:      d("replay_loops_completed_total", "Loop passes completed, summed over clients."),
+		delayed:    d("replay_send_backpressure_total", "Frames that could not be handed to the kernel when due because the relay's socket buffer was full (the relay read too slowly) and waited in the client's send backlog."),
 	}
 	host, err := metrics.NewHostCollector("replay")
 	if err != nil {
@@ -59,7 +60,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
-		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops} {
+		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed} {
 		ch <- d
 	}
 }
@@ -91,6 +92,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.disconn, n, reason)
 	}
 	counter(c.loops, c.f.loops())
+	counter(c.delayed, t.SendsDelayed)
 	b, n, sum := s.promBuckets(false, latencyBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.latency, n, sum, b)
 	b, n, sum = s.promBuckets(true, lagBuckets)

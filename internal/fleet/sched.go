@@ -17,8 +17,9 @@ const (
 
 // shard is one scheduler: a goroutine with a min-heap of its clients by
 // next due time. It sleeps until the earliest due time, sends what is due
-// (coalesced into one write per client on TCP) and measures how late each
-// send was. There is one shard per core, never a timer per client.
+// (coalesced into one non-blocking write per client on TCP, see send.go)
+// and measures how late each send was. There is one shard per core, never
+// a timer per client, and it never waits on a socket.
 type shard struct {
 	f    *Fleet
 	c    *counters
@@ -29,10 +30,14 @@ type shard struct {
 	incoming []*client
 
 	h clientHeap
+	// w and ends are the scheduler goroutine's scratch for one client's
+	// turn: the non-blocking writer and the end offsets of its frames.
+	w    *rawWriter
+	ends []int
 }
 
 func newShard(f *Fleet, c *counters, rec *hists) *shard {
-	return &shard{f: f, c: c, rec: rec, wake: make(chan struct{}, 1)}
+	return &shard{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
 }
 
 // add hands a logged-in client to the shard.

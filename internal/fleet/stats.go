@@ -32,6 +32,7 @@ type counters struct {
 	recvMsgs   atomic.Int64 // deliver frames
 	recvFrames atomic.Int64 // every frame
 	recvBytes  atomic.Int64
+	delayed    atomic.Int64 // frames that waited in a send backlog
 	_          [64]byte
 }
 
@@ -187,6 +188,7 @@ type Totals struct {
 	FramesReceived   int64
 	BytesReceived    int64
 	Disconnects      int64
+	SendsDelayed     int64 // frames that waited for the relay to read (backpressure)
 }
 
 func (s *stats) totals() Totals {
@@ -211,6 +213,7 @@ func (s *stats) totals() Totals {
 		t.MessagesReceived += c.recvMsgs.Load()
 		t.FramesReceived += c.recvFrames.Load()
 		t.BytesReceived += c.recvBytes.Load()
+		t.SendsDelayed += c.delayed.Load()
 	}
 	return t
 }

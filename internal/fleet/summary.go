@@ -28,6 +28,11 @@ type Summary struct {
 	LoopsCompleted   int64            `json:"loops_completed"`
 	DurationS        float64          `json:"duration_s"`
 	Disconnects      map[string]int64 `json:"disconnects"`
+	// SendsDelayed counts frames that could not be handed to the kernel
+	// when due because the relay's socket was full (the relay read too
+	// slowly) and waited in the client's send backlog: the server pushed
+	// back.
+	SendsDelayed int64 `json:"sends_delayed_by_backpressure"`
 
 	FramesSent map[string]int64 `json:"frames_sent"`
 	Target     string           `json:"target"`
@@ -66,6 +71,7 @@ func (f *Fleet) summary() Summary {
 		LoopsCompleted:   f.loops(),
 		DurationS:        f.ended.Sub(f.started).Seconds(),
 		Disconnects:      f.stats.disconn.snapshot(),
+		SendsDelayed:     t.SendsDelayed,
 		FramesSent:       f.stats.framesByType(),
 		Target:           f.target,
 		Warnings:         nonNil(warnings),
@@ -109,6 +115,7 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("schedule lag ms p50/p99", fmt.Sprintf("%.3f / %.3f", s.ScheduleLagMS.P50, s.ScheduleLagMS.P99))
 	row("loops completed", s.LoopsCompleted)
 	row("disconnects", byReason(s.Disconnects))
+	row("sends delayed by backpressure", s.SendsDelayed)
 	row("frames sent", byReason(s.FramesSent))
 	for _, w := range s.Warnings {
 		row("warning", w)

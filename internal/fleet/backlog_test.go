@@ -1,0 +1,170 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// stallRelay is a relay stand-in on 127.0.0.1 that answers every join
+// with a valid joined frame and then reads and counts sends, except from
+// the user stuck, whose connection it never reads again: its socket
+// buffers fill as if the relay were too slow to read it.
+type stallRelay struct {
+	ln    net.Listener
+	stuck string
+	wg    sync.WaitGroup
+
+	mu    sync.Mutex
+	conns []net.Conn
+	sends map[string]int
+}
+
+func startStallRelay(t *testing.T, stuck string) *stallRelay {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &stallRelay{ln: ln, stuck: stuck, sends: map[string]int{}}
+	r.wg.Go(r.accept)
+	t.Cleanup(r.close)
+	return r
+}
+
+func (r *stallRelay) accept() {
+	for {
+		conn, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		r.mu.Lock()
+		r.conns = append(r.conns, conn)
+		r.mu.Unlock()
+		r.wg.Go(func() { r.serve(conn) })
+	}
+}
+
+// errStall stops reading the stuck user's connection.
+var errStall = errors.New("stall")
+
+func (r *stallRelay) serve(conn net.Conn) {
+	var p wire.Parser
+	user := ""
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := conn.Read(buf)
+		ferr := p.Feed(buf[:n], func(f *wire.Frame) error {
+			switch f.Type {
+			case wire.TypeJoin:
+				user = string(f.User)
+				if _, err := conn.Write(wire.AppendJoined(nil, 0, user, []string{user})); err != nil {
+					return err
+				}
+				if user == r.stuck {
+					return errStall
+				}
+			case wire.TypeSend:
+				r.mu.Lock()
+				r.sends[user]++
+				r.mu.Unlock()
+			}
+			return nil
+		})
+		if ferr != nil || err != nil {
+			return // stalled: the connection stays open, unread, until close
+		}
+	}
+}
+
+func (r *stallRelay) close() {
+	r.ln.Close()
+	r.mu.Lock()
+	for _, c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+}
+
+func (r *stallRelay) sendsBy(user string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sends[user]
+}
+
+// bulkScript sends a 4 KiB othercast every 2 ms (2 MB/s per client), so a
+// connection nobody reads fills its kernel buffers and then its backlog
+// within a second or two.
+func bulkScript() []session.Frame {
+	fr := []session.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
+	payload := make([]byte, 4<<10)
+	for t := 10; t < 410; t += 2 {
+		fr = append(fr, session.Frame{Offset: ms(t), Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Payload: payload})})
+	}
+	return fr
+}
+
+// TestStuckClientDoesNotStallShard: one client whose relay connection is
+// never read again must not delay the other clients of its shard. Its
+// writes go to its backlog until that overflows, and it is counted as a
+// send_backlog_full disconnect, with the frames that waited counted as
+// backpressure. With a blocking write the shard would sit in that write
+// for the whole write timeout (10 s here), so lag would be seconds.
+func TestStuckClientDoesNotStallShard(t *testing.T) {
+	stuck := "replay-0"
+	r := startStallRelay(t, stuck)
+	c := testConfig()
+	c.Frames = bulkScript()
+	c.Target = r.ln.Addr().String()
+	// Every shard holds the stuck client's index modulo the shard count:
+	// three clients per shard, client 0 stuck on shard 0.
+	c.Clients = 3 * runtime.GOMAXPROCS(0)
+	c.Loop = "10ms,410ms"
+	c.LoginInterval = time.Millisecond
+	c.WriteTimeout = 10 * time.Second
+	c.Duration = 4 * time.Second
+	f, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := f.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lagMax := f.stats.quantilesMS(true, 100)[0]
+	t.Logf("logins %d, disconnects %v, sends delayed %d, lag p50 %.3f p99 %.3f max %.3f ms",
+		s.LoginsSucceeded, s.Disconnects, s.SendsDelayed, s.ScheduleLagMS.P50, s.ScheduleLagMS.P99, lagMax)
+	if s.LoginsSucceeded != int64(c.Clients) {
+		t.Fatalf("logins %d of %d: %v", s.LoginsSucceeded, c.Clients, s.LoginsFailed)
+	}
+	if len(s.Disconnects) != 1 || s.Disconnects["send_backlog_full"] != 1 {
+		t.Errorf("disconnects %v, want send_backlog_full=1 (the stuck client only)", s.Disconnects)
+	}
+	if s.SendsDelayed == 0 {
+		t.Errorf("no send counted as delayed by backpressure")
+	}
+	if s.ScheduleLagMS.P99 > 50 || lagMax > 1000 {
+		t.Errorf("schedule lag p99 %.3f ms, max %.3f ms: the stuck client held up its shard", s.ScheduleLagMS.P99, lagMax)
+	}
+	// Every other client kept sending for the whole run: those sharing
+	// the stuck client's shard got as many sends to the relay as those on
+	// other shards. (Lag alone would not show a blocked shard: the sends
+	// it never produced are never timed.)
+	most := 0
+	for i := 1; i < c.Clients; i++ {
+		most = max(most, r.sendsBy(c.userID(i)))
+	}
+	for i := 1; i < c.Clients; i++ {
+		if n := r.sendsBy(c.userID(i)); n < 1000 || n < most*9/10 {
+			t.Errorf("%s: %d sends reached the relay, want ≥ 1000 and ≥ 90%% of the most any client sent (%d)", c.userID(i), n, most)
+		}
+	}
+}

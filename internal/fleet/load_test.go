@@ -1,0 +1,232 @@
+package fleet
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// TestLoadCPU measures the fleet's own cost as separate processes: the
+// relay and replay binaries on 127.0.0.1, N:N rooms of 32 clients looping
+// 72 Hz traced poses (96-byte payloads). It reports the replay process's
+// CPU seconds per million messages (sent + received) over a steady window,
+// its schedule lag (whole run, from the summary) and the machine load. It
+// takes the whole machine for tens of seconds, so it runs only with
+// REPRISE_SCALE=1:
+//
+//	REPRISE_SCALE=1 REPRISE_LOAD_ROOMS=16 go test ./internal/fleet -run LoadCPU -v
+//
+// REPRISE_LOAD_BIN names a directory holding relay and replay binaries to
+// measure instead of building this tree (to compare against an older
+// build); REPRISE_LOAD_WINDOW sets the measured window (default 10s).
+func TestLoadCPU(t *testing.T) {
+	if os.Getenv("REPRISE_SCALE") == "" {
+		t.Skip("load run: set REPRISE_SCALE=1 (takes the whole machine)")
+	}
+	dir := os.Getenv("REPRISE_LOAD_BIN")
+	if dir == "" {
+		dir = t.TempDir()
+		for _, b := range []string{"relay", "replay"} {
+			if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b).CombinedOutput(); err != nil {
+				t.Fatalf("build %s: %v\n%s", b, err, out)
+			}
+		}
+	}
+	rooms := envInt(t, "REPRISE_LOAD_ROOMS", 16)
+	window := 10 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("REPRISE_LOAD_WINDOW")); err == nil {
+		window = d
+	}
+	const warmup = 3 * time.Second
+	n := rooms * 32
+	relayAddr := startLoadRelay(t, dir)
+	pcap := writePoseCapture(t)
+	sumPath := filepath.Join(t.TempDir(), "summary.json")
+	args := []string{"--capture", pcap, "--target", relayAddr, "--clients", strconv.Itoa(n), "--room-size", "32",
+		"--loop", "1s,11s", "--login-interval", "2ms", "--metrics", "127.0.0.1:0", "--progress-interval", "1m",
+		"--summary", sumPath, "--duration", (warmup + window + 2*time.Second + time.Duration(n)*2*time.Millisecond).String()}
+	if p := os.Getenv("REPRISE_LOAD_CPUPROFILE"); p != "" {
+		args = append(args, "--cpuprofile", p)
+	}
+	cmd := exec.Command(filepath.Join(dir, "replay"), args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	maddr := ""
+	for maddr == "" && sc.Scan() {
+		if m := regexp.MustCompile(`metrics http://(\S+)/metrics`).FindStringSubmatch(sc.Text()); m != nil {
+			maddr = m[1]
+		}
+	}
+	go io.Copy(io.Discard, stderr)
+	for deadline := time.Now().Add(time.Minute); scrape(maddr, "replay_clients_logged_in") < float64(n); {
+		if time.Now().After(deadline) {
+			t.Fatalf("not all %d clients logged in after a minute", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(warmup)
+	load := loadAvg()
+	cpu0, msgs0 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr)
+	t0 := time.Now()
+	time.Sleep(window)
+	cpu1, msgs1 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr)
+	el := time.Since(t0).Seconds()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	var s Summary
+	b, err := os.ReadFile(sumPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	msgs := msgs1 - msgs0
+	t.Logf("LOAD %dx32 load %s | msgs %.0f/s | replay cpu %.2f cores, %.3f s per M msgs | lag p50 %.3f p99 %.3f ms | latency p50 %.2f p99 %.2f ms | backpressure %d | disconnects %v",
+		rooms, load, msgs/el, (cpu1-cpu0)/el, (cpu1-cpu0)/msgs*1e6, s.ScheduleLagMS.P50, s.ScheduleLagMS.P99,
+		s.LatencyMS.P50, s.LatencyMS.P99, s.SendsDelayed, s.Disconnects)
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return n
+}
+
+// startLoadRelay runs the relay binary from dir until the test ends.
+func startLoadRelay(t *testing.T, dir string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(dir, "relay"), "--listen", "127.0.0.1:0", "--metrics", "off", "--idle-timeout", "10m", "--log-level", "warn")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("relay start: %v", err)
+	}
+	m := regexp.MustCompile(`tcp=(\S+)`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("relay said %q", line)
+	}
+	go io.Copy(io.Discard, stdout)
+	return m[1]
+}
+
+// writePoseCapture writes a VR-like session: the join, then from 1 s
+// traced 72 Hz othercast poses of 96 payload bytes for 10 s.
+func writePoseCapture(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "poses.pcap")
+	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7400"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(conn.Data(t0, true, wire.AppendJoin(nil, "lobby", "alice", nil, 0)))
+	must(conn.Data(t0.Add(time.Millisecond), false, wire.AppendJoined(nil, 0, "alice", []string{"alice"})))
+	payload := make([]byte, 96)
+	var at time.Time
+	for i := range 720 {
+		at = t0.Add(time.Second + time.Duration(i)*time.Second/72)
+		must(conn.Data(at, true, wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Trace: 1, Payload: payload})))
+	}
+	must(conn.Close(at.Add(time.Millisecond), true))
+	must(w.Close())
+	return path
+}
+
+// procCPU is a process's user+system CPU time in seconds.
+func procCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name (which may hold spaces) start at ")".
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func scrapeMsgs(addr string) float64 {
+	return scrape(addr, "replay_sent_messages_total") + scrape(addr, "replay_received_messages_total")
+}
+
+// scrape reads one unlabelled sample from the replay's /metrics (-1 when
+// it cannot).
+func scrape(addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			v, err := strconv.ParseFloat(rest, 64)
+			if err != nil {
+				return -1
+			}
+			return v
+		}
+	}
+	return -1
+}
