@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -138,8 +139,9 @@ func (ff *fleetFlags) config() fleet.Config {
 func newRunCmd(st *state) *cobra.Command {
 	var (
 		ff       fleetFlags
-		summary  string
-		logLevel string
+		summary    string
+		logLevel   string
+		cpuprofile string
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --capture FILE [flags]",
@@ -157,13 +159,39 @@ func newRunCmd(st *state) *cobra.Command {
 			}
 			defer log.Sync()
 			cfg.Log, cfg.Out = log, st.stderr
+			if cpuprofile != "" {
+				stop, err := startCPUProfile(cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			return runFleet(cmd.Context(), st, cfg, summary)
 		},
 	}
 	addFleetFlags(cmd.Flags(), &ff)
 	cmd.Flags().StringVar(&summary, "summary", "", "also write the summary as JSON to this file")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	// Hidden: for profiling the fleet itself (go tool pprof FILE).
+	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
+}
+
+// startCPUProfile profiles the process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
 }
 
 func runFleet(ctx context.Context, st *state, cfg fleet.Config, summaryPath string) error {
