@@ -138,7 +138,7 @@ func (ff *fleetFlags) config() fleet.Config {
 
 func newRunCmd(st *state) *cobra.Command {
 	var (
-		ff       fleetFlags
+		ff         fleetFlags
 		summary    string
 		logLevel   string
 		cpuprofile string
