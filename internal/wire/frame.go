@@ -66,8 +66,16 @@ func (t Type) String() string {
 	return "unknown(0x" + hex2(byte(t)) + ")"
 }
 
-// Known reports whether t is a type this version defines.
-func (t Type) Known() bool { _, ok := typeNames[t]; return ok }
+// Known reports whether t is a type this version defines. A switch, not a
+// lookup in typeNames: it runs once per decoded frame.
+func (t Type) Known() bool {
+	switch t {
+	case TypeJoin, TypeLeave, TypeSend, TypeHeartbeat, TypeJoined, TypeMemberJoined,
+		TypeMemberLeft, TypeDeliver, TypeHeartbeatReply, TypeError:
+		return true
+	}
+	return false
+}
 
 // FromClient reports whether t travels client→server.
 func (t Type) FromClient() bool { return t&0x80 == 0 }
