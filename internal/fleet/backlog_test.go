@@ -114,11 +114,30 @@ func bulkScript() []session.Frame {
 
 // TestStuckClientDoesNotStallShard: one client whose relay connection is
 // never read again must not delay the other clients of its shard. Its
-// writes go to its backlog until that overflows, and it is counted as a
-// send_backlog_full disconnect, with the frames that waited counted as
-// backpressure. With a blocking write the shard would sit in that write
-// for the whole write timeout (10 s here), so lag would be seconds.
+// writes go to its backlog until that overflows (send_backlog_full) or
+// makes no progress for the write timeout (write_timeout), whichever comes
+// first, and the frames that waited are counted as backpressure. With a
+// blocking write the shard would sit in that write for the whole write
+// timeout, starving the other clients of its shard.
 func TestStuckClientDoesNotStallShard(t *testing.T) {
+	tests := []struct {
+		name         string
+		writeTimeout time.Duration
+		reason       string
+	}{
+		// 2 MB/s fills 64 KiB in about 30 ms, long before 10 s.
+		{"backlog overflows", 10 * time.Second, "send_backlog_full"},
+		// 20 ms at 2 MB/s is about 40 KB: under the cap when it expires.
+		{"no progress for the write timeout", 20 * time.Millisecond, "write_timeout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stuckRun(t, tt.writeTimeout, tt.reason)
+		})
+	}
+}
+
+func stuckRun(t *testing.T, writeTimeout time.Duration, reason string) {
 	stuck := "replay-0"
 	r := startStallRelay(t, stuck)
 	c := testConfig()
@@ -129,7 +148,7 @@ func TestStuckClientDoesNotStallShard(t *testing.T) {
 	c.Clients = 3 * runtime.GOMAXPROCS(0)
 	c.Loop = "10ms,410ms"
 	c.LoginInterval = time.Millisecond
-	c.WriteTimeout = 10 * time.Second
+	c.WriteTimeout = writeTimeout
 	c.Duration = 4 * time.Second
 	f, err := New(c)
 	if err != nil {
@@ -145,8 +164,8 @@ func TestStuckClientDoesNotStallShard(t *testing.T) {
 	if s.LoginsSucceeded != int64(c.Clients) {
 		t.Fatalf("logins %d of %d: %v", s.LoginsSucceeded, c.Clients, s.LoginsFailed)
 	}
-	if len(s.Disconnects) != 1 || s.Disconnects["send_backlog_full"] != 1 {
-		t.Errorf("disconnects %v, want send_backlog_full=1 (the stuck client only)", s.Disconnects)
+	if len(s.Disconnects) != 1 || s.Disconnects[reason] != 1 {
+		t.Errorf("disconnects %v, want %s=1 (the stuck client only)", s.Disconnects, reason)
 	}
 	if s.SendsDelayed == 0 {
 		t.Errorf("no send counted as delayed by backpressure")

@@ -55,12 +55,18 @@ func TestLoadCPU(t *testing.T) {
 		window = d
 	}
 	const warmup = 3 * time.Second
+	// REPRISE_LOAD_PROGRESS=1s logs replay's progress lines (lag p99 and
+	// CPU idle per interval).
+	progress := "1m"
+	if p := os.Getenv("REPRISE_LOAD_PROGRESS"); p != "" {
+		progress = p
+	}
 	n := rooms * 32
 	relayAddr := startLoadRelay(t, dir)
 	pcap := writePoseCapture(t)
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
 	args := []string{"--capture", pcap, "--target", relayAddr, "--clients", strconv.Itoa(n), "--room-size", "32",
-		"--loop", "1s,11s", "--login-interval", "2ms", "--metrics", "127.0.0.1:0", "--progress-interval", "1m",
+		"--loop", "1s,11s", "--login-interval", "2ms", "--metrics", "127.0.0.1:0", "--progress-interval", progress,
 		"--summary", sumPath, "--duration", (warmup + window + 2*time.Second + time.Duration(n)*2*time.Millisecond).String()}
 	if p := os.Getenv("REPRISE_LOAD_CPUPROFILE"); p != "" {
 		args = append(args, "--cpuprofile", p)
@@ -81,7 +87,14 @@ func TestLoadCPU(t *testing.T) {
 			maddr = m[1]
 		}
 	}
-	go io.Copy(io.Discard, stderr)
+	lines := make(chan []string, 1)
+	go func() {
+		var l []string
+		for sc.Scan() {
+			l = append(l, sc.Text())
+		}
+		lines <- l
+	}()
 	for deadline := time.Now().Add(time.Minute); scrape(maddr, "replay_clients_logged_in") < float64(n); {
 		if time.Now().After(deadline) {
 			t.Fatalf("not all %d clients logged in after a minute", n)
@@ -95,6 +108,9 @@ func TestLoadCPU(t *testing.T) {
 	time.Sleep(window)
 	cpu1, msgs1 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr)
 	el := time.Since(t0).Seconds()
+	for _, l := range <-lines {
+		t.Log(l)
+	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("replay: %v", err)
 	}

@@ -1,0 +1,146 @@
+package fleet
+
+import (
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// The hot paths of a fleet client, driven by hand over real loopback TCP
+// connections: a scheduler turn (build the due frames, write them) and
+// the reader (parse deliveries, time them, count them).
+//
+//	go test ./internal/fleet -run '^$' -bench . -benchmem -count 6
+
+// poseFrames is a 72 Hz pose sender: the join, then 720 traced othercasts
+// of 96 payload bytes from 1 s.
+func poseFrames() []session.Frame {
+	fr := []session.Frame{{Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
+	payload := make([]byte, 96)
+	for i := range 720 {
+		fr = append(fr, session.Frame{Offset: time.Second + time.Duration(i)*time.Second/72,
+			Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Payload: payload})})
+	}
+	return fr
+}
+
+// benchClient is client 0 of a fleet that is never run, joined over a
+// real TCP connection whose relay end is returned.
+func benchClient(b *testing.B) (*client, net.Conn) {
+	b.Helper()
+	c := testConfig()
+	c.Frames = poseFrames()
+	c.Loop = "1s,11s"
+	c.Target = "127.0.0.1:9" // never dialled
+	f, err := New(c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.epoch = time.Now()
+	f.epochUnix = f.epoch.UnixNano()
+	cl, err := f.newClient(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close(); srv.Close() })
+	cl.conn = conn
+	if cl.raw, err = conn.(*net.TCPConn).SyscallConn(); err != nil {
+		b.Fatal(err)
+	}
+	cl.joined.Store(true)
+	cl.next = 1
+	return cl, srv
+}
+
+// drainConn reads conn until it closes, in a goroutine stopped at cleanup.
+func drainConn(b *testing.B, conn net.Conn) {
+	var wg sync.WaitGroup
+	wg.Go(func() { io.Copy(io.Discard, conn) })
+	b.Cleanup(func() { conn.Close(); wg.Wait() })
+}
+
+// benchSend runs scheduler turns with per frames due in each.
+func benchSend(b *testing.B, per int) {
+	c, srv := benchClient(b)
+	drainConn(b, srv)
+	buf := make([]byte, 0, 64<<10)
+	lags := make([]int64, 0, 1024)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		now := c.f.now()
+		c.start = now - int64(c.plan.Step(c.next+int64(per)-1).Due)
+		buf, lags = c.send(now, buf, lags[:0])
+		// Outrunning the relay end's reader: wait for the kernel as a
+		// blocking write would, by retrying the backlog.
+		for len(c.backlog) > 0 && !c.dead.Load() {
+			runtime.Gosched()
+			c.sendTCP(c.sh.w, nil, nil, c.f.now())
+		}
+	}
+	b.StopTimer()
+	if c.dead.Load() || len(lags) != per {
+		b.Fatalf("dead %v, %d frames in the last turn, want %d", c.dead.Load(), len(lags), per)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*per), "ns/frame")
+}
+
+// BenchmarkSendTurn: one frame due per turn (the common case at 72 Hz):
+// one write per frame.
+func BenchmarkSendTurn(b *testing.B) { benchSend(b, 1) }
+
+// BenchmarkSendTurn8: eight frames due in one turn, coalesced into one
+// write.
+func BenchmarkSendTurn8(b *testing.B) { benchSend(b, 8) }
+
+// BenchmarkReadDeliveries: the reader consumes a stream of traced deliver
+// frames (one op = one deliver) until the relay end closes.
+func BenchmarkReadDeliveries(b *testing.B) {
+	c, srv := benchClient(b)
+	payload := make([]byte, 96)
+	var chunk []byte
+	per := 0
+	for len(chunk) < 32<<10 {
+		chunk = wire.AppendDeliver(chunk, wire.Othercast, "replay-17", true, time.Now().UnixNano(), payload)
+		per++
+	}
+	var wg sync.WaitGroup
+	b.ReportAllocs()
+	b.ResetTimer()
+	wg.Go(func() {
+		defer srv.Close()
+		for sent := 0; sent < b.N; sent += per {
+			if _, err := srv.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	reason := c.read(nil)
+	b.StopTimer()
+	wg.Wait()
+	if reason != "closed_by_relay" {
+		b.Fatalf("read ended with %q", reason)
+	}
+	if got := c.sh.c.recvMsgs.Load(); got < int64(b.N) {
+		b.Fatalf("received %d delivers, want ≥ %d", got, b.N)
+	}
+}
