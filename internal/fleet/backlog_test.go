@@ -187,3 +187,43 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, reason string) {
 		}
 	}
 }
+
+// TestReadSizer: full reads double the buffer up to maxReadBuf; a run of
+// shrinkAfter small reads halves a grown one; anything else keeps it.
+func TestReadSizer(t *testing.T) {
+	tests := []struct {
+		name      string
+		size      int
+		reads     []int // bytes each read returned
+		wantSize  int
+		wantSmall int
+	}{
+		{"full read grows", readBuf, []int{readBuf}, 2 * readBuf, 0},
+		{"grows to the cap", readBuf, []int{readBuf, 2 * readBuf, 4 * readBuf}, maxReadBuf, 0},
+		{"never past the cap", maxReadBuf, []int{maxReadBuf}, maxReadBuf, 0},
+		{"small reads keep the start size", readBuf, repeat(10, shrinkAfter*2), readBuf, 0},
+		{"a run of small reads shrinks", maxReadBuf, repeat(10, shrinkAfter), maxReadBuf / 2, 0},
+		{"almost a run does not", maxReadBuf, repeat(10, shrinkAfter-1), maxReadBuf, shrinkAfter - 1},
+		{"a big read restarts the run", maxReadBuf, append(repeat(10, shrinkAfter-1), maxReadBuf/2), maxReadBuf, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r readSizer
+			buf := make([]byte, tt.size)
+			for _, n := range tt.reads {
+				buf = r.next(buf, n)
+			}
+			if len(buf) != tt.wantSize || r.small != tt.wantSmall {
+				t.Errorf("size %d small %d, want %d and %d", len(buf), r.small, tt.wantSize, tt.wantSmall)
+			}
+		})
+	}
+}
+
+func repeat(n, times int) []int {
+	out := make([]int, times)
+	for i := range out {
+		out[i] = n
+	}
+	return out
+}

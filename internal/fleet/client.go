@@ -17,10 +17,41 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// readBuf is each connection's read buffer: small, because a fleet holds
-// tens of thousands of connections, and big enough for tens of frames per
-// read under fan-out.
-const readBuf = 4 << 10
+// readBuf is each connection's read buffer to start with: small, because
+// a fleet holds tens of thousands of connections, and big enough for tens
+// of frames per read under fan-out. A busy receiver's buffer grows up to
+// maxReadBuf (see readSizer).
+const (
+	readBuf     = 4 << 10
+	maxReadBuf  = 16 << 10
+	shrinkAfter = 256 // reads using under a quarter of a grown buffer
+)
+
+// readSizer sizes a connection's read buffer to its traffic, as NATS does:
+// a read that fills the buffer doubles it (a busy receiver then needs
+// fewer read calls per message: at N:N 16x32, 40% of 4 KiB reads came
+// back full), and a run of small reads halves it again, so idle and
+// receive-only clients keep a small one.
+type readSizer struct{ small int }
+
+// next returns the buffer for the next read after a read of n bytes into
+// buf; buf is no longer referenced by then (the parser copies partial
+// frames).
+func (r *readSizer) next(buf []byte, n int) []byte {
+	switch {
+	case n == len(buf) && len(buf) < maxReadBuf:
+		r.small = 0
+		return make([]byte, 2*len(buf))
+	case len(buf) > readBuf && n < len(buf)/4:
+		if r.small++; r.small >= shrinkAfter {
+			r.small = 0
+			return make([]byte, len(buf)/2)
+		}
+	default:
+		r.small = 0
+	}
+	return buf
+}
 
 // maxPadRounds bounds the UDP joins re-sent for pad_required.
 const maxPadRounds = 4
@@ -174,6 +205,7 @@ func (c *client) leave(deadline time.Time) {
 func (c *client) read(res chan<- string) string {
 	var p wire.Parser
 	buf := make([]byte, readBuf)
+	var sizer readSizer
 	var lat []int64
 	pads := 0
 	cnt := c.sh.c
@@ -234,6 +266,7 @@ func (c *client) read(res chan<- string) string {
 				}
 				return "protocol_error"
 			}
+			buf = sizer.next(buf, n)
 		}
 		if err != nil {
 			return c.readEnded(err, res)

@@ -103,13 +103,18 @@ func TestLoadCPU(t *testing.T) {
 	}
 	time.Sleep(warmup)
 	load := loadAvg()
-	cpu0, msgs0 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr)
+	cpu0, msgs0, wait0 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr), runQueueWait(cmd.Process.Pid)
 	t0 := time.Now()
 	time.Sleep(window)
-	cpu1, msgs1 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr)
+	cpu1, msgs1, wait1 := procCPU(t, cmd.Process.Pid), scrapeMsgs(maddr), runQueueWait(cmd.Process.Pid)
 	el := time.Since(t0).Seconds()
+	if os.Getenv("REPRISE_LOAD_GOSCHED") != "" {
+		t.Log(scrapeLines(maddr, "go_sched_latencies_seconds"))
+	}
 	for _, l := range <-lines {
-		t.Log(l)
+		if progress != "1m" || strings.HasPrefix(l, "DIAG") {
+			t.Log(l)
+		}
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("replay: %v", err)
@@ -123,8 +128,8 @@ func TestLoadCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	msgs := msgs1 - msgs0
-	t.Logf("LOAD %dx32 load %s | msgs %.0f/s | replay cpu %.2f cores, %.3f s per M msgs | lag p50 %.3f p99 %.3f ms | latency p50 %.2f p99 %.2f ms | backpressure %d | disconnects %v",
-		rooms, load, msgs/el, (cpu1-cpu0)/el, (cpu1-cpu0)/msgs*1e6, s.ScheduleLagMS.P50, s.ScheduleLagMS.P99,
+	t.Logf("LOAD %dx32 load %s | msgs %.0f/s | replay cpu %.2f cores, %.3f s per M msgs, runnable but not running %.2f thread-s/s | lag p50 %.3f p99 %.3f ms | latency p50 %.2f p99 %.2f ms | backpressure %d | disconnects %v",
+		rooms, load, msgs/el, (cpu1-cpu0)/el, (cpu1-cpu0)/msgs*1e6, (wait1-wait0)/el, s.ScheduleLagMS.P50, s.ScheduleLagMS.P99,
 		s.LatencyMS.P50, s.LatencyMS.P99, s.SendsDelayed, s.Disconnects)
 }
 
@@ -213,6 +218,25 @@ func procCPU(t *testing.T, pid int) float64 {
 	return (ut + st) / 100 // USER_HZ
 }
 
+// runQueueWait sums, over a process's threads, the seconds they spent
+// runnable but waiting for a CPU (/proc/PID/task/TID/schedstat, field 2):
+// how much the machine, not the fleet, held the fleet back.
+func runQueueWait(pid int) float64 {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var ns float64
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			ns += v
+		}
+	}
+	return ns / 1e9
+}
+
 func loadAvg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	f := strings.Fields(string(b))
@@ -220,6 +244,23 @@ func loadAvg() string {
 		return "?"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// scrapeLines returns the replay's /metrics lines starting with prefix.
+func scrapeLines(addr, prefix string) string {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var out []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), prefix) {
+			out = append(out, sc.Text())
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func scrapeMsgs(addr string) float64 {
