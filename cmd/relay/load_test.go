@@ -187,7 +187,7 @@ func TestMetricsExposed(t *testing.T) {
 	for _, series := range []string{
 		`relay_connections{transport="tcp"}`, `relay_connections{transport="udp"}`, "relay_rooms",
 		`relay_joins_total{result="ok"}`, "relay_received_messages_total", "relay_delivered_messages_total",
-		"relay_received_bytes_total", "relay_sent_bytes_total", "relay_slow_consumer_disconnects_total",
+		"relay_received_bytes_total", "relay_sent_bytes_total", "relay_writes_total", "relay_slow_consumer_disconnects_total",
 		`relay_host_cpu_seconds_total{mode="idle"}`, `relay_host_network_receive_bytes_total{device="lo"}`,
 		"go_goroutines", "process_resident_memory_bytes",
 	} {

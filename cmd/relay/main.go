@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.IntVar(&cfg.MaxConnections, "max-connections", 0, "TCP connections plus UDP sessions (0: no limit)")
 	f.IntVar(&cfg.MaxPending, "max-pending", 1<<20, "outbound queue cap per connection, bytes; over it a client is a slow consumer")
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", 2*time.Second, "deadline of one write to a client; over it a client is a slow consumer")
+	f.DurationVar(&cfg.WriteCoalesce, "write-coalesce", time.Millisecond, "how long a connection's writer waits for more of a burst (other senders of the same tick) before it writes (0: at once)")
 	f.DurationVar(&cfg.IdleTimeout, "idle-timeout", 180*time.Second, "close a joined client that sent nothing for this long")
 	f.DurationVar(&cfg.JoinTimeout, "join-timeout", 10*time.Second, "close a connection that has not joined within this")
 	f.StringVar(&secret, "auth-secret", "", "when set, joins must carry a token signed with this secret (see docs/protocol.md)")

@@ -33,6 +33,7 @@ type Relay struct {
 	DeliveredMessages prometheus.Counter
 	ReceivedBytes     prometheus.Counter
 	SentBytes         prometheus.Counter
+	Writes            prometheus.Counter
 	SlowConsumers     prometheus.Counter
 
 	joins       *prometheus.CounterVec
@@ -62,6 +63,9 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		SentBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_sent_bytes_total", Help: "Bytes written to clients (TCP and UDP).",
 		}),
+		Writes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_writes_total", Help: "Write system calls (writev) to TCP clients; delivered messages / writes is how well the writers coalesce.",
+		}),
 		SlowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_slow_consumer_disconnects_total", Help: "Clients disconnected for an outbound queue over --max-pending or a write over --write-timeout.",
 		}),
@@ -84,7 +88,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.SlowConsumers, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
+		m.SentBytes, m.Writes, m.SlowConsumers, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}

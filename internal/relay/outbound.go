@@ -1,6 +1,9 @@
 package relay
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // chunkSize is the size of the pooled buffers an outbound queue is made of.
 // Small enough that a connection with a few frames queued holds little,
@@ -24,17 +27,26 @@ func putChunk(c *chunk) {
 // not read is capped at max bytes (plus one chunk of slack) and then
 // declared a slow consumer instead of blocking anyone.
 //
+// pending is added to under the mutex but released by the writer without
+// it, after each write: the writer takes the mutex once per write (take),
+// not twice, so a producer fanning out on the other core bounces the lock's
+// cache line half as often. A producer may read a pending that a write has
+// just lowered a moment late: the cap then errs on the strict side.
+//
 // The mutex is a leaf: nothing else is locked while it is held.
 type outbound struct {
 	mu      sync.Mutex
 	q       []*chunk
-	pending int
+	pending atomic.Int64
 	max     int
 	// flagged says a flush signal is owed: the producer that set it sends
 	// the wake-up after its batch; the writer clears it when it takes q.
 	flagged bool
 	closing bool
 	reason  string // why closing, a bounded label: an error code name or "closed"
+	// closed mirrors closing for readers that must not take the mutex (the
+	// connection's own reader checks it after every read).
+	closed atomic.Bool
 }
 
 // appendFrame queues b. signal says the caller must wake the writer after
@@ -48,7 +60,7 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 	if o.closing {
 		return false, true
 	}
-	if o.pending+len(b) > o.max {
+	if int(o.pending.Load())+len(b) > o.max {
 		o.closeLocked("slow_consumer")
 		o.dropLocked()
 		return false, false
@@ -76,10 +88,11 @@ func (o *outbound) closeWith(last []byte, reason string) bool {
 func (o *outbound) closeLocked(reason string) {
 	o.closing = true
 	o.reason = reason
+	o.closed.Store(true)
 }
 
 func (o *outbound) pushLocked(b []byte) {
-	o.pending += len(b)
+	o.pending.Add(int64(len(b)))
 	for len(b) > 0 {
 		var c *chunk
 		if n := len(o.q); n > 0 && len(o.q[n-1].b) < cap(o.q[n-1].b) {
@@ -96,7 +109,7 @@ func (o *outbound) pushLocked(b []byte) {
 
 func (o *outbound) dropLocked() {
 	for i, c := range o.q {
-		o.pending -= len(c.b)
+		o.pending.Add(-int64(len(c.b)))
 		putChunk(c)
 		o.q[i] = nil
 	}
@@ -113,12 +126,8 @@ func (o *outbound) take(spare []*chunk) (q []*chunk, closing bool) {
 	return q, o.closing
 }
 
-// written releases n in-flight bytes after a write.
-func (o *outbound) written(n int) {
-	o.mu.Lock()
-	o.pending -= n
-	o.mu.Unlock()
-}
+// written releases n in-flight bytes after a write, without the mutex.
+func (o *outbound) written(n int) { o.pending.Add(-int64(n)) }
 
 // fail closes the queue (if it was not) with reason and drops what is
 // queued; it returns the reason the queue closed with.
@@ -139,9 +148,8 @@ func (o *outbound) state() (closing bool, reason string) {
 	return o.closing, o.reason
 }
 
+// isClosing reports whether the queue is closing, without the mutex.
+func (o *outbound) isClosing() bool { return o.closed.Load() }
+
 // Pending is the queued and in-flight byte count.
-func (o *outbound) Pending() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.pending
-}
+func (o *outbound) Pending() int { return int(o.pending.Load()) }

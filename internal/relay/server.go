@@ -48,9 +48,12 @@ type Config struct {
 	MaxConnections int           // TCP connections plus UDP sessions; 0: no limit
 	MaxPending     int           // outbound queue cap per connection in bytes; default 1 MiB
 	WriteTimeout   time.Duration // deadline of one write; default 2 s
-	IdleTimeout    time.Duration // default 180 s
-	JoinTimeout    time.Duration // default 10 s
-	AuthSecret     []byte        // when set, joins need a token signed with it
+	// WriteCoalesce is how long a woken connection writer waits for more of
+	// a burst before it writes (0: write at once). See coalesceBytes.
+	WriteCoalesce time.Duration
+	IdleTimeout   time.Duration // default 180 s
+	JoinTimeout   time.Duration // default 10 s
+	AuthSecret    []byte        // when set, joins need a token signed with it
 }
 
 func (c *Config) setDefaults() {

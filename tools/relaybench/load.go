@@ -71,8 +71,13 @@ func fanout(ctx context.Context, o options, r *relayProc, w io.Writer) error {
 		go func() { defer wg.Done(); m.receive(&measuring) }()
 		go func() {
 			defer wg.Done()
-			// Spread the clients' send times over one period.
-			m.send(ctx, period, time.Duration(i)*period/time.Duration(n), o.payload, &measuring)
+			// Spread the clients' send times over one period, or (--burst)
+			// the rooms' only: a room's members then send in the same tick.
+			phase := time.Duration(i) * period / time.Duration(n)
+			if o.burst {
+				phase = time.Duration(i/o.members) * period / time.Duration(o.rooms)
+			}
+			m.send(ctx, period, phase, o.payload, &measuring)
 		}()
 	}
 	select {
@@ -80,6 +85,10 @@ func fanout(ctx context.Context, o options, r *relayProc, w io.Writer) error {
 	case <-ctx.Done():
 	}
 	cpu0, err := r.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	w0, err := r.writeStats()
 	if err != nil {
 		return err
 	}
@@ -92,6 +101,10 @@ func fanout(ctx context.Context, o options, r *relayProc, w io.Writer) error {
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	cpu1, err := r.cpuSeconds()
+	if err != nil {
+		return err
+	}
+	w1, err := r.writeStats()
 	if err != nil {
 		return err
 	}
@@ -124,6 +137,8 @@ func fanout(ctx context.Context, o options, r *relayProc, w io.Writer) error {
 		ms(total.ValueAtQuantile(50)), ms(total.ValueAtQuantile(99)), ms(total.ValueAtQuantile(99.9)), ms(total.Max()))
 	fmt.Fprintf(w, "relay CPU: %.2f s over %.1f s = %.2f cores; %.3f CPU s per million deliveries\n",
 		cpu, elapsed.Seconds(), cpu/elapsed.Seconds(), cpu/(float64(delivered)/1e6))
+	writes, queued := w1.writes-w0.writes, w1.delivered-w0.delivered
+	fmt.Fprintf(w, "relay writes: %.0f/s, %.1f deliveries per write\n", writes/elapsed.Seconds(), queued/max(writes, 1))
 	fmt.Fprintf(w, "relay RSS: %.1f MiB\n", float64(rss)/(1<<20))
 	fmt.Fprintf(w, "slow-consumer disconnects: %.0f\n", slow)
 	return nil

@@ -41,6 +41,7 @@ type options struct {
 	warmup    time.Duration
 	idleConns int
 	relayArgs string
+	burst     bool
 }
 
 func main() {
@@ -55,6 +56,7 @@ func main() {
 	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured sending before the measurement (fanout)")
 	flag.IntVar(&o.idleConns, "idle-conns", 10000, "connections (idle)")
 	flag.StringVar(&o.relayArgs, "relay-args", "", "extra relay flags, space separated")
+	flag.BoolVar(&o.burst, "burst", false, "a room's members send in the same tick (rooms staggered) instead of each at its own phase (fanout)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -162,6 +164,15 @@ func (r *relayProc) rssBytes() (int64, error) {
 		}
 	}
 	return 0, errors.New("no VmRSS in /proc/pid/status")
+}
+
+// writeCounts is the relay's write and delivery counters at one moment.
+type writeCounts struct{ writes, delivered float64 }
+
+func (r *relayProc) writeStats() (writeCounts, error) {
+	w, err1 := r.metric("relay_writes_total")
+	d, err2 := r.metric("relay_delivered_messages_total")
+	return writeCounts{w, d}, errors.Join(err1, err2)
 }
 
 // metric scrapes one unlabelled sample from the relay's /metrics.

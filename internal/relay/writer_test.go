@@ -1,0 +1,177 @@
+package relay
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	rclient "github.com/reprise-harness/reprise/internal/client"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// TestHoldBackoff: holds that gather nothing make the writer stop holding
+// for a number of wake-ups that doubles while holds keep missing (up to
+// maxSkip), and a hold that gathers something resets it.
+func TestHoldBackoff(t *testing.T) {
+	s := &Server{cfg: Config{WriteCoalesce: time.Microsecond}}
+	c := &client{s: s}
+	c.out.max = 1 << 20
+	c.out.appendFrame([]byte("queued"))
+	w := writer{c: c}
+	// held reports whether one wake-up held (slept) or wrote at once.
+	held := func() bool { h := w.skip == 0; w.hold(); return h }
+	want := minSkip
+	for round := 0; round < 8; round++ {
+		for i := 0; i < holdMisses; i++ {
+			if !held() {
+				t.Fatalf("round %d: miss %d did not hold", round, i)
+			}
+		}
+		if w.skip != want {
+			t.Fatalf("round %d: skip %d after %d misses, want %d", round, w.skip, holdMisses, want)
+		}
+		for i := 0; i < want; i++ {
+			if held() {
+				t.Fatalf("round %d: wake-up %d of %d held", round, i, want)
+			}
+		}
+		want = min(2*want, maxSkip)
+	}
+	// A hold during which bytes arrive is a hit: the backoff starts over.
+	go func() { time.Sleep(100 * time.Microsecond); c.out.appendFrame([]byte("more")) }()
+	s.cfg.WriteCoalesce = 50 * time.Millisecond
+	w.hold()
+	s.cfg.WriteCoalesce = time.Microsecond
+	if w.next != minSkip || w.misses != 0 {
+		t.Fatalf("after a hit: next %d misses %d, want %d and 0", w.next, w.misses, minSkip)
+	}
+	// Nothing queued, or a queue over coalesceBytes: no hold at all.
+	for _, pending := range []int64{0, coalesceBytes} {
+		c.out.pending.Store(pending)
+		start := time.Now()
+		s.cfg.WriteCoalesce = time.Second
+		w.hold()
+		if d := time.Since(start); d > 100*time.Millisecond {
+			t.Errorf("pending %d: held %v", pending, d)
+		}
+	}
+}
+
+// TestWriteDeadlineAfterIdle: the write deadline is armed lazily (at most
+// every WriteTimeout/8), so a connection that wrote nothing for several
+// write timeouts has a deadline in the past; its next writes must re-arm
+// it and succeed, not fail as a slow consumer.
+func TestWriteDeadlineAfterIdle(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const wt = 80 * time.Millisecond
+	s, stop := startServer(t, Config{WriteTimeout: wt, WriteCoalesce: 200 * time.Microsecond})
+	defer stop()
+	a, b := joinConn(t, s, "a"), joinConn(t, s, "b")
+	defer a.Close()
+	defer b.Close()
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	b.SetDeadline(time.Now().Add(5 * time.Second))
+	for i, idle := range []time.Duration{0, wt / 8, wt / 4, wt, 3 * wt, wt / 2} {
+		time.Sleep(idle)
+		if err := a.Send(wire.Send{Mode: wire.Othercast, Payload: []byte{byte(i)}}); err != nil {
+			t.Fatal(err)
+		}
+		f, err := b.RecvType(wire.TypeDeliver)
+		if err != nil {
+			t.Fatalf("after %v idle: %v", idle, err)
+		}
+		if f.Payload[0] != byte(i) {
+			t.Fatalf("message %d: payload %d", i, f.Payload[0])
+		}
+	}
+	if got := testutil.ToFloat64(s.m.SlowConsumers); got != 0 {
+		t.Errorf("%v slow consumers", got)
+	}
+}
+
+// TestWriteTimeoutSlowConsumer: a member that stops reading, with a queue
+// cap too big to be reached, is disconnected by the write timeout within
+// about WriteTimeout of its writes blocking, while its room keeps getting
+// everything.
+func TestWriteTimeoutSlowConsumer(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	const wt = 300 * time.Millisecond
+	s, stop := startServer(t, Config{WriteTimeout: wt, MaxPending: 256 << 20, WriteCoalesce: 200 * time.Microsecond})
+	defer stop()
+	sender, healthy := joinConn(t, s, "sender"), joinConn(t, s, "healthy")
+	defer sender.Close()
+	defer healthy.Close()
+	nc, err := net.Dial("tcp", s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.(*net.TCPConn).SetReadBuffer(4096)
+	slow := rclient.New(nc)
+	defer slow.Close()
+	slow.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := slow.Join("r", "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, 1)
+	go func() {
+		n := 0
+		healthy.SetDeadline(time.Now().Add(10 * time.Second))
+		for {
+			f, err := healthy.Recv()
+			if err != nil {
+				got <- n
+				return
+			}
+			if f.Type == wire.TypeDeliver {
+				n++
+			}
+		}
+	}()
+	payload := make([]byte, 4000)
+	const n = 2000 // 8 MB: far more than the slow member's socket buffers hold
+	start := time.Now()
+	var blockedBy time.Time
+	for i := 0; i < n; i++ {
+		if err := sender.Send(wire.Send{Mode: wire.Othercast, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 19 {
+			time.Sleep(time.Millisecond)
+		}
+		if blockedBy.IsZero() && testutil.ToFloat64(s.m.SlowConsumers) == 0 && time.Since(start) > 2*wt {
+			blockedBy = time.Now()
+		}
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for testutil.ToFloat64(s.m.SlowConsumers) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow consumer not disconnected %v after the first send", time.Since(start))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if d := time.Since(start); d > 2*time.Second+wt {
+		t.Errorf("slow consumer disconnected after %v", d)
+	}
+	sender.Close()
+	healthy.SetDeadline(time.Now().Add(time.Second))
+	if m := <-got; m != n {
+		t.Errorf("healthy member got %d of %d delivers", m, n)
+	}
+}
+
+func joinConn(t *testing.T, s *Server, user string) *rclient.Conn {
+	t.Helper()
+	c, err := rclient.Dial(context.Background(), s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Join("r", user, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
