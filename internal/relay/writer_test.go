@@ -49,6 +49,16 @@ func TestHoldBackoff(t *testing.T) {
 	if w.next != minSkip || w.misses != 0 {
 		t.Fatalf("after a hit: next %d misses %d, want %d and 0", w.next, w.misses, minSkip)
 	}
+	// A hold that gathers nothing right after a write is a burst's tail:
+	// no miss.
+	w.skip, w.misses = 0, 0
+	for i := 0; i < 2*holdMisses; i++ {
+		w.last = time.Now()
+		w.hold()
+	}
+	if w.skip != 0 || w.misses != 0 {
+		t.Fatalf("tails counted as misses: skip %d misses %d", w.skip, w.misses)
+	}
 	// Nothing queued, or a queue over coalesceBytes: no hold at all.
 	for _, pending := range []int64{0, coalesceBytes} {
 		c.out.pending.Store(pending)
