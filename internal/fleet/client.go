@@ -212,7 +212,9 @@ func (c *client) read(res chan<- string) string {
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 {
-			now := c.f.wallNow()
+			mono := c.f.now()
+			c.f.nudge(mono)
+			now := c.f.wall(mono)
 			lat = lat[:0]
 			var msgs, frames int64
 			var ferr error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,9 @@ const (
 	// far behind cannot starve the others of its shard.
 	maxBatch = 256
 	never    = math.MaxInt64
+	// nudgeSlack is how late past its due time a sleeping scheduler may
+	// be before a reader wakes it (see shard.sleepUntil).
+	nudgeSlack = int64(100 * time.Microsecond)
 )
 
 // shard is one scheduler: a goroutine with a min-heap of its clients by
@@ -29,6 +33,16 @@ type shard struct {
 	mu       sync.Mutex
 	incoming []*client
 
+	// sleepUntil is the fleet clock the scheduler sleeps until (never
+	// while it runs). A Go timer fires only when the P that holds it
+	// schedules, and on a host whose cores are oversubscribed that P's
+	// thread can be off the CPU for a whole OS time slice (milliseconds)
+	// while the fleet's other threads run readers. Readers therefore
+	// check it after every read and wake an overdue scheduler themselves
+	// (Fleet.nudge), so it runs on whichever thread of the fleet is on a
+	// CPU.
+	sleepUntil atomic.Int64
+
 	h clientHeap
 	// w and ends are the scheduler goroutine's scratch for one client's
 	// turn: the non-blocking writer and the end offsets of its frames.
@@ -37,7 +51,9 @@ type shard struct {
 }
 
 func newShard(f *Fleet, c *counters, rec *hists) *shard {
-	return &shard{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
+	s := &shard{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
+	s.sleepUntil.Store(never)
+	return s
 }
 
 // add hands a logged-in client to the shard.
@@ -96,16 +112,41 @@ func (s *shard) run(ctx context.Context) {
 			s.rec.recordLags(lags)
 			lags = lags[:0]
 		}
-		wait := time.Hour
+		wait, due := time.Hour, int64(never)
 		if len(s.h) > 0 {
-			wait = time.Duration(s.h[0].due - now)
+			due = s.h[0].due
+			wait = time.Duration(due - now)
 		}
+		s.sleepUntil.Store(due)
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.wake:
 		case <-timer.C:
+		}
+		s.sleepUntil.Store(never)
+	}
+}
+
+// poke wakes the scheduler if it still sleeps until due; of several
+// pokers only one sends.
+func (s *shard) poke(due int64) {
+	if s.sleepUntil.CompareAndSwap(due, never) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nudge wakes every scheduler sleeping more than nudgeSlack past its due
+// time; now is the fleet clock. Readers call it after each read: two
+// atomic loads when all is on time.
+func (f *Fleet) nudge(now int64) {
+	for _, s := range f.shards {
+		if d := s.sleepUntil.Load(); now-d > nudgeSlack {
+			s.poke(d)
 		}
 	}
 }
