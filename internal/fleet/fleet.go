@@ -1,8 +1,10 @@
 // Package fleet replays one recorded client session as many clients
 // against a relay: it reads the capture into a session.Script, ramps the
 // logins (cooldown, pauses, timeouts, failures counted by reason), plays
-// each client's plan from one scheduler goroutine per core, reads and times
-// every delivery, and writes the summary and the replay_* metrics.
+// each client's plan from one scheduler goroutine per core (which never
+// blocks on a socket: see send.go for the per-client backlog and its
+// backpressure count), reads and times every delivery, and writes the
+// summary and the replay_* metrics.
 //
 // It is not the relay (internal/relay) nor the comparison report
 // (internal/report); `replay compare` drives it through Run, Config and
