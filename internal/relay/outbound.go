@@ -38,6 +38,7 @@ type outbound struct {
 	mu      sync.Mutex
 	q       []*chunk
 	pending atomic.Int64
+	frames  atomic.Int64 // frames queued since the writer last took the queue
 	max     int
 	// flagged says a flush signal is owed: the producer that set it sends
 	// the wake-up after its batch; the writer clears it when it takes q.
@@ -97,6 +98,7 @@ func (o *outbound) closeLocked(reason string) {
 
 func (o *outbound) pushLocked(b []byte) {
 	o.pending.Add(int64(len(b)))
+	o.frames.Add(1)
 	for len(b) > 0 {
 		var c *chunk
 		if n := len(o.q); n > 0 && len(o.q[n-1].b) < cap(o.q[n-1].b) {
@@ -118,6 +120,7 @@ func (o *outbound) dropLocked() {
 		o.q[i] = nil
 	}
 	o.q = o.q[:0]
+	o.frames.Store(0)
 }
 
 // take hands the writer every queued chunk, swapping in spare as the new
@@ -127,6 +130,7 @@ func (o *outbound) take(spare []*chunk) (q []*chunk, closing bool) {
 	defer o.mu.Unlock()
 	q, o.q = o.q, spare[:0]
 	o.flagged = false
+	o.frames.Store(0)
 	return q, o.closing
 }
 

@@ -170,16 +170,18 @@ func (c *client) writeLoop() {
 // the burst was still arriving, in steps of d/4, bought no fewer writes
 // with the bench's clients and cost a timer wake-up per write.)
 //
-// A hold that gathers nothing for a connection whose last write was more
-// than isolated ago is a miss: the connection gets messages one at a time
-// (a receiver in a 1 → N room). After holdMisses misses in a row the
-// writer writes at once for the next skip wake-ups, starting at minSkip and
-// doubling up to maxSkip while holds keep missing, so such a connection
-// does not pay the delay and a timer wake-up for nothing, and probes seldom
-// enough that its p99 does not see the probes. A hold that gathers nothing
-// shortly after a write is the tail of a burst that outlasted the hold,
-// and counts neither way: counting it as a miss would turn coalescing off
-// for exactly the connections that need it.
+// A hold that gathers nothing when a single frame was queued and the
+// connection's last write was more than isolated ago is a miss: the
+// connection gets messages one at a time (a receiver in a 1 → N room).
+// After holdMisses misses in a row the writer writes at once for the next
+// skip wake-ups, starting at minSkip and doubling up to maxSkip while holds
+// keep missing, so such a connection does not pay the delay and a timer
+// wake-up for nothing, and probes seldom enough that its p99 does not see
+// the probes. Other holds that gather nothing are not misses: shortly
+// after a write it is the tail of a burst that outlasted the hold, and with
+// several frames queued the writer was woken late, after the burst had
+// arrived (a busy machine); counting either as a miss turned coalescing
+// off for a third of the wake-ups of the connections that need it.
 const (
 	coalesceBytes = 32 << 10
 	holdMisses    = 4
@@ -218,8 +220,8 @@ func (w *writer) hold() {
 	start := time.Now()
 	time.Sleep(d)
 	if w.c.out.pending.Load() == before {
-		if start.Sub(w.last) < isolated*d {
-			return // the tail of a burst
+		if start.Sub(w.last) < isolated*d || w.c.out.frames.Load() > 1 {
+			return // the tail of a burst, or a burst that was all there
 		}
 		if w.misses++; w.misses >= holdMisses {
 			w.skip = max(w.next, minSkip)

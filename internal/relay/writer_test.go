@@ -59,11 +59,21 @@ func TestHoldBackoff(t *testing.T) {
 	if w.skip != 0 || w.misses != 0 {
 		t.Fatalf("tails counted as misses: skip %d misses %d", w.skip, w.misses)
 	}
+	// Nor is one that gathers nothing with several frames queued (a late
+	// wake-up after a whole burst arrived).
+	c.out.appendFrame([]byte("second"))
+	w.last = time.Time{}
+	for i := 0; i < 2*holdMisses; i++ {
+		w.hold()
+	}
+	if w.skip != 0 || w.misses != 0 {
+		t.Fatalf("late wake-ups counted as misses: skip %d misses %d", w.skip, w.misses)
+	}
 	// Nothing queued, or a queue over coalesceBytes: no hold at all.
+	s.cfg.WriteCoalesce = time.Second
 	for _, pending := range []int64{0, coalesceBytes} {
 		c.out.pending.Store(pending)
 		start := time.Now()
-		s.cfg.WriteCoalesce = time.Second
 		w.hold()
 		if d := time.Since(start); d > 100*time.Millisecond {
 			t.Errorf("pending %d: held %v", pending, d)
