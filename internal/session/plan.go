@@ -33,10 +33,14 @@ func (s *Script) Plan(hb time.Duration) Plan {
 	return Plan{s: s, login: len(s.frames), hb: hb, hbBase: s.frames[len(s.frames)-1].at}
 }
 
-// ReceiveOnlyPlan returns the plan of a client that plays the login part
-// once and then sends only a heartbeat every hb.
+// ReceiveOnlyPlan returns the plan of a client that logs in and then sends
+// only a heartbeat every hb, as the VR report's receive-only clients did.
+// It plays the login part up to its first send (the join and any other
+// handshake frames) but none of the casts the recorded client made before
+// the loop start A: a listener must not talk.
 func (s *Script) ReceiveOnlyPlan(hb time.Duration) Plan {
-	return Plan{s: s, login: s.loginEnd, hb: hb, hbBase: s.frames[s.loginEnd-1].at}
+	login := min(s.handshakeEnd, s.loginEnd)
+	return Plan{s: s, login: login, hb: hb, hbBase: s.frames[login-1].at}
 }
 
 // Frames is how many script frames (a prefix) the plan can ever play;

@@ -46,8 +46,12 @@ type Script struct {
 	// part. loopEnd is B, exclusive. Without a loop, loginEnd is the first
 	// send and loopEnd the number of frames.
 	loginEnd, loopEnd int
-	looping           bool
-	period            time.Duration // B−A scaled, when looping
+	// handshakeEnd is the first send: the frames before it (the join and
+	// whatever the client said before its first cast) are all a
+	// receive-only client plays.
+	handshakeEnd int
+	looping      bool
+	period       time.Duration // B−A scaled, when looping
 
 	// RecordedUser is the user id of the recorded join; RecordedRoom its room.
 	RecordedUser string
@@ -107,6 +111,13 @@ func New(in []Frame, opts Options) (*Script, error) {
 	}
 	s.findOthers()
 	s.markTemplates()
+	s.handshakeEnd = len(s.frames)
+	for i, f := range s.frames {
+		if f.typ == wire.TypeSend {
+			s.handshakeEnd = i
+			break
+		}
+	}
 	if err := s.setLoop(in, first, last, opts.Loop, speed); err != nil {
 		return nil, err
 	}
@@ -199,13 +210,7 @@ func (s *Script) markTemplates() {
 func (s *Script) setLoop(in []Frame, first, last int, l *Loop, speed float64) error {
 	if l == nil {
 		s.loopEnd = len(s.frames)
-		s.loginEnd = len(s.frames)
-		for i, f := range s.frames {
-			if f.typ == wire.TypeSend {
-				s.loginEnd = i
-				break
-			}
-		}
+		s.loginEnd = s.handshakeEnd
 		return nil
 	}
 	kept := in[first:last]

@@ -214,6 +214,9 @@ func TestPlanOnceThenHeartbeat(t *testing.T) {
 	}
 }
 
+// TestReceiveOnlyPlan: a receive-only client plays the join and the
+// heartbeat before the first send, none of the poses the recording sent
+// before the loop start, and then only heartbeats.
 func TestReceiveOnlyPlan(t *testing.T) {
 	s := mustScript(t, "150ms,350ms", 1, false)
 	p := s.ReceiveOnlyPlan(time.Minute)
@@ -222,17 +225,17 @@ func TestReceiveOnlyPlan(t *testing.T) {
 		want Step
 	}{
 		{0, Step{Frame: 0, Due: 0}},
-		{2, Step{Frame: 2, Due: ms(100)}},
-		{3, Step{Frame: Heartbeat, Due: ms(100) + time.Minute}},
-		{4, Step{Frame: Heartbeat, Due: ms(100) + 2*time.Minute}},
+		{1, Step{Frame: 1, Due: ms(10)}},
+		{2, Step{Frame: Heartbeat, Due: ms(10) + time.Minute}},
+		{3, Step{Frame: Heartbeat, Due: ms(10) + 2*time.Minute}},
 	}
 	for _, tt := range tests {
 		if got := p.Step(tt.n); got != tt.want {
 			t.Errorf("Step(%d) = %+v, want %+v", tt.n, got, tt.want)
 		}
 	}
-	if got := p.Frames(); got != 3 {
-		t.Errorf("Frames = %d, want 3", got)
+	if got := p.Frames(); got != 2 {
+		t.Errorf("Frames = %d, want 2", got)
 	}
 }
 
