@@ -122,7 +122,7 @@ func BenchmarkBurstTCP(b *testing.B) {
 		rooms, members int
 		coalesce       time.Duration
 	}{
-		{8, 32, 0}, {8, 32, 200 * time.Microsecond}, {8, 32, 500 * time.Microsecond},
+		{8, 32, 0}, {8, 32, 200 * time.Microsecond}, {8, 32, time.Millisecond},
 	} {
 		b.Run(fmt.Sprintf("%dx%d/coalesce=%v", bc.rooms, bc.members, bc.coalesce), func(b *testing.B) {
 			br := newBurstRooms(b, Config{WriteCoalesce: bc.coalesce}, bc.rooms, bc.members)

@@ -196,6 +196,7 @@ type writer struct {
 	c      *client
 	spare  []*chunk
 	iov    net.Buffers
+	nb     net.Buffers // what WriteTo consumes; iov keeps the backing array
 	misses int
 	skip   int       // wake-ups left to write without holding
 	next   int       // the skip after the next miss streak
@@ -244,8 +245,10 @@ func (w *writer) write(q []*chunk) error {
 	now := time.Now()
 	w.last = now
 	w.armDeadline(now)
-	nb := w.iov
-	n, err := nb.WriteTo(c.tcp)
+	// WriteTo takes a pointer that escapes: a field, not a local, so it
+	// is not a heap allocation per write.
+	w.nb = w.iov
+	n, err := w.nb.WriteTo(c.tcp)
 	for i, ch := range q {
 		putChunk(ch)
 		q[i] = nil
