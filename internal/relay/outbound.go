@@ -27,19 +27,23 @@ func putChunk(c *chunk) {
 // not read is capped at max bytes (plus one chunk of slack) and then
 // declared a slow consumer instead of blocking anyone.
 //
-// pending is added to under the mutex but released by the writer without
-// it, after each write: the writer takes the mutex once per write (take),
-// not twice, so a producer fanning out on the other core bounces the lock's
-// cache line half as often. A producer may read a pending that a write has
-// just lowered a moment late: the cap then errs on the strict side.
+// The pending byte count is queued - released: producers add to queued
+// under the mutex with plain arithmetic, the writer adds to released after
+// each write without the mutex (it takes the mutex once per write, in take,
+// not twice). A locked atomic add per delivery inside appendFrame made its
+// unlock the relay's hottest instruction (each locked instruction waits for
+// the frame's copy to drain from the store buffer), so only the writer,
+// once per write, pays one. A producer may see a release a moment late:
+// the cap then errs on the strict side.
 //
 // The mutex is a leaf: nothing else is locked while it is held.
 type outbound struct {
-	mu      sync.Mutex
-	q       []*chunk
-	pending atomic.Int64
-	frames  atomic.Int64 // frames queued since the writer last took the queue
-	max     int
+	mu       sync.Mutex
+	q        []*chunk
+	queued   int64        // bytes ever queued, less dropped ones; under mu
+	released atomic.Int64 // bytes written (released by the writer)
+	frames   int          // frames queued since the writer last took q; under mu
+	max      int
 	// flagged says a flush signal is owed: the producer that set it sends
 	// the wake-up after its batch; the writer clears it when it takes q.
 	flagged bool
@@ -63,7 +67,7 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 	switch {
 	case o.closing:
 		signal, ok = false, true
-	case int(o.pending.Load())+len(b) > o.max:
+	case o.pendingLocked()+int64(len(b)) > int64(o.max):
 		o.closeLocked("slow_consumer")
 		o.dropLocked()
 		signal, ok = false, false
@@ -97,8 +101,8 @@ func (o *outbound) closeLocked(reason string) {
 }
 
 func (o *outbound) pushLocked(b []byte) {
-	o.pending.Add(int64(len(b)))
-	o.frames.Add(1)
+	o.queued += int64(len(b))
+	o.frames++
 	for len(b) > 0 {
 		var c *chunk
 		if n := len(o.q); n > 0 && len(o.q[n-1].b) < cap(o.q[n-1].b) {
@@ -115,12 +119,12 @@ func (o *outbound) pushLocked(b []byte) {
 
 func (o *outbound) dropLocked() {
 	for i, c := range o.q {
-		o.pending.Add(-int64(len(c.b)))
+		o.queued -= int64(len(c.b))
 		putChunk(c)
 		o.q[i] = nil
 	}
 	o.q = o.q[:0]
-	o.frames.Store(0)
+	o.frames = 0
 }
 
 // take hands the writer every queued chunk, swapping in spare as the new
@@ -130,12 +134,22 @@ func (o *outbound) take(spare []*chunk) (q []*chunk, closing bool) {
 	defer o.mu.Unlock()
 	q, o.q = o.q, spare[:0]
 	o.flagged = false
-	o.frames.Store(0)
+	o.frames = 0
 	return q, o.closing
 }
 
 // written releases n in-flight bytes after a write, without the mutex.
-func (o *outbound) written(n int) { o.pending.Add(-int64(n)) }
+func (o *outbound) written(n int) { o.released.Add(int64(n)) }
+
+func (o *outbound) pendingLocked() int64 { return o.queued - o.released.Load() }
+
+// backlog is the pending byte count and the frames queued since the
+// writer last took the queue.
+func (o *outbound) backlog() (pending int64, frames int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.pendingLocked(), o.frames
+}
 
 // fail closes the queue (if it was not) with reason and drops what is
 // queued; it returns the reason the queue closed with.
@@ -160,4 +174,8 @@ func (o *outbound) state() (closing bool, reason string) {
 func (o *outbound) isClosing() bool { return o.closed.Load() }
 
 // Pending is the queued and in-flight byte count.
-func (o *outbound) Pending() int { return int(o.pending.Load()) }
+func (o *outbound) Pending() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return int(o.pendingLocked())
+}

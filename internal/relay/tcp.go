@@ -214,14 +214,14 @@ func (w *writer) hold() {
 		w.skip--
 		return
 	}
-	before := w.c.out.pending.Load()
+	before, _ := w.c.out.backlog()
 	if before == 0 || before >= coalesceBytes {
 		return // a stale wake-up, or enough to write already
 	}
 	start := time.Now()
 	time.Sleep(d)
-	if w.c.out.pending.Load() == before {
-		if start.Sub(w.last) < isolated*d || w.c.out.frames.Load() > 1 {
+	if after, frames := w.c.out.backlog(); after == before {
+		if start.Sub(w.last) < isolated*d || frames > 1 {
 			return // the tail of a burst, or a burst that was all there
 		}
 		if w.misses++; w.misses >= holdMisses {

@@ -74,7 +74,7 @@ func TestHoldBackoff(t *testing.T) {
 	// Nothing queued, or a queue over coalesceBytes: no hold at all.
 	s.cfg.WriteCoalesce = time.Second
 	for _, pending := range []int64{0, coalesceBytes} {
-		c.out.pending.Store(pending)
+		c.out.queued = pending + c.out.released.Load()
 		start := time.Now()
 		w.hold()
 		if d := time.Since(start); d > 100*time.Millisecond {
