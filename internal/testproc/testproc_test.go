@@ -1,0 +1,124 @@
+package testproc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var bins map[string]string
+
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	b, cleanup, err := Build("relay")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testproc test:", err)
+		return 1
+	}
+	defer cleanup()
+	bins = b
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "testproc test: leaked goroutines:", err)
+			return 1
+		}
+	}
+	return code
+}
+
+func TestStartStop(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		sig     os.Signal
+		wantErr string
+	}{
+		{"exits on interrupt", `trap 'echo bye; exit 0' INT; echo up; echo oops >&2; while :; do sleep 0.05; done`, os.Interrupt, ""},
+		{"fails on term", `trap 'exit 3' TERM; echo up; while :; do sleep 0.05; done`, syscall.SIGTERM, "exit status 3"},
+		{"ignores interrupt", `trap '' INT; echo up; while :; do sleep 0.05; done`, os.Interrupt, "killed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := Start(t, "sh", "-c", tt.script)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := p.WaitOutput(ctx, p.Stdout, regexp.MustCompile(`up\n`)); err != nil {
+				t.Fatal(err)
+			}
+			err := p.Stop(tt.sig, 500*time.Millisecond)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("stop: %v, want %q", err, tt.wantErr)
+			}
+			if !p.Exited() || p.Err() != nil && tt.wantErr == "" {
+				t.Fatalf("exited %v err %v", p.Exited(), p.Err())
+			}
+			if tt.wantErr == "" && (p.Stdout.String() != "up\nbye\n" || p.Stderr.String() != "oops\n") {
+				t.Errorf("stdout %q stderr %q", p.Stdout, p.Stderr)
+			}
+		})
+	}
+}
+
+func TestStartCombined(t *testing.T) {
+	p := StartCombined(t, "sh", "-c", "echo one; echo two >&2; echo three")
+	if err := p.Wait(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if p.Stdout != p.Stderr || p.Stdout.String() != "one\ntwo\nthree\n" {
+		t.Errorf("combined output %q", p.Stdout)
+	}
+}
+
+func TestWaitOutputExited(t *testing.T) {
+	p := Start(t, "sh", "-c", "echo nothing useful >&2; exit 2")
+	_, err := p.WaitOutput(context.Background(), p.Stdout, regexp.MustCompile(`never`))
+	if err == nil || !strings.Contains(err.Error(), "exit status 2") || !strings.Contains(err.Error(), "nothing useful") {
+		t.Fatalf("WaitOutput on an exited process: %v", err)
+	}
+}
+
+func TestStartRelay(t *testing.T) {
+	r := StartRelay(t, bins["relay"], "--udp", "off")
+	if r.UDP != "off" {
+		t.Errorf("udp %q, want off", r.UDP)
+	}
+	for _, a := range []string{r.TCP, r.Metrics} {
+		if !strings.HasPrefix(a, "127.0.0.1:") {
+			t.Errorf("address %q not on loopback", a)
+		}
+	}
+	c, err := net.DialTimeout("tcp", r.TCP, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := r.Stop(r.StopSignal, Grace); err != nil {
+		t.Fatalf("relay after SIGTERM: %v", err)
+	}
+}
+
+func TestTail(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"a\nb\nc\n", 2, "b\nc"},
+		{"a\nb", 5, "a\nb"},
+		{"", 3, ""},
+	} {
+		if got := Tail(tt.in, tt.n); got != tt.want {
+			t.Errorf("Tail(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
