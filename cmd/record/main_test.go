@@ -3,12 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,101 +19,60 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-var bin string // directory holding the built record, relay and vrclient
+var bins map[string]string // the built record, relay and vrclient by name
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "record-test")
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	b, cleanup, err := testproc.Build("record", "relay", "vrclient")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin = dir
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/record", "../../cmd/relay", "../../examples/vrclient")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build:", err)
-		os.Exit(1)
+		return 1
 	}
-	os.Chmod(dir, 0o755) // the permission test runs record as nobody
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	defer cleanup()
+	bins = b
+	os.Chmod(filepath.Dir(b["record"]), 0o755) // the permission test runs record as nobody
+	return m.Run()
 }
 
-// lockedBuffer collects a process's output safely while it runs.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// proc is a started binary.
+// proc is a started binary; out holds its stdout and stderr together.
 type proc struct {
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	exited chan struct{}
-	err    error // set before exited closes
+	*testproc.Proc
+	out *testproc.SyncBuffer
 }
 
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(filepath.Join(bin, name), args...), out: &lockedBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
+	p := testproc.StartCombined(t, bins[name], args...)
+	return &proc{Proc: p, out: p.Stdout}
 }
 
 func (p *proc) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(p.out.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no %q in output:\n%s", p.cmd.Path, s, p.out.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.WaitOutput(ctx, p.out, regexp.MustCompile(regexp.QuoteMeta(s))); err != nil {
+		t.Fatalf("%s: no %q in output (%v):\n%s", p.Cmd.Path, s, err, p.out.String())
 	}
 }
 
 func (p *proc) wait(t *testing.T) error {
 	t.Helper()
-	select {
-	case <-p.exited:
-		return p.err
-	case <-time.After(20 * time.Second):
-		t.Fatalf("%s did not exit:\n%s", p.cmd.Path, p.out.String())
-		return nil
+	err := p.Wait(20 * time.Second)
+	if !p.Exited() {
+		t.Fatalf("%s did not exit:\n%s", p.Cmd.Path, p.out.String())
 	}
+	return err
 }
 
 func (p *proc) stop(t *testing.T, sig os.Signal) error {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("signal %s: %v\n%s", p.cmd.Path, err, p.out.String())
+	if err := p.Signal(sig); err != nil {
+		t.Fatalf("%v\n%s", err, p.out.String())
 	}
 	return p.wait(t)
 }
@@ -390,7 +351,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := exec.Command(filepath.Join(bin, "record"), tc.args...)
+			cmd := exec.Command(bins["record"], tc.args...)
 			if tc.nobody {
 				if os.Geteuid() != 0 {
 					t.Skip("needs root to drop to nobody")

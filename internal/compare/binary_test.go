@@ -15,6 +15,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // repoRoot is two levels up from this package.
@@ -36,12 +37,7 @@ func TestCompareBinary(t *testing.T) {
 	if _, err := os.Stat(capture); err != nil {
 		t.Fatalf("bundled capture: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "replay")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/replay")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build replay: %v\n%s", err, out)
-	}
+	bin := testproc.BuildT(t, testproc.Options{}, "replay")["replay"]
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
 	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -33,24 +33,6 @@ func poseScript() []session.Frame {
 		fr = append(fr, session.Frame{Offset: t, Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, HasTrace: true, Payload: pose})})
 	}
 	return fr
-}
-
-// syncBuffer is a progress sink the fleet and the test may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func smallConfig(t *testing.T) Config {
@@ -69,7 +51,7 @@ func smallConfig(t *testing.T) Config {
 // loopback) and checks the report against the fleets' own summaries.
 func TestCompareSmall(t *testing.T) {
 	cfg := smallConfig(t)
-	var progress syncBuffer
+	var progress testproc.SyncBuffer
 	cfg.Progress = &progress
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -145,7 +127,7 @@ func TestCompareSmall(t *testing.T) {
 func TestCompareInterrupted(t *testing.T) {
 	cfg := smallConfig(t)
 	cfg.Fleet.Duration = 2 * time.Second
-	var progress syncBuffer
+	var progress testproc.SyncBuffer
 	cfg.Progress = &progress
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

@@ -13,40 +13,28 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
-// bins are the real programs under test, built once in TestMain.
-var bins struct{ relay, replay string }
+// bins are the real programs under test by name, built once in TestMain.
+var bins map[string]string
 
 func TestMain(m *testing.M) { os.Exit(testMain(m)) }
 
 func testMain(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "reprise-dashboards-")
+	b, cleanup, err := testproc.Build("relay", "replay")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "dashboards test:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dashboards test:", err)
-		return 1
-	}
-	for name, dst := range map[string]*string{"relay": &bins.relay, "replay": &bins.replay} {
-		*dst = filepath.Join(dir, name)
-		cmd := exec.Command("go", "build", "-o", *dst, "./cmd/"+name)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "dashboards test: go build ./cmd/%s: %v\n%s", name, err, out)
-			return 1
-		}
-	}
+	defer cleanup()
+	bins = b
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -55,102 +43,6 @@ func testMain(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// syncBuffer collects a process's output; the test reads it while exec's
-// copying goroutine writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// proc is a program the test started. Cleanup interrupts it, waits up to
-// 10 s for a clean exit, then kills it.
-type proc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
-	done           chan struct{}
-	err            error
-}
-
-func start(t *testing.T, name string, args ...string) *proc {
-	t.Helper()
-	p := &proc{name: filepath.Base(name), done: make(chan struct{})}
-	p.cmd = exec.Command(name, args...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", p.name, err)
-	}
-	go func() { // owned by p: ends when the process does
-		p.err = p.cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		if err := p.stop(10 * time.Second); err != nil {
-			t.Errorf("%s: %v", p.name, err)
-		}
-		if t.Failed() {
-			t.Logf("%s stderr:\n%s", p.name, tail(p.stderr.String(), 30))
-		}
-	})
-	return p
-}
-
-// stop sends SIGINT (a user's Ctrl-C) and waits for the exit, killing the
-// process if it takes longer than grace.
-func (p *proc) stop(grace time.Duration) error {
-	select {
-	case <-p.done:
-		return nil
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(grace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		return fmt.Errorf("did not exit within %v of SIGINT; killed", grace)
-	}
-}
-
-// waitOutput waits until the process printed a line matching re on stdout and
-// returns the submatches.
-func (p *proc) waitOutput(ctx context.Context, re *regexp.Regexp) ([]string, error) {
-	for {
-		if m := re.FindStringSubmatch(p.stdout.String()); m != nil {
-			return m, nil
-		}
-		select {
-		case <-p.done:
-			return nil, fmt.Errorf("%s exited (%v) before printing %s; stderr:\n%s", p.name, p.err, re, tail(p.stderr.String(), 20))
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s did not print %s: %w", p.name, re, ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // e2e run parameters: small enough for a shared 2-core machine, long enough
@@ -177,18 +69,13 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	began := time.Now()
 
 	relayMetrics, fleetMetrics, promAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	relay := start(t, bins.relay, "--listen", "127.0.0.1:0", "--metrics", relayMetrics, "--log-level", "warn")
-	m, err := relay.waitOutput(ctx, regexp.MustCompile(`listening tcp=(\S+)`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	relayTCP := m[1]
+	relayTCP := testproc.StartRelay(t, bins["relay"], "--metrics", relayMetrics, "--log-level", "warn").TCP
 
 	cfg := writePromConfig(t, root, dir, relayMetrics, fleetMetrics)
 	if out, err := exec.Command(promtool, "check", "config", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config on the test's config: %v\n%s", err, out)
 	}
-	start(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+	testproc.Start(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
 		"--web.listen-address="+promAddr, "--log.level=warn")
 	p := prom{base: "http://" + promAddr}
 	if err := waitReady(ctx, p.base); err != nil {
@@ -198,7 +85,7 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	summaryPath := filepath.Join(dir, "summary.json")
 	// The bundled capture and the loop points the README's demo uses.
 	capture, loop := filepath.Join(root, "captures", "vr-session.pcap"), "12s,48s"
-	fleet := start(t, bins.replay,
+	fleet := testproc.Start(t, bins["replay"],
 		"--capture", capture,
 		"--loop", loop,
 		"--target", relayTCP,
@@ -229,11 +116,8 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	checkSanity(ctx, t, p, values, at)
 
 	// Ctrl-C ends the run; the fleet writes its summary, its own count.
-	if err := fleet.stop(15 * time.Second); err != nil {
-		t.Fatalf("replay: %v", err)
-	}
-	if fleet.err != nil {
-		t.Fatalf("replay exited with %v; stderr:\n%s", fleet.err, tail(fleet.stderr.String(), 20))
+	if err := fleet.Stop(syscall.SIGINT, 15*time.Second); err != nil {
+		t.Fatalf("replay: %v; stderr:\n%s", err, testproc.Tail(fleet.Stderr.String(), 20))
 	}
 	var summary struct {
 		PeakLoggedIn   float64 `json:"peak_logged_in"`
