@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // netns is a throw-away network namespace with loopback up and the
@@ -63,11 +62,7 @@ func TestPortExhaustionNetns(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := newNetns(t, ports)
-			relay := ns.cmd(filepath.Join(binDir, "relay"), "--listen", "127.0.0.1:7400", "--metrics", "")
-			if err := relay.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { relay.Process.Signal(os.Interrupt); relay.Wait() })
+			testproc.StartCmd(t, ns.cmd(bins["relay"], "--listen", "127.0.0.1:7400", "--metrics", ""))
 			time.Sleep(300 * time.Millisecond)
 			sumPath := filepath.Join(t.TempDir(), "summary.json")
 			args := []string{"--capture", path, "--target", "127.0.0.1:7400", "--clients", fmt.Sprint(clients), "--receive-only",
@@ -76,21 +71,14 @@ func TestPortExhaustionNetns(t *testing.T) {
 				args = append(args, "--source-ips", tt.sourceIPs)
 			}
 			start := time.Now()
-			out, err := ns.cmd(filepath.Join(binDir, "replay"), args...).CombinedOutput()
+			out, err := ns.cmd(bins["replay"], args...).CombinedOutput()
 			if err != nil {
 				t.Fatalf("replay: %v\n%s", err, out)
 			}
 			if took := time.Since(start); took > 15*time.Second {
 				t.Errorf("run took %v: the fleet hung on exhausted ports", took)
 			}
-			var s fleet.Summary
-			b, err := os.ReadFile(sumPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatal(err)
-			}
+			s, _ := readSummary(t, sumPath)
 			t.Logf("%s: attempts %d, logged in %d, failed %v", tt.name, s.LoginAttempts, s.LoginsSucceeded, s.LoginsFailed)
 			if tt.sourceIPs != "" {
 				if s.LoginsSucceeded != clients {

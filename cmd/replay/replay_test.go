@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,29 +24,24 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-var binDir string
+// bins are the relay and replay binaries (with -race) by name.
+var bins map[string]string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "replay-test")
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	b, cleanup, err := testproc.BuildWith(testproc.Options{Flags: []string{"-race"}}, "relay", "replay")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
-	binDir = dir
-	for _, b := range []string{"relay", "replay"} {
-		out, err := exec.Command("go", "build", "-race", "-o", filepath.Join(dir, b), "../"+b).CombinedOutput()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", b, err, out)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	defer cleanup()
+	bins = b
+	return m.Run()
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }
@@ -116,42 +109,16 @@ func castScript() []timedFrame {
 	)
 }
 
-type relayProc struct {
-	addr, metrics string
-}
-
 // startRelay runs the relay binary on free ports until the test ends.
-func startRelay(t *testing.T, args ...string) relayProc {
+func startRelay(t *testing.T, args ...string) *testproc.Relay {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(binDir, "relay"), append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, args...)...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("relay start: %v", err)
-	}
-	m := regexp.MustCompile(`tcp=(\S+) udp=\S+ metrics=(\S+)`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("relay said %q", line)
-	}
-	go io.Copy(io.Discard, stdout)
-	return relayProc{addr: m[1], metrics: m[2]}
+	return testproc.StartRelay(t, bins["relay"], args...)
 }
 
 // relayMetric reads one unlabelled sample from the relay's /metrics.
-func relayMetric(t *testing.T, r relayProc, name string) float64 {
+func relayMetric(t *testing.T, r *testproc.Relay, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + r.metrics + "/metrics")
+	resp, err := http.Get("http://" + r.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +147,7 @@ type result struct {
 func replay(t *testing.T, args ...string) result {
 	t.Helper()
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
-	cmd := exec.Command(filepath.Join(binDir, "replay"), append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
+	cmd := exec.Command(bins["replay"], append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -194,6 +161,20 @@ func replay(t *testing.T, args ...string) result {
 		}
 	}
 	return r
+}
+
+// readSummary reads a replay --summary file.
+func readSummary(t *testing.T, path string) (fleet.Summary, []byte) {
+	t.Helper()
+	var s fleet.Summary
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	return s, b
 }
 
 func mustOK(t *testing.T, r result) {
@@ -210,7 +191,7 @@ func TestNNExactDeliveries(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "6", "--room-size", "3",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
 		"--login-interval", "10ms", "--duration", "1200ms", "--heartbeat", "0")
 	mustOK(t, res)
 	s := res.sum
@@ -234,7 +215,7 @@ func Test1N(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "6", "--senders", "2",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "6", "--senders", "2",
 		"--login-interval", "10ms", "--duration", "1200ms", "--heartbeat", "0")
 	mustOK(t, res)
 	s := res.sum
@@ -261,7 +242,7 @@ func TestLoopWraps(t *testing.T) {
 		fr = append(fr, pose(at))
 	}
 	path := writeCapture(t, fr)
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "3", "--loop", "200ms,300ms",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "3", "--loop", "200ms,300ms",
 		"--login-interval", "10ms", "--duration", "1500ms")
 	mustOK(t, res)
 	s := res.sum
@@ -282,7 +263,7 @@ func TestLoopWraps(t *testing.T) {
 func TestRampTiming(t *testing.T) {
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "5", "--receive-only",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "5", "--receive-only",
 		"--login-interval", "100ms", "--pause-every", "2", "--pause", "400ms", "--duration", "1400ms", "--log-level", "debug")
 	mustOK(t, res)
 	var at []int
@@ -311,7 +292,7 @@ func TestReceiveOnly(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "3", "--receive-only", "--heartbeat", "200ms",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "3", "--receive-only", "--heartbeat", "200ms",
 		"--login-interval", "10ms", "--duration", "1100ms")
 	mustOK(t, res)
 	fs := res.sum.FramesSent
@@ -337,7 +318,7 @@ func TestRoomFull(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t, "--max-room-members", "3")
 	path := writeCapture(t, castScript())
-	res := replay(t, "--capture", path, "--target", r.addr, "--clients", "5", "--receive-only",
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "5", "--receive-only",
 		"--login-interval", "10ms", "--duration", "600ms")
 	mustOK(t, res)
 	s := res.sum
@@ -351,39 +332,18 @@ func TestInterruptWritesSummary(t *testing.T) {
 	t.Parallel()
 	path := writeCapture(t, castScript())
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
-	cmd := exec.Command(filepath.Join(binDir, "replay"), "--capture", path, "--clients", "3", "--loop", "200ms,300ms",
+	p := testproc.Start(t, bins["replay"], "--capture", path, "--clients", "3", "--loop", "200ms,300ms",
 		"--login-interval", "10ms", "--metrics", "", "--summary", sumPath)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
 	time.Sleep(time.Second)
-	cmd.Process.Signal(os.Interrupt)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("replay after SIGINT: %v\n%s", err, errb.String())
-		}
-	case <-time.After(10 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("replay did not stop within 10 s of SIGINT")
+	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatalf("replay after SIGINT: %v\n%s", err, p.Stderr)
 	}
-	var s fleet.Summary
-	b, err := os.ReadFile(sumPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s, b := readSummary(t, sumPath)
 	if s.LoginsSucceeded != 3 || s.MessagesSent == 0 || s.FramesSent["leave"] != 3 {
 		t.Errorf("summary after SIGINT: %s", b)
 	}
-	if !strings.Contains(out.String(), "messages received") {
-		t.Errorf("no summary table on stdout:\n%s", out.String())
+	if !strings.Contains(p.Stdout.String(), "messages received") {
+		t.Errorf("no summary table on stdout:\n%s", p.Stdout)
 	}
 }
 
@@ -418,7 +378,7 @@ func TestExitCodes(t *testing.T) {
 func TestInspect(t *testing.T) {
 	t.Parallel()
 	path := writeCapture(t, castScript())
-	out, err := exec.Command(filepath.Join(binDir, "replay"), "inspect", path, "--json").Output()
+	out, err := exec.Command(bins["replay"], "inspect", path, "--json").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +389,7 @@ func TestInspect(t *testing.T) {
 	if len(s.Flows) != 1 || s.Flows[0].ClientFrames != 9 || strings.Join(s.Flows[0].Users, ",") != "alice" {
 		t.Errorf("inspect: %s", out)
 	}
-	text, err := exec.Command(filepath.Join(binDir, "replay"), "inspect", path).Output()
+	text, err := exec.Command(bins["replay"], "inspect", path).Output()
 	if err != nil || !strings.Contains(string(text), "alice") {
 		t.Errorf("inspect text: %v\n%s", err, text)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -26,18 +27,12 @@ import (
 //
 //	REPRISE_SCALE=1 go test ./cmd/replay -run Scale -v -timeout 10m
 
-func scaleBins(t *testing.T) string {
+func scaleBins(t *testing.T) map[string]string {
 	t.Helper()
 	if os.Getenv("REPRISE_SCALE") == "" {
 		t.Skip("scale run: set REPRISE_SCALE=1 (takes minutes and the whole machine)")
 	}
-	dir := t.TempDir()
-	for _, b := range []string{"relay", "replay"} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../"+b).CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", b, err, out)
-		}
-	}
-	return dir
+	return testproc.BuildT(t, testproc.Options{}, "relay", "replay")
 }
 
 // poseScript is a VR-like session: the join, then from 1 s traced 72 Hz
@@ -52,18 +47,15 @@ func poseScript() []timedFrame {
 	return fr
 }
 
-func startScaleRelay(t *testing.T, dir string) relayProc {
+func startScaleRelay(t *testing.T, sb map[string]string) *testproc.Relay {
 	t.Helper()
-	old := binDir
-	binDir = dir
-	defer func() { binDir = old }()
-	return startRelay(t, "--idle-timeout", "10m")
+	return testproc.StartRelay(t, sb["relay"], "--idle-timeout", "10m")
 }
 
 // runScale starts replay and returns its process and its metrics address.
-func runScale(t *testing.T, dir string, args ...string) (*exec.Cmd, string, *strings.Builder) {
+func runScale(t *testing.T, sb map[string]string, args ...string) (*exec.Cmd, string, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(dir, "replay"), append([]string{"--metrics", "127.0.0.1:0", "--progress-interval", "5s"}, args...)...)
+	cmd := exec.Command(sb["replay"], append([]string{"--metrics", "127.0.0.1:0", "--progress-interval", "5s"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -121,26 +113,19 @@ func stopScale(t *testing.T, cmd *exec.Cmd, sumPath string) fleet.Summary {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("replay: %v", err)
 	}
-	var s fleet.Summary
-	b, err := os.ReadFile(sumPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := readSummary(t, sumPath)
 	return s
 }
 
 // TestScaleReceiveOnly10k: one replay process holds 10,000 receive-only
 // clients against a relay process; RSS per client must stay ≤ 40 KiB.
 func TestScaleReceiveOnly10k(t *testing.T) {
-	dir := scaleBins(t)
+	sb := scaleBins(t)
 	const n = 10000
-	r := startScaleRelay(t, dir)
+	r := startScaleRelay(t, sb)
 	path := writeCapture(t, poseScript())
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
-	cmd, maddr, _ := runScale(t, dir, "--capture", path, "--target", r.addr, "--clients", fmt.Sprint(n), "--receive-only",
+	cmd, maddr, _ := runScale(t, sb, "--capture", path, "--target", r.TCP, "--clients", fmt.Sprint(n), "--receive-only",
 		"--room-size", "100", "--login-interval", "200us", "--summary", sumPath)
 	base := rssKiB(cmd.Process.Pid)
 	deadline := time.Now().Add(90 * time.Second)
@@ -164,8 +149,8 @@ func TestScaleReceiveOnly10k(t *testing.T) {
 // TestScaleNN16x32: 512 clients in 16 rooms of 32, all looping 72 Hz
 // poses: the fleet's schedule lag p99 must stay ≤ 2 ms.
 func TestScaleNN16x32(t *testing.T) {
-	dir := scaleBins(t)
-	r := startScaleRelay(t, dir)
+	sb := scaleBins(t)
+	r := startScaleRelay(t, sb)
 	path := writeCapture(t, poseScript())
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
 	dur := 30 * time.Second
@@ -176,7 +161,7 @@ func TestScaleNN16x32(t *testing.T) {
 	if c := os.Getenv("REPRISE_SCALE_CLIENTS"); c != "" {
 		clients = c
 	}
-	cmd, _, out := runScale(t, dir, "--capture", path, "--target", r.addr, "--clients", clients, "--room-size", "32",
+	cmd, _, out := runScale(t, sb, "--capture", path, "--target", r.TCP, "--clients", clients, "--room-size", "32",
 		"--loop", "1s,11s", "--login-interval", "2ms", "--summary", sumPath, "--duration", dur.String())
 	before := relayMetric(t, r, "relay_delivered_messages_total")
 	start := time.Now()

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,13 +14,13 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -40,14 +41,11 @@ func TestLoadCPU(t *testing.T) {
 	if os.Getenv("REPRISE_SCALE") == "" {
 		t.Skip("load run: set REPRISE_SCALE=1 (takes the whole machine)")
 	}
-	dir := os.Getenv("REPRISE_LOAD_BIN")
-	if dir == "" {
-		dir = t.TempDir()
-		for _, b := range []string{"relay", "replay"} {
-			if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b), "../../cmd/"+b).CombinedOutput(); err != nil {
-				t.Fatalf("build %s: %v\n%s", b, err, out)
-			}
-		}
+	var bins map[string]string
+	if dir := os.Getenv("REPRISE_LOAD_BIN"); dir != "" {
+		bins = map[string]string{"relay": filepath.Join(dir, "relay"), "replay": filepath.Join(dir, "replay")}
+	} else {
+		bins = testproc.BuildT(t, testproc.Options{}, "relay", "replay")
 	}
 	rooms := envInt(t, "REPRISE_LOAD_ROOMS", 16)
 	window := 10 * time.Second
@@ -62,7 +60,7 @@ func TestLoadCPU(t *testing.T) {
 		progress = p
 	}
 	n := rooms * 32
-	relayAddr := startLoadRelay(t, dir)
+	relayAddr := testproc.StartRelay(t, bins["relay"], "--metrics", "off", "--idle-timeout", "10m", "--log-level", "warn").TCP
 	pcap := writePoseCapture(t)
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
 	args := []string{"--capture", pcap, "--target", relayAddr, "--clients", strconv.Itoa(n), "--room-size", "32",
@@ -71,30 +69,16 @@ func TestLoadCPU(t *testing.T) {
 	if p := os.Getenv("REPRISE_LOAD_CPUPROFILE"); p != "" {
 		args = append(args, "--cpuprofile", p)
 	}
-	cmd := exec.Command(filepath.Join(dir, "replay"), args...)
-	stderr, err := cmd.StderrPipe()
+	cmd := exec.Command(bins["replay"], args...)
+	cmd.Stdout = io.Discard
+	p := testproc.StartCmd(t, cmd)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := p.WaitOutput(ctx, p.Stderr, regexp.MustCompile(`metrics http://(\S+)/metrics`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	sc := bufio.NewScanner(stderr)
-	maddr := ""
-	for maddr == "" && sc.Scan() {
-		if m := regexp.MustCompile(`metrics http://(\S+)/metrics`).FindStringSubmatch(sc.Text()); m != nil {
-			maddr = m[1]
-		}
-	}
-	lines := make(chan []string, 1)
-	go func() {
-		var l []string
-		for sc.Scan() {
-			l = append(l, sc.Text())
-		}
-		lines <- l
-	}()
+	maddr := m[1]
 	for deadline := time.Now().Add(time.Minute); scrape(maddr, "replay_clients_logged_in") < float64(n); {
 		if time.Now().After(deadline) {
 			t.Fatalf("not all %d clients logged in after a minute", n)
@@ -111,12 +95,14 @@ func TestLoadCPU(t *testing.T) {
 	if os.Getenv("REPRISE_LOAD_GOSCHED") != "" {
 		t.Log(scrapeLines(maddr, "go_sched_latencies_seconds"))
 	}
-	for _, l := range <-lines {
+	// The replay runs to its --duration; a minute more is a hang.
+	err = p.Wait(warmup + window + 2*time.Second + time.Duration(n)*2*time.Millisecond + time.Minute)
+	for _, l := range linesAfter(p.Stderr.String(), m[0]) {
 		if progress != "1m" || strings.HasPrefix(l, "DIAG") {
 			t.Log(l)
 		}
 	}
-	if err := cmd.Wait(); err != nil {
+	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
 	var s Summary
@@ -145,31 +131,15 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// startLoadRelay runs the relay binary from dir until the test ends.
-func startLoadRelay(t *testing.T, dir string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(dir, "relay"), "--listen", "127.0.0.1:0", "--metrics", "off", "--idle-timeout", "10m", "--log-level", "warn")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+// linesAfter returns the lines of out after the first one holding mark.
+func linesAfter(out, mark string) []string {
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	for i, l := range lines {
+		if strings.Contains(l, mark) {
+			return lines[i+1:]
+		}
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("relay start: %v", err)
-	}
-	m := regexp.MustCompile(`tcp=(\S+)`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("relay said %q", line)
-	}
-	go io.Copy(io.Discard, stdout)
-	return m[1]
+	return nil
 }
 
 // writePoseCapture writes a VR-like session: the join, then from 1 s
