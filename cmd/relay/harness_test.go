@@ -1,134 +1,62 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/client"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 var relayBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "relay-test")
+func TestMain(m *testing.M) { os.Exit(testMain(m)) }
+
+func testMain(m *testing.M) int {
+	bins, cleanup, err := testproc.Build("relay")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "build relay:", err)
+		return 1
 	}
-	relayBin = filepath.Join(dir, "relay")
-	if out, err := exec.Command("go", "build", "-o", relayBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build relay: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	defer cleanup()
+	relayBin = bins["relay"]
+	return m.Run()
 }
 
 // relayProc is a running relay binary on 127.0.0.1 with free ports.
-type relayProc struct {
-	cmd               *exec.Cmd
-	tcp, udp, metrics string
-	stderr            *syncBuffer
-	done              chan error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var listenLine = regexp.MustCompile(`^listening tcp=(\S+) udp=(\S+) metrics=(\S+)`)
+type relayProc struct{ *testproc.Relay }
 
 // startRelay starts the relay binary with args (after the loopback
 // addresses) and stops it with SIGTERM at the end of the test.
-func startRelay(t *testing.T, args ...string) *relayProc {
+func startRelay(t *testing.T, args ...string) relayProc {
 	t.Helper()
-	all := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--log-level", "debug"}, args...)
-	cmd := exec.Command(relayBin, all...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &relayProc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		t.Fatalf("relay did not start: %v\n%s", err, p.stderr)
-	}
-	m := listenLine.FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("unexpected first line %q", line)
-	}
-	p.tcp, p.udp, p.metrics = m[1], m[2], m[3]
-	go func() { io.Copy(io.Discard, stdout); p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.stop(t)
-		}
-		if t.Failed() {
-			t.Logf("relay stderr:\n%s", p.stderr)
-		}
-	})
-	return p
+	return relayProc{testproc.StartRelay(t, relayBin, append([]string{"--log-level", "debug"}, args...)...)}
 }
 
 // stop sends SIGTERM and waits for the exit; it returns how long it took.
-func (p *relayProc) stop(t *testing.T) time.Duration {
+func (p relayProc) stop(t *testing.T) time.Duration {
 	t.Helper()
 	start := time.Now()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("relay exited: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Error("relay did not exit within 10 s of SIGTERM")
+	if err := p.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+		t.Errorf("relay: %v", err)
 	}
 	return time.Since(start)
 }
 
 // metric scrapes /metrics and returns the value of the sample whose line
 // starts with series (name and labels exactly as exposed), or -1.
-func (p *relayProc) metric(t *testing.T, series string) float64 {
+func (p relayProc) metric(t *testing.T, series string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + p.metrics + "/metrics")
+	resp, err := http.Get("http://" + p.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +78,7 @@ func (p *relayProc) metric(t *testing.T, series string) float64 {
 }
 
 // waitMetric polls until series reaches at least want.
-func (p *relayProc) waitMetric(t *testing.T, series string, want float64) {
+func (p relayProc) waitMetric(t *testing.T, series string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -166,7 +94,7 @@ func (p *relayProc) waitMetric(t *testing.T, series string, want float64) {
 }
 
 // waitMetricEq polls until series equals want.
-func (p *relayProc) waitMetricEq(t *testing.T, series string, want float64) {
+func (p relayProc) waitMetricEq(t *testing.T, series string, want float64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {

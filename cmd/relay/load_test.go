@@ -17,10 +17,10 @@ import (
 // healthy member gets every message.
 func TestSlowConsumer(t *testing.T) {
 	p := startRelay(t, "--max-pending", "262144", "--write-timeout", "1s")
-	sender := join(t, p.tcp, "r", "sender")
-	healthy := join(t, p.tcp, "r", "healthy")
+	sender := join(t, p.TCP, "r", "sender")
+	healthy := join(t, p.TCP, "r", "healthy")
 
-	raddr, err := net.ResolveTCPAddr("tcp", p.tcp)
+	raddr, err := net.ResolveTCPAddr("tcp", p.TCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestFanOutExactness(t *testing.T) {
 	for r := range all {
 		for m := 0; m < members; m++ {
 			user := fmt.Sprintf("u%d", m)
-			all[r] = append(all[r], member{join(t, p.tcp, fmt.Sprintf("room%d", r), user), user})
+			all[r] = append(all[r], member{join(t, p.TCP, fmt.Sprintf("room%d", r), user), user})
 		}
 	}
 	var wg sync.WaitGroup
@@ -158,13 +158,13 @@ func TestFanOutExactness(t *testing.T) {
 // relay exits 0 within 5 s, even with a client that never reads.
 func TestGracefulShutdown(t *testing.T) {
 	p := startRelay(t)
-	a := join(t, p.tcp, "r", "a")
-	b := join(t, p.tcp, "r", "b")
-	u := dialUDP(t, p.udp)
+	a := join(t, p.TCP, "r", "a")
+	b := join(t, p.TCP, "r", "b")
+	u := dialUDP(t, p.UDP)
 	if _, err := u.Join("r", "u", nil); err != nil {
 		t.Fatal(err)
 	}
-	idle := dial(t, p.tcp) // connected, never joins
+	idle := dial(t, p.TCP) // connected, never joins
 	// Wait until the relay accepted it: a connection still in the listen
 	// backlog is reset by the kernel when the listener closes.
 	p.waitMetricEq(t, `relay_connections{transport="tcp"}`, 3)
@@ -183,7 +183,7 @@ func TestGracefulShutdown(t *testing.T) {
 // TestMetricsExposed checks the documented metric families are served.
 func TestMetricsExposed(t *testing.T) {
 	p := startRelay(t)
-	join(t, p.tcp, "r", "a")
+	join(t, p.TCP, "r", "a")
 	for _, series := range []string{
 		`relay_connections{transport="tcp"}`, `relay_connections{transport="udp"}`, "relay_rooms",
 		`relay_joins_total{result="ok"}`, "relay_received_messages_total", "relay_delivered_messages_total",

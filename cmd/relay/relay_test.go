@@ -23,9 +23,9 @@ func TestCastModes(t *testing.T) {
 	names := []string{"ann", "bob", "cat", "dan", "eve"} // eve is on UDP
 	conns := map[string]*client.Conn{}
 	for _, n := range names[:4] {
-		conns[n] = join(t, p.tcp, "modes", n)
+		conns[n] = join(t, p.TCP, "modes", n)
 	}
-	u := dialUDP(t, p.udp)
+	u := dialUDP(t, p.UDP)
 	if j, err := u.Join("modes", "eve", nil); err != nil || j.Owner != "ann" || len(j.Members) != 5 {
 		t.Fatalf("udp join: %+v %v", j, err)
 	}
@@ -85,12 +85,12 @@ func TestCastModes(t *testing.T) {
 
 func TestOwnerHandOverAndNotices(t *testing.T) {
 	p := startRelay(t)
-	a := join(t, p.tcp, "r", "a")
-	b := join(t, p.tcp, "r", "b")
+	a := join(t, p.TCP, "r", "a")
+	b := join(t, p.TCP, "r", "b")
 	if f, err := a.RecvType(wire.TypeMemberJoined); err != nil || string(f.User) != "b" {
 		t.Fatalf("a: member_joined b: %v", err)
 	}
-	c := dial(t, p.tcp)
+	c := dial(t, p.TCP)
 	j, err := c.Join("r", "c", nil)
 	if err != nil || j.Owner != "a" || !slices.Equal(j.Members, []string{"a", "b", "c"}) {
 		t.Fatalf("c joined %+v, %v", j, err)
@@ -129,8 +129,8 @@ func TestOwnerHandOverAndNotices(t *testing.T) {
 
 func TestHeartbeatAndIdleTimeout(t *testing.T) {
 	p := startRelay(t, "--idle-timeout", "600ms")
-	a := join(t, p.tcp, "hb", "a")
-	b := join(t, p.tcp, "hb", "b")
+	a := join(t, p.TCP, "hb", "a")
+	b := join(t, p.TCP, "hb", "b")
 	if err := a.Heartbeat(424242); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestHeartbeatAndIdleTimeout(t *testing.T) {
 	if err != nil || f.Timestamp != 424242 || f.ServerTime == 0 {
 		t.Fatalf("heartbeat reply %+v %v", f, err)
 	}
-	u := dialUDP(t, p.udp)
+	u := dialUDP(t, p.UDP)
 	if _, err := u.Join("hb", "u", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -190,10 +190,10 @@ func TestHeartbeatAndIdleTimeout(t *testing.T) {
 func TestJoinTimeout(t *testing.T) {
 	p := startRelay(t, "--join-timeout", "400ms")
 	start := time.Now()
-	silent := dial(t, p.tcp)
+	silent := dial(t, p.TCP)
 	// A byte-at-a-time client can't extend its time: the deadline counts
 	// from connect.
-	trickle := dial(t, p.tcp)
+	trickle := dial(t, p.TCP)
 	join := wire.AppendJoin(nil, "r", "slowpoke", nil, 0)
 	go func() {
 		for _, b := range join[:len(join)-1] {
@@ -213,17 +213,17 @@ func TestJoinTimeout(t *testing.T) {
 
 func TestDuplicateUserAndLimits(t *testing.T) {
 	p := startRelay(t, "--max-room-members", "2", "--max-connections", "4")
-	a := join(t, p.tcp, "r", "a")
-	dup := dial(t, p.tcp)
+	a := join(t, p.TCP, "r", "a")
+	dup := dial(t, p.TCP)
 	if _, err := dup.Join("r", "a", nil); !isCode(err, wire.ErrDuplicateUser) {
 		t.Fatalf("duplicate join: %v", err)
 	}
-	udup := dialUDP(t, p.udp)
+	udup := dialUDP(t, p.UDP)
 	if _, err := udup.Join("r", "a", nil); !isCode(err, wire.ErrDuplicateUser) {
 		t.Fatalf("udp duplicate join: %v", err)
 	}
-	join(t, p.tcp, "r", "b")
-	full := dial(t, p.tcp)
+	join(t, p.TCP, "r", "b")
+	full := dial(t, p.TCP)
 	if _, err := full.Join("r", "c", nil); !isCode(err, wire.ErrRoomFull) {
 		t.Fatalf("third member: %v", err)
 	}
@@ -232,10 +232,10 @@ func TestDuplicateUserAndLimits(t *testing.T) {
 	full.Close()
 	p.waitMetricEq(t, `relay_connections{transport="tcp"}`, 2)
 	// The same user id in another room is fine.
-	join(t, p.tcp, "other", "a")
+	join(t, p.TCP, "other", "a")
 	// 3 connections left; up to 4 is allowed, then server_full.
-	join(t, p.tcp, "other", "b")
-	over := dial(t, p.tcp)
+	join(t, p.TCP, "other", "b")
+	over := dial(t, p.TCP)
 	if _, err := over.Join("other", "z", nil); !isCode(err, wire.ErrServerFull) {
 		t.Fatalf("over max connections: %v", err)
 	}
@@ -273,7 +273,7 @@ func TestAuth(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, p.tcp)
+			c := dial(t, p.TCP)
 			_, err := c.Join("auth", tt.user, tt.token)
 			if tt.want == 0 {
 				if err != nil {
@@ -289,7 +289,7 @@ func TestAuth(t *testing.T) {
 			}
 		})
 	}
-	u := dialUDP(t, p.udp)
+	u := dialUDP(t, p.UDP)
 	if _, err := u.Join("auth", "uma", auth.Sign(secret, "uma", future)); err != nil {
 		t.Fatalf("udp auth join: %v", err)
 	}
@@ -310,8 +310,8 @@ func cat(parts ...[]byte) []byte { return slices.Concat(parts...) }
 // healthy neighbour in the same room keeps receiving.
 func TestBadInput(t *testing.T) {
 	p := startRelay(t, "--max-frame", "1024")
-	talker := join(t, p.tcp, "room", "talker")
-	neighbour := join(t, p.tcp, "room", "neighbour")
+	talker := join(t, p.TCP, "room", "talker")
+	neighbour := join(t, p.TCP, "room", "neighbour")
 	long := strings.Repeat("x", 65)
 	joinBody := func(version byte, room, user string) []byte {
 		return cat([]byte{version}, id(room), id(user), []byte{0, 0})
@@ -350,7 +350,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := dial(t, p.tcp)
+			c := dial(t, p.TCP)
 			if tt.joined {
 				if _, err := c.Join("room", fmt.Sprintf("bad%d", i), nil); err != nil {
 					t.Fatal(err)
@@ -378,9 +378,9 @@ func TestUDPGarbageAndAmplification(t *testing.T) {
 	p := startRelay(t)
 	// Fill a room so its joined reply is large.
 	for i := 0; i < 20; i++ {
-		join(t, p.tcp, "big", fmt.Sprintf("member-with-a-long-name-%02d", i))
+		join(t, p.TCP, "big", fmt.Sprintf("member-with-a-long-name-%02d", i))
 	}
-	raddr, err := net.ResolveUDPAddr("udp", p.udp)
+	raddr, err := net.ResolveUDPAddr("udp", p.UDP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,8 @@ const Grace = 10 * time.Second
 
 // Proc is a program a test started. Unless it exited before, the test's
 // cleanup sends it StopSignal, waits up to Grace, then kills it, and
-// reports a timeout or a failed exit as a test error.
+// reports a timeout or a failed exit as a test error; when the test
+// failed, it logs the end of the program's stderr.
 type Proc struct {
 	Name   string // base name of the binary, for messages
 	Cmd    *exec.Cmd
@@ -101,14 +102,13 @@ func StartCmd(t testing.TB, cmd *exec.Cmd) *Proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		if p.Exited() {
-			return
-		}
-		if err := p.Stop(p.StopSignal, Grace); err != nil {
-			t.Errorf("%s: %v", p.Name, err)
+		if !p.Exited() {
+			if err := p.Stop(p.StopSignal, Grace); err != nil {
+				t.Errorf("%s: %v", p.Name, err)
+			}
 		}
 		if t.Failed() {
-			t.Logf("%s stderr:\n%s", p.Name, Tail(p.Stderr.String(), 40))
+			t.Logf("%s stderr:\n%s", p.Name, Tail(p.Stderr.String(), 100))
 		}
 	})
 	return p
