@@ -25,18 +25,8 @@ import (
 
 var bins map[string]string // the built record, relay and vrclient by name
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	b, cleanup, err := testproc.Build("record", "relay", "vrclient")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build:", err)
-		return 1
-	}
-	defer cleanup()
-	bins = b
-	os.Chmod(filepath.Dir(b["record"]), 0o755) // the permission test runs record as nobody
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testproc.Main(m, &bins, testproc.Options{}, "record", "relay", "vrclient"))
 }
 
 // proc is a started binary; out holds its stdout and stderr together.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,20 +16,9 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-var relayBin string
+var bins map[string]string
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	bins, cleanup, err := testproc.Build("relay")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "build relay:", err)
-		return 1
-	}
-	defer cleanup()
-	relayBin = bins["relay"]
-	return m.Run()
-}
+func TestMain(m *testing.M) { os.Exit(testproc.Main(m, &bins, testproc.Options{}, "relay")) }
 
 // relayProc is a running relay binary on 127.0.0.1 with free ports.
 type relayProc struct{ *testproc.Relay }
@@ -39,7 +27,7 @@ type relayProc struct{ *testproc.Relay }
 // addresses) and stops it with SIGTERM at the end of the test.
 func startRelay(t *testing.T, args ...string) relayProc {
 	t.Helper()
-	return relayProc{testproc.StartRelay(t, relayBin, append([]string{"--log-level", "debug"}, args...)...)}
+	return relayProc{testproc.StartRelay(t, bins["relay"], append([]string{"--log-level", "debug"}, args...)...)}
 }
 
 // stop sends SIGTERM and waits for the exit; it returns how long it took.

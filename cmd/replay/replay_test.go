@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/netip"
 	"os"
@@ -31,17 +30,8 @@ import (
 // bins are the relay and replay binaries (with -race) by name.
 var bins map[string]string
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	b, cleanup, err := testproc.BuildWith(testproc.Options{Flags: []string{"-race"}}, "relay", "replay")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer cleanup()
-	bins = b
-	return m.Run()
+func TestMain(m *testing.M) {
+	os.Exit(testproc.Main(m, &bins, testproc.Options{Flags: []string{"-race"}}, "relay", "replay"))
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

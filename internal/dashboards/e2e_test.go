@@ -17,32 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // bins are the real programs under test by name, built once in TestMain.
 var bins map[string]string
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	b, cleanup, err := testproc.Build("relay", "replay")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dashboards test:", err)
-		return 1
-	}
-	defer cleanup()
-	bins = b
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "dashboards test: leaked goroutines:", err)
-			return 1
-		}
-	}
-	return code
+func TestMain(m *testing.M) {
+	os.Exit(testproc.Main(m, &bins, testproc.Options{CheckLeaks: true}, "relay", "replay"))
 }
 
 // e2e run parameters: small enough for a shared 2-core machine, long enough

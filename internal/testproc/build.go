@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // Options says where and how Build builds.
@@ -25,6 +27,9 @@ type Options struct {
 	Dir string
 	// Flags go to `go build` before -o, e.g. "-race".
 	Flags []string
+	// CheckLeaks makes Main fail a passing run that left goroutines
+	// behind (goleak.Find).
+	CheckLeaks bool
 }
 
 // Build builds the named programs into a new temporary directory and
@@ -46,6 +51,12 @@ func BuildWith(o Options, names ...string) (bins map[string]string, cleanup func
 		if dir, err = os.MkdirTemp("", "reprise-bin-"); err != nil {
 			return nil, nil, fmt.Errorf("build: %w", err)
 		}
+		// Readable by all, so a test may run a binary as another user
+		// (record's permission test runs it as nobody).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, fmt.Errorf("build: %w", err)
+		}
 		cleanup = func() { os.RemoveAll(dir) }
 	}
 	// One go build for all: the packages they share compile once, and -o
@@ -64,6 +75,29 @@ func BuildWith(o Options, names ...string) (bins map[string]string, cleanup func
 		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
 	}
 	return bins, cleanup, nil
+}
+
+// Main is a TestMain body: it builds the named programs (with o), stores
+// their paths in *bins, runs the tests and removes the binaries. With
+// o.CheckLeaks a passing run fails when goroutines are left over.
+//
+//	func TestMain(m *testing.M) { os.Exit(testproc.Main(m, &bins, testproc.Options{}, "relay")) }
+func Main(m *testing.M, bins *map[string]string, o Options, names ...string) int {
+	b, cleanup, err := BuildWith(o, names...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testproc:", err)
+		return 1
+	}
+	defer cleanup()
+	*bins = b
+	code := m.Run()
+	if code == 0 && o.CheckLeaks {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "leaked goroutines:", err)
+			return 1
+		}
+	}
+	return code
 }
 
 // BuildT builds the named programs into a directory of the test's (or

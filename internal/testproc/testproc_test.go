@@ -2,7 +2,6 @@ package testproc
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"regexp"
@@ -10,31 +9,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 )
 
 var bins map[string]string
 
-func TestMain(m *testing.M) { os.Exit(testMain(m)) }
-
-func testMain(m *testing.M) int {
-	b, cleanup, err := Build("relay")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "testproc test:", err)
-		return 1
-	}
-	defer cleanup()
-	bins = b
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "testproc test: leaked goroutines:", err)
-			return 1
-		}
-	}
-	return code
-}
+func TestMain(m *testing.M) { os.Exit(Main(m, &bins, Options{CheckLeaks: true}, "relay")) }
 
 func TestStartStop(t *testing.T) {
 	tests := []struct {
