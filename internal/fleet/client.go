@@ -71,7 +71,8 @@ type client struct {
 	conn  net.Conn
 	raw   syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
 	udp   bool
-	token uint64 // UDP session token from joined; written before the shard sees the client
+	token uint64     // UDP session token from joined; written before the shard sees the client
+	retry *joinRetry // UDP until joined: the join's re-sends (owned by the reader)
 
 	// Owned by the shard once the client is scheduled.
 	start   int64 // fleet clock (ns) at which step 0 was due: the joined time
@@ -83,6 +84,8 @@ type client struct {
 	// empty; stuckSince is the fleet clock of its last progress.
 	backlog    []byte
 	stuckSince int64
+
+	seq uint64 // room-wide sends so far (loss.go); owned by the shard
 
 	loops    atomic.Int64
 	joined   atomic.Bool
@@ -131,7 +134,12 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 	}
 	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
 	c.sh.c.sentBytes.Add(int64(len(buf)))
-	conn.SetReadDeadline(deadline)
+	if c.udp {
+		c.retry = newJoinRetry(deadline, buf)
+		conn.SetReadDeadline(c.retry.readDeadline(time.Now()))
+	} else {
+		conn.SetReadDeadline(deadline)
+	}
 	reason := c.read(res)
 	conn.Close()
 	if reason != "" && c.joined.Load() {
@@ -207,6 +215,7 @@ func (c *client) read(res chan<- string) string {
 	buf := make([]byte, readBuf)
 	var sizer readSizer
 	var lat []int64
+	var seqs seqTracker
 	pads := 0
 	cnt := c.sh.c
 	for {
@@ -216,7 +225,7 @@ func (c *client) read(res chan<- string) string {
 			c.f.nudge(mono)
 			now := c.f.wall(mono)
 			lat = lat[:0]
-			var msgs, frames int64
+			var msgs, frames, numbered, lost int64
 			var ferr error
 			handle := func(fr *wire.Frame) error {
 				frames++
@@ -225,6 +234,10 @@ func (c *client) read(res chan<- string) string {
 					msgs++
 					if fr.HasTrace {
 						lat = append(lat, (now-fr.Trace)/1000)
+						if fr.Mode == wire.Broadcast || fr.Mode == wire.Othercast {
+							numbered++
+							lost += seqs.see(fr.User, fr.Trace)
+						}
 					}
 				case wire.TypeJoined:
 					if !c.joined.Load() {
@@ -258,6 +271,12 @@ func (c *client) read(res chan<- string) string {
 			if msgs > 0 {
 				cnt.recvMsgs.Add(msgs)
 			}
+			if numbered > 0 {
+				cnt.recvNumbered.Add(numbered)
+				if lost != 0 {
+					cnt.lost.Add(lost)
+				}
+			}
 			if len(lat) > 0 {
 				c.rec.recordLatencies(lat)
 			}
@@ -271,9 +290,27 @@ func (c *client) read(res chan<- string) string {
 			buf = sizer.next(buf, n)
 		}
 		if err != nil {
+			if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
+				continue
+			}
 			return c.readEnded(err, res)
 		}
 	}
+}
+
+// resendJoin sends a UDP client's join again after its wait for joined
+// ran out; false if the write failed (the login then fails as it would
+// have).
+func (c *client) resendJoin() bool {
+	r := c.retry
+	if _, err := c.conn.Write(r.dgram); err != nil {
+		return false
+	}
+	c.f.stats.joinRetries.Add(1)
+	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
+	c.sh.c.sentBytes.Add(int64(len(r.dgram)))
+	c.conn.SetReadDeadline(r.readDeadline(time.Now()))
+	return true
 }
 
 // rejoinPadded answers a UDP pad_required (the joined reply would be larger
@@ -295,6 +332,7 @@ func (c *client) rejoinPadded(text []byte) error {
 	if _, err := c.conn.Write(b); err != nil {
 		return &loginError{wire.ErrPadRequired}
 	}
+	c.retry.dgram = b
 	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
 	c.sh.c.sentBytes.Add(int64(len(b)))
 	return nil
@@ -311,6 +349,7 @@ func (e *loginError) Error() string { return "login refused: " + e.code.String()
 // client that logs in during the stop still leaves and never keeps an
 // unbounded read.
 func (c *client) loggedIn(res chan<- string) {
+	c.retry = nil
 	c.conn.SetReadDeadline(time.Time{})
 	// The shard's TCP writes never wait, and a raw write fails once a
 	// deadline has passed: clear the login's.
@@ -414,7 +453,12 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		if st.Frame == session.Heartbeat {
 			buf = wire.AppendHeartbeat(buf, wall)
 		} else {
-			buf = sc.AppendFrame(buf, c.enc, st.Frame, wall)
+			stamp := wall
+			if sc.RoomWide(st.Frame) {
+				c.seq++
+				stamp = stampSeq(wall, c.seq)
+			}
+			buf = sc.AppendFrame(buf, c.enc, st.Frame, stamp)
 			ty = sc.Type(st.Frame)
 		}
 		cnt.sentFrames[ty].Add(1)

@@ -23,6 +23,7 @@ type collector struct {
 	sentMsgs, sentBytes, sentFrames            *prometheus.Desc
 	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
 	loops, delayed                             *prometheus.Desc
+	numbered, lost, joinRetries                *prometheus.Desc
 }
 
 func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
@@ -30,21 +31,24 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		return prometheus.NewDesc(name, help, labels, nil)
 	}
 	c := &collector{
-		f:          f,
-		loggedIn:   d("replay_clients_logged_in", "Fleet clients logged in (joined and not disconnected) now."),
-		requested:  d("replay_clients_requested", "Clients the run was asked for (--clients)."),
-		attempts:   d("replay_login_attempts_total", "Login attempts started by the ramp."),
-		logins:     d("replay_logins_total", "Finished login attempts by result: ok, or the failure reason (relay error code name, timeout, connect_refused, port_exhausted, ...).", "result"),
-		sentMsgs:   d("replay_sent_messages_total", "Send frames (casts) written to the relay."),
-		sentBytes:  d("replay_sent_bytes_total", "Bytes written to the relay (all frames; UDP tokens included)."),
-		sentFrames: d("replay_sent_frames_total", "Frames written to the relay by type (join, send, heartbeat, leave).", "type"),
-		recvMsgs:   d("replay_received_messages_total", "Deliver frames received from the relay."),
-		recvBytes:  d("replay_received_bytes_total", "Bytes read from the relay (all frames)."),
-		latency:    d("replay_delivery_latency_seconds", "Send to deliver latency of traced sends, measured by the receiving fleet client (one clock)."),
-		lag:        d("replay_schedule_lag_seconds", "How late each send left against its scheduled time."),
-		disconn:    d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, send_backlog_full, ...).", "reason"),
-		loops:      d("replay_loops_completed_total", "Loop passes completed, summed over clients."),
-		delayed:    d("replay_send_backpressure_total", "Frames that could not be handed to the kernel when due because the relay's socket buffer was full (the relay read too slowly) and waited in the client's send backlog."),
+		f:           f,
+		loggedIn:    d("replay_clients_logged_in", "Fleet clients logged in (joined and not disconnected) now."),
+		requested:   d("replay_clients_requested", "Clients the run was asked for (--clients)."),
+		attempts:    d("replay_login_attempts_total", "Login attempts started by the ramp."),
+		logins:      d("replay_logins_total", "Finished login attempts by result: ok, or the failure reason (relay error code name, timeout, connect_refused, port_exhausted, ...).", "result"),
+		sentMsgs:    d("replay_sent_messages_total", "Send frames (casts) written to the relay."),
+		sentBytes:   d("replay_sent_bytes_total", "Bytes written to the relay (all frames; UDP tokens included)."),
+		sentFrames:  d("replay_sent_frames_total", "Frames written to the relay by type (join, send, heartbeat, leave).", "type"),
+		recvMsgs:    d("replay_received_messages_total", "Deliver frames received from the relay."),
+		recvBytes:   d("replay_received_bytes_total", "Bytes read from the relay (all frames)."),
+		latency:     d("replay_delivery_latency_seconds", "Send to deliver latency of traced sends, measured by the receiving fleet client (one clock)."),
+		lag:         d("replay_schedule_lag_seconds", "How late each send left against its scheduled time."),
+		disconn:     d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, send_backlog_full, ...).", "reason"),
+		loops:       d("replay_loops_completed_total", "Loop passes completed, summed over clients."),
+		numbered:    d("replay_numbered_messages_received_total", "Deliveries of room-wide casts (broadcast, othercast) whose sender sequence the receiver checks for gaps."),
+		lost:        d("replay_messages_lost_total", "Gaps in senders' sequences of room-wide casts as their receivers saw them (lost deliveries; late ones counted back off). Loss ratio: lost / (numbered received + lost)."),
+		joinRetries: d("replay_udp_join_retries_total", "UDP join datagrams sent again because joined did not arrive in time (backoff 250 ms doubling to 2 s, until the login timeout)."),
+		delayed:     d("replay_send_backpressure_total", "Frames that could not be handed to the kernel when due because the relay's socket buffer was full (the relay read too slowly) and waited in the client's send backlog."),
 	}
 	host, err := metrics.NewHostCollector("replay")
 	if err != nil {
@@ -60,7 +64,8 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
-		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed} {
+		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed,
+		c.numbered, c.lost, c.joinRetries} {
 		ch <- d
 	}
 }
@@ -93,6 +98,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.loops, c.f.loops())
 	counter(c.delayed, t.SendsDelayed)
+	counter(c.numbered, t.NumberedReceived)
+	counter(c.lost, t.MessagesLost)
+	counter(c.joinRetries, t.UDPJoinRetries)
 	b, n, sum := s.promBuckets(false, latencyBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.latency, n, sum, b)
 	b, n, sum = s.promBuckets(true, lagBuckets)

@@ -33,7 +33,11 @@ type counters struct {
 	recvFrames atomic.Int64 // every frame
 	recvBytes  atomic.Int64
 	delayed    atomic.Int64 // frames that waited in a send backlog
-	_          [64]byte
+	// recvNumbered counts deliveries of room-wide casts (sequence in the
+	// stamp), lost the gaps in their sequences (loss.go).
+	recvNumbered atomic.Int64
+	lost         atomic.Int64
+	_            [64]byte
 }
 
 // hists is a pair of recording histograms (delivery latency and schedule
@@ -113,8 +117,10 @@ type stats struct {
 	loggedIn atomic.Int64
 	peak     atomic.Int64
 	succeed  atomic.Int64
-	failed   reasons
-	disconn  reasons
+	// joinRetries counts UDP join datagrams sent again (joinRetry).
+	joinRetries atomic.Int64
+	failed      reasons
+	disconn     reasons
 
 	// cum holds everything recorded so far; win what was recorded since
 	// the last progress line. Both are guarded by mu, and filled by fold.
@@ -189,6 +195,11 @@ type Totals struct {
 	BytesReceived    int64
 	Disconnects      int64
 	SendsDelayed     int64 // frames that waited for the relay to read (backpressure)
+	// NumberedReceived are deliveries of room-wide casts, whose sender
+	// sequence is checked; MessagesLost the gaps in those sequences.
+	NumberedReceived int64
+	MessagesLost     int64
+	UDPJoinRetries   int64
 }
 
 func (s *stats) totals() Totals {
@@ -199,6 +210,7 @@ func (s *stats) totals() Totals {
 		LoggedIn:        s.loggedIn.Load(),
 		PeakLoggedIn:    s.peak.Load(),
 		Disconnects:     s.disconn.total(),
+		UDPJoinRetries:  s.joinRetries.Load(),
 	}
 	for i := range s.shards {
 		c := &s.shards[i]
@@ -214,7 +226,10 @@ func (s *stats) totals() Totals {
 		t.FramesReceived += c.recvFrames.Load()
 		t.BytesReceived += c.recvBytes.Load()
 		t.SendsDelayed += c.delayed.Load()
+		t.NumberedReceived += c.recvNumbered.Load()
+		t.MessagesLost += c.lost.Load()
 	}
+	t.MessagesLost = max(t.MessagesLost, 0) // late arrivals are counted back off
 	return t
 }
 

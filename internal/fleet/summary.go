@@ -33,6 +33,13 @@ type Summary struct {
 	// slowly) and waited in the client's send backlog: the server pushed
 	// back.
 	SendsDelayed int64 `json:"sends_delayed_by_backpressure"`
+	// MessagesLost are the gaps in each sender's sequence of room-wide
+	// casts as its receivers saw them; LossPercent is lost / (received +
+	// lost) over those casts (loss.go). UDPJoinRetries are UDP joins sent
+	// again because joined did not come in time.
+	MessagesLost   int64   `json:"messages_lost"`
+	LossPercent    float64 `json:"loss_percent"`
+	UDPJoinRetries int64   `json:"udp_join_retries"`
 
 	FramesSent map[string]int64 `json:"frames_sent"`
 	Target     string           `json:"target"`
@@ -72,6 +79,9 @@ func (f *Fleet) summary() Summary {
 		DurationS:        f.ended.Sub(f.started).Seconds(),
 		Disconnects:      f.stats.disconn.snapshot(),
 		SendsDelayed:     t.SendsDelayed,
+		MessagesLost:     t.MessagesLost,
+		LossPercent:      lossPercent(t.NumberedReceived, t.MessagesLost),
+		UDPJoinRetries:   t.UDPJoinRetries,
 		FramesSent:       f.stats.framesByType(),
 		Target:           f.target,
 		Warnings:         nonNil(warnings),
@@ -112,6 +122,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("bytes sent", s.BytesSent)
 	row("bytes received", s.BytesReceived)
 	row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
+	row("messages lost", fmt.Sprintf("%d (%.3f%%)", s.MessagesLost, s.LossPercent))
+	row("udp join retries", s.UDPJoinRetries)
 	row("schedule lag ms p50/p99", fmt.Sprintf("%.3f / %.3f", s.ScheduleLagMS.P50, s.ScheduleLagMS.P99))
 	row("loops completed", s.LoopsCompleted)
 	row("disconnects", byReason(s.Disconnects))

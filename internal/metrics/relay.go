@@ -35,6 +35,7 @@ type Relay struct {
 	SentBytes         prometheus.Counter
 	Writes            prometheus.Counter
 	SlowConsumers     prometheus.Counter
+	UDPJoinRepeats    prometheus.Counter
 
 	joins       *prometheus.CounterVec
 	joinOK      prometheus.Counter
@@ -69,6 +70,9 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		SlowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_slow_consumer_disconnects_total", Help: "Clients disconnected for an outbound queue over --max-pending or a write over --write-timeout.",
 		}),
+		UDPJoinRepeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_udp_join_repeats_total", Help: "UDP joins sent again by a client already joined from the same address as the same user and room (its joined was lost): answered with the session's joined again.",
+		}),
 		joins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_joins_total", Help: "Join attempts by result: ok or the error code name.",
 		}, []string{"result"}),
@@ -88,7 +92,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.Writes, m.SlowConsumers, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
+		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}

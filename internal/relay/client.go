@@ -192,6 +192,28 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	return nil
 }
 
+// rejoined answers a UDP join sent again by c's client (its joined was
+// lost or late) with c's joined as it would be now, within replyLimit
+// bytes like any join reply.
+func (c *client) rejoined(replyLimit int) {
+	s := c.s
+	s.m.UDPJoinRepeats.Inc()
+	sh, rm := c.shard, c.room
+	sh.Lock()
+	b := &c.b
+	b.names = b.names[:0]
+	for _, m := range rm.Members() {
+		b.names = append(b.names, m.ID)
+	}
+	b.enc = wire.AppendJoined(b.enc[:0], c.token, rm.Owner(), b.names)
+	clear(b.names)
+	sh.Unlock()
+	if len(b.enc) > replyLimit {
+		return // as for any join reply: never more back than the datagram had
+	}
+	s.sendUDP(b.enc, c.addr)
+}
+
 // joinedSize is the size of the joined frame user would get on joining rm
 // (nil: a new room).
 func joinedSize(rm *room.Room[*client], user string) int {

@@ -20,11 +20,14 @@ import (
 type udpServer struct {
 	s        *Server
 	sessions map[uint64]*client
-	reply    []byte
+	// byAddr is the latest session joined from each source, so a join
+	// sent again (its joined was lost) gets the same session back.
+	byAddr map[netip.AddrPort]*client
+	reply  []byte
 }
 
 func newUDPServer(s *Server) *udpServer {
-	return &udpServer{s: s, sessions: make(map[uint64]*client)}
+	return &udpServer{s: s, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client)}
 }
 
 // sendUDP sends one server→client datagram: the frame alone.
@@ -127,6 +130,13 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		s.m.Rejected(wire.ErrNotJoined.String())
 		return
 	}
+	if c := u.byAddr[from]; c != nil && c.room != nil && c.user == string(f.User) && c.room.Name() == string(f.Room) {
+		// A client that did not get its joined in time joins again: a lost
+		// datagram, not a second member. It gets its session's joined again.
+		c.lastActive.Store(s.now())
+		c.rejoined(size)
+		return
+	}
 	if max := s.cfg.MaxConnections; max > 0 && s.nconns.Load() >= int64(max) {
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "relay at --max-connections")
@@ -142,6 +152,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	now := s.now()
 	c.lastActive.Store(now)
 	u.sessions[c.token] = c
+	u.byAddr[from] = c
 	s.nconns.Add(1)
 	s.m.ConnectionsUDP.Inc()
 	c.b.flush(s.m)
@@ -181,6 +192,9 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	c.leave()
 	c.b.flush(s.m)
 	delete(u.sessions, c.token)
+	if u.byAddr[c.addr] == c {
+		delete(u.byAddr, c.addr)
+	}
 	s.nconns.Add(-1)
 	s.m.ConnectionsUDP.Dec()
 	s.m.Disconnect(reason)

@@ -273,5 +273,13 @@ func (s *Script) At(i int) time.Duration { return s.frames[i].at }
 // Type is frame i's type.
 func (s *Script) Type(i int) wire.Type { return s.frames[i].typ }
 
+// RoomWide reports whether frame i is a traced broadcast or othercast:
+// a send every other member receives, so its stamp can carry a sequence
+// that receivers check for gaps.
+func (s *Script) RoomWide(i int) bool {
+	f := &s.frames[i]
+	return f.typ == wire.TypeSend && f.hasTrace && (f.mode == wire.Broadcast || f.mode == wire.Othercast)
+}
+
 // LoopRange returns the loop's frame range [a, b).
 func (s *Script) LoopRange() (a, b int) { return s.loginEnd, s.loopEnd }
