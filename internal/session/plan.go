@@ -14,7 +14,7 @@ const Heartbeat = -1
 // is a pure function of a step number, so a client's whole future is known
 // from its start time and how many steps it has taken.
 type Plan struct {
-	s *Script
+	s *Timeline
 	// login frames are played once: [0, login).
 	login int
 	// loop frames [s.loginEnd, s.loopEnd) repeat when loop is set.
@@ -26,11 +26,11 @@ type Plan struct {
 
 // Plan returns the sender's plan: the login part, then the loop forever,
 // or without a loop the whole script once and then a heartbeat every hb.
-func (s *Script) Plan(hb time.Duration) Plan {
+func (s *Timeline) Plan(hb time.Duration) Plan {
 	if s.looping {
 		return Plan{s: s, login: s.loginEnd, loop: true}
 	}
-	return Plan{s: s, login: len(s.frames), hb: hb, hbBase: s.frames[len(s.frames)-1].at}
+	return Plan{s: s, login: len(s.at), hb: hb, hbBase: s.at[len(s.at)-1]}
 }
 
 // ReceiveOnlyPlan returns the plan of a client that logs in and then sends
@@ -38,9 +38,9 @@ func (s *Script) Plan(hb time.Duration) Plan {
 // It plays the login part up to its first send (the join and any other
 // handshake frames) but none of the casts the recorded client made before
 // the loop start A: a listener must not talk.
-func (s *Script) ReceiveOnlyPlan(hb time.Duration) Plan {
+func (s *Timeline) ReceiveOnlyPlan(hb time.Duration) Plan {
 	login := min(s.handshakeEnd, s.loginEnd)
-	return Plan{s: s, login: login, hb: hb, hbBase: s.frames[login-1].at}
+	return Plan{s: s, login: login, hb: hb, hbBase: s.at[login-1]}
 }
 
 // Frames is how many script frames (a prefix) the plan can ever play;
@@ -68,13 +68,13 @@ type Step struct {
 // Step returns step n (from 0, the join).
 func (p Plan) Step(n int64) Step {
 	if n < int64(p.login) {
-		return Step{Frame: int(n), Due: p.s.frames[n].at}
+		return Step{Frame: int(n), Due: p.s.at[n]}
 	}
 	m := n - int64(p.login)
 	if p.loop {
 		a, b := int64(p.s.loginEnd), int64(p.s.loopEnd)
 		k, j := m/(b-a), a+m%(b-a)
-		return Step{Frame: int(j), Due: p.s.frames[j].at + time.Duration(k)*p.s.period, Loops: k}
+		return Step{Frame: int(j), Due: p.s.at[j] + time.Duration(k)*p.s.period, Loops: k}
 	}
 	if p.hb <= 0 {
 		return Step{End: true}
@@ -85,24 +85,24 @@ func (p Plan) Step(n int64) Step {
 // DueBy returns how many steps are due at or before elapsed since the
 // join: the client has fallen behind if it has taken fewer.
 func (p Plan) DueBy(elapsed time.Duration) int64 {
-	fr := p.s.frames
+	fr := p.s.at
 	if elapsed < 0 {
 		return 0
 	}
-	n := int64(sort.Search(p.login, func(i int) bool { return fr[i].at > elapsed }))
+	n := int64(sort.Search(p.login, func(i int) bool { return fr[i] > elapsed }))
 	if n < int64(p.login) {
 		return n
 	}
 	if p.loop {
 		a, b := p.s.loginEnd, p.s.loopEnd
-		since := elapsed - fr[a].at
+		since := elapsed - fr[a]
 		if since < 0 {
 			return n
 		}
 		k := int64(since / p.s.period)
 		// Frames of pass k due by elapsed: at_j + k·period ≤ elapsed.
 		rest := elapsed - time.Duration(k)*p.s.period
-		j := sort.Search(b-a, func(i int) bool { return fr[a+i].at > rest })
+		j := sort.Search(b-a, func(i int) bool { return fr[a+i] > rest })
 		return n + k*int64(b-a) + int64(j)
 	}
 	if p.hb <= 0 || elapsed < p.hbBase {

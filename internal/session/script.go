@@ -13,7 +13,6 @@ package session
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -41,17 +40,8 @@ type Options struct {
 // Script is a recorded session ready to be replayed by many clients. It is
 // immutable after New and safe to share between goroutines.
 type Script struct {
+	Timeline
 	frames []frame
-	// loginEnd is the first loop frame (A); frames before it are the login
-	// part. loopEnd is B, exclusive. Without a loop, loginEnd is the first
-	// send and loopEnd the number of frames.
-	loginEnd, loopEnd int
-	// handshakeEnd is the first send: the frames before it (the join and
-	// whatever the client said before its first cast) are all a
-	// receive-only client plays.
-	handshakeEnd int
-	looping      bool
-	period       time.Duration // B−A scaled, when looping
 
 	// RecordedUser is the user id of the recorded join; RecordedRoom its room.
 	RecordedUser string
@@ -70,7 +60,6 @@ type Script struct {
 // frame is one script frame: its due time since the join and what the
 // rewriter needs.
 type frame struct {
-	at    time.Duration // since the join, scaled by speed
 	typ   wire.Type
 	bytes []byte
 	// template marks frames whose bytes differ per client (join, targets,
@@ -111,16 +100,22 @@ func New(in []Frame, opts Options) (*Script, error) {
 	}
 	s.findOthers()
 	s.markTemplates()
-	s.handshakeEnd = len(s.frames)
+	firstSend := len(s.frames)
 	for i, f := range s.frames {
 		if f.typ == wire.TypeSend {
-			s.handshakeEnd = i
+			firstSend = i
 			break
 		}
 	}
-	if err := s.setLoop(in, first, last, opts.Loop, speed); err != nil {
+	flow := make([]time.Duration, len(in))
+	for i, fr := range in {
+		flow[i] = fr.Offset
+	}
+	tl, err := NewTimeline(TimelineInput{Flow: flow, First: first, Last: last, FirstSend: firstSend, Loop: opts.Loop, Speed: speed})
+	if err != nil {
 		return nil, err
 	}
+	s.Timeline = tl
 	return s, nil
 }
 
@@ -159,7 +154,7 @@ func (s *Script) decodeFrames(in []Frame, maxFrame int, speed float64) (first, l
 		if fr.Offset < base || (len(s.frames) > 0 && fr.Offset < in[i-1].Offset) {
 			return 0, 0, fmt.Errorf("session: frame #%d at %v: offsets go backwards", i, fr.Offset)
 		}
-		s.frames = append(s.frames, decoded(&f, fr.Bytes, time.Duration(float64(fr.Offset-base)/speed)))
+		s.frames = append(s.frames, decoded(&f, fr.Bytes))
 	}
 	if first < 0 {
 		return 0, 0, ErrNoJoin
@@ -168,8 +163,8 @@ func (s *Script) decodeFrames(in []Frame, maxFrame int, speed float64) (first, l
 }
 
 // decoded copies what the rewriter needs out of f (whose slices alias b).
-func decoded(f *wire.Frame, b []byte, at time.Duration) frame {
-	fr := frame{at: at, typ: f.Type, bytes: b}
+func decoded(f *wire.Frame, b []byte) frame {
+	fr := frame{typ: f.Type, bytes: b}
 	switch f.Type {
 	case wire.TypeJoin:
 		fr.authLen, fr.padding = len(f.Auth), f.Padding
@@ -205,71 +200,6 @@ func (s *Script) markTemplates() {
 	}
 }
 
-// setLoop resolves the loop points against the flow (in) and the kept
-// frames, which are in[first:last).
-func (s *Script) setLoop(in []Frame, first, last int, l *Loop, speed float64) error {
-	if l == nil {
-		s.loopEnd = len(s.frames)
-		s.loginEnd = s.handshakeEnd
-		return nil
-	}
-	kept := in[first:last]
-	a, aOff, err := resolve(l.A, in, first, kept)
-	if err != nil {
-		return fmt.Errorf("session: loop start: %w", err)
-	}
-	b, bOff, err := resolve(l.B, in, first, kept)
-	if err != nil {
-		return fmt.Errorf("session: loop end: %w", err)
-	}
-	if a == 0 {
-		return fmt.Errorf("session: loop start %v is at or before the join (%v): the join cannot be looped", l.A, in[first].Offset)
-	}
-	if b <= a {
-		return fmt.Errorf("session: loop %v,%v holds no frames", l.A, l.B)
-	}
-	if bOff <= aOff {
-		return fmt.Errorf("session: loop %v,%v lasts no time", l.A, l.B)
-	}
-	s.looping, s.loginEnd, s.loopEnd = true, a, b
-	// Pass k plays frame j at at_j + k·period, so the gap between the last
-	// frame and B is kept before every wrap.
-	s.period = time.Duration(float64(bOff-aOff) / speed)
-	return nil
-}
-
-// resolve turns a point into an index into kept (len(kept) allowed for
-// an end) and the flow offset it stands for.
-func resolve(p Point, in []Frame, first int, kept []Frame) (int, time.Duration, error) {
-	if p.IsIndex {
-		i := p.Index - first
-		if p.Index < first || i > len(kept) || (i == len(kept) && p.Index >= len(in)) {
-			return 0, 0, fmt.Errorf("frame index %v outside the replayable frames #%d..#%d", p, first, first+len(kept)-1)
-		}
-		if i == len(kept) {
-			return i, in[p.Index].Offset, nil
-		}
-		return i, kept[i].Offset, nil
-	}
-	i := sort.Search(len(kept), func(i int) bool { return kept[i].Offset >= p.Offset })
-	return i, p.Offset, nil
-}
-
-// Len is the number of script frames.
-func (s *Script) Len() int { return len(s.frames) }
-
-// LoginEnd is the index of the first frame after the login part.
-func (s *Script) LoginEnd() int { return s.loginEnd }
-
-// Looping reports whether the script has a loop; Period is its length.
-func (s *Script) Looping() bool { return s.looping }
-
-// Period is the scaled length of one loop pass.
-func (s *Script) Period() time.Duration { return s.period }
-
-// At is frame i's due time since the join (first pass), scaled.
-func (s *Script) At(i int) time.Duration { return s.frames[i].at }
-
 // Type is frame i's type.
 func (s *Script) Type(i int) wire.Type { return s.frames[i].typ }
 
@@ -280,6 +210,3 @@ func (s *Script) RoomWide(i int) bool {
 	f := &s.frames[i]
 	return f.typ == wire.TypeSend && f.hasTrace && (f.mode == wire.Broadcast || f.mode == wire.Othercast)
 }
-
-// LoopRange returns the loop's frame range [a, b).
-func (s *Script) LoopRange() (a, b int) { return s.loginEnd, s.loopEnd }
