@@ -1,0 +1,166 @@
+package profile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// framers are every framing, by the number a fuzz input picks it with.
+var framers = []Framer{
+	LengthField{Size: 2, Max: 4096},
+	LengthField{Offset: 1, Size: 4, LittleEnd: true, CountsWhole: true, Adjust: -1, Max: 4096},
+	LengthField{Size: 8, Max: 4096},
+	Varint{Offset: 1, Max: 4096},
+	Delimiter{Delim: []byte("\n"), Max: 4096},
+	Delimiter{Delim: []byte("\r\n"), BulkPrefix: []byte("$"), Max: 4096},
+	RESP{Max: 4096},
+	Whole{},
+}
+
+// feedFramer cuts chunks as a stream reader does and summarises the
+// messages and the error.
+func feedFramer(f Framer, chunks [][]byte) string {
+	var buf []byte
+	out := ""
+	for _, c := range chunks {
+		buf = append(buf, c...)
+		msgs, rest, err := Split(f, buf)
+		for _, m := range msgs {
+			out += fmt.Sprintf("%q ", m)
+		}
+		if err != nil {
+			return out + "error"
+		}
+		buf = append([]byte(nil), rest...)
+	}
+	return out + fmt.Sprintf("rest %d", len(buf))
+}
+
+// FuzzFramers feeds each input to a framing whole and split in two: both
+// must give the same messages and error, and nothing may panic. Whole
+// frames each read as it comes, so it is fed whole only. Seeds are in
+// testdata/fuzz/FuzzFramers.
+func FuzzFramers(f *testing.F) {
+	f.Add(uint8(0), []byte("\x00\x02ab\x00\x01c"), uint16(3))
+	f.Add(uint8(3), []byte("\x30\x03abc\xc0\x00"), uint16(2))
+	f.Add(uint8(5), []byte("$3\r\nabc\r\n+OK\r\n"), uint16(5))
+	f.Add(uint8(6), []byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n>1\r\n%1\r\n+a\r\n:1\r\n"), uint16(9))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte, cut uint16) {
+		fr := framers[int(which)%len(framers)]
+		whole := feedFramer(fr, [][]byte{data})
+		if _, ok := fr.(Whole); ok {
+			return
+		}
+		c := int(cut) % (len(data) + 1)
+		if got := feedFramer(fr, [][]byte{data[:c], data[c:]}); got != whole {
+			t.Fatalf("framer %T split at %d: %s, whole: %s", fr, c, got, whole)
+		}
+	})
+}
+
+// FuzzWebSocket feeds a stream of WebSocket frames whole and split in
+// two: the same messages must come out.
+func FuzzWebSocket(f *testing.F) {
+	s := AppendWSFrame(nil, WSBinary, []byte("hello"), []byte{1, 2, 3, 4})
+	s = AppendWSFrame(s, WSPing, nil, nil)
+	f.Add(s, uint16(3))
+	f.Add(AppendWSFrame(nil, WSText, make([]byte, 300), nil), uint16(2))
+	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
+		run := func(chunks ...[]byte) string {
+			r := WSReader{Max: 4096}
+			out := ""
+			for _, c := range chunks {
+				if err := r.Feed(c, func(m WSMessage) error {
+					out += fmt.Sprintf("%d:%q ", m.Opcode, m.Payload)
+					return nil
+				}); err != nil {
+					return out + "error"
+				}
+			}
+			return out
+		}
+		c := int(cut) % (len(data) + 1)
+		if whole, split := run(data), run(data[:c], data[c:]); whole != split {
+			t.Fatalf("split at %d: %s, whole %s", c, split, whole)
+		}
+	})
+}
+
+// FuzzParseSpec decodes arbitrary profile files: an error or a profile
+// that compiles, never a panic. Seeds: the example profile and the files
+// in testdata/fuzz/FuzzParseSpec.
+func FuzzParseSpec(f *testing.F) {
+	if b, err := os.ReadFile(filepath.Join("..", "..", "examples", "profiles", "acme-binary.yaml")); err == nil {
+		f.Add(b)
+	}
+	f.Add([]byte("name: x\nframing: {type: resp}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSpec("fuzz.yaml", data)
+		if err != nil {
+			return
+		}
+		if _, err := Compile(s); err != nil {
+			t.Fatalf("ParseSpec accepted a spec Compile refuses: %v", err)
+		}
+	})
+}
+
+// FuzzClientFeed feeds server bytes to a client of each shipped profile,
+// whole and split: the events must agree and nothing may panic.
+func FuzzClientFeed(f *testing.F) {
+	f.Add(uint8(0), []byte{0x20, 2, 0, 0, 0x32, 5, 0, 1, 't', 0, 9}, uint16(4))
+	f.Add(uint8(1), []byte("+OK\r\n>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n"), uint16(7))
+	f.Add(uint8(2), acme(0x81, []byte("TOKEN-07")), uint16(3))
+	clients := fuzzClients(f)
+	f.Fuzz(func(t *testing.T, which uint8, data []byte, cut uint16) {
+		mk := clients[int(which)%len(clients)]
+		run := func(chunks ...[]byte) string {
+			c := mk()
+			var ev Events
+			for _, ch := range chunks {
+				if err := c.Feed(ch, 0, &ev); err != nil {
+					return fmt.Sprintf("%+v error", ev)
+				}
+			}
+			return fmt.Sprintf("%+v", ev)
+		}
+		c := int(cut) % (len(data) + 1)
+		if whole, split := run(data), run(data[:c], data[c:]); whole != split {
+			t.Fatalf("split at %d: %s, whole %s", c, split, whole)
+		}
+	})
+}
+
+func fuzzClients(f *testing.F) []func() Client {
+	var out []func() Client
+	for _, name := range []string{"mqtt", "redis", "../../examples/profiles/acme-binary.yaml"} {
+		p, err := Lookup(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var rec Recording
+		switch name {
+		case "mqtt":
+			rec.Client = []Segment{{0, mqttConnect(4, "a")}, {at(1), mqttPkt(0x30, mqttStr("t"), []byte("12345678"))}}
+		case "redis":
+			rec.Client = []Segment{{0, AppendRESPCommand(nil, []byte("SUBSCRIBE"), []byte("c"))}}
+		default:
+			rec.Client = []Segment{{0, acme(1, []byte("alice001"))}, {at(1), acme(2, []byte("RECORDED"))}}
+			rec.Server = []Segment{{0, acme(0x81, []byte("RECORDED"))}}
+		}
+		s, err := p.Compile(p.Messages(rec), ScriptOptions{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		out = append(out, func() Client {
+			c, err := s.NewClient(Identity{Index: 1, Clients: 2, User: "user0001"})
+			if err != nil {
+				f.Fatal(err)
+			}
+			return c
+		})
+	}
+	return out
+}

@@ -1,0 +1,218 @@
+package profile
+
+import (
+	"fmt"
+	"time"
+)
+
+// Segment is what one packet brought to one direction of a recorded flow:
+// a TCP payload or a datagram, at its offset from the flow's start.
+type Segment struct {
+	Offset time.Duration
+	Bytes  []byte
+}
+
+// Recording is one recorded flow, both directions, as the transport
+// carried it.
+type Recording struct {
+	Client, Server []Segment
+}
+
+// Message is one protocol message of a recorded flow.
+type Message struct {
+	// Offset is the time of the segment that completed it.
+	Offset time.Duration
+	Bytes  []byte
+	// Kind indexes the profile's client kinds (Profile.Kinds) or server
+	// kinds (ServerKinds), -1 for a server message of no kind.
+	Kind int
+}
+
+// Messages is a recording cut into messages by the profile.
+type Messages struct {
+	Client, Server []Message
+	// Upgrade is the recorded WebSocket upgrade request (websocket only).
+	Upgrade []byte
+	Notes   []string
+}
+
+// Messages cuts a recording into messages and names their kinds.
+func (p *Profile) Messages(r Recording) Messages {
+	var out Messages
+	var notes []string
+	out.Client, out.Upgrade, notes = p.cut("client", r.Client)
+	out.Notes = append(out.Notes, notes...)
+	out.Server, _, notes = p.cut("server", r.Server)
+	out.Notes = append(out.Notes, notes...)
+	for i := range out.Client {
+		out.Client[i].Kind = p.ClientKind(out.Client[i].Bytes)
+	}
+	for i := range out.Server {
+		out.Server[i].Kind = p.ServerKind(out.Server[i].Bytes)
+	}
+	return out
+}
+
+// ClientKind is the index in Kinds of a client message's kind (0: other).
+func (p *Profile) ClientKind(b []byte) int {
+	for i := range p.client {
+		if p.client[i].m.match(b) {
+			return p.Kinds.index(p.client[i].name)
+		}
+	}
+	return 0
+}
+
+// ServerKind is the index of a server message's kind, -1 for none.
+func (p *Profile) ServerKind(b []byte) int {
+	for i := range p.server {
+		if p.server[i].m.match(b) {
+			return i
+		}
+	}
+	return -1
+}
+
+// ServerKinds are the names of the server kinds.
+func (p *Profile) ServerKinds() []string {
+	out := make([]string, len(p.server))
+	for i, k := range p.server {
+		out[i] = k.name
+	}
+	return out
+}
+
+// KindName names a client kind index.
+func (p *Profile) KindName(k int) string {
+	if k >= 0 && k < len(p.Kinds) {
+		return p.Kinds[k]
+	}
+	return "other"
+}
+
+// ServerKindName names a server kind index.
+func (p *Profile) ServerKindName(k int) string {
+	if k >= 0 && k < len(p.server) {
+		return p.server[k].name
+	}
+	return "other"
+}
+
+// cut cuts one direction into messages.
+func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, []string) {
+	if p.Raw && p.Transport != WebSocket {
+		out := make([]Message, 0, len(segs))
+		for _, s := range segs {
+			out = append(out, Message{Offset: s.Offset, Bytes: s.Bytes})
+		}
+		return out, nil, nil
+	}
+	if p.Transport == UDP {
+		var out []Message
+		var notes []string
+		for _, s := range segs {
+			msgs, rest, err := Split(p.framer, s.Bytes)
+			for _, m := range msgs {
+				out = append(out, Message{Offset: s.Offset, Bytes: m})
+			}
+			if err != nil || len(rest) > 0 {
+				notes = append(notes, fmt.Sprintf("%s datagram at %v: %d bytes are not whole messages: skipped", dir, s.Offset, len(rest)))
+			}
+		}
+		return out, nil, notes
+	}
+	st := &streamCutter{p: p, dir: dir}
+	for _, s := range segs {
+		if !st.feed(s) {
+			break
+		}
+	}
+	st.end()
+	return st.out, st.upgrade, st.notes
+}
+
+// streamCutter cuts a TCP direction (or a WebSocket one) into messages.
+type streamCutter struct {
+	p       *Profile
+	dir     string
+	buf     []byte
+	out     []Message
+	upgrade []byte
+	headed  bool
+	ws      WSReader
+	notes   []string
+	failed  bool
+}
+
+func (c *streamCutter) feed(s Segment) bool {
+	if c.p.Transport != WebSocket {
+		return c.frame(s.Bytes, s.Offset)
+	}
+	if !c.headed {
+		c.buf = append(c.buf, s.Bytes...)
+		n, err := HTTPHead(c.buf, 0)
+		if err != nil {
+			c.note("%s stream: %v", c.dir, err)
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		c.headed = true
+		c.upgrade = append([]byte(nil), c.buf[:n]...)
+		rest := c.buf[n:]
+		c.buf = nil
+		if len(rest) == 0 {
+			return true
+		}
+		s.Bytes = rest
+	}
+	c.ws.Max = c.p.frame.Max
+	err := c.ws.Feed(s.Bytes, func(m WSMessage) error {
+		if m.Opcode >= 0x8 {
+			return nil
+		}
+		if !c.frame(m.Payload, s.Offset) {
+			return errStop
+		}
+		return nil
+	})
+	if err != nil && err != errStop {
+		c.note("%s stream at %v: %v: the rest is skipped", c.dir, s.Offset, err)
+		return false
+	}
+	return err == nil
+}
+
+var errStop = fmt.Errorf("stop")
+
+// frame adds stream bytes (or one WebSocket message) and emits the whole
+// messages.
+func (c *streamCutter) frame(b []byte, at time.Duration) bool {
+	if c.p.Raw {
+		c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), b...)})
+		return true
+	}
+	c.buf = append(c.buf, b...)
+	msgs, rest, err := Split(c.p.framer, c.buf)
+	for _, m := range msgs {
+		c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...)})
+	}
+	c.buf = append(c.buf[:0], rest...)
+	if err != nil {
+		c.note("%s stream at %v: %v: the rest is skipped", c.dir, at, err)
+		c.failed = true
+		return false
+	}
+	return true
+}
+
+func (c *streamCutter) end() {
+	if !c.failed && len(c.buf) > 0 && c.headed == (c.p.Transport == WebSocket) {
+		c.note("%s stream ends inside a message (%d bytes): dropped", c.dir, len(c.buf))
+	}
+}
+
+func (c *streamCutter) note(format string, args ...any) {
+	c.notes = append(c.notes, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,92 @@
+package profile
+
+import (
+	"github.com/reprise-harness/reprise/internal/session"
+)
+
+// Player is a recorded session compiled by a profile: what every client
+// of a fleet plays. It is immutable and shared by all clients.
+type Player interface {
+	// Timeline is the script's timing (steps are its messages).
+	Timeline() *session.Timeline
+	// LoginSteps is how many steps the client sends before it waits for
+	// the server's answer to its login (at least 1).
+	LoginSteps() int
+	// Kinds name the sent kinds; AppendStep returns an index into them.
+	Kinds() KindNames
+	// Counted reports whether sends of kind k count as sent messages.
+	Counted(k int) bool
+	// HeartbeatKind and LeaveKind are the kinds of those messages.
+	HeartbeatKind() int
+	LeaveKind() int
+	Transport() Transport
+	// Notes say what was dropped or adjusted while compiling.
+	Notes() []string
+	// Recorded are the recorded user id and room ("" when not found) and
+	// the number of other users the recorded client addressed.
+	Recorded() (user, room string, others int)
+	// CheckID checks that a user id or room (what) fits the protocol.
+	CheckID(what, id string) error
+	// NewClient prepares one client's own bytes.
+	NewClient(id Identity) (Client, error)
+}
+
+// Identity is who one replayed client is.
+type Identity struct {
+	// Index is the client's number in the fleet, from 0; Clients the size
+	// of the fleet (for ids that keep the recorded length).
+	Index, Clients int
+	// User replaces the recorded user id; Room the recorded room (empty
+	// keeps it); Peers[k] the k-th other recorded user.
+	User  string
+	Room  string
+	Peers []string
+	// Auth is a login token to put in the login, when the protocol has one.
+	Auth []byte
+}
+
+// Client is one replayed client's protocol state. AppendStep,
+// AppendHeartbeat and AppendLeave run on the goroutine that sends; Feed
+// on the one that reads. They share only values the client publishes
+// safely (correlated values, the UDP session token before the login
+// ends).
+type Client interface {
+	// UpgradeRequest is the client's WebSocket upgrade request (nil when
+	// the transport is not websocket).
+	UpgradeRequest() []byte
+	// AppendStep appends step i's message, stamped with now (Unix ns)
+	// when it carries a latency stamp, and returns its kind.
+	AppendStep(dst []byte, i int, now int64) ([]byte, int)
+	// AppendHeartbeat appends a heartbeat (nothing when the protocol has
+	// none).
+	AppendHeartbeat(dst []byte, now int64) []byte
+	// AppendLeave appends the goodbye (nothing when there is none).
+	AppendLeave(dst []byte) []byte
+	// Feed takes bytes from the server (a stream read, one datagram, or
+	// one WebSocket message) received at now (Unix ns) and adds what
+	// they meant to ev.
+	Feed(b []byte, now int64, ev *Events) error
+}
+
+// Events is what a Feed found.
+type Events struct {
+	// Frames counts server messages, Messages the deliveries among them.
+	Frames, Messages int64
+	// Latencies of stamped deliveries, in µs (appended).
+	Latencies []int64
+	// LoggedIn is set when the login was accepted (and every awaited
+	// value arrived).
+	LoggedIn bool
+	// Failed names a refused login.
+	Failed string
+	// Error names the last error the server reported after the login.
+	Error string
+	// Reply is what to send back now (appended): a pad request's answer,
+	// an acknowledgement.
+	Reply []byte
+}
+
+// Reset clears ev for the next read, keeping its buffers.
+func (ev *Events) Reset() {
+	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0]}
+}

@@ -1,0 +1,626 @@
+// Package profile holds protocol profiles: everything the fleet, the
+// capture reader and `replay inspect` need to know about one protocol, so
+// that they stay protocol-agnostic. A profile says how a stream splits
+// into messages (framing), how to name a message (kinds), where the
+// recorded user id and room sit and how a client's own replace them
+// (identity), which messages form the login and what answers it, the
+// heartbeat of receive-only clients, which server messages are
+// deliveries, where a send can carry a latency stamp, and which values
+// the server hands out that later client messages must carry
+// (correlation).
+//
+// Profiles come built in (reprise, mqtt, redis) or from a declarative file
+// (docs/profiles.md). A profile compiles a recorded flow into a Script,
+// which every replayed client plays through its own Client. This package
+// opens no sockets and reads no captures: internal/capture reassembles
+// the streams and internal/fleet sends and receives the bytes.
+package profile
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Transport is how a profile's messages travel.
+type Transport string
+
+// Transports.
+const (
+	TCP       Transport = "tcp"
+	UDP       Transport = "udp"
+	WebSocket Transport = "websocket"
+)
+
+// Profile is a compiled protocol profile.
+type Profile struct {
+	Name      string
+	Transport Transport
+	// Port is the server's usual port: it tells the client side of a
+	// captured flow.
+	Port uint16
+	// Raw replays the recorded segments as they were sent.
+	Raw bool
+	// IsReprise marks the reprise profile, whose script and clients are
+	// internal/session's over internal/wire.
+	IsReprise bool
+
+	framer Framer
+	frame  FramingSpec
+	client []kind
+	server []kind
+	// Kinds are the names of sent kinds: index 0 is "other", then the
+	// client kinds, then heartbeat and leave when the spec does not name
+	// them. The fleet counts sends by this index.
+	Kinds KindNames
+
+	loginSend   map[int]bool
+	success     int // server kind index, -1 none (first server message)
+	successWhen *matcher
+	failure     int
+	reason      *reasonRule
+	heartbeat   []byte
+	hbInterval  time.Duration
+	delivery    map[int]bool
+	sends       map[int]bool
+	leave       []byte
+	stamp       *stampRule
+	identity    identityRule
+	corrs       []corrRule
+
+	hooks  hooks
+	labels labelSet
+}
+
+// kind is one named matcher.
+type kind struct {
+	name string
+	m    matcher
+}
+
+// matcher is a compiled MatchSpec.
+type matcher struct {
+	offset  int
+	byteVal int
+	mask    byte
+	hasByte bool
+	prefix  []byte
+	re      *regexp.Regexp
+	command []byte
+}
+
+func (m *matcher) match(b []byte) bool {
+	switch {
+	case m.hasByte:
+		return m.offset < len(b) && b[m.offset]&m.mask == byte(m.byteVal)&m.mask
+	case m.prefix != nil:
+		return m.offset <= len(b) && bytes.HasPrefix(b[m.offset:], m.prefix)
+	case m.re != nil:
+		return m.re.Match(b)
+	case m.command != nil:
+		return bytes.EqualFold(commandOf(b), m.command)
+	}
+	return false
+}
+
+// commandOf is the first word of a RESP array or an inline command line.
+func commandOf(b []byte) []byte {
+	if s := RESPStrings(b); len(s) > 0 && len(b) > 0 && (b[0] == '*' || b[0] == '>') {
+		return s[0]
+	}
+	if len(b) > 0 && strings.IndexByte("*>+-:$_,#(!=%~|", b[0]) >= 0 {
+		return nil
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) == 0 {
+		return nil
+	}
+	return f[0]
+}
+
+// reasonRule reads a failure reason.
+type reasonRule struct {
+	offset, size int
+	names        map[int]string
+	re           *regexp.Regexp
+}
+
+// stampRule places the latency stamp.
+type stampRule struct {
+	send, delivery             int // kind indexes
+	sendOffset, deliveryOffset int
+}
+
+// at resolves a possibly negative offset for an 8-byte stamp in b.
+func stampAt(b []byte, off int) (int, bool) {
+	if off < 0 {
+		off += len(b)
+	}
+	return off, off >= 0 && off+8 <= len(b)
+}
+
+// fieldRule is a compiled FieldSpec.
+type fieldRule struct {
+	value  []byte
+	kind   int // -1: any
+	offset int
+	length int
+	re     *regexp.Regexp
+}
+
+// take reads the field from a message of kind k, nil when it is not there.
+func (f *fieldRule) take(b []byte, k int) []byte {
+	if f.kind >= 0 && k != f.kind {
+		return nil
+	}
+	if f.re != nil {
+		m := f.re.FindSubmatch(b)
+		if len(m) < 2 {
+			return nil
+		}
+		return m[1]
+	}
+	off := f.offset
+	if off < 0 {
+		off += len(b)
+	}
+	if off < 0 || f.length <= 0 || off+f.length > len(b) {
+		return nil
+	}
+	return b[off : off+f.length]
+}
+
+type identityRule struct {
+	user, room   *fieldRule
+	format       string
+	lengthBefore int
+	little       bool
+}
+
+type corrRule struct {
+	name string
+	from fieldRule
+	into map[int]bool // nil: all
+	wait bool
+}
+
+// hooks are a built-in profile's Go code.
+type hooks interface {
+	// recorded proposes the recorded user id and room from the client
+	// messages, when the spec does not place them.
+	recorded(msgs []Message) (user, room []byte)
+	// rewrite returns m with every old value replaced by its new one
+	// (lengths may differ) and its lengths fixed up.
+	rewrite(m []byte, subs []sub) []byte
+	// reply is what a client answers to server message m (an MQTT PUBACK).
+	reply(m []byte, dst []byte) []byte
+	// failure names a refused login from the answer, "" when m is no
+	// refusal.
+	failure(m []byte) string
+	// success reports whether m accepts the login.
+	success(m []byte) bool
+	// templated reports whether a client message differs per client
+	// even where no recorded value shows (an empty MQTT client id).
+	templated(m []byte) bool
+}
+
+// sub is one replacement.
+type sub struct{ old, new []byte }
+
+// Compile checks a Spec and compiles it.
+func Compile(s *Spec) (*Profile, error) {
+	p, err := s.compile()
+	if err != nil {
+		var se *specError
+		if e, ok := err.(*specError); ok {
+			se = e
+			return nil, fmt.Errorf("profile %s: %s", s.Name, se.Error())
+		}
+		return nil, fmt.Errorf("profile %s: %w", s.Name, err)
+	}
+	return p, nil
+}
+
+func (s *Spec) validate() error {
+	_, err := s.compile()
+	return err
+}
+
+func (s *Spec) compile() (*Profile, error) {
+	p := &Profile{Name: s.Name, Transport: Transport(s.Transport), Port: s.Port, frame: s.Framing}
+	if s.Name == "" {
+		return nil, bad("name", "a profile needs a name")
+	}
+	switch p.Transport {
+	case "":
+		p.Transport = TCP
+	case TCP, UDP, WebSocket:
+	default:
+		return nil, bad("transport", "%q: tcp, udp or websocket", s.Transport)
+	}
+	var err error
+	if p.framer, err = s.Framing.compile(p.Transport); err != nil {
+		return nil, err
+	}
+	p.Raw = s.Framing.Type == "raw"
+	if p.client, err = compileKinds("kinds.client", s.Kinds.Client); err != nil {
+		return nil, err
+	}
+	if p.server, err = compileKinds("kinds.server", s.Kinds.Server); err != nil {
+		return nil, err
+	}
+	p.Kinds = KindNames{"other"}
+	for _, k := range p.client {
+		p.Kinds = append(p.Kinds, k.name)
+	}
+	for _, extra := range []string{"heartbeat", "leave"} {
+		if p.clientKind(extra) < 0 {
+			p.Kinds = append(p.Kinds, extra)
+		}
+	}
+	if len(p.Kinds) > MaxKinds {
+		return nil, bad("kinds.client", "%d kinds: at most %d", len(p.Kinds), MaxKinds-3)
+	}
+	if err := s.compileLogin(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileMessages(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileIdentity(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// KindNames are the names of the sent kinds, by index.
+type KindNames []string
+
+func (k KindNames) index(name string) int {
+	for i, n := range k {
+		if n == name {
+			return i
+		}
+	}
+	return 0
+}
+
+// MaxKinds bounds a profile's sent kinds (and so the fleet's counters).
+const MaxKinds = 16
+
+func (f FramingSpec) compile(t Transport) (Framer, error) {
+	little := false
+	switch f.Endian {
+	case "", "big":
+	case "little":
+		little = true
+	default:
+		return nil, bad("framing.endian", "%q: big or little", f.Endian)
+	}
+	if f.Max < 0 {
+		return nil, bad("framing.max", "%d: must not be negative", f.Max)
+	}
+	if f.Offset < 0 || f.Offset > 1<<16 {
+		return nil, bad("framing.offset", "%d: out of range", f.Offset)
+	}
+	switch f.Type {
+	case "length":
+		if f.Size != 1 && f.Size != 2 && f.Size != 4 && f.Size != 8 {
+			return nil, bad("framing.size", "%d: 1, 2, 4 or 8", f.Size)
+		}
+		whole := false
+		switch f.Counts {
+		case "", "after":
+		case "whole":
+			whole = true
+		default:
+			return nil, bad("framing.counts", "%q: after or whole", f.Counts)
+		}
+		return LengthField{Offset: f.Offset, Size: f.Size, LittleEnd: little, CountsWhole: whole, Adjust: f.Adjust, Max: f.Max}, nil
+	case "varint":
+		return Varint{Offset: f.Offset, Max: f.Max}, nil
+	case "delimiter":
+		if f.Delimiter == "" {
+			return nil, bad("framing.delimiter", "a delimiter framing needs a delimiter")
+		}
+		return Delimiter{Delim: []byte(f.Delimiter), BulkPrefix: []byte(f.Bulk), Max: f.Max}, nil
+	case "resp":
+		return RESP{Max: f.Max}, nil
+	case "message", "raw":
+		return Whole{}, nil
+	case "":
+		if t == UDP || t == WebSocket {
+			return Whole{}, nil
+		}
+		return nil, bad("framing.type", "missing: length, varint, delimiter, resp, message or raw")
+	}
+	return nil, bad("framing.type", "%q: length, varint, delimiter, resp, message or raw", f.Type)
+}
+
+func compileKinds(path string, ks []KindSpec) ([]kind, error) {
+	out := make([]kind, 0, len(ks))
+	seen := map[string]bool{}
+	for i, k := range ks {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		if !validName.MatchString(k.Name) {
+			return nil, bad(p+".name", "%q: a kind name is lower case letters, digits and _ (up to 32)", k.Name)
+		}
+		if seen[k.Name] {
+			return nil, bad(p+".name", "%q is named twice", k.Name)
+		}
+		seen[k.Name] = true
+		m, err := compileMatch(p+".match", k.Match)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, kind{k.Name, *m})
+	}
+	return out, nil
+}
+
+var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
+
+func compileMatch(path string, s MatchSpec) (*matcher, error) {
+	m := &matcher{offset: s.Offset, mask: 0xff}
+	if s.Offset < 0 || s.Offset > 1<<16 {
+		return nil, bad(path+".offset", "%d: out of range", s.Offset)
+	}
+	n := 0
+	if s.Byte != nil {
+		n++
+		if *s.Byte < 0 || *s.Byte > 255 {
+			return nil, bad(path+".byte", "%d: a byte is 0 to 255", *s.Byte)
+		}
+		m.hasByte, m.byteVal = true, *s.Byte
+	}
+	if s.Mask != nil {
+		if s.Byte == nil || *s.Mask < 0 || *s.Mask > 255 {
+			return nil, bad(path+".mask", "a mask (0 to 255) goes with a byte")
+		}
+		m.mask = byte(*s.Mask)
+	}
+	if s.Prefix != "" {
+		n++
+		m.prefix = []byte(s.Prefix)
+	}
+	if s.Hex != "" {
+		n++
+		b, err := hex.DecodeString(strings.Join(strings.Fields(s.Hex), ""))
+		if err != nil || len(b) == 0 {
+			return nil, bad(path+".hex", "%q is not hex", s.Hex)
+		}
+		m.prefix = b
+	}
+	if s.Regexp != "" {
+		n++
+		re, err := regexp.Compile(s.Regexp)
+		if err != nil {
+			return nil, bad(path+".regexp", "%v", err)
+		}
+		m.re = re
+	}
+	if s.Command != "" {
+		n++
+		m.command = []byte(s.Command)
+	}
+	if n != 1 {
+		return nil, bad(path, "give exactly one of byte, prefix, hex, regexp or command (%d given)", n)
+	}
+	return m, nil
+}
+
+func (p *Profile) clientKind(name string) int {
+	for i, k := range p.Kinds {
+		if k == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (p *Profile) serverKind(name string) int {
+	for i, k := range p.server {
+		if k.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func (p *Profile) kindList(path string, names []string, server bool) (map[int]bool, error) {
+	out := map[int]bool{}
+	for i, n := range names {
+		k := p.clientKind(n)
+		if server {
+			k = p.serverKind(n)
+		}
+		if k < 0 || (!server && k == 0) {
+			return nil, bad(fmt.Sprintf("%s[%d]", path, i), "%q is not a %s kind", n, side(server))
+		}
+		out[k] = true
+	}
+	return out, nil
+}
+
+func side(server bool) string {
+	if server {
+		return "server"
+	}
+	return "client"
+}
+
+func (s *Spec) compileLogin(p *Profile) error {
+	var err error
+	if p.loginSend, err = p.kindList("login.send", s.Login.Send, false); err != nil {
+		return err
+	}
+	p.success, p.failure = -1, -1
+	if s.Login.Success != "" {
+		if p.success = p.serverKind(s.Login.Success); p.success < 0 {
+			return bad("login.success", "%q is not a server kind", s.Login.Success)
+		}
+	}
+	if s.Login.When != nil {
+		if p.successWhen, err = compileMatch("login.when", *s.Login.When); err != nil {
+			return err
+		}
+	}
+	if s.Login.Failure != "" {
+		if p.failure = p.serverKind(s.Login.Failure); p.failure < 0 {
+			return bad("login.failure", "%q is not a server kind", s.Login.Failure)
+		}
+	}
+	if r := s.Login.Reason; r != nil {
+		rr := &reasonRule{offset: r.Offset, size: r.Size, names: map[int]string{}}
+		switch {
+		case r.Regexp != "":
+			re, err := regexp.Compile(r.Regexp)
+			if err != nil || re.NumSubexp() < 1 {
+				return bad("login.reason.regexp", "%q: a regular expression with one group", r.Regexp)
+			}
+			rr.re = re
+		case r.Size != 1 && r.Size != 2 && r.Size != 4:
+			return bad("login.reason.size", "%d: 1, 2 or 4 (or give a regexp)", r.Size)
+		case r.Offset < 0:
+			return bad("login.reason.offset", "%d: must not be negative", r.Offset)
+		}
+		for code, name := range r.Names {
+			if !validName.MatchString(name) {
+				return bad("login.reason.names", "%q: a reason is lower case letters, digits and _", name)
+			}
+			rr.names[code] = name
+		}
+		p.reason = rr
+	}
+	return nil
+}
+
+func (s *Spec) compileMessages(p *Profile) error {
+	var err error
+	if s.Heartbeat != nil {
+		if p.heartbeat, err = s.Heartbeat.Template.Bytes(); err != nil {
+			return bad("heartbeat.template", "%v", err)
+		}
+		if len(p.heartbeat) == 0 {
+			return bad("heartbeat.template", "empty")
+		}
+		p.hbInterval = time.Duration(s.Heartbeat.Interval)
+	}
+	if s.Leave != nil {
+		if p.leave, err = s.Leave.Bytes(); err != nil {
+			return bad("leave", "%v", err)
+		}
+	}
+	if p.delivery, err = p.kindList("delivery", s.Delivery, true); err != nil {
+		return err
+	}
+	if p.sends, err = p.kindList("sends", s.Sends, false); err != nil {
+		return err
+	}
+	if l := s.Latency; l != nil {
+		st := &stampRule{send: p.clientKind(l.Send), delivery: p.serverKind(l.Delivery), sendOffset: l.SendOffset, deliveryOffset: l.DeliveryOffset}
+		if st.send <= 0 {
+			return bad("latency.send", "%q is not a client kind", l.Send)
+		}
+		if st.delivery < 0 {
+			return bad("latency.delivery", "%q is not a server kind", l.Delivery)
+		}
+		p.stamp = st
+	}
+	for i, c := range s.Correlation {
+		path := fmt.Sprintf("correlation[%d]", i)
+		if !validName.MatchString(c.Name) {
+			return bad(path+".name", "%q: lower case letters, digits and _", c.Name)
+		}
+		f, err := p.compileField(path+".from", &c.From, true)
+		if err != nil {
+			return err
+		}
+		if f.value != nil {
+			return bad(path+".from", "a correlation is taken from a server message: give kind with offset and length, or a regexp")
+		}
+		into, err := p.kindList(path+".into", c.Into, false)
+		if err != nil {
+			return err
+		}
+		if len(into) == 0 {
+			into = nil
+		}
+		p.corrs = append(p.corrs, corrRule{name: c.Name, from: *f, into: into, wait: c.Wait})
+	}
+	return nil
+}
+
+func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRule, error) {
+	r := &fieldRule{kind: -1, offset: f.Offset, length: f.Length}
+	if f.Kind != "" {
+		r.kind = p.clientKind(f.Kind)
+		if server {
+			r.kind = p.serverKind(f.Kind)
+		}
+		if r.kind < 0 {
+			return nil, bad(path+".kind", "%q is not a %s kind", f.Kind, side(server))
+		}
+	}
+	switch {
+	case f.Value != "":
+		if f.Regexp != "" || f.Length != 0 {
+			return nil, bad(path, "give a value, or a place (offset and length, or regexp), not both")
+		}
+		r.value = []byte(f.Value)
+	case f.Regexp != "":
+		re, err := regexp.Compile(f.Regexp)
+		if err != nil || re.NumSubexp() < 1 {
+			return nil, bad(path+".regexp", "%q: a regular expression with one group", f.Regexp)
+		}
+		r.re = re
+	case f.Length > 0 && f.Length <= 1024:
+		if f.Kind == "" {
+			return nil, bad(path+".kind", "a field at an offset needs the kind of message it is in")
+		}
+	default:
+		return nil, bad(path+".length", "%d: give a length from 1 to 1024 with an offset, a regexp, or a value", f.Length)
+	}
+	return r, nil
+}
+
+func (s *Spec) compileIdentity(p *Profile) error {
+	id := s.Identity
+	var err error
+	if id.User != nil {
+		if p.identity.user, err = p.compileField("identity.user", id.User, false); err != nil {
+			return err
+		}
+	}
+	if id.Room != nil {
+		if p.identity.room, err = p.compileField("identity.room", id.Room, false); err != nil {
+			return err
+		}
+	}
+	if id.Format != "" {
+		if strings.Count(id.Format, "%") != 1 || !idVerb.MatchString(id.Format) {
+			return bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format)
+		}
+	}
+	p.identity.format = id.Format
+	switch id.LengthBefore {
+	case 0, 1, 2, 4:
+	default:
+		return bad("identity.length_before", "%d: 0, 1, 2 or 4", id.LengthBefore)
+	}
+	p.identity.lengthBefore = id.LengthBefore
+	switch id.Endian {
+	case "", "big":
+	case "little":
+		p.identity.little = true
+	default:
+		return bad("identity.endian", "%q: big or little", id.Endian)
+	}
+	return nil
+}
+
+var idVerb = regexp.MustCompile(`%0?[0-9]*d`)

@@ -1,0 +1,303 @@
+package profile
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/session"
+)
+
+// ScriptOptions shape a compiled script.
+type ScriptOptions struct {
+	Loop  *session.Loop
+	Speed float64
+	// User and Room, when set, are the recorded user id and room, found
+	// by value (they override the profile's places and proposals).
+	User, Room string
+}
+
+// Script is a recording compiled by a declarative or built-in profile
+// (not reprise, whose script is internal/session's).
+type Script struct {
+	p    *Profile
+	tl   session.Timeline
+	msgs []step
+	// loginSteps is how many steps form the login.
+	loginSteps int
+	user, room []byte
+	// corrs are the recorded values of the profile's correlations, nil
+	// when the recording does not show one.
+	corrs     [][]byte
+	upgrade   []byte
+	notes     []string
+	templates int
+	// leave is the recorded goodbye; when set it is the last of msgs,
+	// after the timeline's steps.
+	leave Message
+}
+
+// step is one script message.
+type step struct {
+	bytes []byte
+	kind  int
+	// template marks messages that hold the user id or room; tmpl is
+	// then the index of the client's own bytes.
+	template bool
+	tmpl     int
+	// corr lists the correlations it carries.
+	corr []int
+	// stamp is the latency stamp's offset, -1 for none.
+	stamp int
+}
+
+// Compile builds a script from a recording cut into messages.
+func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
+	s := &Script{p: p, upgrade: m.Upgrade, notes: append([]string(nil), m.Notes...)}
+	if p.Transport == WebSocket && m.Upgrade == nil {
+		return nil, fmt.Errorf("profile %s: the recorded flow has no WebSocket upgrade request", p.Name)
+	}
+	if len(m.Client) == 0 {
+		return nil, fmt.Errorf("profile %s: the flow has no client messages", p.Name)
+	}
+	first, last := p.loginRange(m.Client)
+	if first < 0 {
+		return nil, fmt.Errorf("profile %s: no login message (kinds %s) in the flow", p.Name, strings.Join(p.loginKinds(), ", "))
+	}
+	if first > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("dropped %d messages before the login", first))
+	}
+	if lk := p.LeaveKind(); lk > 0 {
+		for i := first + 1; i < last; i++ {
+			if m.Client[i].Kind == lk {
+				// The recorded goodbye, rewritten per client, is the leave.
+				s.leave = m.Client[i]
+				s.notes = append(s.notes, fmt.Sprintf("dropped %d messages from the %s at #%d on: the fleet leaves by itself", last-i, p.Kinds[lk], i))
+				last = i
+				break
+			}
+		}
+	}
+	kept := m.Client[first:last]
+	s.loginSteps = 1
+	for s.loginSteps < len(kept) && p.loginSend[kept[s.loginSteps].Kind] {
+		s.loginSteps++
+	}
+	firstSend := len(kept)
+	for i := s.loginSteps; i < len(kept); i++ {
+		if p.counted(kept[i].Kind) {
+			firstSend = i
+			break
+		}
+	}
+	flow := make([]time.Duration, len(m.Client))
+	for i, c := range m.Client {
+		flow[i] = c.Offset
+	}
+	tl, err := session.NewTimeline(session.TimelineInput{Flow: flow, First: first, Last: last, FirstSend: firstSend, Loop: opts.Loop, Speed: opts.Speed})
+	if err != nil {
+		return nil, err
+	}
+	s.tl = tl
+	s.findRecorded(kept, m.Server, opts)
+	s.findCorrelations(m.Server)
+	for _, c := range kept {
+		s.msgs = append(s.msgs, s.step(c))
+	}
+	if s.leave.Bytes != nil {
+		st := s.step(s.leave)
+		st.template = true
+		s.msgs = append(s.msgs, st)
+	}
+	for i := range s.msgs {
+		if s.msgs[i].template {
+			s.msgs[i].tmpl = s.templates
+			s.templates++
+		}
+	}
+	return s, nil
+}
+
+// loginRange is [first, last) of the client messages to play: from the
+// first login message to the end.
+func (p *Profile) loginRange(c []Message) (int, int) {
+	if len(p.loginSend) == 0 {
+		return 0, len(c)
+	}
+	for i, m := range c {
+		if p.loginSend[m.Kind] {
+			return i, len(c)
+		}
+	}
+	return -1, 0
+}
+
+func (p *Profile) loginKinds() []string {
+	var out []string
+	for k := range p.loginSend {
+		out = append(out, p.Kinds[k])
+	}
+	return out
+}
+
+// counted reports whether client kind k is a sent message.
+func (p *Profile) counted(k int) bool {
+	if len(p.sends) > 0 {
+		return p.sends[k]
+	}
+	return !p.loginSend[k] && k != p.LeaveKind() && k != p.HeartbeatKind()
+}
+
+// HeartbeatKind is the kind index of heartbeats.
+func (p *Profile) HeartbeatKind() int { return p.Kinds.index("heartbeat") }
+
+// LeaveKind is the kind index of the leave.
+func (p *Profile) LeaveKind() int { return p.Kinds.index("leave") }
+
+func (s *Script) findRecorded(kept, server []Message, opts ScriptOptions) {
+	p := s.p
+	take := func(f *fieldRule) []byte {
+		if f == nil {
+			return nil
+		}
+		if f.value != nil {
+			return f.value
+		}
+		for _, m := range kept {
+			if v := f.take(m.Bytes, m.Kind); v != nil {
+				return append([]byte(nil), v...)
+			}
+		}
+		return nil
+	}
+	s.user, s.room = take(p.identity.user), take(p.identity.room)
+	if p.hooks != nil && (s.user == nil || s.room == nil) {
+		u, r := p.hooks.recorded(kept)
+		if s.user == nil {
+			s.user = u
+		}
+		if s.room == nil {
+			s.room = r
+		}
+	}
+	if opts.User != "" {
+		s.user = []byte(opts.User)
+	}
+	if opts.Room != "" {
+		s.room = []byte(opts.Room)
+	}
+	for _, v := range [][]byte{s.user, s.room} {
+		if v != nil && !containsAny(kept, v) {
+			s.notes = append(s.notes, fmt.Sprintf("recorded value %q appears in no client message: nothing to rewrite", v))
+		}
+	}
+	if s.user == nil {
+		s.notes = append(s.notes, "no recorded user id: every client sends the recorded one (give --recorded-user or identity.user)")
+	}
+}
+
+func containsAny(msgs []Message, v []byte) bool {
+	for _, m := range msgs {
+		if bytes.Contains(m.Bytes, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// findCorrelations takes each correlation's recorded value from the
+// recorded server messages.
+func (s *Script) findCorrelations(server []Message) {
+	s.corrs = make([][]byte, len(s.p.corrs))
+	for i := range s.p.corrs {
+		c := &s.p.corrs[i]
+		for _, m := range server {
+			if v := c.from.take(m.Bytes, m.Kind); len(v) > 0 {
+				s.corrs[i] = append([]byte(nil), v...)
+				break
+			}
+		}
+		if s.corrs[i] == nil {
+			s.notes = append(s.notes, fmt.Sprintf("correlation %s: no recorded server message holds it: not substituted", c.name))
+		}
+	}
+}
+
+func (s *Script) step(m Message) step {
+	st := step{bytes: m.Bytes, kind: m.Kind, stamp: -1}
+	for _, v := range [][]byte{s.user, s.room} {
+		if v != nil && bytes.Contains(m.Bytes, v) {
+			st.template = true
+		}
+	}
+	if s.p.hooks != nil && s.p.hooks.templated(m.Bytes) {
+		st.template = true
+	}
+	for i, c := range s.p.corrs {
+		if s.corrs[i] != nil && (c.into == nil || c.into[m.Kind]) && bytes.Contains(m.Bytes, s.corrs[i]) {
+			st.corr = append(st.corr, i)
+		}
+	}
+	if r := s.p.stamp; r != nil && r.send == m.Kind {
+		if off, ok := stampAt(m.Bytes, r.sendOffset); ok {
+			st.stamp = off
+		}
+	}
+	return st
+}
+
+// Timeline implements Player.
+func (s *Script) Timeline() *session.Timeline { return &s.tl }
+
+// LoginSteps implements Player.
+func (s *Script) LoginSteps() int { return s.loginSteps }
+
+// Kinds implements Player.
+func (s *Script) Kinds() KindNames { return s.p.Kinds }
+
+// Counted implements Player.
+func (s *Script) Counted(k int) bool { return s.p.counted(k) }
+
+// HeartbeatKind implements Player.
+func (s *Script) HeartbeatKind() int { return s.p.HeartbeatKind() }
+
+// LeaveKind implements Player.
+func (s *Script) LeaveKind() int { return s.p.LeaveKind() }
+
+// Transport implements Player.
+func (s *Script) Transport() Transport { return s.p.Transport }
+
+// Notes implements Player.
+func (s *Script) Notes() []string { return s.notes }
+
+// Recorded implements Player.
+func (s *Script) Recorded() (string, string, int) { return string(s.user), string(s.room), 0 }
+
+// Step is script message i's recorded bytes and kind (for inspect).
+func (s *Script) Step(i int) ([]byte, int) { return s.msgs[i].bytes, s.msgs[i].kind }
+
+// CorrelationValues are the recorded values of the correlations, by name.
+func (s *Script) CorrelationValues() map[string][]byte {
+	out := map[string][]byte{}
+	for i, c := range s.p.corrs {
+		if s.corrs[i] != nil {
+			out[c.name] = s.corrs[i]
+		}
+	}
+	return out
+}
+
+// CheckID implements Player: ids must be printable and at most 255
+// bytes; a protocol that keeps lengths says so when a client is built.
+func (s *Script) CheckID(what, id string) error {
+	if id == "" || len(id) > 255 {
+		return fmt.Errorf("%s %q: 1 to 255 bytes", what, id)
+	}
+	for _, r := range id {
+		if r < 0x21 || r == 0x7f {
+			return fmt.Errorf("%s %q: no spaces or control characters", what, id)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,286 @@
+package profile
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Spec is a profile as written in a file (docs/profiles.md). The built-in
+// profiles are Specs too, plus a little Go code where a protocol needs it.
+type Spec struct {
+	Name      string         `yaml:"name"`
+	Transport string         `yaml:"transport"` // tcp (default), udp, websocket
+	Port      uint16         `yaml:"port"`      // the server's port in captures
+	Framing   FramingSpec    `yaml:"framing"`
+	Kinds     KindsSpec      `yaml:"kinds"`
+	Login     LoginSpec      `yaml:"login"`
+	Heartbeat *HeartbeatSpec `yaml:"heartbeat"`
+	// Delivery are the server kinds counted as received messages; Sends
+	// the client kinds counted as sent messages.
+	Delivery    []string          `yaml:"delivery"`
+	Sends       []string          `yaml:"sends"`
+	Leave       *TemplateSpec     `yaml:"leave"`
+	Latency     *LatencySpec      `yaml:"latency"`
+	Identity    IdentitySpec      `yaml:"identity"`
+	Correlation []CorrelationSpec `yaml:"correlation"`
+}
+
+// FramingSpec says how a stream (or a WebSocket message) splits into
+// messages.
+type FramingSpec struct {
+	// Type is length, varint, delimiter, resp, message (one per datagram
+	// or WebSocket message) or raw (the recorded segments as they were).
+	Type      string `yaml:"type"`
+	Offset    int    `yaml:"offset"`
+	Size      int    `yaml:"size"`
+	Endian    string `yaml:"endian"` // big (default) or little
+	Counts    string `yaml:"counts"` // after (default) or whole
+	Adjust    int    `yaml:"adjust"`
+	Delimiter string `yaml:"delimiter"` // with Go escapes: "\r\n"
+	Bulk      string `yaml:"bulk"`      // prefix of a line giving a byte count: "$"
+	Max       int    `yaml:"max"`
+}
+
+// MatchSpec tells a message's kind: a byte (under a mask) at an offset, a
+// prefix (text or hex), a regular expression, or a RESP/inline command.
+type MatchSpec struct {
+	Offset  int    `yaml:"offset"`
+	Byte    *int   `yaml:"byte"`
+	Mask    *int   `yaml:"mask"`
+	Prefix  string `yaml:"prefix"`
+	Hex     string `yaml:"hex"`
+	Regexp  string `yaml:"regexp"`
+	Command string `yaml:"command"`
+}
+
+// KindSpec names the messages a matcher matches.
+type KindSpec struct {
+	Name  string    `yaml:"name"`
+	Match MatchSpec `yaml:"match"`
+}
+
+// KindsSpec lists the kinds of each direction; the first match wins.
+type KindsSpec struct {
+	Client []KindSpec `yaml:"client"`
+	Server []KindSpec `yaml:"server"`
+}
+
+// LoginSpec says which recorded client messages form the login and which
+// server message answers it.
+type LoginSpec struct {
+	Send    []string    `yaml:"send"`
+	Success string      `yaml:"success"`
+	When    *MatchSpec  `yaml:"when"` // an extra condition on the success kind
+	Failure string      `yaml:"failure"`
+	Reason  *ReasonSpec `yaml:"reason"`
+}
+
+// ReasonSpec reads a failure's reason: a code at an offset named by a
+// table, or the first group of a regular expression.
+type ReasonSpec struct {
+	Offset int            `yaml:"offset"`
+	Size   int            `yaml:"size"`
+	Names  map[int]string `yaml:"names"`
+	Regexp string         `yaml:"regexp"`
+}
+
+// HeartbeatSpec is what a receive-only client sends to stay connected.
+type HeartbeatSpec struct {
+	Template TemplateSpec `yaml:"template"`
+	Interval Duration     `yaml:"interval"`
+}
+
+// TemplateSpec is a message given as text (Go escapes allowed) or hex.
+type TemplateSpec struct {
+	Text string `yaml:"text"`
+	Hex  string `yaml:"hex"`
+}
+
+// LatencySpec says where a send carries an 8-byte timestamp and where a
+// delivery brings it back. A negative offset counts from the end.
+type LatencySpec struct {
+	Send           string `yaml:"send"`
+	SendOffset     int    `yaml:"send_offset"`
+	Delivery       string `yaml:"delivery"`
+	DeliveryOffset int    `yaml:"delivery_offset"`
+}
+
+// FieldSpec places a value: given (value), at an offset and length in a
+// message of a kind, or as the first group of a regular expression.
+type FieldSpec struct {
+	Value  string `yaml:"value"`
+	Kind   string `yaml:"kind"`
+	Offset int    `yaml:"offset"`
+	Length int    `yaml:"length"`
+	Regexp string `yaml:"regexp"`
+}
+
+// IdentitySpec says where the recorded user id and room are and how a
+// client's own replace them.
+type IdentitySpec struct {
+	User *FieldSpec `yaml:"user"`
+	Room *FieldSpec `yaml:"room"`
+	// Format is the client's id, with one %d (or %0Nd) for its index;
+	// empty keeps the recorded length: its tail becomes the index.
+	Format string `yaml:"format"`
+	// LengthBefore is the size of a length field right before every
+	// replaced value (MQTT strings: 2), fixed up when lengths differ.
+	LengthBefore int    `yaml:"length_before"`
+	Endian       string `yaml:"endian"`
+}
+
+// CorrelationSpec is a value the server hands out that later client
+// messages carry.
+type CorrelationSpec struct {
+	Name string    `yaml:"name"`
+	From FieldSpec `yaml:"from"`
+	// Into are the client kinds carrying it (empty: all).
+	Into []string `yaml:"into"`
+	// Wait holds the login until the value arrived.
+	Wait bool `yaml:"wait"`
+}
+
+// Duration is a time.Duration written as "5s".
+type Duration time.Duration
+
+// UnmarshalYAML parses a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil || v < 0 {
+		return fmt.Errorf("line %d: %q is not a duration like 5s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// LineError is an error in a profile file at a line.
+type LineError struct {
+	File string
+	Line int
+	Path string
+	Err  error
+}
+
+func (e *LineError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s: %v", e.File, e.Line, e.Path, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.File, e.Path, e.Err)
+}
+
+func (e *LineError) Unwrap() error { return e.Err }
+
+// specError is a validation error at a key path ("framing.size").
+type specError struct {
+	path string
+	err  error
+}
+
+func (e *specError) Error() string { return e.path + ": " + e.err.Error() }
+
+func bad(path, format string, args ...any) error {
+	return &specError{path, fmt.Errorf(format, args...)}
+}
+
+// maxSpecSize caps a profile file.
+const maxSpecSize = 1 << 20
+
+// ParseSpec decodes a profile file strictly: an unknown key, a value of
+// the wrong type or a bad value is an error naming its line.
+func ParseSpec(name string, data []byte) (*Spec, error) {
+	if len(data) > maxSpecSize {
+		return nil, fmt.Errorf("%s: profile over %d bytes", name, maxSpecSize)
+	}
+	var s Spec
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&s); err != nil {
+		if errors.Is(err, errEOF) || err.Error() == "EOF" {
+			return nil, fmt.Errorf("%s: empty profile", name)
+		}
+		return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
+	}
+	if err := s.validate(); err != nil {
+		var se *specError
+		if errors.As(err, &se) {
+			return nil, &LineError{File: name, Line: lineOf(data, se.path), Path: se.path, Err: se.err}
+		}
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return &s, nil
+}
+
+var errEOF = errors.New("EOF")
+
+func cleanYAMLError(err error) error {
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// LoadSpec reads and decodes a profile file.
+func LoadSpec(path string) (*Spec, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	return ParseSpec(path, data)
+}
+
+// lineOf finds the line of a key path ("kinds.client[1].match.byte") in
+// the YAML document, 0 when it cannot.
+func lineOf(data []byte, path string) int {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return 0
+	}
+	n := root.Content[0]
+	line := n.Line
+	for _, part := range strings.Split(path, ".") {
+		key, idx := part, -1
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			key = part[:i]
+			fmt.Sscanf(part[i:], "[%d]", &idx)
+		}
+		next := (*yaml.Node)(nil)
+		if n.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == key {
+					next, line = n.Content[i+1], n.Content[i].Line
+					break
+				}
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+		if idx >= 0 {
+			if n.Kind != yaml.SequenceNode || idx >= len(n.Content) {
+				return line
+			}
+			n, line = n.Content[idx], n.Content[idx].Line
+		}
+	}
+	return line
+}
+
+// Bytes is the template's message.
+func (t TemplateSpec) Bytes() ([]byte, error) {
+	switch {
+	case t.Text != "" && t.Hex != "":
+		return nil, errors.New("give text or hex, not both")
+	case t.Hex != "":
+		b, err := hex.DecodeString(strings.Join(strings.Fields(t.Hex), ""))
+		if err != nil {
+			return nil, fmt.Errorf("hex %q: %v", t.Hex, err)
+		}
+		return b, nil
+	}
+	return []byte(t.Text), nil
+}

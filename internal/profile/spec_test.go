@@ -1,0 +1,168 @@
+package profile
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExampleProfileCompiles(t *testing.T) {
+	p, err := Lookup("../../examples/profiles/acme-binary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "acme" || p.Port != 9000 || p.Transport != TCP {
+		t.Fatalf("profile %+v", p)
+	}
+	want := "other hello chat heartbeat leave"
+	if got := strings.Join(p.Kinds, " "); got != want {
+		t.Fatalf("kinds %q, want %q", got, want)
+	}
+}
+
+func TestBuiltinsCompile(t *testing.T) {
+	for _, name := range Builtin {
+		if _, err := Lookup(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Lookup("nosuch"); err == nil || !strings.Contains(err.Error(), "not a built-in profile") {
+		t.Fatalf("unknown name: %v", err)
+	}
+}
+
+func TestSpecErrorsNameTheLine(t *testing.T) {
+	base := "name: x\nframing:\n  type: length\n  size: 2\n"
+	tests := []struct {
+		name, doc, want string
+		line            int
+	}{
+		{"unknown key", base + "  sise: 2\n", "field sise not found", 5},
+		{"wrong type", "name: x\nframing:\n  type: length\n  size: two\n", "cannot unmarshal", 4},
+		{"bad size", "name: x\nframing:\n  type: length\n  size: 3\n", "framing.size: 3: 1, 2, 4 or 8", 4},
+		{"bad transport", base + "transport: quic\n", "transport", 5},
+		{"bad kind ref", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\nlogin:\n  success: nope\n", "login.success", 9},
+		{"two matchers", base + "kinds:\n  client:\n    - name: a\n      match: {byte: 1, prefix: x}\n", "exactly one", 8},
+		{"bad byte", base + "kinds:\n  client:\n    - name: a\n      match:\n        byte: 300\n", "a byte is 0 to 255", 9},
+		{"bad duration", base + "heartbeat:\n  template: {text: x}\n  interval: soon\n", "not a duration", 7},
+		{"bad regexp", base + "login:\n  reason: {regexp: \"(\"}\n", "login.reason.regexp", 6},
+		{"bad name", "name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: Bad, match: {prefix: x}}\n", "kinds.client[0].name", 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSpec("p.yaml", []byte(tt.doc))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q, want it to contain %q", err, tt.want)
+			}
+			var le *LineError
+			line := 0
+			if errors.As(err, &le) {
+				line = le.Line
+			} else if strings.Contains(err.Error(), "line ") {
+				_, rest, _ := strings.Cut(err.Error(), "line ")
+				for _, c := range rest {
+					if c < '0' || c > '9' {
+						break
+					}
+					line = line*10 + int(c-'0')
+				}
+			}
+			if line != tt.line {
+				t.Fatalf("error %q names line %d, want %d", err, line, tt.line)
+			}
+		})
+	}
+}
+
+// acme builds messages of the example profile's protocol.
+func acme(typ byte, body ...[]byte) []byte {
+	var b []byte
+	for _, p := range body {
+		b = append(b, p...)
+	}
+	out := binary.BigEndian.AppendUint16(nil, uint16(1+len(b)))
+	out = append(out, typ)
+	return append(out, b...)
+}
+
+func at(ms int) time.Duration { return time.Duration(ms) * time.Millisecond }
+
+// TestDeclarativeCorrelation plays the example profile's client: the
+// recorded token in every later message is replaced by the one the server
+// hands this client, the login waits for it, and ids keep their length.
+func TestDeclarativeCorrelation(t *testing.T) {
+	p, err := Lookup("../../examples/profiles/acme-binary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rtok := []byte("RECORDED")
+	stamp := make([]byte, 8)
+	rec := Recording{
+		Client: []Segment{
+			{at(0), acme(1, []byte("alice001"))},
+			{at(100), append(acme(2, rtok, []byte("hi"), stamp), acme(3, rtok)...)},
+			{at(200), acme(2, rtok, []byte("again"), stamp)},
+			{at(300), acme(4, rtok)},
+		},
+		Server: []Segment{{at(1), acme(0x81, rtok)}, {at(101), acme(0x83, []byte("hi"), stamp)}},
+	}
+	m := p.Messages(rec)
+	if len(m.Client) != 5 || len(m.Server) != 2 || len(m.Notes) != 0 {
+		t.Fatalf("messages %d/%d, notes %q", len(m.Client), len(m.Server), m.Notes)
+	}
+	s, err := p.Compile(m, ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, _, _ := s.Recorded(); u != "alice001" {
+		t.Fatalf("recorded user %q", u)
+	}
+	if s.Timeline().Len() != 4 || s.LoginSteps() != 1 || s.Timeline().HandshakeEnd() != 1 {
+		t.Fatalf("len %d login %d handshake %d; notes %q", s.Timeline().Len(), s.LoginSteps(), s.Timeline().HandshakeEnd(), s.Notes())
+	}
+	c, err := s.NewClient(Identity{Index: 7, Clients: 200, User: "r-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	login, k := c.AppendStep(nil, 0, 0)
+	if string(login) != string(acme(1, []byte("alice007"))) || p.Kinds[k] != "hello" {
+		t.Fatalf("login %q kind %s", login, p.Kinds[k])
+	}
+	var ev Events
+	// The answer comes in two reads: the login waits for the whole token.
+	welcome := acme(0x81, []byte("TOKEN-07"))
+	if err := c.Feed(welcome[:4], 0, &ev); err != nil || ev.LoggedIn {
+		t.Fatalf("half a welcome: %v %+v", err, ev)
+	}
+	if err := c.Feed(welcome[4:], 0, &ev); err != nil || !ev.LoggedIn {
+		t.Fatalf("welcome: %v %+v", err, ev)
+	}
+	now := time.Now().UnixNano()
+	chat, k := c.AppendStep(nil, 1, now)
+	want := acme(2, []byte("TOKEN-07hi"), binary.BigEndian.AppendUint64(nil, uint64(now)))
+	if string(chat) != string(want) || p.Kinds[k] != "chat" {
+		t.Fatalf("chat %q, want %q", chat, want)
+	}
+	ev.Reset()
+	deliver := acme(0x83, []byte("hi"), binary.BigEndian.AppendUint64(nil, uint64(now)))
+	if err := c.Feed(deliver, now+int64(time.Millisecond), &ev); err != nil || ev.Messages != 1 || len(ev.Latencies) != 1 || ev.Latencies[0] != 1000 {
+		t.Fatalf("delivery: %v %+v", err, ev)
+	}
+	ev.Reset()
+	if err := c.Feed(acme(0x82, []byte{2}), 0, &ev); err != nil || ev.Error != "room_full" {
+		t.Fatalf("denied after login: %+v", ev)
+	}
+	c2, _ := s.NewClient(Identity{Index: 8, Clients: 200, User: "replay-8"})
+	ev.Reset()
+	if err := c2.Feed(acme(0x82, []byte{1}), 0, &ev); err != nil || ev.Failed != "bad_user" || ev.LoggedIn {
+		t.Fatalf("denied: %+v", ev)
+	}
+	if _, err := s.NewClient(Identity{Index: 1, Clients: 1e9, User: "x"}); err == nil {
+		t.Fatal("an id that cannot keep its length was accepted")
+	}
+}
