@@ -139,6 +139,7 @@ func (ff *fleetFlags) config() fleet.Config {
 func newRunCmd(st *state) *cobra.Command {
 	var (
 		ff         fleetFlags
+		sf         shardFlags
 		summary    string
 		logLevel   string
 		cpuprofile string
@@ -153,6 +154,11 @@ func newRunCmd(st *state) *cobra.Command {
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := ff.config()
+			shard, err := sf.resolve()
+			if err != nil {
+				return err
+			}
+			cfg.Shard = shard
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
 				return usageError{err}
@@ -166,10 +172,11 @@ func newRunCmd(st *state) *cobra.Command {
 				}
 				defer stop()
 			}
-			return runFleet(cmd.Context(), st, cfg, summary)
+			return runFleet(cmd.Context(), st, cfg, &sf, summary)
 		},
 	}
 	addFleetFlags(cmd.Flags(), &ff)
+	addShardFlags(cmd.Flags(), &sf)
 	cmd.Flags().StringVar(&summary, "summary", "", "also write the summary as JSON to this file")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	// Hidden: for profiling the fleet itself (go tool pprof FILE).
@@ -194,7 +201,7 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-func runFleet(ctx context.Context, st *state, cfg fleet.Config, summaryPath string) error {
+func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, summaryPath string) error {
 	f, err := fleet.New(cfg)
 	if err != nil {
 		return err
@@ -203,8 +210,24 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, summaryPath stri
 	if a := f.MetricsAddr(); a != nil {
 		metrics = "http://" + a.String() + "/metrics"
 	}
-	fmt.Fprintf(st.stderr, "replay: %d clients -> %s (metrics %s)\n", cfg.Clients, f.Target(), metrics)
-	sum, runErr := f.Run(ctx)
+	if cfg.Shard.Sharded() {
+		fmt.Fprintf(st.stderr, "replay: shard %v: %d of %d clients -> %s (metrics %s)\n", cfg.Shard, cfg.Shard.Clients(cfg.Clients), cfg.Clients, f.Target(), metrics)
+	} else {
+		fmt.Fprintf(st.stderr, "replay: %d clients -> %s (metrics %s)\n", cfg.Clients, f.Target(), metrics)
+	}
+	// The fleet is ready (script loaded, sockets bound): now wait for the
+	// common start.
+	s := starter{sf: sf, shard: cfg.Shard}
+	defer s.close()
+	start, err := s.start(ctx)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if !start.IsZero() {
+		fmt.Fprintf(st.stderr, "replay: shard %v starts at %s (in %v)\n", cfg.Shard, start.UTC().Format(time.RFC3339Nano), time.Until(start).Round(time.Millisecond))
+	}
+	sum, runErr := f.RunAt(ctx, start)
 	if runErr != nil {
 		return runErr
 	}

@@ -32,7 +32,10 @@ type Config struct {
 	Target    string
 	Transport string
 
+	// Clients is the whole fleet's size; a sharded run plays the clients
+	// of its Shard among them.
 	Clients int
+	Shard   Shard
 	// Senders are the first clients, which play the loop; the rest are
 	// receive-only (1:N). 0 means every client sends (N:N).
 	Senders int
@@ -132,6 +135,8 @@ func (c *Config) validate() error {
 		return badf("--capture is required")
 	case c.Clients < 1:
 		return badf("--clients %d: need at least 1", c.Clients)
+	case c.Shard.Count < 0 || c.Shard.Index < 0 || (c.Shard.Count > 0 && c.Shard.Index >= c.Shard.Count):
+		return badf("--shard %d/%d: need 0 <= i < n", c.Shard.Index, c.Shard.Count)
 	case c.Senders < 0 || c.Senders > c.Clients:
 		return badf("--senders %d: must be 0 (all send) to --clients (%d)", c.Senders, c.Clients)
 	case c.Senders > 0 && c.ReceiveOnly:

@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/relay"
 	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -75,6 +76,11 @@ type Fleet struct {
 	satFirst    map[string]string
 	started     time.Time
 	ended       time.Time
+	// startLate is how long after the common start this process began;
+	// cpu0 the host's CPU times then (cpuErr if unreadable).
+	startLate time.Duration
+	cpu0      metrics.CPUTimes
+	cpuErr    error
 }
 
 // ErrUnreachable means the very first login could not connect at all.
@@ -92,7 +98,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
-	if err := checkOpenFiles(cfg.Clients, cfg.Target == ""); err != nil {
+	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients), cfg.Target == ""); err != nil {
 		return nil, err
 	}
 	n := runtime.GOMAXPROCS(0)
@@ -161,6 +167,10 @@ func (f *Fleet) bind() error {
 	return nil
 }
 
+// Close releases the metrics listener of a fleet that will not Run (Run
+// releases it itself).
+func (f *Fleet) Close() { f.closeSockets() }
+
 func (f *Fleet) closeSockets() {
 	if f.mln != nil {
 		f.mln.Close()
@@ -197,10 +207,38 @@ func (f *Fleet) wallNow() int64 { return f.wall(f.now()) }
 // only when the run could not happen (the target unreachable from the
 // first login).
 func (f *Fleet) Run(ctx context.Context) (Summary, error) {
-	f.epoch = time.Now()
-	f.epochUnix = f.epoch.UnixNano()
-	f.started = f.epoch
+	return f.RunAt(ctx, time.Time{})
+}
+
+// lateStart is how late a process may begin against the common start
+// before it says it missed it.
+const lateStart = 20 * time.Millisecond
+
+// RunAt is Run with the run's clock starting at start (the common start
+// of all shards, from a barrier or --start-at): it waits until then, and
+// a process that begins late keeps start as its clock's origin (its
+// overdue logins go at once) rather than shifting its schedule, and says
+// so. A zero start means now.
+func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	defer f.closeSockets()
+	if !start.IsZero() && !sleep(ctx, time.Until(start)) {
+		return Summary{}, ctx.Err()
+	}
+	now := time.Now()
+	if start.IsZero() {
+		start = now
+	}
+	f.startLate = now.Sub(start)
+	// now minus the lateness keeps the monotonic clock reading that start
+	// (parsed or received) lacks.
+	f.epoch = now.Add(-f.startLate)
+	f.epochUnix = start.UnixNano()
+	f.started = f.epoch
+	f.cpu0, f.cpuErr = metrics.ReadCPUTimes()
+	if f.startLate > lateStart {
+		f.warn("WARNING: shard %s began %v after the common start %s: its schedule keeps that start (its first logins are late, not shifted)",
+			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano))
+	}
 
 	var bg sync.WaitGroup
 	bgCtx, bgCancel := context.WithCancel(context.Background())
@@ -247,7 +285,21 @@ func (f *Fleet) Run(ctx context.Context) (Summary, error) {
 	f.stop()
 	f.wg.Wait()
 	f.stats.fold()
-	return f.summary(), err
+	sum, serr := f.summary()
+	return sum, errors.Join(err, serr)
+}
+
+// cpuIdle is the host's CPU idle percentage since the run began, -1 when
+// the CPU times cannot be read.
+func (f *Fleet) cpuIdle() float64 {
+	if f.cpuErr != nil {
+		return -1
+	}
+	cpu1, err := metrics.ReadCPUTimes()
+	if err != nil {
+		return -1
+	}
+	return metrics.IdlePercent(f.cpu0, cpu1)
 }
 
 func (f *Fleet) httpServer() *http.Server {
@@ -259,12 +311,15 @@ func (f *Fleet) httpServer() *http.Server {
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 
-// ramp starts the logins: senders first, one every LoginInterval, pausing
-// for Pause after every PauseEvery attempts. It waits for the first
-// login's result: if it could not connect at all, the run is pointless.
+// ramp starts this shard's logins, each at its due time on the run's
+// clock (loginAt: the same instant whether one process or many run the
+// fleet), senders first. It waits for the first login's result: if it
+// could not connect at all, the run is pointless.
 func (f *Fleet) ramp(ctx context.Context) error {
-	for i := 0; i < f.cfg.Clients; i++ {
-		if ctx.Err() != nil {
+	step := f.cfg.Shard.count()
+	first := true
+	for i := range f.cfg.Shard.indexes(f.cfg.Clients) {
+		if !sleep(ctx, time.Until(f.epoch.Add(f.cfg.loginAt(i)))) {
 			return nil
 		}
 		c, err := f.newClient(i)
@@ -272,10 +327,10 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			return err
 		}
 		f.stats.attempts.Add(1)
-		f.log.Debug("login attempt", zap.Int("client", i), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
+		f.log.Debug("login attempt", zap.Int("client", i), zap.String("user", c.user), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
 		var res chan string
-		if i == 0 {
-			res = make(chan string, 1)
+		if first {
+			res, first = make(chan string, 1), false
 		}
 		f.wg.Go(func() { c.attempt(ctx, res) })
 		if res != nil {
@@ -288,16 +343,8 @@ func (f *Fleet) ramp(ctx context.Context) error {
 				return nil
 			}
 		}
-		if i == f.cfg.Clients-1 {
-			break
-		}
-		wait := f.cfg.LoginInterval
-		if f.cfg.PauseEvery > 0 && (i+1)%f.cfg.PauseEvery == 0 {
-			wait = f.cfg.Pause
-			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", wait, i+1)
-		}
-		if !sleep(ctx, wait) {
-			return nil
+		if pe := f.cfg.PauseEvery; pe > 0 && i+step < f.cfg.Clients && (i+step)/pe > i/pe {
+			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", f.cfg.Pause, (i/pe+1)*pe)
 		}
 	}
 	return nil

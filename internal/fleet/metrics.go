@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,7 +23,7 @@ type collector struct {
 	loggedIn, requested, attempts, logins      *prometheus.Desc
 	sentMsgs, sentBytes, sentFrames            *prometheus.Desc
 	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
-	loops, delayed                             *prometheus.Desc
+	loops, delayed, shard                      *prometheus.Desc
 	numbered, lost, joinRetries                *prometheus.Desc
 }
 
@@ -33,7 +34,8 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 	c := &collector{
 		f:           f,
 		loggedIn:    d("replay_clients_logged_in", "Fleet clients logged in (joined and not disconnected) now."),
-		requested:   d("replay_clients_requested", "Clients the run was asked for (--clients)."),
+		requested:   d("replay_clients_requested", "Clients this process runs: --clients, or this shard's share of them."),
+		shard:       d("replay_shard_info", "Always 1: which shard of how many this fleet process is (0 of 1 when not sharded).", "shard", "shards"),
 		attempts:    d("replay_login_attempts_total", "Login attempts started by the ramp."),
 		logins:      d("replay_logins_total", "Finished login attempts by result: ok, or the failure reason (relay error code name, timeout, connect_refused, port_exhausted, ...).", "result"),
 		sentMsgs:    d("replay_sent_messages_total", "Send frames (casts) written to the relay."),
@@ -64,7 +66,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
-		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed,
+		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed, c.shard,
 		c.numbered, c.lost, c.joinRetries} {
 		ch <- d
 	}
@@ -80,7 +82,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(c.loggedIn, t.LoggedIn)
-	gauge(c.requested, int64(c.f.cfg.Clients))
+	sh := c.f.cfg.Shard
+	gauge(c.requested, int64(sh.Clients(c.f.cfg.Clients)))
+	gauge(c.shard, 1, strconv.Itoa(sh.Index), strconv.Itoa(sh.count()))
 	counter(c.attempts, t.LoginAttempts)
 	counter(c.logins, t.LoginsSucceeded, "ok")
 	for reason, n := range s.failed.snapshot() {

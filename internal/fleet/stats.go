@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"fmt"
 	"maps"
 	"sort"
 	"sync"
@@ -254,6 +255,12 @@ func (s *stats) quantilesMS(lag bool, qs ...float64) []float64 {
 	if lag {
 		h = s.cumLag
 	}
+	return quantilesMS(h, qs...)
+}
+
+// quantilesMS reads quantiles (in percent; 100 is the maximum) of a
+// histogram in µs as milliseconds, all 0 when it is empty.
+func quantilesMS(h *hdrhistogram.Histogram, qs ...float64) []float64 {
 	out := make([]float64, len(qs))
 	if h.TotalCount() == 0 {
 		return out
@@ -266,6 +273,23 @@ func (s *stats) quantilesMS(lag bool, qs ...float64) []float64 {
 		out[i] = float64(v) / 1000
 	}
 	return out
+}
+
+// encodeHists returns the cumulative latency and lag histograms in
+// HdrHistogram's V2 compressed, base64 form: lossless, so summaries of
+// several shards merge into the exact histogram of all their samples.
+func (s *stats) encodeHists() (Histograms, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lat, err := s.cumLat.EncodeV2()
+	if err != nil {
+		return Histograms{}, fmt.Errorf("encode latency histogram: %w", err)
+	}
+	lag, err := s.cumLag.EncodeV2()
+	if err != nil {
+		return Histograms{}, fmt.Errorf("encode schedule lag histogram: %w", err)
+	}
+	return Histograms{LatencyUS: string(lat), ScheduleLagUS: string(lag)}, nil
 }
 
 // promBuckets turns a cumulative histogram into Prometheus buckets (upper

@@ -45,6 +45,37 @@ type Summary struct {
 	Target     string           `json:"target"`
 	Warnings   []string         `json:"warnings"`
 	Notes      []string         `json:"notes"`
+
+	// Shard is "i/n" when the run was shard i of n (see Shard); empty for
+	// a whole fleet.
+	Shard string `json:"shard,omitempty"`
+	// StartUnixNS is the instant the run's clock started: the common start
+	// of all shards when a barrier or --start-at gave one. StartLateMS is
+	// how much later this process really began (its wake-up; a shard that
+	// missed the start shows it here and in Warnings).
+	StartUnixNS int64   `json:"start_unix_ns"`
+	StartLateMS float64 `json:"start_late_ms"`
+	// CPUIdlePct is the host's CPU idle share over the run (-1: unknown).
+	CPUIdlePct float64 `json:"cpu_idle_pct"`
+	// Saturation counts the progress intervals in which the fleet was
+	// saturated, by kind (lag, cpu); empty when it never was.
+	Saturation map[string]int `json:"saturation"`
+	// Histograms are the latency and lag histograms, lossless, so that
+	// `replay merge` computes exact percentiles over shards.
+	Histograms Histograms `json:"histograms"`
+
+	// Shards and StartSkewMS are set by Merge only: each shard's own
+	// figures, and the spread of the shards' actual start instants.
+	Shards      []ShardResult `json:"shards,omitempty"`
+	StartSkewMS *float64      `json:"start_skew_ms,omitempty"`
+}
+
+// Histograms are HdrHistogram V2 compressed, base64 encodings (the format
+// every HdrHistogram implementation reads) of the delivery latency and the
+// schedule lag, in microseconds.
+type Histograms struct {
+	LatencyUS     string `json:"latency_us"`
+	ScheduleLagUS string `json:"schedule_lag_us"`
 }
 
 // Quantiles are latency figures in milliseconds. Schedule lag has no p90
@@ -56,15 +87,23 @@ type Quantiles struct {
 	Max *float64 `json:"max,omitempty"`
 }
 
-func (f *Fleet) summary() Summary {
+func (f *Fleet) summary() (Summary, error) {
 	t := f.stats.totals()
+	hists, err := f.stats.encodeHists()
+	if err != nil {
+		return Summary{}, err
+	}
 	lat := f.stats.quantilesMS(false, 50, 90, 99, 100)
 	lag := f.stats.quantilesMS(true, 50, 99)
 	f.warnMu.Lock()
 	warnings := append(slices.Clone(f.warnings), f.saturationWarnings()...)
+	saturation := maps.Clone(f.satCount)
 	f.warnMu.Unlock()
+	if saturation == nil {
+		saturation = map[string]int{}
+	}
 	return Summary{
-		ClientsRequested: f.cfg.Clients,
+		ClientsRequested: f.cfg.Shard.Clients(f.cfg.Clients),
 		LoginAttempts:    t.LoginAttempts,
 		LoginsSucceeded:  t.LoginsSucceeded,
 		LoginsFailed:     f.stats.failed.snapshot(),
@@ -86,8 +125,16 @@ func (f *Fleet) summary() Summary {
 		Target:           f.target,
 		Warnings:         nonNil(warnings),
 		Notes:            nonNil(f.notes),
-	}
+		Shard:            f.cfg.Shard.label(),
+		StartUnixNS:      f.epochUnix,
+		StartLateMS:      millis(f.startLate),
+		CPUIdlePct:       f.cpuIdle(),
+		Saturation:       saturation,
+		Histograms:       hists,
+	}, nil
 }
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func nonNil(s []string) []string {
 	if s == nil {
@@ -129,6 +176,15 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("disconnects", byReason(s.Disconnects))
 	row("sends delayed by backpressure", s.SendsDelayed)
 	row("frames sent", byReason(s.FramesSent))
+	if s.Shard != "" {
+		row("shard", s.Shard)
+	}
+	if s.StartSkewMS != nil {
+		row("start skew ms", fmt.Sprintf("%.1f (shards' start instants, max - min)", *s.StartSkewMS))
+	}
+	for _, sh := range s.Shards {
+		row("shard "+sh.Shard, sh.line())
+	}
 	for _, w := range s.Warnings {
 		row("warning", w)
 	}

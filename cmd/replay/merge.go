@@ -1,0 +1,65 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+)
+
+func init() { subcommands = append(subcommands, newMergeCmd) }
+
+// newMergeCmd is `replay merge`: one summary from the shards' summaries.
+func newMergeCmd(st *state) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "merge SHARD.json...",
+		Short: "merge the --summary files of a fleet's shards into one summary (exact percentiles from their histograms)",
+		Example: `  replay merge out/shard-*.json --summary out/merged.json`,
+		Args:          cobra.MinimumNArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(_ *cobra.Command, paths []string) error {
+			sums := make([]fleet.Summary, 0, len(paths))
+			for _, p := range paths {
+				s, err := loadSummary(p)
+				if err != nil {
+					return err
+				}
+				sums = append(sums, s)
+			}
+			m, err := fleet.Merge(sums)
+			if errors.Is(err, fleet.ErrMerge) {
+				return usageError{err}
+			}
+			if err != nil {
+				return err
+			}
+			if err := m.WriteText(st.stdout); err != nil {
+				return err
+			}
+			if out != "" {
+				return writeFile(out, m.WriteJSON)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "summary", "", "also write the merged summary as JSON to this file")
+	return cmd
+}
+
+func loadSummary(path string) (fleet.Summary, error) {
+	var s fleet.Summary
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, fmt.Errorf("read summary: %w", err)
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return s, usageError{fmt.Errorf("%s: not a replay summary: %v", path, err)}
+	}
+	return s, nil
+}

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/reprise-harness/reprise/internal/barrier"
+	"github.com/reprise-harness/reprise/internal/fleet"
+)
+
+// indexEnv is where a Kubernetes Indexed Job puts the pod's index.
+const indexEnv = "JOB_COMPLETION_INDEX"
+
+// shardFlags say which shard of a fleet this process runs and how the
+// shards start together.
+type shardFlags struct {
+	shard          fleet.Shard
+	shards         int
+	startAt        string
+	barrier        string
+	barrierTimeout time.Duration
+	barrierLead    time.Duration
+}
+
+func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
+	fs.Var(&sf.shard, "shard", "run shard i of n: the clients whose index is i mod n, with the ids, rooms and login times they have in one process")
+	fs.IntVar(&sf.shards, "shards", 0, "the fleet runs as n shards; this one's index comes from --shard or $"+indexEnv+" (a Kubernetes Indexed Job)")
+	fs.StringVar(&sf.startAt, "start-at", "", "start the run's clock at this instant (RFC 3339, e.g. 2026-11-22T18:00:00Z): for shards on hosts with synchronised clocks")
+	fs.StringVar(&sf.barrier, "barrier", "", "host:port of shard 0's start barrier: shard 0 listens on its port, every shard reports ready there, and all start at the instant shard 0 sends")
+	fs.DurationVar(&sf.barrierTimeout, "barrier-timeout", 10*time.Minute, "give up when not every shard is ready at the barrier within this")
+	fs.DurationVar(&sf.barrierLead, "barrier-lead", barrier.Lead, "time between the last shard's ready and the start")
+}
+
+// resolve returns the shard, from --shard, or --shards and the index in
+// the environment.
+func (sf *shardFlags) resolve() (fleet.Shard, error) {
+	switch {
+	case sf.shard.Count > 0 && sf.shards > 0 && sf.shards != sf.shard.Count:
+		return fleet.Shard{}, usageError{fmt.Errorf("--shard %v and --shards %d disagree", sf.shard, sf.shards)}
+	case sf.shard.Count > 0:
+		return sf.shard, nil
+	case sf.shards < 0:
+		return fleet.Shard{}, usageError{fmt.Errorf("--shards %d: must be positive", sf.shards)}
+	case sf.shards > 0:
+		return fleet.ShardFromIndex(sf.shards, indexEnv, os.Getenv(indexEnv))
+	}
+	if sf.barrier != "" {
+		return fleet.Shard{}, usageError{fmt.Errorf("--barrier needs --shard or --shards")}
+	}
+	return fleet.Shard{}, nil
+}
+
+// starter gives the run's start instant. With --barrier, shard 0 also
+// serves the barrier until stop (late shards are answered the start).
+type starter struct {
+	sf    *shardFlags
+	shard fleet.Shard
+	wg    sync.WaitGroup
+	stop  context.CancelFunc
+}
+
+// start blocks until the start instant is known (zero: now).
+func (s *starter) start(ctx context.Context) (time.Time, error) {
+	sf := s.sf
+	s.stop = func() {}
+	if sf.startAt != "" {
+		if sf.barrier != "" {
+			return time.Time{}, usageError{fmt.Errorf("--start-at and --barrier: pick one")}
+		}
+		t, err := time.Parse(time.RFC3339Nano, sf.startAt)
+		if err != nil {
+			return time.Time{}, usageError{fmt.Errorf("--start-at %q: want RFC 3339, e.g. 2026-11-22T18:00:00Z", sf.startAt)}
+		}
+		return t, nil
+	}
+	if sf.barrier == "" {
+		return time.Time{}, nil
+	}
+	_, port, err := net.SplitHostPort(sf.barrier)
+	if err != nil {
+		return time.Time{}, usageError{fmt.Errorf("--barrier %q: want host:port", sf.barrier)}
+	}
+	if s.shard.Index == 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+		if err != nil {
+			return time.Time{}, fmt.Errorf("start barrier: %w", err)
+		}
+		c := barrier.NewCoordinator(s.shard.Count, sf.barrierLead)
+		sctx, cancel := context.WithCancel(context.Background())
+		s.stop = cancel
+		s.wg.Go(func() { c.Serve(sctx, ln) })
+	}
+	wctx, cancel := context.WithTimeoutCause(ctx, sf.barrierTimeout, fmt.Errorf("not every shard was ready within --barrier-timeout %v", sf.barrierTimeout))
+	defer cancel()
+	return barrier.Wait(wctx, sf.barrier, s.shard.Index, s.shard.Count)
+}
+
+// close stops shard 0's barrier.
+func (s *starter) close() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.wg.Wait()
+}

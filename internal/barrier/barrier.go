@@ -1,0 +1,197 @@
+// Package barrier starts the shards of a fleet together. Every shard
+// connects to one coordinator (shard 0, or the program that started the
+// shards) and says it is ready; once all n are, the coordinator answers
+// each with the same start instant, given as a delay from the moment it
+// sends the answer, so the shards need no synchronised clocks: each adds
+// the delay to its own clock when the answer arrives (the error is the
+// one-way network delay, well under a millisecond on a LAN or a cluster
+// network). A shard that connects after the start (restarted, scheduled
+// late) gets a negative delay: it knows how late it is and says so.
+//
+// The protocol is lines of text over TCP:
+//
+//	shard → coordinator: ready <index> <count>
+//	coordinator → shard: start <delay ns> <start, coordinator's Unix ns>
+//	                     error <message>
+package barrier
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Lead is the default delay between the last shard's ready and the start:
+// room for the answers to reach every shard and for each to wake up.
+const Lead = 500 * time.Millisecond
+
+// ErrBarrier marks a barrier that could not complete.
+var ErrBarrier = errors.New("start barrier")
+
+// Coordinator waits for count shards and gives them one start instant.
+type Coordinator struct {
+	count int
+	lead  time.Duration
+
+	mu      sync.Mutex
+	waiting map[int]net.Conn // ready shards, by index, until the start
+	start   time.Time        // zero until all were ready
+	started chan struct{}    // closed at the start
+}
+
+// NewCoordinator is a coordinator for count shards that starts them lead
+// after the last one is ready (Lead when lead is 0).
+func NewCoordinator(count int, lead time.Duration) *Coordinator {
+	if lead <= 0 {
+		lead = Lead
+	}
+	return &Coordinator{count: count, lead: lead, waiting: map[int]net.Conn{}, started: make(chan struct{})}
+}
+
+// Started is closed once every shard was ready and the start was sent.
+func (c *Coordinator) Started() <-chan struct{} { return c.started }
+
+// Start is the start instant (zero before Started is closed).
+func (c *Coordinator) Start() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.start
+}
+
+// Serve accepts shards on ln until ctx ends; it closes ln. Shards that
+// arrive after the start are answered at once (with a negative delay).
+func (c *Coordinator) Serve(ctx context.Context, ln net.Listener) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+	defer c.closeWaiting()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("%w: accept: %v", ErrBarrier, err)
+		}
+		wg.Go(func() { c.handle(ctx, conn) })
+	}
+}
+
+func (c *Coordinator) closeWaiting() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.waiting {
+		conn.Close()
+	}
+	c.waiting = map[int]net.Conn{}
+}
+
+// handle reads one shard's ready line and registers it; the answer is
+// written by whoever completes the barrier.
+func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		conn.Close()
+		return
+	}
+	conn.SetReadDeadline(time.Time{})
+	var index, count int
+	if _, err := fmt.Sscanf(strings.TrimSpace(line), "ready %d %d", &index, &count); err != nil {
+		reply(conn, "error bad ready line %q", strings.TrimSpace(line))
+		return
+	}
+	if count != c.count || index < 0 || index >= count {
+		reply(conn, "error shard %d/%d: the coordinator waits for %d shards", index, count, c.count)
+		return
+	}
+	c.mu.Lock()
+	if !c.start.IsZero() {
+		start := c.start
+		c.mu.Unlock()
+		reply(conn, "start %d %d", time.Until(start).Nanoseconds(), start.UnixNano())
+		return
+	}
+	if old := c.waiting[index]; old != nil {
+		old.Close() // a restarted shard: its new connection counts
+	}
+	c.waiting[index] = conn
+	if len(c.waiting) < c.count || ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.start = time.Now().Add(c.lead)
+	waiting := c.waiting
+	c.waiting = map[int]net.Conn{}
+	start := c.start
+	c.mu.Unlock()
+	for _, w := range waiting {
+		reply(w, "start %d %d", time.Until(start).Nanoseconds(), start.UnixNano())
+	}
+	close(c.started)
+}
+
+// reply writes one line and closes the connection.
+func reply(conn net.Conn, format string, args ...any) {
+	conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(conn, format+"\n", args...)
+	conn.Close()
+}
+
+// Wait tells the coordinator at addr that shard index of count is ready
+// and returns the start instant on this host's clock. It retries the
+// connection (the coordinator may not listen yet) until ctx ends.
+func Wait(ctx context.Context, addr string, index, count int) (time.Time, error) {
+	conn, err := dialRetry(ctx, addr)
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := fmt.Fprintf(conn, "ready %d %d\n", index, count); err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: %v", ErrBarrier, addr, err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	got := time.Now()
+	if err != nil {
+		if ctx.Err() != nil {
+			return time.Time{}, fmt.Errorf("%w: no start from %s: %v", ErrBarrier, addr, context.Cause(ctx))
+		}
+		return time.Time{}, fmt.Errorf("%w: no start from %s: %v", ErrBarrier, addr, err)
+	}
+	line = strings.TrimSpace(line)
+	if msg, ok := strings.CutPrefix(line, "error "); ok {
+		return time.Time{}, fmt.Errorf("%w: coordinator %s: %s", ErrBarrier, addr, msg)
+	}
+	var delay, unix int64
+	if _, err := fmt.Sscanf(line, "start %d %d", &delay, &unix); err != nil {
+		return time.Time{}, fmt.Errorf("%w: coordinator %s sent %q", ErrBarrier, addr, line)
+	}
+	return got.Add(time.Duration(delay)), nil
+}
+
+func dialRetry(ctx context.Context, addr string) (net.Conn, error) {
+	var d net.Dialer
+	backoff := 50 * time.Millisecond
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn, nil
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w: cannot reach the coordinator %s: %v", ErrBarrier, addr, err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}

@@ -1,0 +1,164 @@
+package fleet
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// shardSummary is a shard's summary carrying histograms of the given
+// latency and lag samples (µs), as Fleet.summary encodes them.
+func shardSummary(t *testing.T, sh string, lat, lag []int64) Summary {
+	t.Helper()
+	s := newStats(1, 1)
+	s.rec[0].recordLatencies(lat)
+	s.rec[0].recordLags(lag)
+	s.fold()
+	h, err := s.encodeHists()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Summary{Shard: sh, ClientsRequested: 10, MessagesSent: int64(len(lag)), MessagesReceived: int64(len(lat)),
+		LoginsFailed: map[string]int64{"timeout": 1}, Histograms: h, Saturation: map[string]int{}}
+}
+
+// rawQuantile is the exact q-th percentile of samples: the value of rank
+// ceil(q/100 * n), as HdrHistogram defines it.
+func rawQuantile(sorted []int64, q float64) int64 {
+	rank := int(math.Ceil(q / 100 * float64(len(sorted))))
+	return sorted[max(rank, 1)-1]
+}
+
+// TestMergeExact: the merged summary's percentiles are those of one
+// histogram of the union of all shards' raw samples, for shards of very
+// different distributions (where averaging percentiles is far off), and
+// within the histogram's resolution (3 significant digits) of the exact
+// percentiles of the raw samples.
+func TestMergeExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const shards = 4
+	var all []int64
+	lat := make([][]int64, shards)
+	lag := make([][]int64, shards)
+	for i := range shards {
+		// Shard i's latencies center on 200µs·4^i, with a long tail.
+		n := 5000 + 3000*i
+		for range n {
+			v := int64(200 * math.Pow(4, float64(i)) * math.Exp(rng.NormFloat64()*0.6))
+			lat[i] = append(lat[i], v)
+			lag[i] = append(lag[i], int64(rng.ExpFloat64()*50))
+		}
+		all = append(all, lat[i]...)
+	}
+	var sums []Summary
+	for _, i := range []int{2, 0, 3, 1} { // any order
+		sums = append(sums, shardSummary(t, []string{"0/4", "1/4", "2/4", "3/4"}[i], lat[i], lag[i]))
+	}
+	m, err := Merge(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ref := newHist()
+	for _, v := range all {
+		ref.RecordValue(v)
+	}
+	got, err := hdrhistogram.Decode([]byte(m.Histograms.LatencyUS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equals(ref) {
+		t.Fatalf("merged histogram differs from the histogram of all samples: %d vs %d values", got.TotalCount(), ref.TotalCount())
+	}
+	want := quantilesMS(ref, 50, 90, 99, 100)
+	if m.LatencyMS.P50 != want[0] || *m.LatencyMS.P90 != want[1] || m.LatencyMS.P99 != want[2] || *m.LatencyMS.Max != want[3] {
+		t.Errorf("merged latency %+v, want p50/p90/p99/max %v", m.LatencyMS, want)
+	}
+	sorted := slices.Sorted(slices.Values(all))
+	for _, tc := range []struct {
+		q   float64
+		got float64
+	}{{50, m.LatencyMS.P50}, {90, *m.LatencyMS.P90}, {99, m.LatencyMS.P99}} {
+		exact := float64(rawQuantile(sorted, tc.q)) / 1000
+		if math.Abs(tc.got-exact) > exact*1e-3+1e-3 {
+			t.Errorf("p%v: merged %.4f ms, exact over raw samples %.4f ms (beyond 3 significant digits)", tc.q, tc.got, exact)
+		}
+	}
+	// What averaging the shards' p99 would have said, to show why merging
+	// histograms matters here.
+	var avg float64
+	for _, s := range sums {
+		avg += s.histP99(t) / shards
+	}
+	if math.Abs(avg-m.LatencyMS.P99) < m.LatencyMS.P99*0.05 {
+		t.Errorf("test data too uniform: averaged p99 %.3f ≈ merged %.3f", avg, m.LatencyMS.P99)
+	}
+	if m.MessagesReceived != int64(len(all)) || m.ClientsRequested != 40 || m.LoginsFailed["timeout"] != 4 {
+		t.Errorf("counts not summed: received %d (want %d), clients %d, failed %v", m.MessagesReceived, len(all), m.ClientsRequested, m.LoginsFailed)
+	}
+	if len(m.Shards) != shards || m.Shards[0].Shard != "0/4" || m.Shards[3].Shard != "3/4" {
+		t.Errorf("shards %+v, want 0/4..3/4 in order", m.Shards)
+	}
+}
+
+func (s Summary) histP99(t *testing.T) float64 {
+	h, err := hdrhistogram.Decode([]byte(s.Histograms.LatencyUS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return quantilesMS(h, 99)[0]
+}
+
+// TestMergeSaturatedAndMissing: a saturated shard is named and keeps its
+// saturation in Shards; a missing shard is warned about.
+func TestMergeSaturatedAndMissing(t *testing.T) {
+	a := shardSummary(t, "0/3", []int64{100}, []int64{10})
+	b := shardSummary(t, "2/3", []int64{300}, []int64{20})
+	b.Saturation = map[string]int{"cpu": 4}
+	b.Warnings = []string{"WARNING: cpu"}
+	m, err := Merge([]Summary{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(m.Warnings, "\n")
+	for _, want := range []string{"shard 2/3 was saturated (cpu in 4 intervals)", "missing 1/3", "shard 2/3: WARNING: cpu"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("warnings lack %q:\n%s", want, joined)
+		}
+	}
+	if m.Shards[0].Saturated || !m.Shards[1].Saturated || m.Saturation["cpu"] != 4 {
+		t.Errorf("saturation not kept per shard: %+v, total %v", m.Shards, m.Saturation)
+	}
+}
+
+func TestMergeRefuses(t *testing.T) {
+	a := shardSummary(t, "0/2", []int64{100}, []int64{10})
+	noHist := a
+	noHist.Histograms = Histograms{}
+	bad := a
+	bad.Histograms.LatencyUS = "not base64!"
+	for _, tc := range []struct {
+		name string
+		sums []Summary
+		want string
+	}{
+		{"none", nil, "no summaries"},
+		{"twice", []Summary{a, a}, "appears twice"},
+		{"counts differ", []Summary{a, shardSummary(t, "1/3", nil, nil)}, "fleet of 3 shards"},
+		{"no histograms", []Summary{noHist}, "no latency histogram"},
+		{"bad histogram", []Summary{bad}, "latency histogram"},
+		{"unsharded among others", []Summary{a, shardSummary(t, "", nil, nil)}, "no shard's"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Merge(tc.sums)
+			if !errors.Is(err, ErrMerge) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err %v, want ErrMerge with %q", err, tc.want)
+			}
+		})
+	}
+}

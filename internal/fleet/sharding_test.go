@@ -1,0 +1,105 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShardSet(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Shard
+		ok   bool
+	}{
+		{"0/1", Shard{0, 1}, true},
+		{"3/4", Shard{3, 4}, true},
+		{" 2 / 16 ", Shard{2, 16}, true},
+		{"4/4", Shard{}, false},
+		{"-1/4", Shard{}, false},
+		{"1/0", Shard{}, false},
+		{"1", Shard{}, false},
+		{"a/b", Shard{}, false},
+	} {
+		var s Shard
+		err := s.Set(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && s != tc.want) {
+			t.Errorf("Set(%q) = %v, %v; want %v ok=%v", tc.in, s, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// clientID is what a client is, from its global index: the fields that
+// must not depend on how many shards run the fleet.
+type clientID struct {
+	user, room string
+	peers      string
+	sender     bool
+	at         time.Duration
+}
+
+func identity(c *Config, i int) clientID {
+	return clientID{user: c.userID(i), room: c.roomName(i, "lobby"), peers: strings.Join(c.peers(i, 2), ","),
+		sender: !c.ReceiveOnly && (c.Senders == 0 || i < c.Senders), at: c.loginAt(i)}
+}
+
+// TestShardsPartitionTheFleet: for any shard count, the shards' clients are
+// disjoint, together the whole fleet, each shard gets its share, and every
+// client keeps the identity, room, peers, role and login time it has in
+// one process (the ramp with pauses included).
+func TestShardsPartitionTheFleet(t *testing.T) {
+	c := DefaultConfig()
+	c.Clients, c.Senders, c.RoomSize = 103, 7, 10
+	c.LoginInterval, c.PauseEvery, c.Pause = 10*time.Millisecond, 25, time.Second
+	whole := map[int]clientID{}
+	for i := range (Shard{}).indexes(c.Clients) {
+		whole[i] = identity(&c, i)
+	}
+	if len(whole) != c.Clients {
+		t.Fatalf("unsharded ramp has %d clients, want %d", len(whole), c.Clients)
+	}
+	for n := 1; n <= 17; n++ {
+		seen := map[int]bool{}
+		for k := range n {
+			sh := Shard{Index: k, Count: n}
+			got := 0
+			last := time.Duration(-1)
+			for i := range sh.indexes(c.Clients) {
+				if seen[i] {
+					t.Fatalf("%d shards: client %d in two shards", n, i)
+				}
+				seen[i] = true
+				got++
+				if !sh.Owns(i) {
+					t.Errorf("shard %v runs client %d it does not own", sh, i)
+				}
+				if id := identity(&c, i); id != whole[i] {
+					t.Errorf("shard %v client %d: %+v, one process: %+v", sh, i, id, whole[i])
+				}
+				if at := c.loginAt(i); at <= last {
+					t.Errorf("shard %v: login %d at %v not after the previous %v", sh, i, at, last)
+				} else {
+					last = at
+				}
+			}
+			if got != sh.Clients(c.Clients) {
+				t.Errorf("shard %v ran %d clients, Clients says %d", sh, got, sh.Clients(c.Clients))
+			}
+		}
+		if len(seen) != c.Clients {
+			t.Errorf("%d shards ran %d distinct clients, want %d", n, len(seen), c.Clients)
+		}
+	}
+}
+
+// TestLoginAt: the ramp's due times are the one-process ramp's: an
+// interval between attempts, a pause instead after every K.
+func TestLoginAt(t *testing.T) {
+	c := Config{LoginInterval: 100 * time.Millisecond, PauseEvery: 3, Pause: time.Second}
+	want := []time.Duration{0, 100, 200, 1200, 1300, 1400, 2400}
+	for i, w := range want {
+		if got := c.loginAt(i); got != w*time.Millisecond {
+			t.Errorf("loginAt(%d) = %v, want %v", i, got, w*time.Millisecond)
+		}
+	}
+}
