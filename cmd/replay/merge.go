@@ -17,9 +17,9 @@ func init() { subcommands = append(subcommands, newMergeCmd) }
 func newMergeCmd(st *state) *cobra.Command {
 	var out string
 	cmd := &cobra.Command{
-		Use:   "merge SHARD.json...",
-		Short: "merge the --summary files of a fleet's shards into one summary (exact percentiles from their histograms)",
-		Example: `  replay merge out/shard-*.json --summary out/merged.json`,
+		Use:           "merge SHARD.json...",
+		Short:         "merge the --summary files of a fleet's shards into one summary (exact percentiles from their histograms)",
+		Example:       `  replay merge out/shard-*.json --summary out/merged.json`,
 		Args:          cobra.MinimumNArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,

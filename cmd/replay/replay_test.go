@@ -248,7 +248,7 @@ func TestLoopWraps(t *testing.T) {
 	}
 }
 
-// TestRampTiming: login attempts 100 ms apart with a 400 ms pause after
+// TestRampTiming: login attempts due 100 ms apart with a 400 ms pause after
 // every two, read from the ramp's debug log.
 func TestRampTiming(t *testing.T) {
 	r := startRelay(t)
@@ -265,10 +265,11 @@ func TestRampTiming(t *testing.T) {
 	if len(at) != len(want) {
 		t.Fatalf("login attempts at %v ms, want %v\n%s", at, want, res.stderr)
 	}
-	for i := 1; i < len(at); i++ {
-		gap, wantGap := at[i]-at[i-1], want[i]-want[i-1]
-		if gap < wantGap || gap > wantGap+60 {
-			t.Errorf("gap before attempt %d: %d ms, want %d (+60) (all: %v)", i, gap, wantGap, at)
+	// Each attempt is due at its time on the run's clock (a late one does
+	// not push the later ones back).
+	for i := range at {
+		if at[i] < want[i] || at[i] > want[i]+60 {
+			t.Errorf("attempt %d at %d ms, want %d (+60) (all: %v)", i, at[i], want[i], at)
 		}
 	}
 	if !strings.Contains(res.stderr, "ramp: pausing 400ms after 2 login attempts") {

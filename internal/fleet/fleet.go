@@ -313,14 +313,15 @@ func (f *Fleet) httpServer() *http.Server {
 
 // ramp starts this shard's logins, each at its due time on the run's
 // clock (loginAt: the same instant whether one process or many run the
-// fleet), senders first. It waits for the first login's result: if it
-// could not connect at all, the run is pointless.
+// fleet), senders first. It watches the first login's result meanwhile
+// (without holding the schedule back): if it could not connect at all,
+// the run is pointless.
 func (f *Fleet) ramp(ctx context.Context) error {
 	step := f.cfg.Shard.count()
-	first := true
+	var first chan string // until the first login's result is in
 	for i := range f.cfg.Shard.indexes(f.cfg.Clients) {
-		if !sleep(ctx, time.Until(f.epoch.Add(f.cfg.loginAt(i)))) {
-			return nil
+		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)), &first); err != nil || ctx.Err() != nil {
+			return err
 		}
 		c, err := f.newClient(i)
 		if err != nil {
@@ -329,25 +330,43 @@ func (f *Fleet) ramp(ctx context.Context) error {
 		f.stats.attempts.Add(1)
 		f.log.Debug("login attempt", zap.Int("client", i), zap.String("user", c.user), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
 		var res chan string
-		if first {
-			res, first = make(chan string, 1), false
+		if f.stats.attempts.Load() == 1 {
+			res = make(chan string, 1)
+			first = res
 		}
 		f.wg.Go(func() { c.attempt(ctx, res) })
-		if res != nil {
-			select {
-			case r := <-res:
-				if r == "connect_refused" || r == "connect_error" || r == "connect_timeout" {
-					return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
-				}
-			case <-ctx.Done():
-				return nil
-			}
-		}
 		if pe := f.cfg.PauseEvery; pe > 0 && i+step < f.cfg.Clients && (i+step)/pe > i/pe {
 			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", f.cfg.Pause, (i/pe+1)*pe)
 		}
 	}
+	if first != nil {
+		return f.waitUntil(ctx, time.Now().Add(f.cfg.LoginTimeout+time.Second), &first)
+	}
 	return nil
+}
+
+// waitUntil sleeps until t, ctx's end, or the first login's result (when
+// *first is not nil) if that says the target is unreachable; a good first
+// result clears *first (and, when the ramp is done, ends the wait).
+func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+			return nil
+		case r := <-*first: // a nil channel never receives
+			if r == "connect_refused" || r == "connect_error" || r == "connect_timeout" {
+				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
+			}
+			*first = nil
+			if f.stats.attempts.Load() == int64(f.cfg.Shard.Clients(f.cfg.Clients)) {
+				return nil
+			}
+		}
+	}
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
