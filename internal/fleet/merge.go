@@ -174,6 +174,10 @@ func addCounts(out *Summary, s Summary) {
 	out.BytesReceived += s.BytesReceived
 	out.LoopsCompleted += s.LoopsCompleted
 	out.SendsDelayed += s.SendsDelayed
+	out.MessagesLost += s.MessagesLost
+	out.NumberedReceived += s.NumberedReceived
+	out.UDPJoinRetries += s.UDPJoinRetries
+	out.LossPercent = lossPercent(out.NumberedReceived, out.MessagesLost)
 	out.DurationS = max(out.DurationS, s.DurationS)
 	addAll(out.LoginsFailed, s.LoginsFailed)
 	addAll(out.Disconnects, s.Disconnects)

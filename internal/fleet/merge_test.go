@@ -114,16 +114,22 @@ func (s Summary) histP99(t *testing.T) float64 {
 	return quantilesMS(h, 99)[0]
 }
 
-// TestMergeSaturatedAndMissing: a saturated shard is named and keeps its
-// saturation in Shards; a missing shard is warned about.
+// TestMergeSaturatedAndMissing: losses merge over the numbered casts; a
+// saturated shard is named and keeps its saturation in Shards; a missing
+// shard is warned about.
 func TestMergeSaturatedAndMissing(t *testing.T) {
 	a := shardSummary(t, "0/3", []int64{100}, []int64{10})
 	b := shardSummary(t, "2/3", []int64{300}, []int64{20})
 	b.Saturation = map[string]int{"cpu": 4}
 	b.Warnings = []string{"WARNING: cpu"}
+	a.MessagesLost, a.NumberedReceived = 1, 99
+	b.MessagesLost, b.NumberedReceived = 3, 97
 	m, err := Merge([]Summary{a, b})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.MessagesLost != 4 || m.LossPercent != 2 {
+		t.Errorf("lost %d (%.2f%%), want 4 (2%% of 200 numbered casts)", m.MessagesLost, m.LossPercent)
 	}
 	joined := strings.Join(m.Warnings, "\n")
 	for _, want := range []string{"shard 2/3 was saturated (cpu in 4 intervals)", "missing 1/3", "shard 2/3: WARNING: cpu"} {

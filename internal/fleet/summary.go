@@ -40,6 +40,9 @@ type Summary struct {
 	MessagesLost   int64   `json:"messages_lost"`
 	LossPercent    float64 `json:"loss_percent"`
 	UDPJoinRetries int64   `json:"udp_join_retries"`
+	// NumberedReceived are the received casts that carried a sequence (the
+	// denominator of LossPercent, so shards' losses merge exactly).
+	NumberedReceived int64 `json:"numbered_received"`
 
 	FramesSent map[string]int64 `json:"frames_sent"`
 	Target     string           `json:"target"`
@@ -121,6 +124,7 @@ func (f *Fleet) summary() (Summary, error) {
 		MessagesLost:     t.MessagesLost,
 		LossPercent:      lossPercent(t.NumberedReceived, t.MessagesLost),
 		UDPJoinRetries:   t.UDPJoinRetries,
+		NumberedReceived: t.NumberedReceived,
 		FramesSent:       f.stats.framesByType(),
 		Target:           f.target,
 		Warnings:         nonNil(warnings),
