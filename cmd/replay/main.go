@@ -101,7 +101,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	ff.cfg = fleet.DefaultConfig()
 	c := &ff.cfg
 	fs.StringVar(&c.Capture, "capture", "", "pcap/pcapng file whose client flow is replayed (required)")
-	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by `replay inspect` (-1: the longest)")
+	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by replay inspect (-1: the longest)")
 	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start an embedded relay on 127.0.0.1)")
 	fs.StringVar(&c.Transport, "transport", "", "tcp or udp (default: the capture's)")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
@@ -120,7 +120,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.Pause, "pause", 0, "length of a ramp pause")
 	fs.DurationVar(&c.LoginTimeout, "login-timeout", c.LoginTimeout, "a login fails if joined does not arrive within this")
 	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
-	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("": none)`)
+	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 5*time.Second, "period of the progress line")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
 }
@@ -128,6 +128,9 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 // config returns the fleet configuration after flag parsing.
 func (ff *fleetFlags) config() fleet.Config {
 	c := ff.cfg
+	if c.Metrics == "off" { // as the relay's --metrics off
+		c.Metrics = ""
+	}
 	if ff.sourceIPs != "" {
 		for _, ip := range strings.Split(ff.sourceIPs, ",") {
 			c.SourceIPs = append(c.SourceIPs, strings.TrimSpace(ip))

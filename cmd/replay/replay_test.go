@@ -355,6 +355,8 @@ func TestExitCodes(t *testing.T) {
 		{"unreadable", []string{"--capture", garbage}, 1, "read capture"},
 		{"unreachable", []string{"--capture", path, "--target", "127.0.0.1:1", "--duration", "2s"}, 1, "unreachable"},
 		{"too many clients", []string{"--capture", path, "--clients", "100000"}, 2, "ulimit -n"},
+		{"loop past the flow", []string{"--capture", path, "--loop", "100ms,100s"}, 2, "past the flow's end"},
+		{"source ip not local", []string{"--capture", path, "--source-ips", "192.0.2.7"}, 2, "not an address of this host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -383,5 +385,40 @@ func TestInspect(t *testing.T) {
 	text, err := exec.Command(bins["replay"], "inspect", path).Output()
 	if err != nil || !strings.Contains(string(text), "alice") {
 		t.Errorf("inspect text: %v\n%s", err, text)
+	}
+}
+
+// TestNotRepriseTarget: --target pointed at the relay's metrics port (an
+// HTTP server) ends the run at once with exit 1 and a line saying the
+// target does not speak the reprise protocol, quoting its first bytes.
+func TestNotRepriseTarget(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	start := time.Now()
+	res := replay(t, "--capture", path, "--target", r.Metrics, "--clients", "3", "--duration", "60s", "--metrics", "off")
+	if res.code != 1 || !strings.Contains(res.stderr, "does not speak the reprise protocol") || !strings.Contains(res.stderr, `"HTTP/1.1 400 Bad Request`) {
+		t.Errorf("exit %d, stderr:\n%s", res.code, res.stderr)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
+
+// TestDisconnectReasons: a relay that cuts idle clients sends an
+// idle_timeout error frame first; the fleet counts the disconnects by that
+// code, and the progress line shows them by reason.
+func TestDisconnectReasons(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t, "--idle-timeout", "1s")
+	path := writeCapture(t, castScript())
+	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "3", "--receive-only", "--heartbeat", "1m",
+		"--login-interval", "10ms", "--duration", "3500ms", "--progress-interval", "1s")
+	mustOK(t, res)
+	if res.sum.Disconnects["idle_timeout"] != 3 {
+		t.Errorf("disconnects %v, want idle_timeout=3", res.sum.Disconnects)
+	}
+	if !strings.Contains(res.stderr, "/ disconnected 3 (idle_timeout 3)") {
+		t.Errorf("progress lines without disconnects by reason:\n%s", res.stderr)
 	}
 }

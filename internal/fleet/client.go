@@ -93,7 +93,17 @@ type client struct {
 	stopping atomic.Bool // the fleet is stopping: read errors are expected
 	lastErr  atomic.Uint32
 	once     sync.Once
+	// first holds the first bytes received before joined (the reader's
+	// only), quoted when the target turns out not to speak the protocol.
+	first []byte
 }
+
+// firstBytes is how many of a login's first received bytes are kept.
+const firstBytes = 48
+
+// errNotReprise is a frame before joined that is neither joined nor error:
+// the target speaks something else.
+var errNotReprise = errors.New("not a reprise reply")
 
 // attempt dials, sends the join and reads until joined, an error or the
 // login timeout; it reports the result on res (the first attempt is
@@ -220,6 +230,9 @@ func (c *client) read(res chan<- string) string {
 	cnt := c.sh.c
 	for {
 		n, err := c.conn.Read(buf)
+		if n > 0 && !c.joined.Load() && len(c.first) < firstBytes {
+			c.first = append(c.first, buf[:min(n, firstBytes-len(c.first))]...)
+		}
 		if n > 0 {
 			mono := c.f.now()
 			c.f.nudge(mono)
@@ -229,6 +242,9 @@ func (c *client) read(res chan<- string) string {
 			var ferr error
 			handle := func(fr *wire.Frame) error {
 				frames++
+				if fr.Type != wire.TypeJoined && fr.Type != wire.TypeError && !c.udp && !c.joined.Load() {
+					return errNotReprise
+				}
 				switch fr.Type {
 				case wire.TypeDeliver:
 					msgs++
@@ -260,8 +276,13 @@ func (c *client) read(res chan<- string) string {
 			}
 			if c.udp {
 				var fr wire.Frame
+				// A datagram that does not decode is dropped once logged
+				// in; before, it means the target speaks something else.
+				// (Other frames before joined may be reordered datagrams.)
 				if _, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &fr); err == nil {
 					ferr = handle(&fr)
+				} else if !c.joined.Load() {
+					ferr = errNotReprise
 				}
 			} else {
 				ferr = p.Feed(buf[:n], handle)
@@ -285,7 +306,12 @@ func (c *client) read(res chan<- string) string {
 					c.loginFailed(le.code.String(), res)
 					return ""
 				}
-				return "protocol_error"
+				if !c.joined.Load() {
+					c.f.notReprise.CompareAndSwap(nil, &c.first)
+					c.loginFailed(reasonProtocol, res)
+					return ""
+				}
+				return reasonProtocol
 			}
 			buf = sizer.next(buf, n)
 		}
@@ -337,6 +363,10 @@ func (c *client) rejoinPadded(text []byte) error {
 	c.sh.c.sentBytes.Add(int64(len(b)))
 	return nil
 }
+
+// reasonProtocol is a login or connection ended by bytes that are not the
+// reprise protocol.
+const reasonProtocol = "protocol_error"
 
 type loginError struct{ code wire.ErrorCode }
 

@@ -76,6 +76,9 @@ type Fleet struct {
 	satFirst    map[string]string
 	started     time.Time
 	ended       time.Time
+	// notReprise holds the first bytes of the first login that got
+	// something else than the reprise protocol.
+	notReprise atomic.Pointer[[]byte]
 	// startLate is how long after the common start this process began;
 	// cpu0 the host's CPU times then (cpuErr if unreadable).
 	startLate time.Duration
@@ -85,6 +88,10 @@ type Fleet struct {
 
 // ErrUnreachable means the very first login could not connect at all.
 var ErrUnreachable = errors.New("target unreachable")
+
+// ErrNotReprise means the very first login got bytes that are not the
+// reprise protocol (an HTTP server, a metrics port, another service).
+var ErrNotReprise = errors.New("the target does not speak the reprise protocol")
 
 // New checks cfg, loads the script, checks the open-file limit, and binds
 // the metrics listener and the embedded relay (when there is no Target).
@@ -99,6 +106,9 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients), cfg.Target == ""); err != nil {
+		return nil, err
+	}
+	if err := checkSourceIPs(cfg.SourceIPs); err != nil {
 		return nil, err
 	}
 	n := runtime.GOMAXPROCS(0)
@@ -116,17 +126,19 @@ func New(cfg Config) (*Fleet, error) {
 // loadScript builds the script from the capture or cfg.Frames.
 func (f *Fleet) loadScript() error {
 	frames, transport := f.cfg.Frames, "tcp"
+	var end time.Duration
 	if frames == nil {
-		var err error
-		if frames, transport, f.notes, err = readCapture(f.cfg.Capture, f.cfg.Flow); err != nil {
+		rec, err := readCapture(f.cfg.Capture, f.cfg.Flow)
+		if err != nil {
 			return err
 		}
+		frames, transport, end, f.notes = rec.frames, rec.transport, rec.end, rec.notes
 	}
 	if f.cfg.Transport != "" {
 		transport = f.cfg.Transport
 	}
 	f.udp = transport == "udp"
-	opts := session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload}
+	opts := session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, End: end}
 	if l, ok, _ := session.ParseLoop(f.cfg.Loop); ok {
 		opts.Loop = &l
 	}
@@ -260,6 +272,8 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 			srv.Shutdown(sctx)
 		})
 	}
+	f.printNotes()
+	f.warnRamp()
 	bg.Go(func() { f.tick(bgCtx) })
 
 	runCtx, cancel := ctx, context.CancelFunc(func() {})
@@ -358,8 +372,11 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) 
 		case <-timer.C:
 			return nil
 		case r := <-*first: // a nil channel never receives
-			if r == "connect_refused" || r == "connect_error" || r == "connect_timeout" {
+			switch r {
+			case "connect_refused", "connect_error", "connect_timeout":
 				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
+			case reasonProtocol:
+				return fmt.Errorf("%w: %s answered the first login with %s, not a joined or error frame", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()))
 			}
 			*first = nil
 			if f.stats.attempts.Load() == int64(f.cfg.Shard.Clients(f.cfg.Clients)) {

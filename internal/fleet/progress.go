@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/metrics"
@@ -44,14 +46,45 @@ func (f *Fleet) tick(ctx context.Context) {
 				cpu0 = cpu1
 			}
 		}
-		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d | sent %.0f msg/s %.2f Mbit/s | recv %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | cpu idle %.0f%%\n",
+		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | sent %.0f msg/s %.2f Mbit/s | recv %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | cpu idle %.0f%%%s\n",
 			time.Since(f.started).Round(time.Second), now.LoggedIn, now.LoginAttempts, now.LoginsFailed,
+			progressReasons(" / disconnected", f.stats.disconn.snapshot()),
 			float64(now.MessagesSent-last.MessagesSent)/dt, mbit(now.BytesSent-last.BytesSent, dt),
 			float64(now.MessagesReceived-last.MessagesReceived)/dt, mbit(now.BytesReceived-last.BytesReceived, dt),
-			float64(latP99)/1000, float64(lagP99)/1000, idle)
+			float64(latP99)/1000, float64(lagP99)/1000, idle, f.rampProgress(now.LoginAttempts))
 		f.checkSaturation(time.Duration(lagP99)*time.Microsecond, lagN, idle)
 		last, lastAt = now, time.Now()
 	}
+}
+
+// progressReasons renders counts by reason after label, largest first
+// ("" when there are none): " / disconnected 12 (slow_consumer 10, reset 2)".
+func progressReasons(label string, m map[string]int64) string {
+	var total int64
+	keys := make([]string, 0, len(m))
+	for k, v := range m {
+		total += v
+		keys = append(keys, k)
+	}
+	if total == 0 {
+		return ""
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %d (", label, total)
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 func mbit(bytes int64, sec float64) float64 { return float64(bytes) * 8 / 1e6 / sec }

@@ -35,6 +35,9 @@ type Options struct {
 	RewritePayload bool
 	// MaxFrame caps the decoded frames' length; 0 means wire.DefaultMaxFrame.
 	MaxFrame int
+	// End is the recorded flow's length (its last packet, either way): see
+	// TimelineInput.End.
+	End time.Duration
 }
 
 // Script is a recorded session ready to be replayed by many clients. It is
@@ -111,7 +114,7 @@ func New(in []Frame, opts Options) (*Script, error) {
 	for i, fr := range in {
 		flow[i] = fr.Offset
 	}
-	tl, err := NewTimeline(TimelineInput{Flow: flow, First: first, Last: last, FirstSend: firstSend, Loop: opts.Loop, Speed: speed})
+	tl, err := NewTimeline(TimelineInput{Flow: flow, First: first, Last: last, FirstSend: firstSend, Loop: opts.Loop, Speed: speed, End: opts.End})
 	if err != nil {
 		return nil, err
 	}

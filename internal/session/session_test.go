@@ -119,8 +119,11 @@ func TestNewErrors(t *testing.T) {
 		{"trailing", []Frame{{0, append(wire.AppendLeave(nil), 1)}}, Options{}, "trailing"},
 		{"two joins", []Frame{join, {ms(5), join.Bytes}}, Options{}, "second join"},
 		{"backwards", []Frame{join, send, {ms(5), send.Bytes}}, Options{}, "backwards"},
-		{"loop at join", []Frame{join, send}, Options{Loop: loop("0s,1s")}, "before the join"},
-		{"empty loop", []Frame{join, send}, Options{Loop: loop("20ms,30ms")}, "no frames"},
+		{"loop at join", []Frame{join, send}, Options{Loop: loop("0s,10ms")}, "before the join"},
+		{"empty loop", []Frame{join, send, {ms(30), send.Bytes}}, Options{Loop: loop("12ms,20ms")}, "no frames"},
+		{"time past the flow", []Frame{join, send}, Options{Loop: loop("1ms,100s")}, "past the flow's end at 20ms"},
+		{"start past the flow", []Frame{join, send}, Options{Loop: loop("1s,2s")}, "past the flow's end at 20ms"},
+		{"past the recorded end", []Frame{join, send}, Options{Loop: loop("5ms,3s"), End: 2 * time.Second}, "past the flow's end at 2s"},
 		{"index out", []Frame{join, send}, Options{Loop: loop("#1,#9")}, "outside"},
 		{"negative speed", []Frame{join}, Options{Speed: -1}, "positive"},
 	}

@@ -36,6 +36,11 @@ type TimelineInput struct {
 	FirstSend int
 	Loop      *Loop
 	Speed     float64
+	// End is the recorded flow's length (its last packet, either way). A
+	// loop point given as a time past both End and the last message plus
+	// the longest gap between two messages is refused, as an index past
+	// the flow is. 0: only the latter bound.
+	End time.Duration
 }
 
 // NewTimeline builds the timing of a script of in.Flow[in.First:in.Last].
@@ -62,11 +67,12 @@ func NewTimeline(in TimelineInput) (Timeline, error) {
 		return t, nil
 	}
 	l := in.Loop
-	a, aOff, err := resolve(l.A, in.Flow, in.First, kept)
+	end := flowEnd(in.Flow, in.End)
+	a, aOff, err := resolve(l.A, in.Flow, in.First, kept, end)
 	if err != nil {
 		return Timeline{}, fmt.Errorf("session: loop start: %w", err)
 	}
-	b, bOff, err := resolve(l.B, in.Flow, in.First, kept)
+	b, bOff, err := resolve(l.B, in.Flow, in.First, kept, end)
 	if err != nil {
 		return Timeline{}, fmt.Errorf("session: loop end: %w", err)
 	}
@@ -88,7 +94,7 @@ func NewTimeline(in TimelineInput) (Timeline, error) {
 
 // resolve turns a point into an index into kept (len(kept) allowed for
 // an end) and the flow offset it stands for.
-func resolve(p Point, flow []time.Duration, first int, kept []time.Duration) (int, time.Duration, error) {
+func resolve(p Point, flow []time.Duration, first int, kept []time.Duration, end time.Duration) (int, time.Duration, error) {
 	if p.IsIndex {
 		i := p.Index - first
 		if p.Index < first || i > len(kept) || (i == len(kept) && p.Index >= len(flow)) {
@@ -99,8 +105,23 @@ func resolve(p Point, flow []time.Duration, first int, kept []time.Duration) (in
 		}
 		return i, kept[i], nil
 	}
+	// Past the flow's end a time point holds nothing to play.
+	if p.Offset > end {
+		return 0, 0, fmt.Errorf("offset %v is past the flow's end at %v (last client message #%d at %v)", p, end, len(flow)-1, flow[len(flow)-1])
+	}
 	i := sort.Search(len(kept), func(i int) bool { return kept[i] >= p.Offset })
 	return i, p.Offset, nil
+}
+
+// flowEnd is the latest offset a time loop point may name: the recorded
+// end, or the last message plus the longest gap between two messages (a
+// loop may keep the pause after its last message), whichever is later.
+func flowEnd(flow []time.Duration, recorded time.Duration) time.Duration {
+	var gap time.Duration
+	for i := 1; i < len(flow); i++ {
+		gap = max(gap, flow[i]-flow[i-1])
+	}
+	return max(recorded, flow[len(flow)-1]+gap)
 }
 
 // Len is the number of script messages.
