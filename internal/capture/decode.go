@@ -354,7 +354,7 @@ func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time
 		key = [2]netip.AddrPort{dst, src}
 	}
 	u := d.udp[key]
-	typ, frame, ok := classifyDatagram(payload, d.opts.MaxFrame)
+	frames, ok := classifyDatagram(payload, d.opts.MaxFrame)
 	if u == nil {
 		if !ok {
 			d.nonProto++
@@ -383,31 +383,41 @@ func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time
 		}
 		return
 	}
-	if typ == wire.TypeJoin && u.join < 0 {
-		u.join = i
-	}
-	if typ.FromClient() {
-		u.client[i]++
-	}
-	if d.keep(len(frame)) {
-		u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
+	for _, frame := range frames {
+		typ := wire.Type(frame[wire.LenSize])
+		if typ == wire.TypeJoin && u.join < 0 {
+			u.join = i
+		}
+		if typ.FromClient() {
+			u.client[i]++
+		}
+		if d.keep(len(frame)) {
+			u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
+		}
 	}
 }
 
-// classifyDatagram decodes a datagram as client→server (token + frame) or
-// server→client (frame alone) and returns its frame without the token.
-func classifyDatagram(d []byte, maxFrame int) (wire.Type, []byte, bool) {
+// classifyDatagram decodes a datagram as client→server (token + one
+// frame) or server→client (one or more whole frames, docs/protocol.md) and
+// returns its frames without the token.
+func classifyDatagram(d []byte, maxFrame int) ([][]byte, bool) {
 	var f wire.Frame
 	if _, frame, err := wire.SplitDatagram(d, maxFrame); err == nil {
 		t := wire.Type(frame[wire.LenSize])
 		if t.FromClient() && wire.DecodeBody(t, frame[wire.HeaderSize:], &f) == nil {
-			return t, frame, true
+			return [][]byte{frame}, true
 		}
 	}
-	if n, err := wire.Decode(d, maxFrame, &f); err == nil && n == len(d) && !f.Type.FromClient() {
-		return f.Type, d, true
+	var frames [][]byte
+	for rest := d; len(rest) > 0; {
+		n, err := wire.Decode(rest, maxFrame, &f)
+		if err != nil || f.Type.FromClient() {
+			return nil, false
+		}
+		frames = append(frames, rest[:n])
+		rest = rest[n:]
 	}
-	return 0, nil, false
+	return frames, len(frames) > 0
 }
 
 func (u *udpFlow) flow(serverPort uint16) *Flow {

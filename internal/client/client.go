@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -196,18 +195,24 @@ func (c *Conn) fill() error {
 	return nil
 }
 
+// recvUDP returns the next frame of the last datagram, reading the next
+// datagram when it has none left: a server→client datagram holds one or
+// more whole frames.
 func (c *Conn) recvUDP() (*wire.Frame, error) {
-	n, err := c.nc.Read(c.rbuf[:cap(c.rbuf)])
+	if c.r == c.w {
+		n, err := c.nc.Read(c.rbuf[:cap(c.rbuf)])
+		if err != nil {
+			return nil, fmt.Errorf("read from relay: %w", err)
+		}
+		c.r, c.w = 0, n
+	}
+	m, err := wire.Decode(c.rbuf[c.r:c.w], c.maxFrame, &c.frame)
 	if err != nil {
-		return nil, fmt.Errorf("read from relay: %w", err)
+		rest := c.w - c.r
+		c.r = c.w // the rest of the datagram is lost with it
+		return nil, fmt.Errorf("datagram from relay (%d bytes left in it): %w", rest, err)
 	}
-	m, err := wire.Decode(c.rbuf[:n], c.maxFrame, &c.frame)
-	if err != nil {
-		return nil, fmt.Errorf("datagram from relay: %w", err)
-	}
-	if m != n {
-		return nil, errors.New("datagram from relay: " + strconv.Itoa(n-m) + " bytes after the frame")
-	}
+	c.r += m
 	return &c.frame, nil
 }
 

@@ -275,14 +275,21 @@ func (c *client) read(res chan<- string) string {
 				return nil
 			}
 			if c.udp {
+				// One or more whole frames per datagram (docs/protocol.md).
 				var fr wire.Frame
 				// A datagram that does not decode is dropped once logged
 				// in; before, it means the target speaks something else.
 				// (Other frames before joined may be reordered datagrams.)
-				if _, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &fr); err == nil {
+				for d := buf[:n]; len(d) > 0 && ferr == nil; {
+					m, err := wire.Decode(d, wire.DefaultMaxFrame, &fr)
+					if err != nil {
+						if !c.joined.Load() {
+							ferr = errNotReprise
+						}
+						break
+					}
 					ferr = handle(&fr)
-				} else if !c.joined.Load() {
-					ferr = errNotReprise
+					d = d[m:]
 				}
 			} else {
 				ferr = p.Feed(buf[:n], handle)
