@@ -309,7 +309,7 @@ func cat(parts ...[]byte) []byte { return slices.Concat(parts...) }
 // the documented reaction (error frame with the code, then close), while a
 // healthy neighbour in the same room keeps receiving.
 func TestBadInput(t *testing.T) {
-	p := startRelay(t, "--max-frame", "1024")
+	p := startRelay(t, "--max-frame", "1188")
 	talker := join(t, p.TCP, "room", "talker")
 	neighbour := join(t, p.TCP, "room", "neighbour")
 	long := strings.Repeat("x", 65)
@@ -373,14 +373,100 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestUDPGarbageAndAmplification: garbage datagrams get nothing back and
-// are counted; an unjoined source never gets more bytes than it sent.
+// are counted; frames with token 0 other than a good join get their error,
+// never more bytes than they had; a join gets one joined no larger than the
+// join datagram, and nothing more until the session is confirmed, when the
+// rest of its member list follows.
 func TestUDPGarbageAndAmplification(t *testing.T) {
 	p := startRelay(t)
-	// Fill a room so its joined reply is large.
+	// Fill a room so its member list is longer than a small join.
+	var members []string
 	for i := 0; i < 20; i++ {
-		join(t, p.TCP, "big", fmt.Sprintf("member-with-a-long-name-%02d", i))
+		members = append(members, fmt.Sprintf("member-with-a-long-name-%02d", i))
+		join(t, p.TCP, "big", members[i])
 	}
-	raddr, err := net.ResolveUDPAddr("udp", p.UDP)
+	uc := rawUDP(t, p.UDP)
+	garbage := [][]byte{
+		{1, 2, 3},
+		make([]byte, 40),
+		cat(make([]byte, 8), []byte{0, 0, 0, 99, 3}),                      // length over datagram
+		cat([]byte{0, 0, 0, 0, 0, 0, 0, 7}, wire.AppendHeartbeat(nil, 1)), // unknown session
+	}
+	for _, g := range garbage {
+		if _, err := uc.Write(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Frames with token 0 that are not a good join: their error, cut to
+	// the datagram's size.
+	for _, tt := range []struct {
+		d    []byte
+		code wire.ErrorCode
+	}{
+		{cat(make([]byte, 8), wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast})), wire.ErrNotJoined},
+		{cat(make([]byte, 8), frame(0x03, 0x41)), wire.ErrMalformed},
+		{cat(make([]byte, 8), frame(0x01, cat([]byte{9}, id("big"), id("v"), []byte{0, 0})...)), wire.ErrBadVersion},
+		{cat(make([]byte, 8), frame(0x01, cat([]byte{1}, id("big"), id(""), []byte{0, 0})...)), wire.ErrBadName},
+	} {
+		f, n := exchange(t, uc, tt.d)
+		if f.Type != wire.TypeError || f.Code != tt.code || n > len(tt.d) {
+			t.Fatalf("answer to %x: %d bytes, %v %s %q; want %s in at most %d bytes", tt.d, n, f.Type, f.Code, f.Text, tt.code, len(tt.d))
+		}
+	}
+	// An unpadded join: not even a joined with no members fits, so
+	// pad_required, no larger than the join.
+	small := cat(make([]byte, 8), wire.AppendJoin(nil, "big", "newcomer", nil, 0))
+	f, n := exchange(t, uc, small)
+	if f.Type != wire.TypeError || f.Code != wire.ErrPadRequired || n > len(small) {
+		t.Fatalf("reply of %d bytes to a %d-byte join: %v %s, want pad_required", n, len(small), f.Type, f.Code)
+	}
+	var need int
+	fmt.Sscan(string(f.Text), &need)
+	// Padded to exactly the size asked for: a joined of exactly that size
+	// (pad_required is not off by one), listing no member yet.
+	padded := cat(make([]byte, 8), wire.AppendJoin(nil, "big", "newcomer", nil, need-len(small)))
+	f, n = exchange(t, uc, padded)
+	if f.Type != wire.TypeJoined || n != len(padded) || f.NumMembers != 0 {
+		t.Fatalf("padded join (%d bytes) answer: %d bytes, %v with %d members", len(padded), n, f.Type, f.NumMembers)
+	}
+	token := f.SessionToken
+	// Unconfirmed: nothing more, even while the room talks.
+	talker := join(t, p.TCP, "big", "talker")
+	send(t, talker, wire.Send{Mode: wire.Broadcast, Payload: []byte("hello")})
+	expectSilence(t, uc, 300*time.Millisecond)
+	// Confirm: the rest of the list (the joiner last), the notice of the
+	// talker's join, then the heartbeat's reply.
+	if _, err := uc.Write(wire.AppendHeartbeat(wire.AppendDatagram(nil, token), 42)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) == 0 || got[len(got)-1] != "newcomer" {
+		f, _ = recvDatagram(t, uc)
+		if f.Type != wire.TypeJoined || f.SessionToken != token {
+			t.Fatalf("after confirm: %v, want the rest of the member list", f.Type)
+		}
+		f.Members(func(id []byte) { got = append(got, string(id)) })
+	}
+	if want := append(slices.Clone(members), "newcomer"); !slices.Equal(got, want) {
+		t.Fatalf("member list %q, want %q", got, want)
+	}
+	if f, _ = recvDatagram(t, uc); f.Type != wire.TypeMemberJoined || string(f.User) != "talker" {
+		t.Fatalf("after the list: %v %q, want member_joined talker", f.Type, f.User)
+	}
+	if f, _ = recvDatagram(t, uc); f.Type != wire.TypeHeartbeatReply || f.Timestamp != 42 {
+		t.Fatalf("after the notices: %v, want the heartbeat reply", f.Type)
+	}
+	p.waitMetric(t, `relay_rejected_frames_total{reason="garbage"}`, 3)
+	p.waitMetric(t, `relay_rejected_frames_total{reason="unknown_session"}`, 1)
+	p.waitMetric(t, `relay_rejected_frames_total{reason="not_joined"}`, 1)
+	p.waitMetric(t, `relay_rejected_frames_total{reason="malformed"}`, 1)
+	p.waitMetric(t, `relay_undelivered_frames_total{reason="unconfirmed"}`, 1)
+}
+
+// rawUDP is a UDP socket connected to the relay, closed at the test's end.
+func rawUDP(t *testing.T, addr string) *net.UDPConn {
+	t.Helper()
+	raddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,58 +474,41 @@ func TestUDPGarbageAndAmplification(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer uc.Close()
-	garbage := [][]byte{
-		{1, 2, 3},
-		make([]byte, 40),
-		cat(make([]byte, 8), []byte{0, 0, 0, 99, 3}),                                // length over datagram
-		cat([]byte{0, 0, 0, 0, 0, 0, 0, 7}, wire.AppendHeartbeat(nil, 1)),           // unknown session
-		cat(make([]byte, 8), wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast})), // send with token 0
-		cat(make([]byte, 8), frame(0x03, 0x41)),                                     // malformed
-	}
-	for _, g := range garbage {
-		if _, err := uc.Write(g); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// An unpadded join: the joined reply would exceed it, so pad_required,
-	// no larger than the join.
-	small := cat(make([]byte, 8), wire.AppendJoin(nil, "big", "newcomer", nil, 0))
-	if _, err := uc.Write(small); err != nil {
+	t.Cleanup(func() { uc.Close() })
+	return uc
+}
+
+// exchange sends datagram d and returns the answer decoded and its size.
+func exchange(t *testing.T, uc *net.UDPConn, d []byte) (*wire.Frame, int) {
+	t.Helper()
+	if _, err := uc.Write(d); err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 2048)
-	uc.SetReadDeadline(time.Now().Add(2 * time.Second))
+	return recvDatagram(t, uc)
+}
+
+// recvDatagram reads one datagram (within 5 s) and decodes its one frame.
+func recvDatagram(t *testing.T, uc *net.UDPConn) (*wire.Frame, int) {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	uc.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := uc.Read(buf)
 	if err != nil {
-		t.Fatalf("no pad_required answer: %v", err)
-	}
-	if n > len(small) {
-		t.Errorf("reply of %d bytes to a %d-byte datagram", n, len(small))
+		t.Fatalf("no datagram from the relay: %v", err)
 	}
 	var f wire.Frame
-	if _, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &f); err != nil || f.Type != wire.TypeError || f.Code != wire.ErrPadRequired {
-		t.Fatalf("reply %+v %v, want pad_required", f, err)
+	if m, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &f); err != nil || m != n {
+		t.Fatalf("datagram %x: %v", buf[:n], err)
 	}
-	var need int
-	fmt.Sscan(string(f.Text), &need)
-	padded := cat(make([]byte, 8), wire.AppendJoin(nil, "big", "newcomer", nil, need))
-	uc.Write(padded)
-	n, err = uc.Read(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := wire.Decode(buf[:n], wire.DefaultMaxFrame, &f); err != nil || f.Type != wire.TypeJoined || f.NumMembers != 21 {
-		t.Fatalf("padded join answer %+v %v", f, err)
-	}
-	// None of the garbage was answered: the only datagrams were the two
-	// join replies.
-	uc.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	return &f, n
+}
+
+// expectSilence fails if a datagram arrives within d.
+func expectSilence(t *testing.T, uc *net.UDPConn, d time.Duration) {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	uc.SetReadDeadline(time.Now().Add(d))
 	if n, err := uc.Read(buf); err == nil {
-		t.Errorf("unexpected datagram of %d bytes", n)
+		t.Fatalf("unexpected datagram of %d bytes: %x", n, buf[:min(n, 32)])
 	}
-	p.waitMetric(t, `relay_rejected_frames_total{reason="garbage"}`, 3)
-	p.waitMetric(t, `relay_rejected_frames_total{reason="unknown_session"}`, 1)
-	p.waitMetric(t, `relay_rejected_frames_total{reason="not_joined"}`, 1)
-	p.waitMetric(t, `relay_rejected_frames_total{reason="malformed"}`, 1)
 }

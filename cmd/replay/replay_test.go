@@ -422,3 +422,28 @@ func TestDisconnectReasons(t *testing.T) {
 		t.Errorf("progress lines without disconnects by reason:\n%s", res.stderr)
 	}
 }
+
+// TestBundledUDPCaptureReplays: the bundled UDP capture, recorded before
+// the relay validated UDP addresses (its client never confirmed with a
+// heartbeat right after joined), still replays: the fleet performs the
+// handshake of the relay it talks to. Every client logs in, the receive-
+// only ones (all but one, which send nothing but heartbeats) receive the
+// sender's casts, which an unconfirmed session would not, and no session
+// ends unconfirmed.
+func TestBundledUDPCaptureReplays(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	res := replay(t, "--capture", filepath.Join("..", "..", "captures", "vr-session-udp.pcap"), "--target", r.TCP,
+		"--clients", "6", "--room-size", "3", "--senders", "1", "--login-interval", "10ms", "--duration", "2s")
+	mustOK(t, res)
+	s := res.sum
+	if s.LoginsSucceeded != 6 || len(s.Disconnects) != 0 {
+		t.Fatalf("logins %d, disconnects %v\n%s", s.LoginsSucceeded, s.Disconnects, res.stdout)
+	}
+	if s.MessagesReceived == 0 || s.FramesSent["heartbeat"] < 6 {
+		t.Errorf("received %d deliveries, sent %d heartbeats (6 confirmations at least)", s.MessagesReceived, s.FramesSent["heartbeat"])
+	}
+	if got := relayMetric(t, r, `relay_disconnects_total{reason="unconfirmed"}`); got != 0 {
+		t.Errorf("%v sessions ended unconfirmed", got)
+	}
+}

@@ -89,6 +89,7 @@ func play(ctx context.Context, o options, stderr io.Writer) error {
 		log = bufio.NewWriter(f)
 		defer log.Flush()
 	}
+	c.OnSend(func(frame []byte) { logFrame(log, frame) })
 	var token []byte
 	if o.secret != "" {
 		token = auth.Sign([]byte(o.secret), o.user, time.Now().Add(24*time.Hour))
@@ -99,22 +100,15 @@ func play(ctx context.Context, o options, stderr io.Writer) error {
 		return fmt.Errorf("join %s as %s: %w", o.room, o.user, err)
 	}
 	_ = c.SetDeadline(time.Time{})
-	pad := 0
-	if udp {
-		pad = max(0, wire.UDPJoinPad-wire.TokenSize-len(wire.AppendJoin(nil, o.room, o.user, token, 0)))
-	}
-	logFrame(log, wire.AppendJoin(nil, o.room, o.user, token, pad))
 
 	room := newRoomView(o.user, joined)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); room.receive(c) }()
 
-	counts, err := sendPlan(ctx, c, plan(planConfig{Seed: o.seed, Duration: o.duration, Heartbeat: o.heartbeat, UDP: udp}), room, log)
+	counts, err := sendPlan(ctx, c, plan(planConfig{Seed: o.seed, Duration: o.duration, Heartbeat: o.heartbeat, UDP: udp}), room)
 	if err == nil {
-		if err = c.Leave(); err == nil {
-			logFrame(log, wire.AppendLeave(nil))
-		}
+		err = c.Leave()
 	}
 	// Let the relay's last frames arrive, then stop the receiver.
 	time.Sleep(200 * time.Millisecond)
@@ -127,7 +121,7 @@ func play(ctx context.Context, o options, stderr io.Writer) error {
 
 // sendPlan sends each event at its time (from now), until the plan or ctx
 // ends, and counts what it sent by kind.
-func sendPlan(ctx context.Context, c *client.Conn, evs []event, room *roomView, log *bufio.Writer) ([4]int, error) {
+func sendPlan(ctx context.Context, c *client.Conn, evs []event, room *roomView) ([4]int, error) {
 	var counts [4]int
 	start := time.Now()
 	timer := time.NewTimer(0)
@@ -144,19 +138,15 @@ func sendPlan(ctx context.Context, c *client.Conn, evs []event, room *roomView, 
 		} else if ctx.Err() != nil {
 			return counts, nil
 		}
-		frame, send := build(ev, room)
 		var err error
 		if ev.kind == kindHeartbeat {
-			ts := time.Now().UnixNano()
-			frame = wire.AppendHeartbeat(nil, ts)
-			err = c.Heartbeat(ts)
+			err = c.Heartbeat(time.Now().UnixNano())
 		} else {
-			err = c.Send(send)
+			err = c.Send(build(ev, room))
 		}
 		if err != nil {
 			return counts, err
 		}
-		logFrame(log, frame)
 		counts[ev.kind]++
 	}
 	return counts, nil
@@ -164,7 +154,7 @@ func sendPlan(ctx context.Context, c *client.Conn, evs []event, room *roomView, 
 
 // build turns an event into a send: a trace timestamp from now, and a
 // target for unicasts (another member, or the owner when alone).
-func build(ev event, room *roomView) ([]byte, wire.Send) {
+func build(ev event, room *roomView) wire.Send {
 	m := wire.Send{Mode: ev.mode, HasTrace: true, Trace: time.Now().UnixNano(), Payload: ev.payload}
 	if m.Mode == wire.Unicast {
 		if peer := room.peer(); peer != "" {
@@ -173,10 +163,7 @@ func build(ev event, room *roomView) ([]byte, wire.Send) {
 			m.Mode = wire.Ownercast
 		}
 	}
-	if ev.kind == kindHeartbeat {
-		return nil, m
-	}
-	return wire.AppendSend(nil, m), m
+	return m
 }
 
 func logFrame(w *bufio.Writer, frame []byte) {

@@ -53,11 +53,8 @@ func playClient(ctx context.Context, addr string, udp bool, id int) (netip.AddrP
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	user := fmt.Sprintf("user-%d", id)
-	pad := 0
-	if udp {
-		pad = wire.UDPJoinPad - wire.TokenSize - len(wire.AppendJoin(nil, "lobby", user, nil, 0))
-	}
-	sent := [][]byte{wire.AppendJoin(nil, "lobby", user, nil, pad)}
+	var sent [][]byte // every frame, the UDP join's confirmation included
+	c.OnSend(func(frame []byte) { sent = append(sent, bytes.Clone(frame)) })
 	if _, err := c.Join("lobby", user, nil); err != nil {
 		return netip.AddrPort{}, nil, err
 	}
@@ -66,7 +63,6 @@ func playClient(ctx context.Context, addr string, udp bool, id int) (netip.AddrP
 		if err := c.Send(m); err != nil {
 			return netip.AddrPort{}, nil, err
 		}
-		sent = append(sent, wire.AppendSend(nil, m))
 	}
 	if err := c.Heartbeat(99); err != nil {
 		return netip.AddrPort{}, nil, err
@@ -74,11 +70,9 @@ func playClient(ctx context.Context, addr string, udp bool, id int) (netip.AddrP
 	if _, err := c.RecvType(wire.TypeHeartbeatReply); err != nil {
 		return netip.AddrPort{}, nil, err
 	}
-	sent = append(sent, wire.AppendHeartbeat(nil, 99))
 	if err := c.Leave(); err != nil {
 		return netip.AddrPort{}, nil, err
 	}
-	sent = append(sent, wire.AppendLeave(nil))
 	local := netip.MustParseAddrPort(c.NetConn().LocalAddr().String())
 	return unmap(local), sent, nil
 }

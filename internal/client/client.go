@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -44,6 +46,7 @@ type Conn struct {
 	rbuf     []byte // TCP: unread bytes are rbuf[r:w]
 	r, w     int
 	frame    wire.Frame
+	onSend   func(frame []byte)
 }
 
 // Dial connects over TCP.
@@ -81,6 +84,10 @@ func (c *Conn) NetConn() net.Conn { return c.nc }
 // Token is the UDP session token from the last successful join.
 func (c *Conn) Token() uint64 { return c.token }
 
+// OnSend has fn called with every frame the Conn sends (without the UDP
+// token), the join handshake's included, after it was written.
+func (c *Conn) OnSend(fn func(frame []byte)) { c.onSend = fn }
+
 // Close closes the socket.
 func (c *Conn) Close() error { return c.nc.Close() }
 
@@ -101,42 +108,103 @@ func (c *Conn) write(enc func([]byte) []byte) error {
 	if c.udp {
 		c.wbuf = wire.AppendDatagram(c.wbuf, c.token)
 	}
+	start := len(c.wbuf)
 	c.wbuf = enc(c.wbuf)
-	return c.WriteRaw(c.wbuf)
+	if err := c.WriteRaw(c.wbuf); err != nil {
+		return err
+	}
+	if c.onSend != nil {
+		c.onSend(c.wbuf[start:])
+	}
+	return nil
 }
 
 // SendJoin sends a join without waiting for the answer. UDP joins are
 // padded to wire.UDPJoinPad bytes, as the protocol asks.
 func (c *Conn) SendJoin(room, user string, token []byte) error {
+	return c.sendJoin(room, user, token, wire.UDPJoinPad)
+}
+
+// sendJoin sends a join; on UDP, padded to a datagram of size bytes.
+func (c *Conn) sendJoin(room, user string, token []byte, size int) error {
 	pad := 0
 	if c.udp {
 		c.token = 0
-		pad = max(0, wire.UDPJoinPad-wire.TokenSize-len(wire.AppendJoin(nil, room, user, token, 0)))
+		pad = max(0, size-wire.TokenSize-len(wire.AppendJoin(nil, room, user, token, 0)))
 	}
 	return c.write(func(b []byte) []byte { return wire.AppendJoin(b, room, user, token, pad) })
 }
 
-// Join sends a join and waits for joined (or the error frame, returned as
-// a *ServerError). Frames other than joined and error before it are skipped.
+// maxPadRounds bounds the UDP joins sent again for pad_required.
+const maxPadRounds = 4
+
+// Join sends a join and waits until the session is set up: the whole
+// member list has arrived (it may span several joined frames, and ends
+// with the joiner) and, on UDP, the relay has answered the heartbeat that
+// confirms the session's address (docs/protocol.md). Member notices that
+// arrive meanwhile are applied to the list. An error frame is returned as
+// a *ServerError; other frames are skipped.
 func (c *Conn) Join(room, user string, token []byte) (Joined, error) {
 	if err := c.SendJoin(room, user, token); err != nil {
 		return Joined{}, err
 	}
-	for {
+	var (
+		j         Joined
+		started   bool // a joined arrived
+		complete  bool // the member list ended with user
+		confirmed = !c.udp
+		confirmTS int64
+		pads      int
+	)
+	for !complete || !confirmed {
 		f, err := c.Recv()
 		if err != nil {
 			return Joined{}, err
 		}
 		switch f.Type {
 		case wire.TypeJoined:
-			j := Joined{Token: f.SessionToken, Owner: string(f.Owner)}
+			if complete {
+				continue
+			}
+			if !started {
+				started = true
+				j.Token, j.Owner, c.token = f.SessionToken, string(f.Owner), f.SessionToken
+				if c.udp {
+					confirmTS = time.Now().UnixNano()
+					if err := c.Heartbeat(confirmTS); err != nil {
+						return Joined{}, err
+					}
+				}
+			}
 			f.Members(func(id []byte) { j.Members = append(j.Members, string(id)) })
-			c.token = j.Token
-			return j, nil
+			complete = len(j.Members) > 0 && j.Members[len(j.Members)-1] == user
+		case wire.TypeMemberJoined:
+			if complete {
+				j.Members = append(j.Members, string(f.User))
+			}
+		case wire.TypeMemberLeft:
+			if complete {
+				j.Members = slices.DeleteFunc(j.Members, func(m string) bool { return m == string(f.User) })
+				j.Owner = string(f.Owner)
+			}
+		case wire.TypeHeartbeatReply:
+			confirmed = confirmed || f.Timestamp == confirmTS
 		case wire.TypeError:
+			if f.Code == wire.ErrPadRequired && c.udp && !started && pads < maxPadRounds {
+				size, err := strconv.Atoi(string(f.Text))
+				if err != nil || size > wire.MaxDatagram {
+					return Joined{}, &ServerError{Code: f.Code, Text: string(f.Text)}
+				}
+				pads++
+				if err := c.sendJoin(room, user, token, size); err != nil {
+					return Joined{}, err
+				}
+				continue
+			}
 			return Joined{}, &ServerError{Code: f.Code, Text: string(f.Text)}
 		}
 	}
+	return j, nil
 }
 
 // Send sends a send frame.

@@ -73,6 +73,9 @@ type client struct {
 	udp   bool
 	token uint64     // UDP session token from joined; written before the shard sees the client
 	retry *joinRetry // UDP until joined: the join's re-sends (owned by the reader)
+	// confirming re-sends the UDP session's confirmation until the relay
+	// answers (set and stopped by the reader).
+	confirming *confirmer
 
 	// Owned by the shard once the client is scheduled.
 	start   int64 // fleet clock (ns) at which step 0 was due: the joined time
@@ -221,6 +224,7 @@ func (c *client) leave(deadline time.Time) {
 // read is the client's reader: it returns the reason the connection ended
 // ("" when the fleet stopped it).
 func (c *client) read(res chan<- string) string {
+	defer func() { c.confirming.stop() }()
 	var p wire.Parser
 	buf := make([]byte, readBuf)
 	var sizer readSizer
@@ -245,6 +249,10 @@ func (c *client) read(res chan<- string) string {
 				if fr.Type != wire.TypeJoined && fr.Type != wire.TypeError && !c.udp && !c.joined.Load() {
 					return errNotReprise
 				}
+				if c.confirming != nil && fr.Type != wire.TypeJoined {
+					c.confirming.stop() // the relay answered: confirmed
+					c.confirming = nil
+				}
 				switch fr.Type {
 				case wire.TypeDeliver:
 					msgs++
@@ -258,6 +266,11 @@ func (c *client) read(res chan<- string) string {
 				case wire.TypeJoined:
 					if !c.joined.Load() {
 						c.token = fr.SessionToken
+						if c.udp {
+							if err := c.confirm(); err != nil {
+								return err
+							}
+						}
 						c.loggedIn(res)
 					}
 				case wire.TypeError:
@@ -269,7 +282,7 @@ func (c *client) read(res chan<- string) string {
 					}
 					c.lastErr.Store(uint32(fr.Code))
 					if !c.joined.Load() {
-						return &loginError{fr.Code}
+						return &loginError{reason: fr.Code.String()}
 					}
 				}
 				return nil
@@ -310,7 +323,7 @@ func (c *client) read(res chan<- string) string {
 			}
 			if ferr != nil {
 				if le, ok := ferr.(*loginError); ok {
-					c.loginFailed(le.code.String(), res)
+					c.loginFailed(le.reason, res)
 					return ""
 				}
 				if !c.joined.Load() {
@@ -352,18 +365,18 @@ func (c *client) resendJoin() bool {
 func (c *client) rejoinPadded(text []byte) error {
 	size, err := strconv.Atoi(string(text))
 	if err != nil || size > 64<<10 {
-		return &loginError{wire.ErrPadRequired}
+		return &loginError{reason: wire.ErrPadRequired.String()}
 	}
 	join := c.f.script.AppendFrame(nil, c.enc, 0, 0)
 	var j wire.Frame
 	if _, err := wire.Decode(join, wire.DefaultMaxFrame, &j); err != nil {
-		return &loginError{wire.ErrPadRequired}
+		return &loginError{reason: wire.ErrPadRequired.String()}
 	}
 	unpadded := len(wire.AppendJoin(nil, string(j.Room), string(j.User), j.Auth, 0))
 	b := wire.AppendDatagram(nil, 0)
 	b = wire.AppendJoin(b, string(j.Room), string(j.User), j.Auth, max(0, size-wire.TokenSize-unpadded))
 	if _, err := c.conn.Write(b); err != nil {
-		return &loginError{wire.ErrPadRequired}
+		return &loginError{reason: wire.ErrPadRequired.String()}
 	}
 	c.retry.dgram = b
 	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
@@ -375,9 +388,76 @@ func (c *client) rejoinPadded(text []byte) error {
 // reprise protocol.
 const reasonProtocol = "protocol_error"
 
-type loginError struct{ code wire.ErrorCode }
+// confirm sends a heartbeat with the session token right after joined: it
+// proves to the relay that this client receives at its address, and until
+// then the relay sends the session nothing more (docs/protocol.md, UDP).
+// Captures recorded before this step replay too: the fleet does the
+// handshake of the relay it talks to, whatever the capture holds. The
+// heartbeat is sent again, with the join's backoff, until a frame other
+// than joined arrives (the relay sends an unconfirmed session nothing
+// else) or the login timeout.
+func (c *client) confirm() error {
+	b := wire.AppendDatagram(nil, c.token)
+	b = wire.AppendHeartbeat(b, c.f.wallNow())
+	if _, err := c.conn.Write(b); err != nil {
+		return &loginError{reason: "write_error"}
+	}
+	c.sh.c.sentFrames[wire.TypeHeartbeat].Add(1)
+	c.sh.c.sentBytes.Add(int64(len(b)))
+	c.confirming = &confirmer{c: c, r: newJoinRetry(c.retry.deadline, b)}
+	c.confirming.start()
+	return nil
+}
 
-func (e *loginError) Error() string { return "login refused: " + e.code.String() }
+// confirmer sends a UDP client's confirmation again until stopped. Its
+// timer's callback and the reader share it under mu.
+type confirmer struct {
+	mu   sync.Mutex
+	c    *client
+	r    *joinRetry
+	t    *time.Timer
+	done bool
+}
+
+func (k *confirmer) start() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.t = time.AfterFunc(time.Until(k.r.readDeadline(time.Now())), k.fire)
+}
+
+func (k *confirmer) fire() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	c := k.c
+	if k.done || c.dead.Load() || c.stopping.Load() || !k.r.again(time.Now()) {
+		return
+	}
+	if _, err := c.conn.Write(k.r.dgram); err != nil {
+		return
+	}
+	c.sh.c.sentFrames[wire.TypeHeartbeat].Add(1)
+	c.sh.c.sentBytes.Add(int64(len(k.r.dgram)))
+	k.t.Reset(time.Until(k.r.readDeadline(time.Now())))
+}
+
+// stop ends the re-sends; safe on nil.
+func (k *confirmer) stop() {
+	if k == nil {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.done = true
+	if k.t != nil {
+		k.t.Stop()
+	}
+}
+
+// loginError ends a login; reason is its bounded label (an error code's
+// name, or write_error).
+type loginError struct{ reason string }
+
+func (e *loginError) Error() string { return "login failed: " + e.reason }
 
 // loggedIn moves a client that just got joined onto its shard.
 //

@@ -71,10 +71,11 @@ func TestFleetUDP(t *testing.T) {
 	}
 }
 
-// TestFleetUDPPadRequired: a room big enough that the joined reply
-// outgrows the padded join makes the relay ask for more padding; the
-// client joins again padded and gets in.
-func TestFleetUDPPadRequired(t *testing.T) {
+// TestFleetUDPLongMemberList: in a room whose member list outgrows the
+// padded join, the relay's joined lists what fits and the rest follows the
+// confirmation; every client confirms its session (a heartbeat right after
+// joined) and gets in with one join each.
+func TestFleetUDPLongMemberList(t *testing.T) {
 	c := testConfig()
 	c.Clients = 40
 	c.Transport = "udp"
@@ -89,8 +90,11 @@ func TestFleetUDPPadRequired(t *testing.T) {
 	if s.LoginsSucceeded != 40 {
 		t.Errorf("logins %d of 40, failed %v", s.LoginsSucceeded, s.LoginsFailed)
 	}
-	if s.FramesSent["join"] <= 40 {
-		t.Errorf("joins sent %d: no pad_required round trip happened", s.FramesSent["join"])
+	if s.FramesSent["join"] != 40 {
+		t.Errorf("joins sent %d, want 40: one each", s.FramesSent["join"])
+	}
+	if s.FramesSent["heartbeat"] < 40 {
+		t.Errorf("heartbeats sent %d: fewer than the 40 confirmations", s.FramesSent["heartbeat"])
 	}
 }
 

@@ -12,7 +12,20 @@ import (
 const (
 	ReasonClosed = "closed" // the client closed or reset the connection
 	ReasonLeave  = "leave"  // a UDP session ended by leave
+	// ReasonUnconfirmed: a UDP session whose client never sent back its
+	// token within --udp-confirm-timeout (its source may have been forged).
+	ReasonUnconfirmed = "unconfirmed"
 )
+
+// Reasons a frame for a client was not sent (relay_undelivered_frames_total).
+const (
+	ReasonDatagramTooLarge = "datagram_too_large" // over the largest UDP datagram
+	// ReasonUnconfirmed (above): a delivery to a UDP session not confirmed yet.
+)
+
+// undeliveredReasons are the labels of relay_undelivered_frames_total,
+// initialised at 0.
+var undeliveredReasons = []string{ReasonDatagramTooLarge, ReasonUnconfirmed}
 
 // Rejection reasons for UDP datagrams that get no reply, beside error code
 // names (relay_rejected_frames_total).
@@ -41,6 +54,7 @@ type Relay struct {
 	joinOK      prometheus.Counter
 	rejected    *prometheus.CounterVec
 	disconnects *prometheus.CounterVec
+	undelivered *prometheus.CounterVec
 }
 
 // NewRelay registers the relay_* metrics on reg, plus the host collector
@@ -83,6 +97,13 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 			Name: "relay_disconnects_total", Help: "Connections and UDP sessions ended, by reason (closed, leave, or the error code name).",
 		}, []string{"reason"}),
 	}
+	m.undelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relay_undelivered_frames_total", Help: "Frames for a client that were not sent, by reason (datagram_too_large: over the largest UDP datagram; unconfirmed: a delivery to a UDP session that has not confirmed its address).",
+	}, []string{"reason"})
+	for _, r := range undeliveredReasons {
+		m.undelivered.WithLabelValues(r)
+	}
+	m.disconnects.WithLabelValues(ReasonUnconfirmed)
 	m.joinOK = m.joins.WithLabelValues("ok")
 	roomsGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "relay_rooms", Help: "Rooms that exist (rooms with at least one member).",
@@ -92,7 +113,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.joins, m.rejected, m.disconnects, roomsGauge, host} {
+		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.joins, m.rejected, m.disconnects, m.undelivered, roomsGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}
@@ -116,3 +137,7 @@ func (m *Relay) Rejected(reason string) { m.rejected.WithLabelValues(reason).Inc
 // Disconnect counts an ended connection or session. reason must be an error
 // code name or one of the Reason constants.
 func (m *Relay) Disconnect(reason string) { m.disconnects.WithLabelValues(reason).Inc() }
+
+// Undelivered counts a frame for a client that was not sent; reason is one
+// of the Reason constants of relay_undelivered_frames_total.
+func (m *Relay) Undelivered(reason string) { m.undelivered.WithLabelValues(reason).Inc() }

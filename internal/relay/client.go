@@ -31,6 +31,12 @@ type client struct {
 
 	addr  netip.AddrPort // UDP only
 	token uint64         // UDP only
+	// confirmed: the UDP session's client sent back its token (udp.go).
+	// Until then frames for it are not sent (notices wait in pend). Written
+	// by the UDP loop with the room's shard locked; read by deliverers,
+	// which hold that lock.
+	confirmed bool
+	pend      *pending
 
 	// Membership, written only by the goroutine that reads this client
 	// (its TCP reader, or the UDP loop), with the shard locked.
@@ -95,6 +101,10 @@ func (c *client) isUDP() bool { return c.tcp == nil }
 // woken after the batch. UDP clients get the frame as a datagram at once.
 func (c *client) deliver(frame []byte) bool {
 	if c.isUDP() {
+		if !c.confirmed {
+			c.pend.hold(frame, c.s.m)
+			return false
+		}
 		c.s.sendUDP(frame, c.addr)
 		return false
 	}
@@ -135,9 +145,12 @@ func refusal(code wire.ErrorCode, text string) *wire.Error {
 }
 
 // join adds c to a room as user. replyLimit, when positive, is the most
-// bytes the joined reply may have (UDP: no amplification); a larger reply
-// gets pad_required with the size needed. On success c gets joined and the
-// other members member_joined, all queued with the shard locked.
+// bytes the joined reply may have (UDP: the join datagram's size, no
+// amplification): a reply that cannot fit even with no members listed gets
+// pad_required with the size needed. On success c gets joined (TCP: the
+// whole member list, in as many frames as it takes; UDP: the first frame,
+// the rest after confirmation) and the other members member_joined, all
+// with the shard locked.
 func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	s := c.s
 	if c.room != nil {
@@ -154,7 +167,11 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	sh.Lock()
 	defer sh.Unlock()
 	if replyLimit > 0 {
-		if need := joinedSize(sh.Room(name), user); need > replyLimit {
+		owner := user
+		if rm := sh.Room(name); rm != nil {
+			owner = rm.Owner()
+		}
+		if need := wire.JoinedSize(owner, nil); need > replyLimit {
 			s.m.Join(wire.ErrPadRequired)
 			return refusal(wire.ErrPadRequired, strconv.Itoa(need))
 		}
@@ -174,18 +191,18 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	c.joined.Store(true)
 	c.lastActive.Store(s.now())
 	s.m.Join(0)
-	if ce := s.log.Check(zap.DebugLevel, "joined"); ce != nil {
-		ce.Write(zap.Uint64("conn", c.id), zap.String("user", user), zap.String("room", name))
-	}
 
 	b := &c.b
 	b.names = b.names[:0]
 	for _, m := range rm.Members() {
 		b.names = append(b.names, m.ID)
 	}
-	b.enc = wire.AppendJoined(b.enc[:0], c.token, rm.Owner(), b.names)
+	if c.isUDP() {
+		c.pend.first(c, rm.Owner(), b.names, replyLimit)
+	} else {
+		c.memberList(rm.Owner(), b.names, s.cfg.MaxFrame+wire.LenSize)
+	}
 	clear(b.names)
-	b.deliver(c, b.enc)
 	b.enc = wire.AppendMemberJoined(b.enc[:0], user)
 	for _, m := range rm.Members() {
 		if m.Value != c {
@@ -195,40 +212,16 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	return nil
 }
 
-// rejoined answers a UDP join sent again by c's client (its joined was
-// lost or late) with c's joined as it would be now, within replyLimit
-// bytes like any join reply.
-func (c *client) rejoined(replyLimit int) {
-	s := c.s
-	s.m.UDPJoinRepeats.Inc()
-	sh, rm := c.shard, c.room
-	sh.Lock()
+// memberList queues names to c as joined frames of at most limit bytes
+// each, every one continuing the list; the last ends with c's own id.
+func (c *client) memberList(owner string, names []string, limit int) {
 	b := &c.b
-	b.names = b.names[:0]
-	for _, m := range rm.Members() {
-		b.names = append(b.names, m.ID)
+	for first := true; first || len(names) > 0; first = false {
+		var k int
+		b.enc, k = wire.AppendJoinedFit(b.enc[:0], c.token, owner, names, limit)
+		b.deliver(c, b.enc)
+		names = names[k:]
 	}
-	b.enc = wire.AppendJoined(b.enc[:0], c.token, rm.Owner(), b.names)
-	clear(b.names)
-	sh.Unlock()
-	if len(b.enc) > replyLimit {
-		return // as for any join reply: never more back than the datagram had
-	}
-	s.sendUDP(b.enc, c.addr)
-}
-
-// joinedSize is the size of the joined frame user would get on joining rm
-// (nil: a new room).
-func joinedSize(rm *room.Room[*client], user string) int {
-	n := wire.HeaderSize + 8 + 1 + 2 + 1 + len(user)
-	if rm == nil {
-		return n + 1 + len(user) // user is the owner too
-	}
-	n += 1 + len(rm.Owner())
-	for _, m := range rm.Members() {
-		n += 1 + len(m.ID)
-	}
-	return n
 }
 
 func (s *Server) checkAuth(user string, tok []byte) *wire.Error {
@@ -275,6 +268,12 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 	if c.room == nil {
 		c.s.m.Rejected(wire.ErrNotJoined.String())
 		return refusal(wire.ErrNotJoined, "send before join")
+	}
+	if n := wire.DeliverSize(c.user, f.HasTrace, len(f.Payload)) - wire.LenSize; n > c.s.cfg.MaxFrame {
+		// Every frame the relay sends fits --max-frame, which is all a
+		// client is told about.
+		c.s.m.Rejected(wire.ErrOversized.String())
+		return refusal(wire.ErrOversized, "its deliver would have length "+strconv.Itoa(n)+", over the limit of "+strconv.Itoa(c.s.cfg.MaxFrame))
 	}
 	b := &c.b
 	c.shard.Lock()

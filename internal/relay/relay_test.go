@@ -161,7 +161,7 @@ func TestOutboundSignalOncePerFlush(t *testing.T) {
 // castRoom builds a room of n TCP-like clients (never written to: their
 // queues are drained by hand) on a bare server.
 func castRoom(t testing.TB, n int) (*Server, []*client) {
-	s := &Server{cfg: Config{MaxPending: 1 << 20}, rooms: room.NewRegistry[*client](0)}
+	s := &Server{cfg: Config{MaxPending: 1 << 20, MaxFrame: wire.DefaultMaxFrame}, rooms: room.NewRegistry[*client](0)}
 	var cs []*client
 	for i := 0; i < n; i++ {
 		c := &client{s: s, tcp: new(net.TCPConn), wake: make(chan struct{}, 1)}

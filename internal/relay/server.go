@@ -43,8 +43,8 @@ type Config struct {
 	Listen         string        // TCP address
 	UDP            string        // UDP address, UDPSameAsTCP, or "" / "off" for none
 	Metrics        string        // HTTP address for /metrics, or "" / "off" for none
-	MaxFrame       int           // cap on a frame's length field; default 65536
-	MaxRoomMembers int           // 0: no limit
+	MaxFrame       int           // cap on a frame's length field; default 65536, at least wire.MinMaxFrame
+	MaxRoomMembers int           // 0: the protocol's cap, wire.MaxRoomMembers
 	MaxConnections int           // TCP connections plus UDP sessions; 0: no limit
 	MaxPending     int           // outbound queue cap per connection in bytes; default 1 MiB
 	WriteTimeout   time.Duration // deadline of one write; default 2 s
@@ -54,7 +54,21 @@ type Config struct {
 	IdleTimeout   time.Duration // default 180 s
 	JoinTimeout   time.Duration // default 10 s
 	AuthSecret    []byte        // when set, joins need a token signed with it
+
+	// UDP address validation (udp.go): a session that has not sent back its
+	// token within UDPConfirmTimeout ends; at most UDPPendingPerSource
+	// unconfirmed sessions per source address and UDPMaxPending in all.
+	UDPConfirmTimeout   time.Duration // default DefaultUDPConfirmTimeout
+	UDPPendingPerSource int           // default DefaultUDPPendingPerSource
+	UDPMaxPending       int           // default DefaultUDPMaxPending
 }
+
+// Defaults of the UDP address validation (flags use them too).
+const (
+	DefaultUDPConfirmTimeout   = 3 * time.Second
+	DefaultUDPPendingPerSource = 256
+	DefaultUDPMaxPending       = 4096
+)
 
 func (c *Config) setDefaults() {
 	if c.Listen == "" {
@@ -62,6 +76,18 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = wire.DefaultMaxFrame
+	}
+	if c.MaxRoomMembers <= 0 {
+		c.MaxRoomMembers = wire.MaxRoomMembers
+	}
+	if c.UDPConfirmTimeout <= 0 {
+		c.UDPConfirmTimeout = DefaultUDPConfirmTimeout
+	}
+	if c.UDPPendingPerSource <= 0 {
+		c.UDPPendingPerSource = DefaultUDPPendingPerSource
+	}
+	if c.UDPMaxPending <= 0 {
+		c.UDPMaxPending = DefaultUDPMaxPending
 	}
 	if c.MaxPending <= 0 {
 		c.MaxPending = 1 << 20
@@ -75,6 +101,17 @@ func (c *Config) setDefaults() {
 	if c.JoinTimeout <= 0 {
 		c.JoinTimeout = 10 * time.Second
 	}
+}
+
+// check refuses values the protocol cannot honour.
+func (c *Config) check() error {
+	if c.MaxFrame < wire.MinMaxFrame {
+		return fmt.Errorf("--max-frame %d: at least %d, the frame of a UDP join padded to %d bytes (docs/protocol.md)", c.MaxFrame, wire.MinMaxFrame, wire.UDPJoinPad)
+	}
+	if c.MaxRoomMembers > wire.MaxRoomMembers {
+		return fmt.Errorf("--max-room-members %d: at most %d, the most a joined frame's u16 count can carry", c.MaxRoomMembers, wire.MaxRoomMembers)
+	}
+	return nil
 }
 
 // Shutdown budget: the relay exits within shutdownGrace of being told to
@@ -103,6 +140,8 @@ type Server struct {
 	nconns atomic.Int64 // TCP connections plus UDP sessions
 	nextID atomic.Uint64
 
+	bigDatagramLog atomic.Int64 // relay clock of the last such log line
+
 	mu       sync.Mutex
 	stopping bool
 	wg       sync.WaitGroup
@@ -119,6 +158,9 @@ type connShard struct {
 // if only to release the sockets.
 func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error) {
 	cfg.setDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -289,6 +331,16 @@ func (s *Server) shutdown() {
 	}
 }
 
+// logLimited logs msg at most once a second per *last: about clients, whose
+// misbehaviour must not flood the log.
+func (s *Server) logLimited(last *atomic.Int64, msg string, fields ...zap.Field) {
+	now, prev := s.now(), last.Load()
+	if now-prev < int64(time.Second) && prev != 0 || !last.CompareAndSwap(prev, now) {
+		return
+	}
+	s.log.Warn(msg, fields...)
+}
+
 // now is the relay's monotonic clock in nanoseconds.
 func (s *Server) now() int64 { return int64(time.Since(s.epoch)) }
 
@@ -327,7 +379,7 @@ func (s *Server) eachClient(f func(*client)) {
 // sweepTick is how often timeouts are checked: a quarter of the shorter
 // timeout, at most a second, so a timeout fires at most 25% late.
 func (s *Server) sweepTick() time.Duration {
-	t := min(time.Second, s.cfg.JoinTimeout/4, s.cfg.IdleTimeout/4)
+	t := min(time.Second, s.cfg.JoinTimeout/4, s.cfg.IdleTimeout/4, s.cfg.UDPConfirmTimeout/4)
 	return max(t, 5*time.Millisecond)
 }
 

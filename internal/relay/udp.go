@@ -17,21 +17,89 @@ import (
 
 // udpServer is the UDP side: one socket read by one goroutine, which owns
 // every UDP session and checks their idle timeouts between datagrams.
+//
+// Address validation (RFC 9000 §8.1's idea; docs/protocol.md "UDP"): a join
+// datagram's source may be forged, so a new session gets one joined reply,
+// never larger than the join datagram, and nothing else until a datagram
+// carrying its token arrives from that source, which proves the client
+// receives there. Until then the session is in its room (it holds its user
+// id) but gets no deliveries; membership notices for it wait in its
+// pending state and go out at confirmation, after the rest of its member
+// list. An unconfirmed session ends after Config.UDPConfirmTimeout,
+// silently; a source address may hold Config.UDPPendingPerSource of them.
 type udpServer struct {
 	s        *Server
 	sessions map[uint64]*client
 	// byAddr is the latest session joined from each source, so a join
 	// sent again (its joined was lost) gets the same session back.
 	byAddr map[netip.AddrPort]*client
-	reply  []byte
+	// Unconfirmed sessions: how many, per source address and in all, and
+	// the member names their unsent list tails hold.
+	perSource map[netip.Addr]int
+	npending  int
+	restNames int
+	reply     []byte
+}
+
+// Bounds on what unconfirmed sessions hold: notices per session, and the
+// member names of unsent list tails over all of them.
+const (
+	maxPendingNotices = 8 << 10
+	maxRestNames      = 1 << 20
+)
+
+// pending is an unconfirmed session's state. Its fields are written with
+// the room's shard locked (join, hold) or by the UDP loop after the
+// session left its room.
+type pending struct {
+	since    int64    // relay clock of the join
+	reply    []byte   // the joined sent, for a join sent again
+	owner    string   // the owner the list was taken with
+	rest     []string // members the reply had no room for
+	notices  []byte   // member notices since the join, whole frames
+	overflow bool     // notices went over maxPendingNotices
+}
+
+// first sends the joined reply of a new UDP session: the token and the
+// members that fit in limit bytes (the join datagram's size, and at most
+// wire.UDPJoinPad); the rest of the list waits for confirmation.
+func (p *pending) first(c *client, owner string, names []string, limit int) {
+	limit = min(limit, wire.UDPJoinPad)
+	var k int
+	p.reply, k = wire.AppendJoinedFit(p.reply[:0], c.token, owner, names, limit)
+	p.owner = owner
+	p.rest = append(p.rest[:0], names[k:]...)
+	c.s.sendUDP(p.reply, c.addr)
+}
+
+// hold keeps a member notice for an unconfirmed session; other frames
+// (deliveries) are not for it yet and are counted as undelivered.
+func (p *pending) hold(frame []byte, m *metrics.Relay) {
+	switch wire.Type(frame[wire.LenSize]) {
+	case wire.TypeMemberJoined, wire.TypeMemberLeft:
+		if len(p.notices)+len(frame) > maxPendingNotices {
+			p.overflow = true
+			return
+		}
+		p.notices = append(p.notices, frame...)
+	default:
+		m.Undelivered(metrics.ReasonUnconfirmed)
+	}
 }
 
 func newUDPServer(s *Server) *udpServer {
-	return &udpServer{s: s, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client)}
+	return &udpServer{s: s, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client),
+		perSource: make(map[netip.Addr]int)}
 }
 
-// sendUDP sends one server→client datagram: the frame alone.
+// sendUDP sends one server→client datagram: the frame alone. A frame over
+// the largest datagram is not sent, and counted.
 func (s *Server) sendUDP(frame []byte, to netip.AddrPort) {
+	if len(frame) > wire.MaxDatagram {
+		s.m.Undelivered(metrics.ReasonDatagramTooLarge)
+		s.logLimited(&s.bigDatagramLog, "frame larger than a UDP datagram not sent", zap.Int("bytes", len(frame)), zap.Stringer("to", to))
+		return
+	}
 	n, err := s.udp.WriteToUDPAddrPort(frame, to)
 	if n > 0 {
 		s.m.SentBytes.Add(float64(n))
@@ -66,7 +134,7 @@ func (u *udpServer) loop(ctx context.Context) {
 			s.log.Warn("udp read", zap.Error(err))
 		}
 		if now := s.now(); now >= next {
-			u.sweepIdle(now)
+			u.sweep(now)
 			next = now + tick
 			s.udp.SetReadDeadline(time.Now().Add(time.Duration(tick)))
 		}
@@ -74,8 +142,8 @@ func (u *udpServer) loop(ctx context.Context) {
 }
 
 // datagram handles one client→server datagram. Nothing goes back to a
-// source without a session unless it is a join, and then never more bytes
-// than the datagram had.
+// source without a confirmed session but the answer to its join (joined or
+// an error), never more bytes than the datagram had.
 func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 	s := u.s
 	s.m.ReceivedBytes.Add(float64(len(d)))
@@ -84,30 +152,44 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		s.m.Rejected(metrics.ReasonGarbage)
 		return
 	}
+	var c *client
+	if token != 0 {
+		c = u.sessions[token]
+		switch {
+		case c == nil:
+			s.m.Rejected(metrics.ReasonUnknownSession)
+			return
+		case c.addr != from:
+			s.m.Rejected(metrics.ReasonWrongSource)
+			return
+		}
+		c.lastActive.Store(s.now())
+		if !c.confirmed && !u.confirm(c) {
+			return
+		}
+	}
 	var f wire.Frame
 	if err := wire.DecodeBody(wire.Type(fr[wire.LenSize]), fr[wire.HeaderSize:], &f); err != nil {
 		var werr *wire.Error
-		if errors.As(err, &werr) {
-			s.m.Rejected(werr.Code.String())
-		} else {
+		if !errors.As(err, &werr) {
 			s.m.Rejected(metrics.ReasonGarbage)
+			return
+		}
+		s.m.Rejected(werr.Code.String())
+		if c == nil {
+			if wire.Type(fr[wire.LenSize]) == wire.TypeJoin {
+				s.m.Join(werr.Code)
+			}
+			u.answer(from, len(d), werr.Code, werr.Detail)
+		} else {
+			u.refused(c, werr)
 		}
 		return
 	}
-	if token == 0 {
+	if c == nil {
 		u.join(&f, from, len(d))
 		return
 	}
-	c := u.sessions[token]
-	switch {
-	case c == nil:
-		s.m.Rejected(metrics.ReasonUnknownSession)
-		return
-	case c.addr != from:
-		s.m.Rejected(metrics.ReasonWrongSource)
-		return
-	}
-	c.lastActive.Store(s.now())
 	c.b.recvBytes = 0 // counted above
 	if f.Type == wire.TypeLeave {
 		c.b.recvMsgs++
@@ -115,51 +197,141 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		return
 	}
 	if werr := c.handle(&f, 0); werr != nil {
-		// Errors on an established session are dropped, not answered, as
-		// on the protocol's UDP rules; the session stays.
-		s.log.Debug("udp frame refused", zap.Uint64("session", c.id), zap.String("code", werr.Code.String()))
+		u.refused(c, werr)
 	}
 	c.b.flush(s.m)
 }
 
+// refused answers a refused frame of a confirmed session with its error;
+// the session stays (a datagram stands alone: there is no stream to cut).
+func (u *udpServer) refused(c *client, werr *wire.Error) {
+	u.s.log.Debug("udp frame refused", zap.Uint64("session", c.id), zap.String("code", werr.Code.String()))
+	u.reply = wire.AppendError(u.reply[:0], werr.Code, werr.Detail)
+	u.s.sendUDP(u.reply, c.addr)
+}
+
 // join handles a datagram with token 0: only a join is allowed there. A
-// joined session gets a fresh random token.
+// joined session gets a fresh random token and is unconfirmed.
 func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	s := u.s
 	if f.Type != wire.TypeJoin {
 		s.m.Rejected(wire.ErrNotJoined.String())
+		u.answer(from, size, wire.ErrNotJoined, f.Type.String()+" before join (token 0)")
 		return
 	}
 	if c := u.byAddr[from]; c != nil && c.room != nil && c.user == string(f.User) && c.room.Name() == string(f.Room) {
 		// A client that did not get its joined in time joins again: a lost
 		// datagram, not a second member. It gets its session's joined again.
 		c.lastActive.Store(s.now())
-		c.rejoined(size)
+		u.rejoined(c, size)
 		return
 	}
-	if max := s.cfg.MaxConnections; max > 0 && s.nconns.Load() >= int64(max) {
+	switch {
+	case s.cfg.MaxConnections > 0 && s.nconns.Load() >= int64(s.cfg.MaxConnections):
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "relay at --max-connections")
 		return
+	case u.perSource[from.Addr()] >= s.cfg.UDPPendingPerSource:
+		s.m.Join(wire.ErrServerFull)
+		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions from this address")
+		return
+	case u.npending >= s.cfg.UDPMaxPending || u.restNames >= maxRestNames:
+		s.m.Join(wire.ErrServerFull)
+		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions")
+		return
 	}
-	c := &client{s: s, id: s.nextID.Add(1), addr: from, token: u.newToken()}
+	now := s.now()
+	c := &client{s: s, id: s.nextID.Add(1), addr: from, token: u.newToken(), pend: &pending{since: now}}
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
 		u.answer(from, size, werr.Code, werr.Detail)
 		c.b.flush(s.m)
 		return
 	}
-	now := s.now()
 	c.lastActive.Store(now)
 	u.sessions[c.token] = c
 	u.byAddr[from] = c
+	u.npending++
+	u.perSource[from.Addr()]++
+	u.restNames += len(c.pend.rest)
 	s.nconns.Add(1)
 	s.m.ConnectionsUDP.Inc()
 	c.b.flush(s.m)
 }
 
-// answer sends an error to a source without a session, cut to fit in
-// limit bytes; if even the bare frame does not fit, nothing is sent.
+// confirm marks c's client as proven to receive at its address: the rest
+// of its member list and the notices held for it go out, and it is a
+// member for deliveries from now on. It reports false if c had to end
+// instead (its held notices overflowed: the client must join again).
+func (u *udpServer) confirm(c *client) bool {
+	sh := c.shard
+	sh.Lock()
+	p := c.pend
+	if p.overflow {
+		sh.Unlock()
+		u.unpend(c)
+		u.end(c, wire.ErrSlowConsumer.String(), wire.AppendError(nil, wire.ErrSlowConsumer, "membership changed too much before the session was confirmed; join again"))
+		return false
+	}
+	c.confirmed = true // deliverers, holding sh, no longer touch p
+	for names := p.rest; len(names) > 0; {
+		var k int
+		u.reply, k = wire.AppendJoinedFit(u.reply[:0], c.token, p.owner, names, wire.UDPJoinPad)
+		u.s.sendUDP(u.reply, c.addr)
+		names = names[k:]
+	}
+	for n := p.notices; len(n) > 0; {
+		l := wire.FrameLen(n)
+		u.s.sendUDP(n[:l], c.addr)
+		n = n[l:]
+	}
+	sh.Unlock()
+	u.unpend(c)
+	return true
+}
+
+// rejoined answers a join sent again by c's client (its joined was lost
+// or late): unconfirmed, the same joined again; confirmed (the address is
+// proven), a joined with the list as it is now, as much as fits. Either
+// within replyLimit bytes, like any join reply.
+func (u *udpServer) rejoined(c *client, replyLimit int) {
+	u.s.m.UDPJoinRepeats.Inc()
+	var reply []byte
+	if c.pend != nil {
+		reply = c.pend.reply
+	} else {
+		sh, rm, b := c.shard, c.room, &c.b
+		sh.Lock()
+		b.names = b.names[:0]
+		for _, m := range rm.Members() {
+			b.names = append(b.names, m.ID)
+		}
+		u.reply, _ = wire.AppendJoinedFit(u.reply[:0], c.token, rm.Owner(), b.names, min(replyLimit, wire.UDPJoinPad))
+		clear(b.names)
+		sh.Unlock()
+		reply = u.reply
+	}
+	if len(reply) > 0 && len(reply) <= replyLimit {
+		u.s.sendUDP(reply, c.addr)
+	}
+}
+
+// unpend forgets c's pending state (confirmed or ended).
+func (u *udpServer) unpend(c *client) {
+	p := c.pend
+	if p == nil {
+		return
+	}
+	u.npending--
+	if u.perSource[c.addr.Addr()]--; u.perSource[c.addr.Addr()] <= 0 {
+		delete(u.perSource, c.addr.Addr())
+	}
+	u.restNames -= len(p.rest)
+	c.pend = nil
+}
+
+// answer sends an error to a source without a confirmed session, cut to
+// fit in limit bytes; if even the bare frame does not fit, nothing is sent.
 func (u *udpServer) answer(to netip.AddrPort, limit int, code wire.ErrorCode, text string) {
 	const bare = wire.HeaderSize + 2
 	if limit < bare {
@@ -182,15 +354,16 @@ func (u *udpServer) newToken() uint64 {
 	}
 }
 
-// end closes a session: an optional last error datagram, then it leaves its
-// room.
+// end closes a session: an optional last error datagram (only to a
+// confirmed address), then it leaves its room.
 func (u *udpServer) end(c *client, reason string, last []byte) {
 	s := u.s
-	if last != nil {
+	if last != nil && c.pend == nil {
 		s.sendUDP(last, c.addr)
 	}
 	c.leave()
 	c.b.flush(s.m)
+	u.unpend(c)
 	delete(u.sessions, c.token)
 	if u.byAddr[c.addr] == c {
 		delete(u.byAddr, c.addr)
@@ -200,10 +373,14 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	s.m.Disconnect(reason)
 }
 
-func (u *udpServer) sweepIdle(now int64) {
-	idle := int64(u.s.cfg.IdleTimeout)
+// sweep ends sessions that stayed unconfirmed or idle too long.
+func (u *udpServer) sweep(now int64) {
+	idle, unconfirmed := int64(u.s.cfg.IdleTimeout), int64(u.s.cfg.UDPConfirmTimeout)
 	for _, c := range u.sessions {
-		if now-c.lastActive.Load() > idle {
+		switch {
+		case c.pend != nil && now-c.pend.since > unconfirmed:
+			u.end(c, metrics.ReasonUnconfirmed, nil)
+		case now-c.lastActive.Load() > idle:
 			u.end(c, wire.ErrIdleTimeout.String(), wire.AppendError(nil, wire.ErrIdleTimeout, "nothing received for "+u.s.cfg.IdleTimeout.String()))
 		}
 	}

@@ -111,6 +111,45 @@ func AppendJoined(dst []byte, token uint64, owner string, members []string) []by
 	return finish(dst, s)
 }
 
+// JoinedSize is the size of a joined frame (length prefix included) with
+// owner and members.
+func JoinedSize(owner string, members []string) int {
+	n := HeaderSize + 8 + 1 + len(owner) + 2
+	for _, m := range members {
+		n += 1 + len(m)
+	}
+	return n
+}
+
+// AppendJoinedFit appends a joined listing the first members that fit in a
+// frame of at most limit bytes (length prefix included), and returns how
+// many it listed. A member list that does not fit one frame goes out as
+// several joined frames, each continuing the list (docs/protocol.md). If
+// not even a joined with no members fits, it appends nothing and returns
+// -1.
+func AppendJoinedFit(dst []byte, token uint64, owner string, members []string, limit int) ([]byte, int) {
+	n := JoinedSize(owner, nil)
+	if n > limit {
+		return dst, -1
+	}
+	k := 0
+	for k < len(members) && n+1+len(members[k]) <= limit {
+		n += 1 + len(members[k])
+		k++
+	}
+	return AppendJoined(dst, token, owner, members[:k]), k
+}
+
+// DeliverSize is the size of the deliver (length prefix included) of a
+// send with payload bytes from sender.
+func DeliverSize(sender string, hasTrace bool, payload int) int {
+	n := HeaderSize + 1 + 1 + len(sender) + payload
+	if hasTrace {
+		n += 8
+	}
+	return n
+}
+
 // AppendMemberJoined appends a member-joined notice.
 func AppendMemberJoined(dst []byte, user string) []byte {
 	dst, s := begin(dst, TypeMemberJoined)

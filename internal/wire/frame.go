@@ -30,8 +30,19 @@ const (
 	// MaxErrorText caps the text of an error frame.
 	MaxErrorText = 1024
 	// UDPJoinPad is the size a UDP client pads its join datagram to, so the
-	// relay's reply never exceeds what the unproven source sent.
+	// relay's reply never exceeds what the unproven source sent. It is also
+	// the most a member list datagram holds (the rest follows in further
+	// joined frames), so lists never fragment.
 	UDPJoinPad = 1200
+	// MinMaxFrame is the smallest max frame a relay runs with: the frame of
+	// a UDP join padded to UDPJoinPad. Every frame the relay sends fits it
+	// (an error frame's text is at most MaxErrorText).
+	MinMaxFrame = UDPJoinPad - TokenSize - LenSize
+	// MaxRoomMembers caps a room: a count the u16 of joined can carry.
+	MaxRoomMembers = 1<<16 - 1
+	// MaxDatagram is the largest UDP payload (IPv4): a server→client frame
+	// larger than this cannot be sent to a UDP session.
+	MaxDatagram = 65507
 )
 
 // Type is a frame's type byte. Client→server types have the high bit clear,
