@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/netip"
@@ -49,7 +50,20 @@ type Flow struct {
 	// where and what was skipped.
 	Resynced bool
 	Notes    []string
+	// ClientBy says how the client side was told apart from the server:
+	// ClientBySYN, ClientByJoin, ClientByKinds, ClientByPort or
+	// ClientByFirst.
+	ClientBy string
 }
+
+// How a flow's client side was decided, most certain first.
+const (
+	ClientBySYN   = "syn"         // it sent the connection's SYN
+	ClientByJoin  = "join"        // it sent a join frame
+	ClientByKinds = "frame kinds" // it sent client→server frame kinds (send, heartbeat, leave)
+	ClientByPort  = "server port" // the other side used --server-port
+	ClientByFirst = "first sender (a guess: nothing else told)"
+)
 
 // Duration is End minus Start.
 func (f *Flow) Duration() time.Duration { return f.End.Sub(f.Start) }
@@ -137,12 +151,17 @@ func (o Options) withDefaults() Options {
 // middle of its last record (a killed recorder) is not an error: the cut tail
 // is reported in Warnings.
 func ReadFile(path string, opts Options) (*Capture, error) {
+	return ReadFileContext(context.Background(), path, opts)
+}
+
+// ReadFileContext is ReadFile that stops when ctx ends (see ReadContext).
+func ReadFileContext(ctx context.Context, path string, opts Options) (*Capture, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open capture: %w", err)
 	}
 	defer f.Close()
-	c, err := Read(f, opts)
+	c, err := ReadContext(ctx, f, opts)
 	if c != nil {
 		c.Path = path
 	}
@@ -154,23 +173,37 @@ func ReadFile(path string, opts Options) (*Capture, error) {
 
 // Read is ReadFile on an io.Reader.
 func Read(r io.Reader, opts Options) (*Capture, error) {
+	return ReadContext(context.Background(), r, opts)
+}
+
+// ReadContext is Read that stops when ctx ends, returning what was read
+// so far with an error saying where it stopped.
+func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, error) {
 	opts = opts.withDefaults()
 	src, err := openSource(r, opts.MaxPacket)
 	if err != nil {
 		return nil, err
 	}
 	d := newDecoder(opts)
-	for {
+	clk := newClock(d.warn)
+	out := func(p rawPacket) { d.packet(p.data, p.ci, p.lt) }
+	for n := 1; ; n++ {
+		if n%1024 == 0 && ctx.Err() != nil {
+			clk.flush(out)
+			return d.finish(), fmt.Errorf("stopped after packet %d: %w", n-1, context.Cause(ctx))
+		}
 		data, ci, lt, err := src.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
+			clk.flush(out)
 			c := d.finish()
 			return c, err
 		}
-		d.packet(data, ci, lt)
+		clk.push(rawPacket{data, ci, lt}, out)
 	}
+	clk.flush(out)
 	c := d.finish()
 	if t := src.g.tail; t != "" {
 		c.Warnings = append(c.Warnings, t)

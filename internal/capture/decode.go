@@ -2,6 +2,7 @@ package capture
 
 import (
 	"fmt"
+	"hash/fnv"
 	"net/netip"
 	"sort"
 	"time"
@@ -19,8 +20,13 @@ const (
 	flushAfter = 5 * time.Second
 	// pageCost is what one reassembly page costs in memory, roughly.
 	pageCost = 2048
-	// maxPagesPerConn caps one connection's out-of-order buffer (~256 KiB).
-	maxPagesPerConn = 128
+	// minPages is the least the reassembly buffers may hold in all.
+	minPages = 128
+	// dupWindow is how close in time two identical datagrams (same
+	// addresses, IP id and bytes) must be to be one packet seen twice.
+	dupWindow = 50 * time.Millisecond
+	// dupRing is how many recent datagrams per flow direction are compared.
+	dupRing = 16
 	// maxNotes caps the notes kept per flow and the warnings per capture.
 	maxNotes = 32
 )
@@ -31,6 +37,7 @@ type decoder struct {
 	packets   int
 	asm       *reassembly.Assembler
 	tcp       []*tcpStream
+	conns     map[[2]netip.AddrPort]*tcpLife
 	udp       map[[2]netip.AddrPort]*udpFlow
 	udpOrder  []*udpFlow
 	mem       int64
@@ -41,15 +48,18 @@ type decoder struct {
 
 	truncated, fragments, unsupported, undecodable, nonProto int
 	firstTruncated                                           int
+	dups, firstDup, firstDupOf                               int
 	linkTypes                                                map[layers.LinkType]int
 }
 
 func newDecoder(opts Options) *decoder {
-	d := &decoder{opts: opts, udp: map[[2]netip.AddrPort]*udpFlow{}, linkTypes: map[layers.LinkType]int{}}
+	d := &decoder{opts: opts, udp: map[[2]netip.AddrPort]*udpFlow{}, conns: map[[2]netip.AddrPort]*tcpLife{}, linkTypes: map[layers.LinkType]int{}}
 	pool := reassembly.NewStreamPool(d)
 	d.asm = reassembly.NewAssembler(pool)
-	d.asm.MaxBufferedPagesPerConnection = maxPagesPerConn
-	d.asm.MaxBufferedPagesTotal = int(max(opts.MaxMemory/2/pageCost, maxPagesPerConn))
+	// Out-of-order data waits by time (flushAfter), not by count: no cap
+	// per connection, only the memory budget for all of them.
+	d.asm.MaxBufferedPagesPerConnection = 0
+	d.asm.MaxBufferedPagesTotal = int(max(opts.MaxMemory/2/pageCost, minPages))
 	return d
 }
 
@@ -126,17 +136,21 @@ func (d *decoder) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkTyp
 		}
 	}
 	pkt := gopacket.NewPacket(data, dec, gopacket.DecodeOptions{NoCopy: true, Lazy: true})
-	src, dst, netFlow, ok := d.addresses(pkt, n)
+	src, dst, netFlow, ipID, ok := d.addresses(pkt, n)
 	if !ok {
 		return
 	}
 	switch t := pkt.TransportLayer().(type) {
 	case *layers.TCP:
 		ci.AncillaryData = []any{n}
+		netFlow = d.lifetime(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t, netFlow)
 		d.asm.AssembleWithContext(netFlow, t, &pktCtx{ci: ci})
 		d.maybeFlush(ci.Timestamp)
 	case *layers.UDP:
-		d.udpPacket(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t.Payload, ci.Timestamp, n)
+		d.udpPacket(datagram{
+			src: netip.AddrPortFrom(src, uint16(t.SrcPort)), dst: netip.AddrPortFrom(dst, uint16(t.DstPort)),
+			payload: t.Payload, t: ci.Timestamp, n: n, ipID: ipID, cut: ci.CaptureLength < ci.Length,
+		})
 	default:
 		if el := pkt.ErrorLayer(); el != nil {
 			d.undecodable++
@@ -145,28 +159,66 @@ func (d *decoder) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkTyp
 	}
 }
 
-// addresses returns the IP addresses of a packet, or false for packets that
-// are not IP or are fragments (our frames fit one datagram).
-func (d *decoder) addresses(pkt gopacket.Packet, n int) (src, dst netip.Addr, flow gopacket.Flow, ok bool) {
+// addresses returns the IP addresses of a packet and its IPv4 id (-1 for
+// IPv6), or false for packets that are not IP or are fragments (our
+// frames fit one datagram).
+func (d *decoder) addresses(pkt gopacket.Packet, n int) (src, dst netip.Addr, flow gopacket.Flow, id int, ok bool) {
 	switch ip := pkt.NetworkLayer().(type) {
 	case *layers.IPv4:
 		if ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0 {
 			d.fragments++
-			return src, dst, flow, false
+			return src, dst, flow, 0, false
 		}
 		src, _ = netip.AddrFromSlice(ip.SrcIP.To4())
 		dst, _ = netip.AddrFromSlice(ip.DstIP.To4())
-		return src, dst, ip.NetworkFlow(), true
+		return src, dst, ip.NetworkFlow(), int(ip.Id), true
 	case *layers.IPv6:
 		src, _ = netip.AddrFromSlice(ip.SrcIP)
 		dst, _ = netip.AddrFromSlice(ip.DstIP)
-		return src.Unmap(), dst.Unmap(), ip.NetworkFlow(), true
+		return src.Unmap(), dst.Unmap(), ip.NetworkFlow(), -1, true
 	}
 	if el := pkt.ErrorLayer(); el != nil {
 		d.undecodable++
 		d.warn("packet %d: cannot decode: %v", n, el.Error())
 	}
-	return src, dst, flow, false
+	return src, dst, flow, 0, false
+}
+
+// tcpLife is what the decoder knows of a 4-tuple's connections: how many
+// came before the current one, and whether the current one ended (an RST
+// or a FIN was seen).
+type tcpLife struct {
+	gen   int
+	ended bool
+}
+
+// lifetime keys a TCP packet by connection lifetime: a SYN after an RST or
+// FIN on the same 4-tuple starts a new connection (a client port reused),
+// which the reassembler must not take for more data of the old one. Each
+// lifetime after the first gets its own network flow key (same addresses,
+// another endpoint type), so the reassembler keeps them apart.
+func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopacket.Flow) gopacket.Flow {
+	key := [2]netip.AddrPort{src, dst}
+	if src.Compare(dst) > 0 {
+		key = [2]netip.AddrPort{dst, src}
+	}
+	l := d.conns[key]
+	if l == nil {
+		l = &tcpLife{}
+		d.conns[key] = l
+	}
+	if t.SYN && !t.ACK && l.ended {
+		l.gen++
+		l.ended = false
+	}
+	if t.RST || t.FIN {
+		l.ended = true
+	}
+	if l.gen == 0 {
+		return netFlow
+	}
+	s, r := netFlow.Endpoints()
+	return gopacket.NewFlow(netFlow.EndpointType()+gopacket.EndpointType(l.gen)<<20, s.Raw(), r.Raw())
 }
 
 // maybeFlush hands on out-of-order TCP data that has waited too long for
@@ -242,11 +294,17 @@ func (s *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassem
 	if tcp.SYN && !tcp.ACK && s.synFrom < 0 {
 		s.synFrom = i
 	}
+	h := s.half[i]
+	if len(tcp.Payload) > 0 && len(h.gaps) > 0 {
+		h.late(uint32(tcp.Seq), len(tcp.Payload), packetOf(ci))
+	}
 	if !s.started[i] {
 		s.started[i] = true
 		if tcp.SYN {
 			s.half[i].synced = true
+			h.base = uint32(tcp.Seq) + 1
 		} else {
+			h.base = uint32(tcp.Seq)
 			*start = true
 			s.midway[i] = true
 			s.note(fmt.Sprintf("packet %d: %s: no SYN seen (capture started mid-connection): looking for a frame boundary",
@@ -268,6 +326,11 @@ func (s *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Ass
 	data := sg.Fetch(avail)
 	if skip > 0 {
 		h.gap(skip, packetOf(sg.CaptureInfo(0)))
+	}
+	if skip < 0 {
+		// Bytes before the first we hold (a stream started midway on a
+		// later packet): nothing was given up that we could have had.
+		skip = 0
 	}
 	for off := 0; off < avail; {
 		ci := sg.CaptureInfo(off)
@@ -309,26 +372,21 @@ func (s *tcpStream) finish() {
 	s.half[1].end()
 }
 
-// flow decides which side is the client and builds the Flow.
+// flow decides which side is the client and builds the Flow: the side
+// that sent the SYN, else the one that sent a join, else the one whose
+// frames are of client kinds, else the one talking to the server port,
+// else the first sender.
 func (s *tcpStream) flow(serverPort uint16) *Flow {
-	c := 0 // index of the client side: a
-	switch {
-	case s.half[0].hasJoin:
-	case s.half[1].hasJoin:
-		c = 1
-	case s.b.Port() == serverPort:
-	case s.a.Port() == serverPort:
-		c = 1
-	case s.synFrom >= 0:
-		c = s.synFrom
-	}
+	c, by := clientSide(s.synFrom, s.half[0].hasJoin, s.half[1].hasJoin,
+		[2]int{s.half[0].clientKinds, s.half[1].clientKinds}, [2]int{s.half[0].serverKinds, s.half[1].serverKinds},
+		s.a.Port(), s.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{s.a, s.b}
 	f := &Flow{
 		Client: ends[c], Server: ends[1-c], Transport: TCP,
 		Start: s.start, End: s.end, Packets: s.packets,
 		ClientFrames: s.half[c].frames, ServerFrames: s.half[1-c].frames,
 		Resynced: s.half[0].resynced || s.half[1].resynced,
-		Notes:    s.notes,
+		Notes:    s.notes, ClientBy: by,
 	}
 	if s.dropped > 0 {
 		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", s.dropped))
@@ -343,18 +401,41 @@ type udpFlow struct {
 	packets    int
 	frames     [2][]Frame // by sender: a, b
 	join       int        // index of the side that sent a join, or -1
-	client     [2]int     // client→server frames sent by each side
+	recent     [2][dupRing]seen
+	next       [2]int
+	client     [2]int // client→server frames sent by each side
+	server     [2]int // server→client frames sent by each side
 	notes      []string
 	dropped    int
 }
 
-func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time, n int) {
+// datagram is one UDP packet as the decoder sees it.
+type datagram struct {
+	src, dst netip.AddrPort
+	payload  []byte
+	t        time.Time
+	n        int  // packet number
+	ipID     int  // IPv4 id, -1 for IPv6
+	cut      bool // the snap length cut the packet
+}
+
+// seen is a recent datagram of a flow direction, to find copies.
+type seen struct {
+	t    time.Time
+	n    int
+	ipID int
+	sum  uint64
+	size int
+}
+
+func (d *decoder) udpPacket(g datagram) {
+	src, dst, t, n := g.src, g.dst, g.t, g.n
 	key := [2]netip.AddrPort{src, dst}
 	if src.Compare(dst) > 0 {
 		key = [2]netip.AddrPort{dst, src}
 	}
 	u := d.udp[key]
-	frames, ok := classifyDatagram(payload, d.opts.MaxFrame)
+	frames, ok := classifyDatagram(g.payload, d.opts.MaxFrame)
 	if u == nil {
 		if !ok {
 			d.nonProto++
@@ -364,6 +445,17 @@ func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time
 		d.udp[key] = u
 		d.udpOrder = append(d.udpOrder, u)
 	}
+	i := 0
+	if src != u.a {
+		i = 1
+	}
+	if of := u.duplicate(i, g); of > 0 {
+		d.dups++
+		if d.firstDup == 0 {
+			d.firstDup, d.firstDupOf = n, of
+		}
+		return
+	}
 	u.packets++
 	if t.After(u.end) {
 		u.end = t
@@ -371,16 +463,12 @@ func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time
 	if t.Before(u.start) {
 		u.start = t
 	}
-	i := 0
-	if src != u.a {
-		i = 1
-	}
 	if !ok {
-		if len(u.notes) < maxNotes {
-			u.notes = append(u.notes, fmt.Sprintf("packet %d: %s -> %s: datagram of %d bytes is not a protocol frame: skipped", n, src, dst, len(payload)))
-		} else {
-			u.dropped++
+		what := "is not a protocol frame"
+		if g.cut {
+			what = "was cut by the snap length"
 		}
+		u.note(fmt.Sprintf("packet %d: %s -> %s: datagram of %d bytes %s: skipped", n, src, dst, len(g.payload), what))
 		return
 	}
 	for _, frame := range frames {
@@ -390,11 +478,41 @@ func (d *decoder) udpPacket(src, dst netip.AddrPort, payload []byte, t time.Time
 		}
 		if typ.FromClient() {
 			u.client[i]++
+		} else {
+			u.server[i]++
 		}
 		if d.keep(len(frame)) {
 			u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
 		}
 	}
+}
+
+func (u *udpFlow) note(msg string) {
+	if len(u.notes) < maxNotes {
+		u.notes = append(u.notes, msg)
+	} else {
+		u.dropped++
+	}
+}
+
+// duplicate reports the packet number of which g, sent by side i, is a
+// copy (0 if none): same IP id and bytes within dupWindow, as when a
+// capture merges two interfaces that both saw the packet (lo and any).
+// It remembers g otherwise.
+func (u *udpFlow) duplicate(i int, g datagram) int {
+	h := fnv.New64a()
+	h.Write(g.payload)
+	cur := seen{t: g.t, n: g.n, ipID: g.ipID, sum: h.Sum64(), size: len(g.payload)}
+	ring := &u.recent[i]
+	for _, r := range ring {
+		if r.n != 0 && r.ipID == cur.ipID && r.sum == cur.sum && r.size == cur.size &&
+			cur.t.Sub(r.t) <= dupWindow && r.t.Sub(cur.t) <= dupWindow {
+			return r.n
+		}
+	}
+	ring[u.next[i]%dupRing] = cur
+	u.next[i]++
+	return 0
 }
 
 // classifyDatagram decodes a datagram as client→server (token + one
@@ -421,27 +539,46 @@ func classifyDatagram(d []byte, maxFrame int) ([][]byte, bool) {
 }
 
 func (u *udpFlow) flow(serverPort uint16) *Flow {
-	c := 0
-	switch {
-	case u.join >= 0:
-		c = u.join
-	case u.b.Port() == serverPort:
-	case u.a.Port() == serverPort:
-		c = 1
-	case u.client[1] > u.client[0]:
-		c = 1
-	}
+	// A datagram carries its direction (a client's has a session token),
+	// so frame kinds come before ports; there is no SYN.
+	c, by := clientSide(-1, u.join == 0, u.join == 1, u.client, u.server, u.a.Port(), u.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{u.a, u.b}
 	f := &Flow{
 		Client: ends[c], Server: ends[1-c], Transport: UDP,
 		Start: u.start, End: u.end, Packets: u.packets,
 		ClientFrames: u.frames[c], ServerFrames: u.frames[1-c],
-		Notes: u.notes,
+		Notes: u.notes, ClientBy: by,
 	}
 	if u.dropped > 0 {
 		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", u.dropped))
 	}
 	return f
+}
+
+// clientSide returns the index (0: a, the first sender; 1: b) of a flow's
+// client and how it was told.
+func clientSide(synFrom int, join0, join1 bool, clientKinds, serverKinds [2]int, portA, portB, serverPort uint16) (int, string) {
+	// Frames of client kinds count for a side, of server kinds against.
+	score := func(i int) int { return clientKinds[i] - serverKinds[i] }
+	switch {
+	case synFrom >= 0:
+		return synFrom, ClientBySYN
+	case join0 != join1:
+		if join1 {
+			return 1, ClientByJoin
+		}
+		return 0, ClientByJoin
+	case score(0) != score(1):
+		if score(1) > score(0) {
+			return 1, ClientByKinds
+		}
+		return 0, ClientByKinds
+	case portB == serverPort && portA != serverPort:
+		return 0, ClientByPort
+	case portA == serverPort && portB != serverPort:
+		return 1, ClientByPort
+	}
+	return 0, ClientByFirst
 }
 
 // finish flushes reassembly and builds the Capture.
@@ -492,6 +629,9 @@ func (d *decoder) summaryWarnings(empty int) []string {
 	}
 	if d.fragments > 0 {
 		w = append(w, fmt.Sprintf("%d IP fragments were skipped (frames fit one datagram)", d.fragments))
+	}
+	if d.dups > 0 {
+		w = append(w, fmt.Sprintf("%d UDP datagrams were copies of one seen just before (same addresses, IP id and bytes; first: packet %d, a copy of packet %d) and were dropped: the capture holds some packets twice (merged from two interfaces such as lo and any, or a duplicating network)", d.dups, d.firstDup, d.firstDupOf))
 	}
 	if d.nonProto > 0 {
 		w = append(w, fmt.Sprintf("%d UDP datagrams outside any protocol flow were not protocol frames and were skipped", d.nonProto))

@@ -40,10 +40,13 @@ type FlowSummary struct {
 	ServerBytes  int64          `json:"server_bytes"`
 	FramesByKind map[string]int `json:"frames_by_kind"`
 
-	// ClientPerSecond and ServerPerSecond count frames in each second of
-	// the flow, from its start.
+	// ClientPerSecond and ServerPerSecond count frames in each bucket of
+	// RateBucketS seconds of the flow, from its start: 1 s, longer for a
+	// flow of over maxRateBuckets seconds, so their size never depends on
+	// how far apart timestamps are.
 	ClientPerSecond []int `json:"client_msgs_per_s"`
 	ServerPerSecond []int `json:"server_msgs_per_s"`
+	RateBucketS     int   `json:"rate_bucket_s"`
 
 	Users []string `json:"users"`
 	Rooms []string `json:"rooms"`
@@ -54,9 +57,17 @@ type FlowSummary struct {
 	LoginEndS     float64 `json:"login_end_s"`
 	LoginEndFrame int     `json:"login_end_frame"`
 
+	// ClientBy says how the client side was told apart (see Flow.ClientBy).
+	ClientBy string `json:"client_by"`
+	// HasJoin says the client frames hold a join, which a replay needs.
+	HasJoin bool `json:"has_join"`
+
 	Resynced bool     `json:"resynced"`
 	Notes    []string `json:"notes,omitempty"`
 }
+
+// maxRateBuckets caps the per-second rate arrays of a flow.
+const maxRateBuckets = 3600
 
 // Inspect summarises a capture.
 func Inspect(c *Capture) *Summary {
@@ -74,16 +85,19 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 		Start: f.Start, DurationS: f.Duration().Seconds(), Packets: f.Packets,
 		ClientFrames: len(f.ClientFrames), ServerFrames: len(f.ServerFrames),
 		FramesByKind: map[string]int{}, Users: []string{}, Rooms: []string{},
-		LoginEndS: -1, LoginEndFrame: -1, Resynced: f.Resynced, Notes: f.Notes,
+		LoginEndS: -1, LoginEndFrame: -1, Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
 	}
-	secs := int(f.Duration()/time.Second) + 1
+	fs.RateBucketS = rateBucket(f.Duration())
+	secs := int(f.Duration()/time.Second)/fs.RateBucketS + 1
 	fs.ClientPerSecond, fs.ServerPerSecond = make([]int, secs), make([]int, secs)
+	bucket := time.Duration(fs.RateBucketS) * time.Second
 	users, rooms := map[string]bool{}, map[string]bool{}
 	for _, fr := range f.ClientFrames {
 		fs.ClientBytes += int64(len(fr.Bytes))
 		fs.FramesByKind[fr.Type.String()]++
-		countSecond(fs.ClientPerSecond, fr.Offset)
+		countSecond(fs.ClientPerSecond, fr.Offset, bucket)
 		if fr.Type == wire.TypeJoin {
+			fs.HasJoin = true
 			var j wire.Frame
 			if _, err := wire.Decode(fr.Bytes, len(fr.Bytes), &j); err == nil {
 				users[string(j.User)], rooms[string(j.Room)] = true, true
@@ -94,7 +108,7 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 	for _, fr := range f.ServerFrames {
 		fs.ServerBytes += int64(len(fr.Bytes))
 		fs.FramesByKind[fr.Type.String()]++
-		countSecond(fs.ServerPerSecond, fr.Offset)
+		countSecond(fs.ServerPerSecond, fr.Offset, bucket)
 		if fr.Type == wire.TypeJoined && joined < 0 {
 			joined = fr.Offset
 		}
@@ -109,8 +123,14 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 	return fs
 }
 
-func countSecond(per []int, off time.Duration) {
-	if s := int(off / time.Second); s >= 0 && s < len(per) {
+// rateBucket is the width in seconds of a flow's rate buckets.
+func rateBucket(d time.Duration) int {
+	secs := int64(d/time.Second) + 1
+	return int(max(1, (secs+maxRateBuckets-1)/maxRateBuckets))
+}
+
+func countSecond(per []int, off, bucket time.Duration) {
+	if s := int(off / bucket); s >= 0 && s < len(per) {
 		per[s]++
 	}
 }
@@ -163,7 +183,12 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	fmt.Fprintf(w, "  client: %d frames, %d bytes (%s)\n", f.ClientFrames, f.ClientBytes, kinds(f.FramesByKind, true))
 	fmt.Fprintf(w, "  server: %d frames, %d bytes (%s)\n", f.ServerFrames, f.ServerBytes, kinds(f.FramesByKind, false))
 	fmt.Fprintf(w, "  users: %s; rooms: %s\n", list(f.Users), list(f.Rooms))
-	if f.LoginEndFrame >= 0 {
+	if f.ClientBy != "" {
+		fmt.Fprintf(w, "  client side told by: %s\n", f.ClientBy)
+	}
+	if !f.HasJoin && f.ClientFrames > 0 {
+		fmt.Fprintln(w, "  no join frame: replay cannot use this flow (the capture starts after its login)")
+	} else if f.LoginEndFrame >= 0 {
 		fmt.Fprintf(w, "  login ends at %.3fs (client frame #%d)", f.LoginEndS, f.LoginEndFrame)
 		// A second of margin after the login and before the end.
 		if a, b := int(f.LoginEndS)+1, int(f.DurationS)-1; b > a {
@@ -173,8 +198,12 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	} else {
 		fmt.Fprintln(w, "  login end: no send after a joined reply")
 	}
-	fmt.Fprintln(w, "  client messages per second:")
-	writeRates(w, f.ClientPerSecond)
+	if f.RateBucketS > 1 {
+		fmt.Fprintf(w, "  client messages per %d s:\n", f.RateBucketS)
+	} else {
+		fmt.Fprintln(w, "  client messages per second:")
+	}
+	writeRates(w, f.ClientPerSecond, f.RateBucketS)
 	if f.Resynced {
 		fmt.Fprintln(w, "  resynchronised: part of a stream was realigned on a frame boundary")
 	}
@@ -205,13 +234,13 @@ func list(s []string) string {
 }
 
 // writeRates prints per-second counts ten to a line, labelled by second.
-func writeRates(w io.Writer, per []int) {
+func writeRates(w io.Writer, per []int, bucket int) {
 	for i := 0; i < len(per); i += 10 {
 		end := min(i+10, len(per))
 		vals := make([]string, 0, 10)
 		for _, v := range per[i:end] {
 			vals = append(vals, fmt.Sprintf("%4d", v))
 		}
-		fmt.Fprintf(w, "    %4ds %s\n", i, strings.Join(vals, " "))
+		fmt.Fprintf(w, "    %4ds %s\n", i*bucket, strings.Join(vals, " "))
 	}
 }

@@ -31,9 +31,17 @@ type halfStream struct {
 	pieces   []piece
 	frames   []Frame
 	hasJoin  bool
-	resynced bool
-	keep     func(n int) bool // memory budget: may we keep n more bytes?
-	note     func(string)
+	// clientKinds and serverKinds count the frames of each direction's
+	// kinds this half sent, to tell the client side by the protocol.
+	clientKinds, serverKinds int
+	resynced                 bool
+	keep                     func(n int) bool // memory budget: may we keep n more bytes?
+	note                     func(string)
+	// base is the sequence number of stream offset 0; gaps are the stream
+	// ranges given up as missing (at most maxNotes), to tell late bytes.
+	base    uint32
+	gaps    [][2]int64
+	lastPkt int // the last packet that brought bytes
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -47,6 +55,7 @@ func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 	}
 	h.buf = append(h.buf, data...)
 	h.pieces = append(h.pieces, piece{end: h.off + int64(len(h.buf)), t: t, pkt: pkt})
+	h.lastPkt = pkt
 	if h.synced {
 		if err := h.parser.Feed(data, h.emit); err != nil {
 			h.garbage(err)
@@ -75,6 +84,11 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 	p := h.pieceAt(h.off + int64(len(b)) - 1)
 	if t == wire.TypeJoin {
 		h.hasJoin = true
+	}
+	if t.FromClient() {
+		h.clientKinds++
+	} else {
+		h.serverKinds++
 	}
 	if !h.keep(len(b)) {
 		return
@@ -123,12 +137,34 @@ func (h *halfStream) garbage(err error) {
 // gap handles bytes the capture does not hold (a lost packet): whatever
 // frame was in progress is gone, and the stream must realign.
 func (h *halfStream) gap(skip int, pkt int) {
-	h.note(fmt.Sprintf("packet %d: %s: %d bytes missing from the capture at stream offset %d; resynchronising",
-		pkt, h.name, skip, h.off+int64(len(h.buf))))
+	at := h.off + int64(len(h.buf))
+	after := "at the start"
+	if h.lastPkt > 0 {
+		after = fmt.Sprintf("after packet %d", h.lastPkt)
+	}
+	h.note(fmt.Sprintf("%s: %d bytes missing from the capture %s (stream offset %d; the stream goes on in packet %d): waited %v of capture time for them; resynchronising",
+		h.name, skip, after, at, pkt, flushAfter))
+	if len(h.gaps) < maxNotes {
+		h.gaps = append(h.gaps, [2]int64{at, at + int64(skip)})
+	}
 	h.off += int64(len(h.buf) + skip)
 	h.buf, h.pieces = nil, nil
 	h.synced = false
 	h.parser = wire.Parser{MaxFrame: h.maxFrame}
+}
+
+// late notes a packet whose bytes fall in a range given up as missing:
+// they came after the out-of-order tolerance and are dropped.
+func (h *halfStream) late(seq uint32, n int, pkt int) {
+	start := int64(seq - h.base) // stream offset, for streams under 4 GiB
+	end := start + int64(n)
+	for _, g := range h.gaps {
+		if lo, hi := max(start, g[0]), min(end, g[1]); lo < hi {
+			h.note(fmt.Sprintf("packet %d: %s: %d bytes at stream offset %d came after their gap was given up (over %v of capture time late): dropped",
+				pkt, h.name, hi-lo, lo, flushAfter))
+			return
+		}
+	}
 }
 
 // trySync looks for the first offset in buf where frames parse one after
