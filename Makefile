@@ -12,7 +12,7 @@ all: build
 build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## demo: the main job on the bundled capture against an embedded relay.
+## demo: the main job on the bundled capture against a relay child process.
 demo: build
 	./scripts/demo.sh
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: replay the bundled capture as N:N (200 clients, all send) and
-# 1:N (20 senders, 180 listeners) against an embedded relay on 127.0.0.1,
+# 1:N (20 senders, 180 listeners) against the relay binary, started by
+# replay as its own process on 127.0.0.1,
 # with the same login ramp (one login every 250 ms, a 10 s pause after 100),
 # and write the comparison report. About 3 minutes on a 2-core machine.
 set -euo pipefail

@@ -45,6 +45,16 @@ func newCompareCmd(st *state) *cobra.Command {
 				cc.Out = compare.DefaultOut(time.Now())
 			}
 			cc.Progress, cc.Log = st.stderr, log
+			if cc.Fleet.Target == "" {
+				child, err := startChildRelay(cmd.Context(), st, ff.relay, filepath.Join(cc.Out, "relay.log"))
+				if err != nil {
+					return err
+				}
+				// Stopped after the report is written: its last samples
+				// need the relay's /metrics.
+				defer child.stop(st)
+				cc.Fleet.Target, cc.RelayMetrics, cc.RelayProcess = child.TCP, child.MetricsURL(), child.describe()
+			}
 			cc.Params = []report.Param{{Name: "flags", Value: setFlags(cmd)}}
 			res, err := compare.Run(cmd.Context(), cc)
 			if errors.Is(err, compare.ErrBadConfig) {
@@ -71,7 +81,7 @@ func newCompareCmd(st *state) *cobra.Command {
 	addFleetFlags(fs, &ff)
 	fs.IntVar(&cc.Repeat, "repeat", 1, "run each scenario this many times (3 or more gives mean ± sd)")
 	fs.StringVar(&cc.Out, "out", "", "report directory (default out/compare-<time>)")
-	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics)")
+	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics; without --target, the relay child's)")
 	fs.DurationVar(&cc.Interval, "sample-interval", time.Second, "how often /metrics is sampled")
 	fs.DurationVar(&cc.DrainTimeout, "drain-timeout", 30*time.Second, "how long to wait for the relay to get back to 0 connections between runs")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -93,6 +94,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type fleetFlags struct {
 	cfg       fleet.Config
 	sourceIPs string
+	relay     relayFlags
 }
 
 // addFleetFlags registers the fleet's flags on fs, defaults from
@@ -102,7 +104,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	c := &ff.cfg
 	fs.StringVar(&c.Capture, "capture", "", "pcap/pcapng file whose client flow is replayed (required)")
 	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by replay inspect (-1: the longest)")
-	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start an embedded relay on 127.0.0.1)")
+	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
 	fs.StringVar(&c.Transport, "transport", "", "tcp or udp (default: the capture's)")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
 	fs.IntVar(&c.Senders, "senders", 0, "the first K clients play the loop, the rest only receive (1:N); 0: all send (N:N)")
@@ -123,6 +125,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", 5*time.Second, "period of the progress line")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
+	addRelayFlags(fs, &ff.relay)
 }
 
 // config returns the fleet configuration after flag parsing.
@@ -144,6 +147,7 @@ func newRunCmd(st *state) *cobra.Command {
 		ff         fleetFlags
 		sf         shardFlags
 		summary    string
+		relayLog   string
 		logLevel   string
 		cpuprofile string
 	)
@@ -175,17 +179,50 @@ func newRunCmd(st *state) *cobra.Command {
 				}
 				defer stop()
 			}
+			if cfg.Target == "" {
+				if cfg.Shard.Sharded() {
+					return usageError{fmt.Errorf("--shard/--shards need --target: every shard must load the same relay")}
+				}
+				path, err := relayLogPath(relayLog, summary)
+				if err != nil {
+					return err
+				}
+				child, err := startChildRelay(cmd.Context(), st, ff.relay, path)
+				if err != nil {
+					return err
+				}
+				defer child.stop(st)
+				cfg.Target = child.TCP
+			}
 			return runFleet(cmd.Context(), st, cfg, &sf, summary)
 		},
 	}
 	addFleetFlags(cmd.Flags(), &ff)
 	addShardFlags(cmd.Flags(), &sf)
 	cmd.Flags().StringVar(&summary, "summary", "", "also write the summary as JSON to this file")
+	cmd.Flags().StringVar(&relayLog, "relay-log", "", "log file of the relay started without --target (default: relay.log beside --summary, else a temporary file)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	// Hidden: for profiling the fleet itself (go tool pprof FILE).
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cmd.Flags().MarkHidden("cpuprofile")
 	return cmd
+}
+
+// relayLogPath is where the relay child's log goes: --relay-log, else
+// relay.log beside the summary, else a new temporary file.
+func relayLogPath(flag, summary string) (string, error) {
+	switch {
+	case flag != "":
+		return flag, nil
+	case summary != "":
+		return filepath.Join(filepath.Dir(summary), "relay.log"), nil
+	}
+	f, err := os.CreateTemp("", "reprise-relay-*.log")
+	if err != nil {
+		return "", fmt.Errorf("relay log: %w", err)
+	}
+	f.Close()
+	return f.Name(), nil
 }
 
 // startCPUProfile profiles the process into path until stop is called.

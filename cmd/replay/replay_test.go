@@ -318,7 +318,9 @@ func TestRoomFull(t *testing.T) {
 	}
 }
 
-// TestInterruptWritesSummary: SIGINT stops an open-ended run cleanly.
+// TestInterruptWritesSummary: SIGINT stops an open-ended run cleanly; the
+// relay child replay started (no --target) is gone after it, and its log
+// is beside the summary.
 func TestInterruptWritesSummary(t *testing.T) {
 	t.Parallel()
 	path := writeCapture(t, castScript())
@@ -335,6 +337,25 @@ func TestInterruptWritesSummary(t *testing.T) {
 	}
 	if !strings.Contains(p.Stdout.String(), "messages received") {
 		t.Errorf("no summary table on stdout:\n%s", p.Stdout)
+	}
+	checkRelayChildGone(t, p.Stderr.String())
+	if b, err := os.ReadFile(filepath.Join(filepath.Dir(sumPath), "relay.log")); err != nil || !strings.Contains(string(b), "relay stopped") {
+		t.Errorf("relay.log beside the summary: %v\n%s", err, b)
+	}
+}
+
+var childLine = regexp.MustCompile(`relay child pid (\d+) on `)
+
+// checkRelayChildGone finds the relay child's pid in replay's stderr and
+// checks that no such process is left (replay reaped it).
+func checkRelayChildGone(t *testing.T, stderr string) {
+	t.Helper()
+	m := childLine.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("replay did not announce its relay child:\n%s", stderr)
+	}
+	if _, err := os.Stat("/proc/" + m[1]); err == nil {
+		t.Errorf("relay child pid %s still exists after replay exited", m[1])
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -28,16 +29,17 @@ func repoRoot(t *testing.T) string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// TestCompareBinary builds the real replay binary and runs `replay compare`
-// on the bundled capture against its embedded relay, as `make demo` does
-// but small: 24 clients, 4 senders, 4 s per scenario.
+// TestCompareBinary builds the real relay and replay binaries and runs
+// `replay compare` on the bundled capture against the relay child replay
+// starts, as `make demo` does but small: 24 clients, 4 senders, 4 s per
+// scenario.
 func TestCompareBinary(t *testing.T) {
 	root := repoRoot(t)
 	capture := filepath.Join(root, "captures", "vr-session.pcap")
 	if _, err := os.Stat(capture); err != nil {
 		t.Fatalf("bundled capture: %v", err)
 	}
-	bin := testproc.BuildT(t, testproc.Options{}, "replay")["replay"]
+	bin := testproc.BuildT(t, testproc.Options{}, "relay", "replay")["replay"]
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
@@ -58,6 +60,18 @@ func TestCompareBinary(t *testing.T) {
 	sum, err := report.Verify(out)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The relay ran as replay's child: announced, logged into the report
+	// folder, and gone once replay exited.
+	m := regexp.MustCompile(`relay child pid (\d+) on `).FindStringSubmatch(stderr.String())
+	if m == nil {
+		t.Fatalf("no relay child announced:\n%s", stderr.String())
+	}
+	if _, err := os.Stat("/proc/" + m[1]); err == nil {
+		t.Errorf("relay child pid %s still exists after replay exited", m[1])
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "relay.log")); err != nil || !strings.Contains(string(b), "relay stopped") {
+		t.Errorf("relay.log in the report folder: %v\n%s", err, b)
 	}
 	if len(sum.Runs) != 2 || sum.Runs[0].Scenario != NN || sum.Runs[1].Scenario != OneN {
 		t.Fatalf("runs: %+v", sum.Runs)

@@ -6,8 +6,9 @@
 // everything to internal/report.
 //
 // It is not the fleet (internal/fleet) nor the report's maths and pictures
-// (internal/report); it owns the order of runs, the embedded relay, and the
-// goroutines that sample while a fleet runs.
+// (internal/report), and it starts no relay: the command starts one as a
+// child process (internal/relayproc) and passes its address. It owns the
+// order of runs and the goroutines that sample while a fleet runs.
 package compare
 
 import (
@@ -23,14 +24,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/metrics"
-	"github.com/reprise-harness/reprise/internal/relay"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -50,7 +47,7 @@ var ErrBadConfig = errors.New("bad configuration")
 // Config is one comparison.
 type Config struct {
 	// Fleet is the run every scenario shares: capture, clients, loop, ramp,
-	// target. Its Senders is ignored (N:N has none, 1:N has Senders below),
+	// target (required). Its Senders is ignored (N:N has none, 1:N has Senders below),
 	// its Metrics replaced by a free loopback port, its Duration required.
 	Fleet fleet.Config
 	// Senders is K, the clients that send in 1:N.
@@ -59,9 +56,13 @@ type Config struct {
 	Repeat int
 	// Out is the report directory.
 	Out string
-	// RelayMetrics is the relay's /metrics URL when Fleet.Target is set;
-	// empty means http://<target host>:9400/metrics.
+	// RelayMetrics is the relay's /metrics URL; empty means
+	// http://<target host>:9400/metrics.
 	RelayMetrics string
+	// RelayProcess describes the relay when the command started it as a
+	// child process (its command line and pid), for the report; empty for
+	// a --target of the user's.
+	RelayProcess string
 	// Interval is the sampling period (default 1 s).
 	Interval time.Duration
 	// DrainTimeout bounds the wait for the relay to reach zero
@@ -98,7 +99,6 @@ type runner struct {
 	log       *zap.Logger
 	relayURL  string
 	localHost bool // relay on this machine: kernel drops mean something
-	embedded  bool
 	input     report.Input
 	results   []RunResult
 }
@@ -106,6 +106,8 @@ type runner struct {
 func (c *Config) check() error {
 	f := c.Fleet
 	switch {
+	case f.Target == "":
+		return fmt.Errorf("%w: no target: start a relay and pass its address", ErrBadConfig)
 	case f.Clients < 2:
 		return fmt.Errorf("%w: --clients %d: a comparison needs at least 2", ErrBadConfig, f.Clients)
 	case c.Senders < 1 || c.Senders >= f.Clients:
@@ -150,16 +152,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	r := &runner{cfg: cfg, out: cfg.Progress, log: cfg.Log}
-	// The relay outlives the fleets: it must not stop because the user
-	// pressed Ctrl-C before the report is written.
-	relayCtx, stopRelay := context.WithCancel(context.Background())
-	var relayWG sync.WaitGroup
-	defer func() { stopRelay(); relayWG.Wait() }()
-	if cfg.Fleet.Target == "" {
-		if err := r.startRelay(relayCtx, &relayWG); err != nil {
-			return Result{}, err
-		}
-	} else if err := r.useTarget(); err != nil {
+	if err := r.useTarget(); err != nil {
 		return Result{}, err
 	}
 	r.input = report.Input{
@@ -189,35 +182,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, runErr
 }
 
-// startRelay starts the embedded relay on loopback with its metrics on a
-// free port. Its process CPU is the whole replay process's (the fleet runs
-// in it too), which the report says.
-func (r *runner) startRelay(ctx context.Context, wg *sync.WaitGroup) error {
-	if err := checkOpenFiles(r.cfg.Fleet.Clients); err != nil {
-		return err
-	}
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return fmt.Errorf("embedded relay metrics: %w", err)
-	}
-	srv, err := relay.New(relay.Config{Listen: "127.0.0.1:0", UDP: relay.UDPSameAsTCP, Metrics: "127.0.0.1:0"},
-		r.log.Named("relay"), reg)
-	if err != nil {
-		return fmt.Errorf("embedded relay: %w", err)
-	}
-	wg.Go(func() {
-		if err := srv.Run(ctx); err != nil {
-			fmt.Fprintf(r.out, "compare: embedded relay stopped: %v\n", err)
-		}
-	})
-	r.cfg.Fleet.Target = srv.Addr().String()
-	r.relayURL = "http://" + srv.MetricsAddr().String() + "/metrics"
-	r.localHost, r.embedded = true, true
-	fmt.Fprintf(r.out, "compare: embedded relay on %s (metrics %s)\n", r.cfg.Fleet.Target, r.relayURL)
-	return nil
-}
-
-// useTarget works out the relay's metrics URL for --target.
+// useTarget works out the relay's metrics URL and whether it runs on
+// this machine.
 func (r *runner) useTarget() error {
 	host, _, err := net.SplitHostPort(r.cfg.Fleet.Target)
 	if err != nil {
@@ -229,20 +195,6 @@ func (r *runner) useTarget() error {
 	}
 	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
 		r.localHost = true
-	}
-	return nil
-}
-
-// checkOpenFiles: the fleet checks its own descriptors, but with the relay
-// in this process every client costs two.
-func checkOpenFiles(clients int) error {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return fmt.Errorf("read the open-file limit: %w", err)
-	}
-	if need := uint64(2*clients + 128); need > lim.Cur {
-		return fmt.Errorf("%w: --clients %d with the embedded relay needs about %d open files but this process may open %d; raise it with `ulimit -n %d`, or run the relay as its own process and use --target",
-			ErrBadConfig, clients, need, lim.Cur, need)
 	}
 	return nil
 }
@@ -266,8 +218,8 @@ func (r *runner) params() []report.Param {
 		{Name: "sampling interval", Value: r.cfg.Interval.String()},
 		{Name: "host", Value: fmt.Sprintf("%d CPUs, GOMAXPROCS %d, %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())},
 	}
-	if r.embedded {
-		p = append(p, report.Param{Name: "note", Value: "the embedded relay shares the replay process, so its process CPU includes the fleet's; relay and fleet share the host's CPUs"})
+	if r.cfg.RelayProcess != "" {
+		p = append(p, report.Param{Name: "relay process", Value: r.cfg.RelayProcess + "; its CPU and memory are its own, but it shares the host's CPUs with the fleet"})
 	}
 	return append(p, r.cfg.Params...)
 }

@@ -7,12 +7,11 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
@@ -21,7 +20,13 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// bins holds the relay binary the comparisons run against (compare starts
+// no relay of its own: the command starts it as a child process).
+var bins map[string]string
+
+func TestMain(m *testing.M) {
+	os.Exit(testproc.Main(m, &bins, testproc.Options{CheckLeaks: true}, "relay"))
+}
 
 // poseScript is a recorded session: the join, then a traced othercast of
 // a 100-byte pose every 14 ms (72 Hz) from 100 ms on, which the fleet
@@ -47,10 +52,18 @@ func smallConfig(t *testing.T) Config {
 	return Config{Fleet: fc, Senders: 4, Out: t.TempDir(), Interval: 500 * time.Millisecond, DrainTimeout: 5 * time.Second}
 }
 
-// TestCompareSmall runs a real comparison (embedded relay, two fleets on
+// withRelay points cfg at a relay process of the test's own.
+func withRelay(t *testing.T, cfg Config) Config {
+	t.Helper()
+	r := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
+	cfg.Fleet.Target, cfg.RelayMetrics = r.TCP, "http://"+r.Metrics+"/metrics"
+	return cfg
+}
+
+// TestCompareSmall runs a real comparison (a relay process, two fleets on
 // loopback) and checks the report against the fleets' own summaries.
 func TestCompareSmall(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := withRelay(t, smallConfig(t))
 	var progress testproc.SyncBuffer
 	cfg.Progress = &progress
 	res, err := Run(context.Background(), cfg)
@@ -125,7 +138,7 @@ func TestCompareSmall(t *testing.T) {
 // TestCompareInterrupted: Ctrl-C during the second run still writes the
 // report of what ran.
 func TestCompareInterrupted(t *testing.T) {
-	cfg := smallConfig(t)
+	cfg := withRelay(t, smallConfig(t))
 	cfg.Fleet.Duration = 2 * time.Second
 	var progress testproc.SyncBuffer
 	cfg.Progress = &progress
@@ -156,6 +169,7 @@ func TestCompareInterrupted(t *testing.T) {
 
 func TestCompareRejects(t *testing.T) {
 	base := smallConfig(t)
+	base.Fleet.Target = "127.0.0.1:9" // never dialled: each is refused first
 	tests := []struct {
 		name string
 		edit func(*Config)
@@ -165,6 +179,7 @@ func TestCompareRejects(t *testing.T) {
 		{"no duration", func(c *Config) { c.Fleet.Duration = 0 }},
 		{"receive only", func(c *Config) { c.Fleet.ReceiveOnly = true }},
 		{"one client", func(c *Config) { c.Fleet.Clients = 1 }},
+		{"no target", func(c *Config) { c.Fleet.Target = "" }},
 	}
 	for _, tt := range tests {
 		c := base

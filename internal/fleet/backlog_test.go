@@ -140,7 +140,7 @@ func TestStuckClientDoesNotStallShard(t *testing.T) {
 func stuckRun(t *testing.T, writeTimeout time.Duration, reason string) {
 	stuck := "replay-0"
 	r := startStallRelay(t, stuck)
-	c := testConfig()
+	c := baseConfig()
 	c.Frames = bulkScript()
 	c.Target = r.ln.Addr().String()
 	// Every shard holds the stuck client's index modulo the shard count:

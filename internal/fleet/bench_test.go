@@ -34,7 +34,7 @@ func poseFrames() []session.Frame {
 // real TCP connection whose relay end is returned.
 func benchClient(b *testing.B) (*client, net.Conn) {
 	b.Helper()
-	c := testConfig()
+	c := baseConfig()
 	c.Frames = poseFrames()
 	c.Loop = "1s,11s"
 	c.Target = "127.0.0.1:9" // never dialled

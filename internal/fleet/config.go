@@ -26,8 +26,9 @@ type Config struct {
 	// -1 is the longest.
 	Flow int
 
-	// Target is the relay's host:port; empty starts an embedded relay on a
-	// free 127.0.0.1 port. Transport is "tcp" or "udp"; empty is the
+	// Target is the relay's host:port (required: the fleet starts no
+	// server; replay's commands start a relay child without --target).
+	// Transport is "tcp" or "udp"; empty is the
 	// capture's (tcp for Frames).
 	Target    string
 	Transport string
@@ -72,8 +73,6 @@ type Config struct {
 	// Log receives debug events; nil discards them.
 	Log *zap.Logger
 
-	// EmbeddedMaxRoomMembers caps rooms of the embedded relay (0: none).
-	EmbeddedMaxRoomMembers int
 	// WriteTimeout bounds one write to the relay; 0 means 2 s.
 	WriteTimeout time.Duration
 	// DrainTimeout bounds the wait for in-flight deliveries after the last
@@ -133,6 +132,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Capture == "" && c.Frames == nil:
 		return badf("--capture is required")
+	case c.Target == "":
+		return badf("no target: the fleet needs a relay's host:port")
 	case c.Clients < 1:
 		return badf("--clients %d: need at least 1", c.Clients)
 	case c.Shard.Count < 0 || c.Shard.Index < 0 || (c.Shard.Count > 0 && c.Shard.Index >= c.Shard.Count):

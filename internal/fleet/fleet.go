@@ -10,9 +10,13 @@
 // (internal/report); `replay compare` drives it through Run, Config and
 // Stats.
 //
-// Goroutines: Run starts and waits for all of them: the embedded relay (if
-// any), the metrics server, the ramp, one scheduler per shard, the stats
-// ticker, and one goroutine per connection (dial, login, then reads).
+// The fleet talks to its target over the wire only: it never starts a
+// relay (replay's commands start one as a child process when there is no
+// --target: internal/relayproc).
+//
+// Goroutines: Run starts and waits for all of them: the metrics server,
+// the ramp, one scheduler per shard, the stats ticker, and one goroutine
+// per connection (dial, login, then reads).
 package fleet
 
 import (
@@ -35,7 +39,6 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/metrics"
-	"github.com/reprise-harness/reprise/internal/relay"
 	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -57,10 +60,8 @@ type Fleet struct {
 	stats     *stats
 	shards    []*shard
 
-	reg      *prometheus.Registry
-	relay    *relay.Server
-	relayReg *prometheus.Registry
-	mln      net.Listener
+	reg *prometheus.Registry
+	mln net.Listener
 
 	mu       sync.Mutex
 	stopping bool
@@ -94,8 +95,7 @@ var ErrUnreachable = errors.New("target unreachable")
 var ErrNotReprise = errors.New("the target does not speak the reprise protocol")
 
 // New checks cfg, loads the script, checks the open-file limit, and binds
-// the metrics listener and the embedded relay (when there is no Target).
-// Run must follow to release them.
+// the metrics listener. Run must follow to release it.
 func New(cfg Config) (*Fleet, error) {
 	cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
@@ -105,7 +105,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
-	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients), cfg.Target == ""); err != nil {
+	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients)); err != nil {
 		return nil, err
 	}
 	if err := checkSourceIPs(cfg.SourceIPs); err != nil {
@@ -157,18 +157,6 @@ func (f *Fleet) bind() error {
 		return err
 	}
 	f.target = f.cfg.Target
-	if f.target == "" {
-		f.relayReg = prometheus.NewRegistry()
-		rs, err := relay.New(relay.Config{
-			Listen: "127.0.0.1:0", UDP: relay.UDPSameAsTCP, Metrics: "off",
-			MaxRoomMembers: f.cfg.EmbeddedMaxRoomMembers,
-		}, f.log.Named("relay"), f.relayReg)
-		if err != nil {
-			return fmt.Errorf("embedded relay: %w", err)
-		}
-		f.relay = rs
-		f.target = rs.Addr().String()
-	}
 	if f.cfg.Metrics != "" {
 		ln, err := net.Listen("tcp", f.cfg.Metrics)
 		if err != nil {
@@ -189,12 +177,10 @@ func (f *Fleet) closeSockets() {
 	}
 }
 
-// Target is the relay address the fleet connects to (the embedded relay's
-// when Config.Target was empty).
+// Target is the relay address the fleet connects to.
 func (f *Fleet) Target() string { return f.target }
 
-// MetricsAddr is the address of the fleet's /metrics (and, with an
-// embedded relay, the relay's /relay/metrics), or nil.
+// MetricsAddr is the address of the fleet's /metrics, or nil.
 func (f *Fleet) MetricsAddr() net.Addr {
 	if f.mln == nil {
 		return nil
@@ -255,13 +241,6 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	var bg sync.WaitGroup
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	defer func() { bgCancel(); bg.Wait() }()
-	if f.relay != nil {
-		bg.Go(func() {
-			if err := f.relay.Run(bgCtx); err != nil {
-				f.warn("embedded relay: %v", err)
-			}
-		})
-	}
 	if f.mln != nil {
 		srv := f.httpServer()
 		bg.Go(func() { srv.Serve(f.mln) })
@@ -319,9 +298,6 @@ func (f *Fleet) cpuIdle() float64 {
 func (f *Fleet) httpServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(f.reg, promhttp.HandlerOpts{Registry: f.reg}))
-	if f.relayReg != nil {
-		mux.Handle("/relay/metrics", promhttp.HandlerFor(f.relayReg, promhttp.HandlerOpts{}))
-	}
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }
 

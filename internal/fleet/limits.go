@@ -14,23 +14,15 @@ const fdMargin = 64
 // once, before a single one is made, instead of failing logins halfway
 // with EMFILE. Go raises the soft limit to the hard one at start-up, so
 // the soft limit read here is what the process really has.
-func checkOpenFiles(clients int, embedded bool) error {
+func checkOpenFiles(clients int) error {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
 		return fmt.Errorf("read the open-file limit: %w", err)
 	}
-	perClient := 1
-	if embedded {
-		perClient = 2 // the embedded relay holds the other end in this process
-	}
-	need := uint64(clients*perClient + fdMargin)
+	need := uint64(clients + fdMargin)
 	if need <= lim.Cur {
 		return nil
 	}
-	hint := ""
-	if embedded {
-		hint = " (the embedded relay holds a second descriptor per client: run the relay as its own process and use --target to halve it)"
-	}
-	return badf("--clients %d needs about %d open files%s but this process may open %d (hard limit %d); raise it with `ulimit -n %d` in the shell that starts replay (a hard limit needs root: /etc/security/limits.conf or prlimit)",
-		clients, need, hint, lim.Cur, lim.Max, need)
+	return badf("--clients %d needs about %d open files but this process may open %d (hard limit %d); raise it with `ulimit -n %d` in the shell that starts replay (a hard limit needs root: /etc/security/limits.conf or prlimit)",
+		clients, need, lim.Cur, lim.Max, need)
 }

@@ -10,8 +10,8 @@ import (
 // to full socket buffers, TCP connections and segments dropped at listen
 // queues and backlogs, and packets the softnet backlog dropped. It only
 // describes the machine it is read on, so it means something for the relay
-// only when the relay runs here (the embedded relay, or --target on
-// loopback).
+// only when the relay runs here (the relay child replay starts, or
+// --target on loopback).
 type KernelDrops struct {
 	UDPRcvbufErrors float64 `json:"udp_rcvbuf_errors"`
 	UDPSndbufErrors float64 `json:"udp_sndbuf_errors"`
