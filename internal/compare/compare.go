@@ -285,9 +285,11 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 		return fmt.Errorf("%s: %w", label(scenario, rep), err)
 	}
 	sampler, err := report.NewSampler(report.SamplerConfig{
+		// The fleet first: its /metrics closes a moment after the run,
+		// so the final scrape must not wait for a busy relay's answer.
 		Targets: []report.Target{
-			{Role: report.RoleRelay, URL: r.relayURL},
 			{Role: report.RoleFleet, URL: "http://" + f.MetricsAddr().String() + "/metrics"},
+			{Role: report.RoleRelay, URL: r.relayURL},
 		},
 		Interval: r.cfg.Interval,
 	})

@@ -142,8 +142,16 @@ func TestCompareInterrupted(t *testing.T) {
 	cfg.Fleet.Duration = 2 * time.Second
 	var progress testproc.SyncBuffer
 	cfg.Progress = &progress
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// Interrupt once the 1:N fleet reports progress (a second into it),
+	// however long the N:N run and the drain took on a busy machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	go func() {
+		for ctx.Err() == nil && !strings.Contains(progress.String(), "[1:N #1] ") {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
 	res, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
