@@ -24,10 +24,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -277,7 +277,9 @@ func sendersText(k int) string {
 func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, warnings []string) error {
 	cfg := r.cfg.Fleet
 	cfg.Senders = senders
-	cfg.Metrics = "127.0.0.1:0"
+	// Sampled in process (fleet.Gatherer): no HTTP server, and the last
+	// sample can be read whenever it comes.
+	cfg.Metrics = ""
 	cfg.Out = &prefixWriter{w: r.out, prefix: "[" + label(scenario, rep) + "] "}
 	cfg.Log = r.log.Named("fleet")
 	f, err := fleet.New(cfg)
@@ -285,10 +287,8 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 		return fmt.Errorf("%s: %w", label(scenario, rep), err)
 	}
 	sampler, err := report.NewSampler(report.SamplerConfig{
-		// The fleet first: its /metrics closes a moment after the run,
-		// so the final scrape must not wait for a busy relay's answer.
 		Targets: []report.Target{
-			{Role: report.RoleFleet, URL: "http://" + f.MetricsAddr().String() + "/metrics"},
+			{Role: report.RoleFleet, Gatherer: f.Gatherer()},
 			{Role: report.RoleRelay, URL: r.relayURL},
 		},
 		Interval: r.cfg.Interval,
@@ -304,9 +304,9 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	}
 	// The sampler takes its last scrape just after the run's duration,
 	// when the sends have stopped but the fleet is still draining (it
-	// waits for 200 ms without deliveries before its clients leave and it
-	// closes its /metrics), or when the fleet returns early (Ctrl-C).
-	base := r.baseline(ctx)
+	// waits for 200 ms without deliveries before its clients leave), or
+	// when the fleet returns early (Ctrl-C).
+	base := r.baseline(ctx, f.Gatherer())
 	started := base.At
 	sampCtx, stopSampling := context.WithDeadline(ctx, started.Add(cfg.Duration+finalScrapeDelay))
 	defer stopSampling()
@@ -373,30 +373,29 @@ func collapse(warnings []string, prefix string) []string {
 }
 
 // baseline is the snapshot a run's counters start from: the relay as it
-// is now, and a fleet that has not started (every counter zero; its
-// /metrics only answers once it runs, a moment after its first logins).
-// The fleet's host CPU is read here directly: the fleet runs in this
-// process.
-func (r *runner) baseline(ctx context.Context) report.Snapshot {
-	s, err := report.NewSampler(report.SamplerConfig{
-		Targets:  []report.Target{{Role: report.RoleRelay, URL: r.relayURL}},
-		Interval: r.cfg.Interval,
-	})
+// is now, and the fleet before it started (read in process: counters at
+// zero, its process CPU and the host's as they are now).
+func (r *runner) baseline(ctx context.Context, fleetReg prometheus.Gatherer) report.Snapshot {
 	var base report.Snapshot
-	if err == nil {
-		base, err = s.Scrape(ctx)
-	}
-	if err != nil {
-		// Without a relay baseline the sampler counts relay rates from its
-		// first scrape, and the run reports the failed scrape.
-		base = report.Snapshot{Relay: report.RelayValues{}}
-		fmt.Fprintf(r.out, "compare: relay baseline: %v\n", err)
+	for _, t := range []report.Target{{Role: report.RoleFleet, Gatherer: fleetReg}, {Role: report.RoleRelay, URL: r.relayURL}} {
+		s, err := report.NewSampler(report.SamplerConfig{Targets: []report.Target{t}, Interval: r.cfg.Interval})
+		var snap report.Snapshot
+		if err == nil {
+			snap, err = s.Scrape(ctx)
+		}
+		if err != nil {
+			// Without a baseline the sampler counts rates from its first
+			// scrape, and the run reports the failed scrape.
+			fmt.Fprintf(r.out, "compare: %s baseline: %v\n", t.Role, err)
+			continue
+		}
+		if t.Role == report.RoleFleet {
+			base.Fleet = snap.Fleet
+		} else {
+			base.Relay = snap.Relay
+		}
 	}
 	base.At = time.Now()
-	base.Fleet = report.FleetValues{Present: true, At: base.At}
-	if cpu, err := metrics.ReadCPUTimes(); err == nil {
-		base.Fleet.HostCPU = report.CPUTimes{Idle: cpu.Idle, Total: cpu.Total}
-	}
 	return base
 }
 

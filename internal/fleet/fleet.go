@@ -188,6 +188,11 @@ func (f *Fleet) MetricsAddr() net.Addr {
 	return f.mln.Addr()
 }
 
+// Gatherer is the fleet's metrics registry (what /metrics serves), for a
+// program that runs the fleet in process and samples it there; it stays
+// readable after Run.
+func (f *Fleet) Gatherer() prometheus.Gatherer { return f.reg }
+
 // Script is the script the clients play.
 func (f *Fleet) Script() *session.Script { return f.script }
 

@@ -29,7 +29,7 @@ func TestProgressReasons(t *testing.T) {
 // TestRampWarnings: a ramp longer than --duration is warned about at start
 // and the progress line shows how far the ramp is.
 func TestRampWarnings(t *testing.T) {
-	c := testConfig()
+	c := testConfig(t)
 	c.Clients = 100
 	c.LoginInterval = 100 * time.Millisecond
 	c.Duration = 1500 * time.Millisecond
@@ -92,7 +92,7 @@ func TestNotReprise(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := testConfig()
+			c := baseConfig()
 			c.Target = tt.target
 			c.Clients = 3
 			c.LoginTimeout = 10 * time.Second
@@ -122,7 +122,7 @@ func TestNotReprise(t *testing.T) {
 // them.
 func TestSilentTarget(t *testing.T) {
 	silent := serve(t, func(net.Conn) {})
-	c := testConfig()
+	c := baseConfig()
 	c.Target = silent
 	c.Clients = 2
 	c.LoginTimeout = 300 * time.Millisecond
@@ -137,7 +137,8 @@ func TestSilentTarget(t *testing.T) {
 }
 
 func TestSourceIPNotLocal(t *testing.T) {
-	c := testConfig()
+	c := baseConfig()
+	c.Target = "127.0.0.1:9"                         // never dialled: refused before
 	c.SourceIPs = []string{"127.0.0.2", "192.0.2.7"} // TEST-NET-1: never this host's
 	_, err := New(c)
 	if !errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "192.0.2.7: not an address of this host") {

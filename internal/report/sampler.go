@@ -6,12 +6,26 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// Target is one /metrics endpoint to scrape.
+// Target is one /metrics endpoint to scrape, or a registry in this process
+// to read (a fleet run by the same program: in-process data stays in
+// process, and it can be read after the fleet's HTTP server closed).
 type Target struct {
-	Role Role
-	URL  string // http://127.0.0.1:9400/metrics
+	Role     Role
+	URL      string              // http://127.0.0.1:9400/metrics
+	Gatherer prometheus.Gatherer // read instead of URL when set
+}
+
+// name is the target for messages.
+func (t Target) name() string {
+	if t.Gatherer != nil {
+		return "in-process " + string(t.Role)
+	}
+	return t.URL
 }
 
 // SamplerConfig configures a Sampler.
@@ -48,7 +62,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	}
 	for _, t := range cfg.Targets {
 		if t.Role != RoleRelay && t.Role != RoleFleet {
-			return nil, fmt.Errorf("sampler: target %s: unknown role %q", t.URL, t.Role)
+			return nil, fmt.Errorf("sampler: target %s: unknown role %q", t.name(), t.Role)
 		}
 	}
 	if cfg.Interval <= 0 {
@@ -81,6 +95,18 @@ func (s *Sampler) Scrape(ctx context.Context) (Snapshot, error) {
 }
 
 func (s *Sampler) scrapeOne(ctx context.Context, t Target, snap *Snapshot) error {
+	if t.Gatherer != nil {
+		fams, err := t.Gatherer.Gather()
+		if err != nil {
+			return fmt.Errorf("scrape %s: %w", t.name(), err)
+		}
+		byName := make(map[string]*dto.MetricFamily, len(fams))
+		for _, f := range fams {
+			byName[f.GetName()] = f
+		}
+		addFamilies(byName, t.Role, snap, time.Now())
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.URL, nil)
@@ -103,12 +129,7 @@ func (s *Sampler) scrapeOne(ctx context.Context, t Target, snap *Snapshot) error
 	if err := ParseMetrics(resp.Body, t.Role, snap); err != nil {
 		return fmt.Errorf("scrape %s: %w", t.URL, err)
 	}
-	switch t.Role {
-	case RoleRelay:
-		snap.Relay.At = answered
-	case RoleFleet:
-		snap.Fleet.At = answered
-	}
+	setAnswered(t.Role, snap, answered)
 	return nil
 }
 

@@ -44,6 +44,7 @@ const (
 	mFleetLatency       = "replay_delivery_latency_seconds"
 	mFleetScheduleLag   = "replay_schedule_lag_seconds"
 	mFleetHostCPU       = "replay_host_cpu_seconds_total"
+	mFleetDisconnects   = "replay_disconnects_total"
 	loginSuccessLabel   = "result"
 	cpuModeLabel        = "mode"
 	idleMode, iowait    = "idle", "iowait"
@@ -98,6 +99,11 @@ type FleetValues struct {
 	Latency          Histogram
 	ScheduleLag      Histogram
 	HostCPU          CPUTimes
+	// Disconnects are logged-in clients that lost their connection (any
+	// reason).
+	Disconnects float64
+	// ProcessCPUSeconds is the fleet processes' own CPU (summed).
+	ProcessCPUSeconds float64
 }
 
 // Snapshot is one scrape of every endpoint at one instant.
@@ -117,14 +123,37 @@ func ParseMetrics(r io.Reader, role Role, snap *Snapshot) error {
 		return fmt.Errorf("parse %s metrics: %w", role, err)
 	}
 	switch role {
-	case RoleRelay:
-		addRelay(fams, &snap.Relay)
-	case RoleFleet:
-		addFleet(fams, &snap.Fleet)
+	case RoleRelay, RoleFleet:
+		addFamilies(fams, role, snap, time.Time{})
 	default:
 		return fmt.Errorf("parse metrics: unknown role %q", role)
 	}
 	return nil
+}
+
+// addFamilies adds role's values from fams into snap; a non-zero at is
+// when they were read.
+func addFamilies(fams map[string]*dto.MetricFamily, role Role, snap *Snapshot, at time.Time) {
+	switch role {
+	case RoleRelay:
+		addRelay(fams, &snap.Relay)
+	case RoleFleet:
+		addFleet(fams, &snap.Fleet)
+	}
+	setAnswered(role, snap, at)
+}
+
+// setAnswered records when role's values were read (zero: unknown).
+func setAnswered(role Role, snap *Snapshot, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	switch role {
+	case RoleRelay:
+		snap.Relay.At = at
+	case RoleFleet:
+		snap.Fleet.At = at
+	}
 }
 
 func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
@@ -156,6 +185,8 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.Latency = mergeHistogram(v.Latency, fams[mFleetLatency])
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
+	v.Disconnects += sum(fams[mFleetDisconnects], nil)
+	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
 }
 
 // isSuccess names the result label values that count as a login that
