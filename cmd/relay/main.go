@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/relay"
 )
 
@@ -37,7 +38,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var (
 		cfg      relay.Config
-		secret   string
+		secret   auth.SecretSource
 		logLevel string
 	)
 	cmd := &cobra.Command{
@@ -50,12 +51,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if !cmd.Flags().Changed("udp") {
 				cfg.UDP = relay.UDPSameAsTCP
 			}
-			cfg.AuthSecret = []byte(secret)
 			log, err := newLogger(logLevel, stderr)
 			if err != nil {
 				return err
 			}
 			defer log.Sync()
+			var warnings []string
+			if cfg.AuthSecret, warnings, err = secret.Load(os.Getenv); err != nil {
+				return err
+			}
+			for _, w := range warnings {
+				log.Warn(w)
+			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			srv, err := relay.New(cfg, log, reg)
@@ -88,7 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.DurationVar(&cfg.UDPConfirmTimeout, "udp-confirm-timeout", relay.DefaultUDPConfirmTimeout, "end a UDP session whose client has not sent back its token within this (address validation)")
 	f.IntVar(&cfg.UDPPendingPerSource, "udp-max-unconfirmed-per-source", relay.DefaultUDPPendingPerSource, "unconfirmed UDP sessions one source address may hold")
 	f.IntVar(&cfg.UDPMaxPending, "udp-max-unconfirmed", relay.DefaultUDPMaxPending, "unconfirmed UDP sessions in all")
-	f.StringVar(&secret, "auth-secret", "", "when set, joins must carry a token signed with this secret (see docs/protocol.md)")
+	f.StringVar(&secret.File, "auth-secret-file", "", "file holding the secret joins' tokens must be signed with (docs/protocol.md); or $"+auth.EnvSecret)
+	f.StringVar(&secret.Flag, "auth-secret", "", "the secret itself: visible to every local user in ps, prefer --auth-secret-file or $"+auth.EnvSecret)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd.ExecuteContext(ctx)
 }

@@ -38,7 +38,9 @@ func newCompareCmd(st *state) *cobra.Command {
 				return usageError{err}
 			}
 			defer log.Sync()
-			cc.Fleet = ff.config()
+			if cc.Fleet, err = ff.config(st.stderr); err != nil {
+				return err
+			}
 			// --senders is K of the 1:N scenario here; N:N has none.
 			cc.Senders, cc.Fleet.Senders = cc.Fleet.Senders, 0
 			if cc.Out == "" {

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/fleet"
 )
 
@@ -95,6 +96,7 @@ type fleetFlags struct {
 	cfg       fleet.Config
 	sourceIPs string
 	relay     relayFlags
+	secret    auth.SecretSource
 }
 
 // addFleetFlags registers the fleet's flags on fs, defaults from
@@ -116,7 +118,8 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.Room, "room", "", "room name (default: the recorded one)")
 	fs.IntVar(&c.RoomSize, "room-size", 0, "spread clients over rooms of M members, named <room>-<k> (0: one room)")
 	fs.BoolVar(&c.RewritePayload, "rewrite-payload", false, "also rewrite recorded user ids inside payload bytes")
-	fs.StringVar(&c.AuthSecret, "auth-secret", "", "sign joins with this secret (the relay's --auth-secret)")
+	fs.StringVar(&ff.secret.File, "auth-secret-file", "", "file holding the secret to sign joins with (the relay's); or $"+auth.EnvSecret)
+	fs.StringVar(&ff.secret.Flag, "auth-secret", "", "the secret itself: visible to every local user in ps, prefer --auth-secret-file or $"+auth.EnvSecret)
 	fs.DurationVar(&c.LoginInterval, "login-interval", c.LoginInterval, "cooldown between two login attempts")
 	fs.IntVar(&c.PauseEvery, "pause-every", 0, "pause the ramp after every N login attempts (0: never)")
 	fs.DurationVar(&c.Pause, "pause", 0, "length of a ramp pause")
@@ -128,9 +131,18 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	addRelayFlags(fs, &ff.relay)
 }
 
-// config returns the fleet configuration after flag parsing.
-func (ff *fleetFlags) config() fleet.Config {
+// config returns the fleet configuration after flag parsing; warnings (a
+// secret on the command line) go to stderr.
+func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 	c := ff.cfg
+	secret, warnings, err := ff.secret.Load(os.Getenv)
+	if err != nil {
+		return c, usageError{err}
+	}
+	c.AuthSecret = string(secret)
+	for _, w := range warnings {
+		fmt.Fprintln(stderr, "replay: warning:", w)
+	}
 	if c.Metrics == "off" { // as the relay's --metrics off
 		c.Metrics = ""
 	}
@@ -139,7 +151,7 @@ func (ff *fleetFlags) config() fleet.Config {
 			c.SourceIPs = append(c.SourceIPs, strings.TrimSpace(ip))
 		}
 	}
-	return c
+	return c, nil
 }
 
 func newRunCmd(st *state) *cobra.Command {
@@ -160,7 +172,10 @@ func newRunCmd(st *state) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := ff.config()
+			cfg, err := ff.config(st.stderr)
+			if err != nil {
+				return err
+			}
 			shard, err := sf.resolve()
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/testproc"
@@ -466,5 +468,41 @@ func TestBundledUDPCaptureReplays(t *testing.T) {
 	}
 	if got := relayMetric(t, r, `relay_disconnects_total{reason="unconfirmed"}`); got != 0 {
 		t.Errorf("%v sessions ended unconfirmed", got)
+	}
+}
+
+// TestAuthSecretFromFileAndEnv: replay signs its joins with a secret from
+// --auth-secret-file or $REPRISE_AUTH_SECRET (nowhere on its command line)
+// and the relay, reading the same secret from its file, lets them in;
+// --auth-secret on the command line works but warns.
+func TestAuthSecretFromFileAndEnv(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("replay-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := startRelay(t, "--auth-secret-file", file)
+	path := writeCapture(t, castScript())
+	base := []string{"--capture", path, "--target", r.TCP, "--clients", "2", "--login-interval", "10ms", "--duration", "500ms", "--heartbeat", "0"}
+	for _, tt := range []struct {
+		name string
+		args []string
+		env  string
+		warn bool
+	}{
+		{"file", []string{"--auth-secret-file", file}, "", false},
+		{"environment", nil, "replay-secret", false},
+		{"command line", []string{"--auth-secret", "replay-secret"}, "", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(auth.EnvSecret, tt.env)
+			res := replay(t, append(slices.Clone(base), tt.args...)...)
+			mustOK(t, res)
+			if res.sum.LoginsSucceeded != 2 {
+				t.Fatalf("logins %d of 2, failed %v", res.sum.LoginsSucceeded, res.sum.LoginsFailed)
+			}
+			if warned := strings.Contains(res.stderr, "readable by every local user"); warned != tt.warn {
+				t.Errorf("warned %v, want %v:\n%s", warned, tt.warn, res.stderr)
+			}
+		})
 	}
 }
