@@ -275,3 +275,46 @@ func TestDecodeShort(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendJoinedFit: a member list cut to a frame size lists the members
+// that fit, in order, in a frame no larger than the limit, and JoinedSize
+// and DeliverSize match what the encoders append.
+func TestAppendJoinedFit(t *testing.T) {
+	members := []string{"alice", "bob", "carol", "dave"}
+	full := len(AppendJoined(nil, 7, "alice", members))
+	if JoinedSize("alice", members) != full {
+		t.Fatalf("JoinedSize %d, encoded %d", JoinedSize("alice", members), full)
+	}
+	empty := JoinedSize("alice", nil)
+	tests := []struct {
+		limit, listed int
+	}{
+		{empty - 1, -1},
+		{empty, 0},
+		{empty + 5, 0},
+		{empty + 6, 1},
+		{full - 1, 3},
+		{full, 4},
+		{full + 100, 4},
+	}
+	for _, tt := range tests {
+		b, k := AppendJoinedFit(nil, 7, "alice", members, tt.limit)
+		if k != tt.listed || len(b) > tt.limit {
+			t.Errorf("limit %d: listed %d in %d bytes, want %d", tt.limit, k, len(b), tt.listed)
+			continue
+		}
+		if k < 0 {
+			continue
+		}
+		var f Frame
+		if _, err := Decode(b, DefaultMaxFrame, &f); err != nil || f.NumMembers != k {
+			t.Errorf("limit %d: %v, %d members", tt.limit, err, f.NumMembers)
+		}
+	}
+	for _, trace := range []bool{false, true} {
+		d := AppendDeliver(nil, Broadcast, "sender", trace, 1, make([]byte, 33))
+		if got := DeliverSize("sender", trace, 33); got != len(d) {
+			t.Errorf("DeliverSize(trace %v) %d, encoded %d", trace, got, len(d))
+		}
+	}
+}
