@@ -339,6 +339,7 @@ func TestBadInput(t *testing.T) {
 		{"reserved flag bits", true, frame(0x03, 0x41, 'x'), wire.ErrMalformed},
 		{"cast mode 0", true, frame(0x03, 0x00, 'x'), wire.ErrMalformed},
 		{"cast mode 6", true, frame(0x03, 0x06, 'x'), wire.ErrMalformed},
+		{"cast mode 7", true, frame(0x03, 0x07, 'x'), wire.ErrMalformed},
 		{"manycast no targets", true, frame(0x03, 0x04, 0), wire.ErrBadTarget},
 		{"unicast empty target", true, frame(0x03, 0x03, 0, 'x'), wire.ErrBadName},
 		{"manycast target past end", true, frame(0x03, 0x04, 2, 3, 'b', 'o', 'b', 5, 'x'), wire.ErrMalformed},
@@ -368,7 +369,7 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	p.waitMetric(t, `relay_rejected_frames_total{reason="malformed"}`, 8)
+	p.waitMetric(t, `relay_rejected_frames_total{reason="malformed"}`, 9)
 	p.waitMetric(t, `relay_rejected_frames_total{reason="not_joined"}`, 3)
 }
 
