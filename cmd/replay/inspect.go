@@ -1,17 +1,24 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
-func init() { subcommands = append(subcommands, newInspectCmd) }
+func init() { subcommands = append(subcommands, newInspectCmd, newProfileCmd) }
 
-// newInspectCmd is `replay inspect FILE [--json]`: what a capture holds,
-// to choose a flow and loop points.
+// newInspectCmd is `replay inspect FILE [--json] [--profile P]`: what a
+// capture holds, to choose a flow and loop points.
 func newInspectCmd(st *state) *cobra.Command {
 	var asJSON bool
+	var po profileOpts
 	cmd := &cobra.Command{
 		Use:           "inspect FILE",
 		Short:         "show a capture's flows, frames by kind, rates, users, rooms and where the login ends",
@@ -19,6 +26,13 @@ func newInspectCmd(st *state) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(_ *cobra.Command, args []string) error {
+			if po.name != profile.Default {
+				reports, err := po.inspect(args[0])
+				if err != nil {
+					return err
+				}
+				return writeReports(st.stdout, reports, asJSON)
+			}
 			c, err := capture.ReadFile(args[0], capture.Options{})
 			if c == nil {
 				return err
@@ -35,5 +49,104 @@ func newInspectCmd(st *state) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON instead of text")
+	po.flags(cmd, false)
+	return cmd
+}
+
+// profileOpts are the flags that read a capture through a profile.
+type profileOpts struct {
+	name, user, room string
+	flow             int
+}
+
+func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
+	f := cmd.Flags()
+	if !check {
+		f.StringVar(&po.name, "profile", profile.Default, "read the capture through this protocol profile (a built-in name or a file)")
+	}
+	f.StringVar(&po.user, "recorded-user", "", "the recorded user id, when the profile cannot place it")
+	f.StringVar(&po.room, "recorded-room", "", "the recorded room, when the profile cannot place it")
+	f.IntVar(&po.flow, "flow", -2, "only this flow (index); default: every flow with client data")
+}
+
+// inspect reads a capture through the profile and reports on its flows.
+func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
+	prof, err := profile.Lookup(po.name)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	if prof.IsReprise {
+		return nil, usageError{fmt.Errorf("--profile reprise: use replay inspect without --profile")}
+	}
+	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
+	if c == nil {
+		return nil, err
+	}
+	var out []*profile.Report
+	for i, fl := range c.Flows {
+		if len(fl.ClientFrames) == 0 || (po.flow >= 0 && i != po.flow) {
+			continue
+		}
+		m := prof.Messages(fleet.RecordingOf(fl))
+		out = append(out, prof.Inspect(fmt.Sprintf("#%d %s", i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room}))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no flow with client data", path)
+	}
+	return out, nil
+}
+
+func writeReports(w io.Writer, reports []*profile.Report, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	for _, r := range reports {
+		if err := r.WriteText(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// newProfileCmd is `replay profile check FILE --capture F`.
+func newProfileCmd(st *state) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "profile",
+		Short: "work with protocol profiles",
+	}
+	var po profileOpts
+	var capturePath string
+	check := &cobra.Command{
+		Use:           "check FILE --capture CAPTURE",
+		Short:         "validate a profile (file or built-in name) against a capture and say what it matched",
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			po.name = args[0]
+			if capturePath == "" {
+				return usageError{fmt.Errorf("--capture is required")}
+			}
+			reports, err := po.inspect(capturePath)
+			if err != nil {
+				return err
+			}
+			if err := writeReports(st.stdout, reports, false); err != nil {
+				return err
+			}
+			for _, r := range reports {
+				if len(r.Problems) == 0 {
+					fmt.Fprintf(st.stdout, "profile %s: ok for flow %s\n", r.Profile, r.Flow)
+					return nil
+				}
+			}
+			return fmt.Errorf("profile %s fits no flow of %s (see PROBLEM lines)", args[0], capturePath)
+		},
+	}
+	check.Flags().StringVar(&capturePath, "capture", "", "capture file to check the profile against (required)")
+	po.flags(check, true)
+	cmd.AddCommand(check)
 	return cmd
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 // Exit codes.
@@ -107,7 +108,10 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.Capture, "capture", "", "pcap/pcapng file whose client flow is replayed (required)")
 	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by replay inspect (-1: the longest)")
 	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
-	fs.StringVar(&c.Transport, "transport", "", "tcp or udp (default: the capture's)")
+	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
+	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
+	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
+	fs.StringVar(&c.RecordedRoom, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
 	fs.IntVar(&c.Senders, "senders", 0, "the first K clients play the loop, the rest only receive (1:N); 0: all send (N:N)")
 	fs.StringVar(&c.Loop, "loop", "", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")

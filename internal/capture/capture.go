@@ -124,6 +124,11 @@ type Options struct {
 	MaxMemory int64
 	// MaxPacket caps a record's captured length (default 256 KiB).
 	MaxPacket int
+	// Raw keeps every flow's payloads as they came, one Frame per packet
+	// (TCP payloads in stream order, datagrams), without reading them as
+	// reprise frames: a protocol profile (internal/profile) cuts them into
+	// its messages. Frames then have Type 0.
+	Raw bool
 }
 
 func (o Options) withDefaults() Options {

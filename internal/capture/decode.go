@@ -244,6 +244,7 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	}
 	s.half[0] = newHalfStream(fmt.Sprintf("%s -> %s", s.a, s.b), d.opts.MaxFrame, false, d.keep, s.note)
 	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.MaxFrame, false, d.keep, s.note)
+	s.half[0].raw, s.half[1].raw = d.opts.Raw, d.opts.Raw
 	d.tcp = append(d.tcp, s)
 	return s
 }
@@ -436,6 +437,9 @@ func (d *decoder) udpPacket(g datagram) {
 	}
 	u := d.udp[key]
 	frames, ok := classifyDatagram(g.payload, d.opts.MaxFrame)
+	if d.opts.Raw {
+		frames, ok = [][]byte{g.payload}, len(g.payload) > 0
+	}
 	if u == nil {
 		if !ok {
 			d.nonProto++
@@ -472,7 +476,10 @@ func (d *decoder) udpPacket(g datagram) {
 		return
 	}
 	for _, frame := range frames {
-		typ := wire.Type(frame[wire.LenSize])
+		var typ wire.Type // 0 for raw payloads
+		if !d.opts.Raw {
+			typ = wire.Type(frame[wire.LenSize])
+		}
 		if typ == wire.TypeJoin && u.join < 0 {
 			u.join = i
 		}

@@ -41,7 +41,8 @@ type halfStream struct {
 	// ranges given up as missing (at most maxNotes), to tell late bytes.
 	base    uint32
 	gaps    [][2]int64
-	lastPkt int // the last packet that brought bytes
+	lastPkt int  // the last packet that brought bytes
+	raw     bool // keep payloads as they come (Options.Raw)
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -51,6 +52,12 @@ func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, 
 // feed adds stream bytes that packet pkt, captured at t, brought.
 func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 	if len(data) == 0 {
+		return
+	}
+	if h.raw {
+		if h.keep(len(data)) {
+			h.frames = append(h.frames, Frame{Time: t, Packet: pkt, Bytes: append([]byte(nil), data...)})
+		}
 		return
 	}
 	h.buf = append(h.buf, data...)

@@ -134,7 +134,7 @@ func BenchmarkReadDeliveries(b *testing.B) {
 			}
 		}
 	})
-	reason := c.read(nil)
+	reason := c.read(nil, nil)
 	b.StopTimer()
 	wg.Wait()
 	if reason != "closed_by_relay" {

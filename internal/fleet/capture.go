@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
 
@@ -52,4 +53,49 @@ func FromFlow(fl *capture.Flow) []session.Frame {
 		out[i] = session.Frame{Offset: fr.Offset, Bytes: fr.Bytes}
 	}
 	return out
+}
+
+// readRecording reads the capture raw (no reprise framing) and returns the
+// chosen flow's payloads, both ways, for a profile to cut into messages.
+// serverPort tells the client side of a flow without a SYN.
+func readRecording(path string, flow int, serverPort uint16) (profile.Recording, []string, error) {
+	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: serverPort})
+	if err != nil {
+		if c == nil || len(c.Flows) == 0 {
+			return profile.Recording{}, nil, fmt.Errorf("read capture: %w", err)
+		}
+		c.Warnings = append(c.Warnings, "capture cut short: "+err.Error())
+	}
+	fl, err := pickFlow(c, path, flow)
+	if err != nil {
+		return profile.Recording{}, nil, err
+	}
+	notes := append(append([]string(nil), c.Warnings...), fl.Notes...)
+	return RecordingOf(fl), notes, nil
+}
+
+// pickFlow is flow number flow of c, or its longest with flow < 0.
+func pickFlow(c *capture.Capture, path string, flow int) (*capture.Flow, error) {
+	switch {
+	case flow < 0:
+		if fl := c.Longest(); fl != nil {
+			return fl, nil
+		}
+		return nil, fmt.Errorf("read capture %s: no flow with client data", path)
+	case flow >= len(c.Flows):
+		return nil, fmt.Errorf("%w: --flow %d: the capture has %d flows (see replay inspect)", ErrBadConfig, flow, len(c.Flows))
+	}
+	return c.Flows[flow], nil
+}
+
+// RecordingOf is a raw capture flow as a profile's recording.
+func RecordingOf(fl *capture.Flow) profile.Recording {
+	seg := func(frames []capture.Frame) []profile.Segment {
+		out := make([]profile.Segment, len(frames))
+		for i, fr := range frames {
+			out[i] = profile.Segment{Offset: fr.Offset, Bytes: fr.Bytes}
+		}
+		return out
+	}
+	return profile.Recording{Client: seg(fl.ClientFrames), Server: seg(fl.ServerFrames)}
 }

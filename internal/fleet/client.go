@@ -2,19 +2,17 @@ package fleet
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // readBuf is each connection's read buffer to start with: small, because
@@ -53,9 +51,6 @@ func (r *readSizer) next(buf []byte, n int) []byte {
 	return buf
 }
 
-// maxPadRounds bounds the UDP joins re-sent for pad_required.
-const maxPadRounds = 4
-
 // client is one replayed client. Its fields are set before its login and
 // then owned as noted.
 type client struct {
@@ -64,15 +59,23 @@ type client struct {
 	user   string
 	sender bool
 	plan   session.Plan
-	enc    *session.Encoded
+	pc     profile.Client // the protocol: its bytes and what the server's mean
 	sh     *shard
 	rec    *hists
 
 	conn  net.Conn
 	raw   syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
 	udp   bool
-	token uint64     // UDP session token from joined; written before the shard sees the client
-	retry *joinRetry // UDP until joined: the join's re-sends (owned by the reader)
+	ws    bool       // WebSocket: messages travel in frames (ws.go)
+	wsKey []byte     // the client's masking key
+	retry *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
+	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
+	// WebSocket pong) with the shard's writes, when the profile has any
+	// (replies); the reprise profile never replies once logged in.
+	wmu     sync.Mutex
+	replies bool
+	rw      *rawWriter // the reader's, for replies (under wmu)
+	wsr     *profile.WSReader
 	// confirming re-sends the UDP session's confirmation until the relay
 	// answers (set and stopped by the reader).
 	confirming *confirmer
@@ -88,13 +91,11 @@ type client struct {
 	backlog    []byte
 	stuckSince int64
 
-	seq uint64 // room-wide sends so far (loss.go); owned by the shard
-
 	loops    atomic.Int64
 	joined   atomic.Bool
-	dead     atomic.Bool // disconnected: the shard drops it, stop skips its leave
-	stopping atomic.Bool // the fleet is stopping: read errors are expected
-	lastErr  atomic.Uint32
+	dead     atomic.Bool            // disconnected: the shard drops it, stop skips its leave
+	stopping atomic.Bool            // the fleet is stopping: read errors are expected
+	lastErr  atomic.Pointer[string] // the server's last error reason
 	once     sync.Once
 	// first holds the first bytes received before joined (the reader's
 	// only), quoted when the target turns out not to speak the protocol.
@@ -103,10 +104,6 @@ type client struct {
 
 // firstBytes is how many of a login's first received bytes are kept.
 const firstBytes = 48
-
-// errNotReprise is a frame before joined that is neither joined nor error:
-// the target speaks something else.
-var errNotReprise = errors.New("not a reprise reply")
 
 // attempt dials, sends the join and reads until joined, an error or the
 // login timeout; it reports the result on res (the first attempt is
@@ -134,26 +131,27 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 		return
 	}
 	defer f.untrack(c)
-	buf := make([]byte, 0, 256)
-	if c.udp {
-		buf = wire.AppendDatagram(buf, 0)
-	}
-	buf = f.script.AppendFrame(buf, c.enc, 0, f.wallNow())
 	conn.SetWriteDeadline(deadline)
-	if _, err := conn.Write(buf); err != nil {
+	conn.SetReadDeadline(deadline)
+	var early []byte
+	if c.ws {
+		if early, err = wsHandshake(conn, c.pc.UpgradeRequest()); err != nil {
+			conn.Close()
+			c.loginFailed(upgradeReason(err), res)
+			return
+		}
+	}
+	login, err := c.sendLogin()
+	if err != nil {
 		conn.Close()
 		c.loginFailed("write_error", res)
 		return
 	}
-	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
-	c.sh.c.sentBytes.Add(int64(len(buf)))
 	if c.udp {
-		c.retry = newJoinRetry(deadline, buf)
+		c.retry = newJoinRetry(deadline, login)
 		conn.SetReadDeadline(c.retry.readDeadline(time.Now()))
-	} else {
-		conn.SetReadDeadline(deadline)
 	}
-	reason := c.read(res)
+	reason := c.read(res, early)
 	conn.Close()
 	if reason != "" && c.joined.Load() {
 		c.disconnect(reason)
@@ -200,16 +198,15 @@ func (c *client) disconnect(reason string) {
 func (c *client) leave(deadline time.Time) {
 	c.once.Do(func() {
 		c.f.stats.loggedIn.Add(-1)
-		var b []byte
-		if c.udp {
-			b = wire.AppendDatagram(b, c.token)
-		} else {
-			b, c.backlog = append(b, c.backlog...), nil
-		}
-		b = wire.AppendLeave(b)
+		c.wmu.Lock()
+		b := append([]byte(nil), c.backlog...)
+		c.backlog = nil
+		c.wmu.Unlock()
+		start := len(b)
+		b = c.frame(c.pc.AppendLeave(b), start)
 		c.conn.SetWriteDeadline(deadline)
-		if n, err := c.conn.Write(b); err == nil {
-			c.sh.c.sentFrames[wire.TypeLeave].Add(1)
+		if n, err := c.conn.Write(b); err == nil && len(b) > start {
+			c.sh.c.sentFrames[c.f.player.LeaveKind()].Add(1)
 			c.sh.c.sentBytes.Add(int64(n))
 		}
 		c.conn.SetReadDeadline(deadline)
@@ -222,116 +219,26 @@ func (c *client) leave(deadline time.Time) {
 }
 
 // read is the client's reader: it returns the reason the connection ended
-// ("" when the fleet stopped it).
-func (c *client) read(res chan<- string) string {
+// ("" when the fleet stopped it). early are bytes that came with the
+// WebSocket upgrade's answer.
+func (c *client) read(res chan<- string, early []byte) string {
 	defer func() { c.confirming.stop() }()
-	var p wire.Parser
 	buf := make([]byte, readBuf)
 	var sizer readSizer
-	var lat []int64
-	var seqs seqTracker
-	pads := 0
-	cnt := c.sh.c
+	var ev profile.Events
+	if len(early) > 0 {
+		if reason, done := c.consume(early, &ev, res); done {
+			return reason
+		}
+	}
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 && !c.joined.Load() && len(c.first) < firstBytes {
 			c.first = append(c.first, buf[:min(n, firstBytes-len(c.first))]...)
 		}
 		if n > 0 {
-			mono := c.f.now()
-			c.f.nudge(mono)
-			now := c.f.wall(mono)
-			lat = lat[:0]
-			var msgs, frames, numbered, lost int64
-			var ferr error
-			handle := func(fr *wire.Frame) error {
-				frames++
-				if fr.Type != wire.TypeJoined && fr.Type != wire.TypeError && !c.udp && !c.joined.Load() {
-					return errNotReprise
-				}
-				if c.confirming != nil && fr.Type != wire.TypeJoined {
-					c.confirming.stop() // the relay answered: confirmed
-					c.confirming = nil
-				}
-				switch fr.Type {
-				case wire.TypeDeliver:
-					msgs++
-					if fr.HasTrace {
-						lat = append(lat, (now-fr.Trace)/1000)
-						if fr.Mode == wire.Broadcast || fr.Mode == wire.Othercast {
-							numbered++
-							lost += seqs.see(fr.User, fr.Trace)
-						}
-					}
-				case wire.TypeJoined:
-					if !c.joined.Load() {
-						c.token = fr.SessionToken
-						if c.udp {
-							if err := c.confirm(); err != nil {
-								return err
-							}
-						}
-						c.loggedIn(res)
-					}
-				case wire.TypeError:
-					// The room may grow between two tries; a few rounds
-					// settle it.
-					if fr.Code == wire.ErrPadRequired && c.udp && !c.joined.Load() && pads < maxPadRounds {
-						pads++
-						return c.rejoinPadded(fr.Text)
-					}
-					c.lastErr.Store(uint32(fr.Code))
-					if !c.joined.Load() {
-						return &loginError{reason: fr.Code.String()}
-					}
-				}
-				return nil
-			}
-			if c.udp {
-				// One or more whole frames per datagram (docs/protocol.md).
-				var fr wire.Frame
-				// A datagram that does not decode is dropped once logged
-				// in; before, it means the target speaks something else.
-				// (Other frames before joined may be reordered datagrams.)
-				for d := buf[:n]; len(d) > 0 && ferr == nil; {
-					m, err := wire.Decode(d, wire.DefaultMaxFrame, &fr)
-					if err != nil {
-						if !c.joined.Load() {
-							ferr = errNotReprise
-						}
-						break
-					}
-					ferr = handle(&fr)
-					d = d[m:]
-				}
-			} else {
-				ferr = p.Feed(buf[:n], handle)
-			}
-			cnt.recvBytes.Add(int64(n))
-			cnt.recvFrames.Add(frames)
-			if msgs > 0 {
-				cnt.recvMsgs.Add(msgs)
-			}
-			if numbered > 0 {
-				cnt.recvNumbered.Add(numbered)
-				if lost != 0 {
-					cnt.lost.Add(lost)
-				}
-			}
-			if len(lat) > 0 {
-				c.rec.recordLatencies(lat)
-			}
-			if ferr != nil {
-				if le, ok := ferr.(*loginError); ok {
-					c.loginFailed(le.reason, res)
-					return ""
-				}
-				if !c.joined.Load() {
-					c.f.notReprise.CompareAndSwap(nil, &c.first)
-					c.loginFailed(reasonProtocol, res)
-					return ""
-				}
-				return reasonProtocol
+			if reason, done := c.consume(buf[:n], &ev, res); done {
+				return reason
 			}
 			buf = sizer.next(buf, n)
 		}
@@ -344,6 +251,148 @@ func (c *client) read(res chan<- string) string {
 	}
 }
 
+// consume hands bytes read to the profile and acts on what they meant;
+// done says the reader must stop (a refused login, bytes that are not the
+// protocol), with the reason the connection ends.
+func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reason string, done bool) {
+	mono := c.f.now()
+	c.f.nudge(mono)
+	now := c.f.wall(mono)
+	ev.Reset()
+	var err error
+	if c.ws {
+		err = c.feedWS(b, now, ev)
+	} else {
+		err = c.pc.Feed(b, now, ev)
+	}
+	cnt := c.sh.c
+	cnt.recvBytes.Add(int64(len(b)))
+	cnt.recvFrames.Add(ev.Frames)
+	if ev.Messages > 0 {
+		cnt.recvMsgs.Add(ev.Messages)
+	}
+	if ev.Numbered > 0 {
+		cnt.recvNumbered.Add(ev.Numbered)
+		if ev.Lost != 0 {
+			cnt.lost.Add(ev.Lost)
+		}
+	}
+	if len(ev.Latencies) > 0 {
+		c.rec.recordLatencies(ev.Latencies)
+	}
+	if ev.Error != "" {
+		e := ev.Error
+		c.lastErr.Store(&e)
+	}
+	if len(ev.Reply) > 0 && !c.reply(ev) {
+		if !c.joined.Load() {
+			c.loginFailed("write_error", res)
+			return "", true
+		}
+		return "write_error", true
+	}
+	if ev.Failed != "" && !c.joined.Load() {
+		c.loginFailed(ev.Failed, res)
+		return "", true
+	}
+	if ev.Confirmed && c.confirming != nil {
+		c.confirming.stop() // the server answered: confirmed
+		c.confirming = nil
+	}
+	if len(ev.Confirm) > 0 && !c.joined.Load() {
+		if err := c.confirm(ev.Confirm); err != nil {
+			c.loginFailed("write_error", res)
+			return "", true
+		}
+	}
+	if ev.LoggedIn && !c.joined.Load() {
+		c.loggedIn(res)
+	}
+	if err != nil {
+		reason := reasonProtocol
+		if errors.Is(err, errWSClosed) {
+			reason = "closed_by_relay"
+		}
+		if !c.joined.Load() {
+			if reason == reasonProtocol {
+				c.f.notReprise.CompareAndSwap(nil, &c.first)
+			}
+			c.loginFailed(reason, res)
+			return "", true
+		}
+		return reason, true
+	}
+	return "", false
+}
+
+// sendLogin writes the login steps (each its own datagram over UDP) and
+// returns the bytes of the last write, which a UDP login sends again.
+func (c *client) sendLogin() ([]byte, error) {
+	now := c.f.wallNow()
+	var buf []byte
+	for i := range c.f.player.LoginSteps() {
+		start := len(buf)
+		var k int
+		buf, k = c.pc.AppendStep(buf, i, now)
+		buf = c.frame(buf, start)
+		c.sh.c.sentFrames[k].Add(1)
+		if c.udp || i == c.f.player.LoginSteps()-1 {
+			if _, err := c.conn.Write(buf); err != nil {
+				return nil, err
+			}
+			c.sh.c.sentBytes.Add(int64(len(buf)))
+			if i < c.f.player.LoginSteps()-1 {
+				buf = buf[:0]
+			}
+		}
+	}
+	return buf, nil
+}
+
+// reply sends what the profile answers to the server: before the login
+// straight away (a padded UDP join replaces the login to send again),
+// after it in order with the shard's writes.
+func (c *client) reply(ev *profile.Events) bool {
+	b := append([]byte(nil), ev.Reply...) // framed already (feedWS)
+	if c.udp || !c.joined.Load() {
+		if ev.Relogin && c.retry != nil {
+			c.retry.dgram = b
+		}
+		if _, err := c.conn.Write(b); err != nil {
+			return false
+		}
+		if ev.Relogin {
+			c.sh.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
+		}
+		c.sh.c.sentBytes.Add(int64(len(b)))
+		return true
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.dead.Load() {
+		return true
+	}
+	if len(c.backlog) > 0 {
+		if len(c.backlog)+len(b) > maxBacklog {
+			return false
+		}
+		c.backlog = append(c.backlog, b...)
+		return true
+	}
+	if c.rw == nil {
+		c.rw = newRawWriter()
+	}
+	n, err := c.rw.write(c, b)
+	if err != nil {
+		return false
+	}
+	c.sh.c.sentBytes.Add(int64(n))
+	if n < len(b) {
+		c.queue(b[n:])
+	}
+	return true
+}
+
 // resendJoin sends a UDP client's join again after its wait for joined
 // ran out; false if the write failed (the login then fails as it would
 // have).
@@ -353,42 +402,18 @@ func (c *client) resendJoin() bool {
 		return false
 	}
 	c.f.stats.joinRetries.Add(1)
-	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
+	c.sh.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
 	c.sh.c.sentBytes.Add(int64(len(r.dgram)))
 	c.conn.SetReadDeadline(r.readDeadline(time.Now()))
 	return true
 }
 
-// rejoinPadded answers a UDP pad_required (the joined reply would be larger
-// than our join datagram) by sending the join again, padded to the size the
-// relay asked for.
-func (c *client) rejoinPadded(text []byte) error {
-	size, err := strconv.Atoi(string(text))
-	if err != nil || size > 64<<10 {
-		return &loginError{reason: wire.ErrPadRequired.String()}
-	}
-	join := c.f.script.AppendFrame(nil, c.enc, 0, 0)
-	var j wire.Frame
-	if _, err := wire.Decode(join, wire.DefaultMaxFrame, &j); err != nil {
-		return &loginError{reason: wire.ErrPadRequired.String()}
-	}
-	unpadded := len(wire.AppendJoin(nil, string(j.Room), string(j.User), j.Auth, 0))
-	b := wire.AppendDatagram(nil, 0)
-	b = wire.AppendJoin(b, string(j.Room), string(j.User), j.Auth, max(0, size-wire.TokenSize-unpadded))
-	if _, err := c.conn.Write(b); err != nil {
-		return &loginError{reason: wire.ErrPadRequired.String()}
-	}
-	c.retry.dgram = b
-	c.sh.c.sentFrames[wire.TypeJoin].Add(1)
-	c.sh.c.sentBytes.Add(int64(len(b)))
-	return nil
-}
-
 // reasonProtocol is a login or connection ended by bytes that are not the
-// reprise protocol.
+// profile's protocol.
 const reasonProtocol = "protocol_error"
 
-// confirm sends a heartbeat with the session token right after joined: it
+// confirm sends the profile's confirmation (reprise over UDP: a heartbeat
+// with the session token) right after joined: it
 // proves to the relay that this client receives at its address, and until
 // then the relay sends the session nothing more (docs/protocol.md, UDP).
 // Captures recorded before this step replay too: the fleet does the
@@ -396,13 +421,12 @@ const reasonProtocol = "protocol_error"
 // heartbeat is sent again, with the join's backoff, until a frame other
 // than joined arrives (the relay sends an unconfirmed session nothing
 // else) or the login timeout.
-func (c *client) confirm() error {
-	b := wire.AppendDatagram(nil, c.token)
-	b = wire.AppendHeartbeat(b, c.f.wallNow())
+func (c *client) confirm(b []byte) error {
+	b = append([]byte(nil), b...)
 	if _, err := c.conn.Write(b); err != nil {
-		return &loginError{reason: "write_error"}
+		return err
 	}
-	c.sh.c.sentFrames[wire.TypeHeartbeat].Add(1)
+	c.sh.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
 	c.sh.c.sentBytes.Add(int64(len(b)))
 	c.confirming = &confirmer{c: c, r: newJoinRetry(c.retry.deadline, b)}
 	c.confirming.start()
@@ -435,7 +459,7 @@ func (k *confirmer) fire() {
 	if _, err := c.conn.Write(k.r.dgram); err != nil {
 		return
 	}
-	c.sh.c.sentFrames[wire.TypeHeartbeat].Add(1)
+	c.sh.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
 	c.sh.c.sentBytes.Add(int64(len(k.r.dgram)))
 	k.t.Reset(time.Until(k.r.readDeadline(time.Now())))
 }
@@ -452,12 +476,6 @@ func (k *confirmer) stop() {
 		k.t.Stop()
 	}
 }
-
-// loginError ends a login; reason is its bounded label (an error code's
-// name, or write_error).
-type loginError struct{ reason string }
-
-func (e *loginError) Error() string { return "login failed: " + e.reason }
 
 // loggedIn moves a client that just got joined onto its shard.
 //
@@ -479,7 +497,7 @@ func (c *client) loggedIn(res chan<- string) {
 		return
 	}
 	c.start = c.f.now()
-	c.next = 1
+	c.next = int64(c.f.player.LoginSteps())
 	c.sh.add(c)
 }
 
@@ -503,8 +521,8 @@ func (c *client) readEnded(err error, res chan<- string) string {
 	if c.stopping.Load() {
 		return ""
 	}
-	if code := wire.ErrorCode(c.lastErr.Load()); code != 0 {
-		return code.String()
+	if e := c.lastErr.Load(); e != nil {
+		return *e
 	}
 	switch {
 	case errors.Is(err, io.EOF):
@@ -544,8 +562,8 @@ func dialReason(err error) string {
 // shard's goroutine; buf is the shard's scratch buffer, returned for
 // reuse.
 func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
-	sc := c.f.script
 	wall := c.f.wall(now)
+	hbKind := c.f.player.HeartbeatKind()
 	buf = buf[:0]
 	ends := c.sh.ends[:0]
 	cnt := c.sh.c
@@ -563,29 +581,23 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		}
 		lags = append(lags, (now-due)/1000)
 		start := len(buf)
-		if c.udp {
-			buf = binary.BigEndian.AppendUint64(buf, c.token)
-		}
-		ty := wire.TypeHeartbeat
+		var kind int
 		if st.Frame == session.Heartbeat {
-			buf = wire.AppendHeartbeat(buf, wall)
+			buf, kind = c.pc.AppendHeartbeat(buf, wall), hbKind
 		} else {
-			stamp := wall
-			if sc.RoomWide(st.Frame) {
-				c.seq++
-				stamp = stampSeq(wall, c.seq)
-			}
-			buf = sc.AppendFrame(buf, c.enc, st.Frame, stamp)
-			ty = sc.Type(st.Frame)
+			buf, kind = c.pc.AppendStep(buf, st.Frame, wall)
 		}
-		cnt.sentFrames[ty].Add(1)
+		if len(buf) > start {
+			buf = c.frame(buf, start)
+			cnt.sentFrames[kind].Add(1)
+		}
 		c.next++
 		frames++
 		if st.Loops > 0 {
 			c.loops.Store(st.Loops)
 		}
 		if c.udp {
-			if !c.writeUDP(buf[start:]) {
+			if len(buf) > start && !c.writeUDP(buf[start:]) {
 				return buf, lags
 			}
 			buf = buf[:0]
@@ -598,6 +610,10 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	}
 	c.sh.ends = ends
 	if !c.udp {
+		if c.replies {
+			c.wmu.Lock()
+			defer c.wmu.Unlock()
+		}
 		c.sendTCP(c.sh.w, buf, ends, now)
 		if len(c.backlog) > 0 {
 			c.due = min(c.due, now+backlogRetry)

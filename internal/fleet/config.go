@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/session"
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Config is one fleet run. DefaultConfig gives the command line's defaults;
@@ -32,6 +31,12 @@ type Config struct {
 	// capture's (tcp for Frames).
 	Target    string
 	Transport string
+	// Profile names the protocol: a built-in profile (reprise, mqtt,
+	// mqtt-ws, redis) or a profile file; empty is reprise.
+	Profile string
+	// RecordedUser and RecordedRoom give the recorded user id and room by
+	// value, for profiles that cannot place them.
+	RecordedUser, RecordedRoom string
 
 	// Clients is the whole fleet's size; a sharded run plays the clients
 	// of its Shard among them.
@@ -152,19 +157,14 @@ func (c *Config) validate() error {
 		return badf("durations must not be negative")
 	case c.PauseEvery < 0:
 		return badf("--pause-every %d: must not be negative", c.PauseEvery)
-	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp":
-		return badf("--transport %q: tcp or udp", c.Transport)
+	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":
+		return badf("--transport %q: tcp, udp or websocket", c.Transport)
 	}
 	if _, _, err := session.ParseLoop(c.Loop); err != nil {
 		return badf("--loop: %v", err)
 	}
 	if err := c.checkIDFormat(); err != nil {
 		return err
-	}
-	if c.Room != "" {
-		if err := wire.CheckID("--room", c.roomName(c.Clients-1, "")); err != nil {
-			return badf("%v", err)
-		}
 	}
 	for _, ip := range c.SourceIPs {
 		if _, err := netip.ParseAddr(ip); err != nil {
@@ -179,11 +179,6 @@ var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
 func (c *Config) checkIDFormat() error {
 	if strings.Count(c.UserIDFormat, "%") != 1 || !idVerb.MatchString(c.UserIDFormat) {
 		return badf("--user-id-format %q: needs exactly one %%d (or %%05d) and no other verb", c.UserIDFormat)
-	}
-	for _, i := range []int{0, c.Clients - 1, c.Clients + 255} {
-		if err := wire.CheckID("user id", c.userID(i)); err != nil {
-			return badf("--user-id-format: %v", err)
-		}
 	}
 	return nil
 }

@@ -39,20 +39,23 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/metrics"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Fleet is one run. New prepares it (script, limits, sockets); Run runs it
 // once.
 type Fleet struct {
-	cfg    Config
-	log    *zap.Logger
-	script *session.Script
-	notes  []string
-	udp    bool
-	target string
-	epoch  time.Time
+	cfg Config
+	log *zap.Logger
+	// player is the compiled script: the protocol comes in through it.
+	player      profile.Player
+	profileName string
+	notes       []string
+	udp         bool
+	ws          bool
+	target      string
+	epoch       time.Time
 	// epochUnix is epoch on the wall clock (ns): trace stamps and their
 	// receipt are epochUnix plus the monotonic fleet clock, one clock read
 	// each instead of two.
@@ -113,6 +116,7 @@ func New(cfg Config) (*Fleet, error) {
 	}
 	n := runtime.GOMAXPROCS(0)
 	f.stats = newStats(n, 4*n)
+	f.stats.setProtocol(f.player)
 	for i := range n {
 		f.shards = append(f.shards, newShard(f, &f.stats.shards[i], f.stats.rec[i]))
 	}
@@ -123,8 +127,31 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
-// loadScript builds the script from the capture or cfg.Frames.
+// loadScript builds the script from the capture or cfg.Frames through
+// the profile.
 func (f *Fleet) loadScript() error {
+	prof, err := profile.Lookup(f.cfg.Profile)
+	if err != nil {
+		return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
+	}
+	var loop *session.Loop
+	if l, ok, _ := session.ParseLoop(f.cfg.Loop); ok {
+		loop = &l
+	}
+	f.profileName = prof.Name
+	if prof.IsReprise {
+		err = f.loadReprise(loop)
+	} else {
+		err = f.loadProfile(prof, loop)
+	}
+	if err != nil {
+		return err
+	}
+	f.notes = append(f.notes, f.player.Notes()...)
+	return f.checkIDs()
+}
+
+func (f *Fleet) loadReprise(loop *session.Loop) error {
 	frames, transport := f.cfg.Frames, "tcp"
 	var end time.Duration
 	if frames == nil {
@@ -137,17 +164,53 @@ func (f *Fleet) loadScript() error {
 	if f.cfg.Transport != "" {
 		transport = f.cfg.Transport
 	}
-	f.udp = transport == "udp"
-	opts := session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, End: end}
-	if l, ok, _ := session.ParseLoop(f.cfg.Loop); ok {
-		opts.Loop = &l
+	if transport == "websocket" {
+		return badf("--transport websocket: the reprise profile runs over tcp or udp")
 	}
-	s, err := session.New(frames, opts)
+	f.udp = transport == "udp"
+	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	f.script = s
-	f.notes = append(f.notes, s.Notes...)
+	f.player = profile.NewReprise(s, f.udp)
+	return nil
+}
+
+func (f *Fleet) loadProfile(prof *profile.Profile, loop *session.Loop) error {
+	if f.cfg.Capture == "" {
+		return badf("--profile %s needs --capture", prof.Name)
+	}
+	if t := f.cfg.Transport; t != "" && t != string(prof.Transport) {
+		return badf("--transport %s: the %s profile runs over %s", t, prof.Name, prof.Transport)
+	}
+	rec, notes, err := readRecording(f.cfg.Capture, f.cfg.Flow, prof.Port)
+	if err != nil {
+		return err
+	}
+	f.notes = notes
+	s, err := prof.Compile(prof.Messages(rec), profile.ScriptOptions{Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	f.player = s
+	f.udp = prof.Transport == profile.UDP
+	f.ws = prof.Transport == profile.WebSocket
+	return nil
+}
+
+// checkIDs checks the ids the fleet will use against the protocol.
+func (f *Fleet) checkIDs() error {
+	c := &f.cfg
+	for _, i := range []int{0, c.Clients - 1, c.Clients + 255} {
+		if err := f.player.CheckID("user id", c.userID(i)); err != nil {
+			return badf("--user-id-format: %v", err)
+		}
+	}
+	if c.Room != "" {
+		if err := f.player.CheckID("--room", c.roomName(c.Clients-1, "")); err != nil {
+			return badf("%v", err)
+		}
+	}
 	return nil
 }
 
@@ -193,8 +256,8 @@ func (f *Fleet) MetricsAddr() net.Addr {
 // readable after Run.
 func (f *Fleet) Gatherer() prometheus.Gatherer { return f.reg }
 
-// Script is the script the clients play.
-func (f *Fleet) Script() *session.Script { return f.script }
+// Player is the compiled script the clients play.
+func (f *Fleet) Player() profile.Player { return f.player }
 
 // now is the fleet's monotonic clock in nanoseconds.
 func (f *Fleet) now() int64 { return int64(time.Since(f.epoch)) }
@@ -357,7 +420,7 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) 
 			case "connect_refused", "connect_error", "connect_timeout":
 				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
 			case reasonProtocol:
-				return fmt.Errorf("%w: %s answered the first login with %s, not a joined or error frame", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()))
+				return fmt.Errorf("%w: %s answered the first login with %s, which is not the %s protocol", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()), f.profileName)
 			}
 			*first = nil
 			if f.stats.attempts.Load() == int64(f.cfg.Shard.Clients(f.cfg.Clients)) {
@@ -381,34 +444,45 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// newClient prepares client i: its identity, plan and encoded frames.
+// newClient prepares client i: its identity, plan and own bytes.
 func (f *Fleet) newClient(i int) (*client, error) {
 	cfg := &f.cfg
 	sender := !cfg.ReceiveOnly && (cfg.Senders == 0 || i < cfg.Senders)
-	plan := f.script.Plan(cfg.Heartbeat)
+	tl := f.player.Timeline()
+	plan := tl.Plan(cfg.Heartbeat)
 	if !sender {
-		plan = f.script.ReceiveOnlyPlan(cfg.Heartbeat)
+		plan = tl.ReceiveOnlyPlan(cfg.Heartbeat)
 	}
-	id := session.Identity{
+	_, room, others := f.player.Recorded()
+	id := profile.Identity{
+		Index: i, Clients: cfg.Clients,
 		User:  cfg.userID(i),
-		Room:  cfg.roomName(i, f.script.RecordedRoom),
-		Peers: cfg.peers(i, len(f.script.Others)),
+		Room:  cfg.roomName(i, room),
+		Peers: cfg.peers(i, others),
+		Steps: plan.Frames(),
 	}
 	if cfg.AuthSecret != "" {
 		id.Auth = auth.Sign([]byte(cfg.AuthSecret), id.User, time.Now().Add(24*time.Hour+cfg.Duration))
 	}
-	if f.udp {
-		id.JoinSize = wire.UDPJoinPad - wire.TokenSize
-	}
-	enc, err := f.script.Encode(id, plan.Frames())
+	pc, err := f.player.NewClient(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: client %d: %v", ErrBadConfig, i, err)
 	}
 	sh := f.shards[i%len(f.shards)]
-	return &client{
-		f: f, idx: i, user: id.User, sender: sender, plan: plan, enc: enc,
-		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp,
-	}, nil
+	c := &client{
+		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc,
+		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
+		replies: f.ws || !f.isReprise(),
+	}
+	if f.ws {
+		c.wsKey = profile.NewWSKey()
+	}
+	return c, nil
+}
+
+func (f *Fleet) isReprise() bool {
+	_, ok := f.player.(*profile.Reprise)
+	return ok
 }
 
 // dial connects client i, from its source address if any.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
-	"github.com/reprise-harness/reprise/internal/wire"
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 // Histogram ranges, in microseconds: 1 µs to 5 minutes at 3 significant
@@ -28,7 +28,7 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMa
 // batch, never per frame; the padding keeps shards off each other's cache
 // lines.
 type counters struct {
-	sentFrames [5]atomic.Int64 // by client→server wire.Type (1..4)
+	sentFrames [profile.MaxKinds]atomic.Int64 // by the profile's kind
 	sentBytes  atomic.Int64
 	recvMsgs   atomic.Int64 // deliver frames
 	recvFrames atomic.Int64 // every frame
@@ -122,6 +122,10 @@ type stats struct {
 	joinRetries atomic.Int64
 	failed      reasons
 	disconn     reasons
+	// kinds name the sent kinds (the profile's); counted tells the ones
+	// that are messages.
+	kinds   profile.KindNames
+	counted func(kind int) bool
 
 	// cum holds everything recorded so far; win what was recorded since
 	// the last progress line. Both are guarded by mu, and filled by fold.
@@ -134,8 +138,9 @@ type stats struct {
 
 func newStats(shards, recShards int) *stats {
 	s := &stats{
-		shards: make([]counters, shards),
-		cumLat: newHist(), cumLag: newHist(), winLat: newHist(), winLag: newHist(),
+		counted: func(int) bool { return false },
+		shards:  make([]counters, shards),
+		cumLat:  newHist(), cumLag: newHist(), winLat: newHist(), winLag: newHist(),
 	}
 	for range recShards {
 		s.rec = append(s.rec, newHists())
@@ -218,7 +223,7 @@ func (s *stats) totals() Totals {
 		for ty := range c.sentFrames {
 			n := c.sentFrames[ty].Load()
 			t.FramesSent += n
-			if wire.Type(ty) == wire.TypeSend {
+			if n > 0 && s.counted(ty) {
 				t.MessagesSent += n
 			}
 		}
@@ -234,12 +239,17 @@ func (s *stats) totals() Totals {
 	return t
 }
 
+// setProtocol names the sent kinds after the player's.
+func (s *stats) setProtocol(p profile.Player) {
+	s.kinds, s.counted = p.Kinds(), p.Counted
+}
+
 func (s *stats) framesByType() map[string]int64 {
 	m := map[string]int64{}
 	for i := range s.shards {
 		for ty := range s.shards[i].sentFrames {
 			if n := s.shards[i].sentFrames[ty].Load(); n > 0 {
-				m[wire.Type(ty).String()] += n
+				m[s.kindName(ty)] += n
 			}
 		}
 	}
@@ -323,4 +333,11 @@ func (s *stats) promBuckets(lag bool, bounds []float64) (map[float64]uint64, uin
 		}
 	}
 	return buckets, uint64(n), h.Mean() * float64(n) / 1e6
+}
+
+func (s *stats) kindName(k int) string {
+	if k < len(s.kinds) {
+		return s.kinds[k]
+	}
+	return "other"
 }

@@ -31,8 +31,10 @@ type Message struct {
 // Messages is a recording cut into messages by the profile.
 type Messages struct {
 	Client, Server []Message
-	// Upgrade is the recorded WebSocket upgrade request (websocket only).
+	// Upgrade is the recorded WebSocket upgrade request (websocket only);
+	// WSText says the client sent text frames.
 	Upgrade []byte
+	WSText  bool
 	Notes   []string
 }
 
@@ -40,9 +42,11 @@ type Messages struct {
 func (p *Profile) Messages(r Recording) Messages {
 	var out Messages
 	var notes []string
-	out.Client, out.Upgrade, notes = p.cut("client", r.Client)
+	var text bool
+	out.Client, out.Upgrade, text, notes = p.cut("client", r.Client)
+	out.WSText = text
 	out.Notes = append(out.Notes, notes...)
-	out.Server, _, notes = p.cut("server", r.Server)
+	out.Server, _, _, notes = p.cut("server", r.Server)
 	out.Notes = append(out.Notes, notes...)
 	for i := range out.Client {
 		out.Client[i].Kind = p.ClientKind(out.Client[i].Bytes)
@@ -99,13 +103,13 @@ func (p *Profile) ServerKindName(k int) string {
 }
 
 // cut cuts one direction into messages.
-func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, []string) {
+func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, bool, []string) {
 	if p.Raw && p.Transport != WebSocket {
 		out := make([]Message, 0, len(segs))
 		for _, s := range segs {
 			out = append(out, Message{Offset: s.Offset, Bytes: s.Bytes})
 		}
-		return out, nil, nil
+		return out, nil, false, nil
 	}
 	if p.Transport == UDP {
 		var out []Message
@@ -119,7 +123,7 @@ func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, []string) 
 				notes = append(notes, fmt.Sprintf("%s datagram at %v: %d bytes are not whole messages: skipped", dir, s.Offset, len(rest)))
 			}
 		}
-		return out, nil, notes
+		return out, nil, false, notes
 	}
 	st := &streamCutter{p: p, dir: dir}
 	for _, s := range segs {
@@ -128,7 +132,7 @@ func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, []string) 
 		}
 	}
 	st.end()
-	return st.out, st.upgrade, st.notes
+	return st.out, st.upgrade, st.text, st.notes
 }
 
 // streamCutter cuts a TCP direction (or a WebSocket one) into messages.
@@ -142,6 +146,8 @@ type streamCutter struct {
 	ws      WSReader
 	notes   []string
 	failed  bool
+	text    bool // the first data message was a text frame
+	data    bool
 }
 
 func (c *streamCutter) feed(s Segment) bool {
@@ -171,6 +177,9 @@ func (c *streamCutter) feed(s Segment) bool {
 	err := c.ws.Feed(s.Bytes, func(m WSMessage) error {
 		if m.Opcode >= 0x8 {
 			return nil
+		}
+		if !c.data {
+			c.data, c.text = true, m.Opcode == WSText
 		}
 		if !c.frame(m.Payload, s.Offset) {
 			return errStop

@@ -1,6 +1,8 @@
 package profile
 
 import (
+	"errors"
+
 	"github.com/reprise-harness/reprise/internal/session"
 )
 
@@ -20,6 +22,8 @@ type Player interface {
 	HeartbeatKind() int
 	LeaveKind() int
 	Transport() Transport
+	// WSText says messages travel in WebSocket text frames (else binary).
+	WSText() bool
 	// Notes say what was dropped or adjusted while compiling.
 	Notes() []string
 	// Recorded are the recorded user id and room ("" when not found) and
@@ -43,6 +47,9 @@ type Identity struct {
 	Peers []string
 	// Auth is a login token to put in the login, when the protocol has one.
 	Auth []byte
+	// Steps is how many script steps the client can ever play (a prefix:
+	// session.Plan.Frames); 0 means all.
+	Steps int
 }
 
 // Client is one replayed client's protocol state. AppendStep,
@@ -68,10 +75,17 @@ type Client interface {
 	Feed(b []byte, now int64, ev *Events) error
 }
 
+// ErrNotProtocol is what Feed returns for bytes before the login's answer
+// that are not the protocol's (the target speaks something else).
+var ErrNotProtocol = errors.New("not the protocol's answer")
+
 // Events is what a Feed found.
 type Events struct {
 	// Frames counts server messages, Messages the deliveries among them.
 	Frames, Messages int64
+	// Numbered are deliveries whose sender sequence was checked, Lost
+	// the gaps found (late arrivals count back: it may go negative).
+	Numbered, Lost int64
 	// Latencies of stamped deliveries, in µs (appended).
 	Latencies []int64
 	// LoggedIn is set when the login was accepted (and every awaited
@@ -84,9 +98,17 @@ type Events struct {
 	// Reply is what to send back now (appended): a pad request's answer,
 	// an acknowledgement.
 	Reply []byte
+	// Confirm is what proves the client's address after the login (a
+	// reprise UDP session's first heartbeat): sent at once and again with
+	// the login's backoff until Confirmed (the server's next message).
+	Confirm   []byte
+	Confirmed bool
+	// Relogin says Reply replaces the login (a padded UDP join): a login
+	// sent again goes out as Reply.
+	Relogin bool
 }
 
 // Reset clears ev for the next read, keeping its buffers.
 func (ev *Events) Reset() {
-	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0]}
+	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0], Confirm: ev.Confirm[:0]}
 }

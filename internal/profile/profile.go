@@ -280,6 +280,9 @@ func (s *Spec) compile() (*Profile, error) {
 // KindNames are the names of the sent kinds, by index.
 type KindNames []string
 
+// Index is the index of a kind name, 0 (other) when there is none.
+func (k KindNames) Index(name string) int { return k.index(name) }
+
 func (k KindNames) index(name string) int {
 	for i, n := range k {
 		if n == name {

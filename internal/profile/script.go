@@ -33,6 +33,7 @@ type Script struct {
 	upgrade   []byte
 	notes     []string
 	templates int
+	wsText    bool
 	// leave is the recorded goodbye; when set it is the last of msgs,
 	// after the timeline's steps.
 	leave Message
@@ -54,7 +55,7 @@ type step struct {
 
 // Compile builds a script from a recording cut into messages.
 func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
-	s := &Script{p: p, upgrade: m.Upgrade, notes: append([]string(nil), m.Notes...)}
+	s := &Script{p: p, upgrade: m.Upgrade, wsText: m.WSText, notes: append([]string(nil), m.Notes...)}
 	if p.Transport == WebSocket && m.Upgrade == nil {
 		return nil, fmt.Errorf("profile %s: the recorded flow has no WebSocket upgrade request", p.Name)
 	}
@@ -267,6 +268,9 @@ func (s *Script) LeaveKind() int { return s.p.LeaveKind() }
 
 // Transport implements Player.
 func (s *Script) Transport() Transport { return s.p.Transport }
+
+// WSText implements Player.
+func (s *Script) WSText() bool { return s.wsText }
 
 // Notes implements Player.
 func (s *Script) Notes() []string { return s.notes }

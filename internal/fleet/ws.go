@@ -1,0 +1,106 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+)
+
+// The WebSocket transport: the recorded upgrade request (rewritten per
+// client by the profile) opens the connection with a fresh key; every
+// message then travels in one final frame, masked as a client must; the
+// reader reassembles the server's frames, answers pings and hands each
+// message to the profile. Which bytes are messages stays the profile's.
+
+// maxUpgradeAnswer bounds the HTTP head of the server's answer.
+const maxUpgradeAnswer = 16 << 10
+
+// wsHandshake sends the upgrade request and checks the answer; it returns
+// the bytes that came after the answer's head (the server's first frames).
+func wsHandshake(conn net.Conn, req []byte) ([]byte, error) {
+	if req == nil {
+		return nil, errors.New("websocket: the recording holds no upgrade request")
+	}
+	out, accept := profile.WithKey(req, profile.NewWSNonce())
+	if _, err := conn.Write(out); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 0, 1024)
+	tmp := make([]byte, 1024)
+	for {
+		n, err := conn.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if h, herr := profile.HTTPHead(buf, maxUpgradeAnswer); herr != nil {
+			return nil, herr
+		} else if h > 0 {
+			if err := profile.CheckUpgradeResponse(buf[:h], accept); err != nil {
+				return nil, err
+			}
+			return buf[h:], nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// upgradeReason names a failed upgrade with a bounded label.
+func upgradeReason(err error) string {
+	var r *profile.UpgradeRefused
+	switch {
+	case errors.As(err, &r):
+		return "upgrade_refused_" + r.Status
+	case isTimeout(err):
+		return "timeout"
+	case errors.Is(err, profile.ErrFraming):
+		return "upgrade_error"
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return "reset"
+	}
+	return "upgrade_error"
+}
+
+// frame puts the message at b[start:] into a WebSocket frame (nothing to
+// do on other transports).
+func (c *client) frame(b []byte, start int) []byte {
+	if !c.ws || len(b) == start {
+		return b
+	}
+	msg := append([]byte(nil), b[start:]...)
+	op := byte(profile.WSBinary)
+	if c.f.player.WSText() {
+		op = profile.WSText
+	}
+	return profile.AppendWSFrame(b[:start], op, msg, c.wsKey)
+}
+
+// feedWS reassembles the server's frames: data messages go to the
+// profile, a ping is answered, a close ends the connection.
+func (c *client) feedWS(b []byte, now int64, ev *profile.Events) error {
+	if c.wsr == nil {
+		c.wsr = &profile.WSReader{}
+	}
+	return c.wsr.Feed(b, func(m profile.WSMessage) error {
+		switch m.Opcode {
+		case profile.WSPing:
+			ev.Reply = profile.AppendWSFrame(ev.Reply, profile.WSPong, m.Payload, c.wsKey)
+			return nil
+		case profile.WSClose:
+			return errWSClosed
+		case profile.WSPong:
+			return nil
+		}
+		start := len(ev.Reply)
+		err := c.pc.Feed(m.Payload, now, ev)
+		if len(ev.Reply) > start {
+			ev.Reply = c.frame(ev.Reply, start)
+		}
+		return err
+	})
+}
+
+var errWSClosed = fmt.Errorf("websocket: closed by the server")

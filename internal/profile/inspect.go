@@ -1,0 +1,169 @@
+package profile
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Report is what a profile found in one recorded flow: messages by kind,
+// the recorded ids and where, the login's end, loop points to try, the
+// correlated values, and what it could not place.
+type Report struct {
+	Profile string `json:"profile"`
+	Flow    string `json:"flow"`
+	// ClientKinds and ServerKinds count messages by kind.
+	ClientKinds map[string]int `json:"client_kinds"`
+	ServerKinds map[string]int `json:"server_kinds"`
+	Client      int            `json:"client_messages"`
+	Server      int            `json:"server_messages"`
+	// User and Room are the recorded values and the client message (#)
+	// they first appear in, -1 when nowhere.
+	User      string  `json:"user"`
+	UserAt    int     `json:"user_at"`
+	Room      string  `json:"room"`
+	RoomAt    int     `json:"room_at"`
+	LoginAt   int     `json:"login_at"`
+	LoginEnd  int     `json:"login_end"`
+	LoginEndS float64 `json:"login_end_s"`
+	// Answer is the server's answer to the login: "accepted", a refusal
+	// reason, or "none" when no server message answers it.
+	Answer string `json:"answer"`
+	// Loop is a suggested --loop: from the first send to the flow's end.
+	Loop         string            `json:"loop,omitempty"`
+	Correlations map[string]string `json:"correlations,omitempty"`
+	Upgrade      string            `json:"upgrade,omitempty"`
+	Notes        []string          `json:"notes,omitempty"`
+	// Problems are what makes the profile unfit for the flow.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Inspect reports what the profile makes of a recorded flow.
+func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
+	r := &Report{Profile: p.Name, Flow: flow, ClientKinds: map[string]int{}, ServerKinds: map[string]int{},
+		Client: len(m.Client), Server: len(m.Server), UserAt: -1, RoomAt: -1, LoginAt: -1, LoginEnd: -1, Answer: "none"}
+	for _, c := range m.Client {
+		r.ClientKinds[p.KindName(c.Kind)]++
+	}
+	for _, s := range m.Server {
+		r.ServerKinds[p.ServerKindName(s.Kind)]++
+	}
+	if m.Upgrade != nil {
+		r.Upgrade = string(firstLine(m.Upgrade))
+	}
+	r.Notes = append(r.Notes, m.Notes...)
+	s, err := p.Compile(m, opts)
+	if err != nil {
+		r.Problems = append(r.Problems, err.Error())
+		return r
+	}
+	r.Notes = append(r.Notes, s.notes...)
+	first, _ := p.loginRange(m.Client)
+	r.LoginAt, r.LoginEnd = first, first+s.loginSteps
+	if r.LoginEnd < len(m.Client) {
+		r.LoginEndS = m.Client[r.LoginEnd].Offset.Seconds()
+	}
+	r.User, r.Room = string(s.user), string(s.room)
+	r.UserAt, r.RoomAt = firstWith(m.Client, s.user), firstWith(m.Client, s.room)
+	r.Answer = p.answer(m.Server)
+	if r.Answer == "none" && len(m.Server) > 0 {
+		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure)")
+	}
+	if a, b := first+s.tl.HandshakeEnd(), len(m.Client); a < b && a > first {
+		end := m.Client[b-1].Offset + time.Millisecond
+		r.Loop = fmt.Sprintf("%s,%s", m.Client[a].Offset.Round(time.Millisecond), end.Round(time.Millisecond))
+	}
+	r.Correlations = map[string]string{}
+	for name, v := range s.CorrelationValues() {
+		r.Correlations[name] = fmt.Sprintf("%q", v)
+	}
+	if n := r.ClientKinds["other"]; n > 0 && len(p.client) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%d client messages match no kind", n))
+	}
+	return r
+}
+
+func firstWith(msgs []Message, v []byte) int {
+	if len(v) == 0 {
+		return -1
+	}
+	for i, m := range msgs {
+		if strings.Contains(string(m.Bytes), string(v)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// answer is what the first deciding server message says of the login.
+func (p *Profile) answer(server []Message) string {
+	for _, m := range server {
+		if r := p.refusal(m.Bytes, m.Kind); r != "" {
+			return "refused: " + r
+		}
+		if p.accepts(m.Bytes, m.Kind) {
+			return "accepted"
+		}
+	}
+	return "none"
+}
+
+// WriteText writes the report for a person.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "profile %s, flow %s\n", r.Profile, r.Flow)
+	if r.Upgrade != "" {
+		fmt.Fprintf(&b, "  websocket upgrade: %s\n", r.Upgrade)
+	}
+	fmt.Fprintf(&b, "  client messages: %d  %s\n", r.Client, kinds(r.ClientKinds))
+	fmt.Fprintf(&b, "  server messages: %d  %s\n", r.Server, kinds(r.ServerKinds))
+	fmt.Fprintf(&b, "  user id: %s\n", place(r.User, r.UserAt))
+	fmt.Fprintf(&b, "  room: %s\n", place(r.Room, r.RoomAt))
+	if r.LoginAt >= 0 {
+		fmt.Fprintf(&b, "  login: client message #%d; sends start at #%d (%.3fs); server answer: %s\n", r.LoginAt, r.LoginEnd, r.LoginEndS, r.Answer)
+	}
+	if r.Loop != "" {
+		fmt.Fprintf(&b, "  suggested --loop=%s\n", r.Loop)
+	}
+	names := make([]string, 0, len(r.Correlations))
+	for n := range r.Correlations {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(&b, "  correlation %s: recorded value %s\n", n, r.Correlations[n])
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  note: %s\n", n)
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(&b, "  PROBLEM: %s\n", p)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func kinds(m map[string]int) string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("%s %d", n, m[n])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func place(v string, at int) string {
+	switch {
+	case v == "":
+		return "not found (give --recorded-user / --recorded-room, or place it in the profile's identity)"
+	case at < 0:
+		return fmt.Sprintf("%q, in no client message", v)
+	}
+	return fmt.Sprintf("%q, first in client message #%d", v, at)
+}

@@ -1,0 +1,250 @@
+package profile
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Reprise is the reprise profile's Player: internal/session's script of
+// internal/wire frames, over TCP or UDP. Its kinds are the wire's client
+// frame types, so counts read join, send, heartbeat and leave as before.
+type Reprise struct {
+	s     *session.Script
+	udp   bool
+	kinds KindNames
+}
+
+// NewReprise plays s over UDP (a session token before every datagram, the
+// join padded) or TCP.
+func NewReprise(s *session.Script, udp bool) *Reprise {
+	r := &Reprise{s: s, udp: udp}
+	for t := wire.Type(0); t <= wire.TypeHeartbeat; t++ {
+		r.kinds = append(r.kinds, t.String())
+	}
+	r.kinds[0] = "other"
+	return r
+}
+
+// Script is the session script it plays.
+func (r *Reprise) Script() *session.Script { return r.s }
+
+// Timeline implements Player.
+func (r *Reprise) Timeline() *session.Timeline { return &r.s.Timeline }
+
+// LoginSteps implements Player: the join.
+func (r *Reprise) LoginSteps() int { return 1 }
+
+// Kinds implements Player.
+func (r *Reprise) Kinds() KindNames { return r.kinds }
+
+// Counted implements Player: sends are the messages.
+func (r *Reprise) Counted(k int) bool { return wire.Type(k) == wire.TypeSend }
+
+// HeartbeatKind implements Player.
+func (r *Reprise) HeartbeatKind() int { return int(wire.TypeHeartbeat) }
+
+// LeaveKind implements Player.
+func (r *Reprise) LeaveKind() int { return int(wire.TypeLeave) }
+
+// Transport implements Player.
+func (r *Reprise) Transport() Transport {
+	if r.udp {
+		return UDP
+	}
+	return TCP
+}
+
+// WSText implements Player.
+func (r *Reprise) WSText() bool { return false }
+
+// Notes implements Player.
+func (r *Reprise) Notes() []string { return r.s.Notes }
+
+// Recorded implements Player.
+func (r *Reprise) Recorded() (string, string, int) {
+	return r.s.RecordedUser, r.s.RecordedRoom, len(r.s.Others)
+}
+
+// CheckID implements Player.
+func (r *Reprise) CheckID(what, id string) error { return wire.CheckID(what, id) }
+
+// NewClient implements Player.
+func (r *Reprise) NewClient(id Identity) (Client, error) {
+	sid := session.Identity{User: id.User, Room: id.Room, Peers: id.Peers, Auth: id.Auth}
+	if r.udp {
+		sid.JoinSize = wire.UDPJoinPad - wire.TokenSize
+	}
+	steps := id.Steps
+	if steps <= 0 {
+		steps = r.s.Len()
+	}
+	enc, err := r.s.Encode(sid, steps)
+	if err != nil {
+		return nil, err
+	}
+	return &repriseClient{r: r, enc: enc}, nil
+}
+
+// maxPadRounds bounds the UDP joins re-sent for pad_required.
+const maxPadRounds = 4
+
+// repriseClient is one reprise client.
+type repriseClient struct {
+	r   *Reprise
+	enc *session.Encoded
+	// token is the UDP session token from joined: written by the reader
+	// before the login ends, read by the sender after.
+	token uint64
+	// seq numbers the room-wide sends (owned by the sender).
+	seq uint64
+
+	// Owned by the reader.
+	p      wire.Parser
+	seqs   seqTracker
+	pads   int
+	joined bool
+	// confirming: joined over UDP, waiting for the relay's next frame,
+	// which says the session is confirmed.
+	confirming bool
+}
+
+// UpgradeRequest implements Client.
+func (c *repriseClient) UpgradeRequest() []byte { return nil }
+
+func (c *repriseClient) datagram(dst []byte) []byte {
+	if c.r.udp {
+		return wire.AppendDatagram(dst, c.token)
+	}
+	return dst
+}
+
+// AppendStep implements Client. Room-wide casts carry the sender's
+// sequence in their stamp's sub-µs digits (loss.go).
+func (c *repriseClient) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
+	s := c.r.s
+	dst = c.datagram(dst)
+	stamp := now
+	if s.RoomWide(i) {
+		c.seq++
+		stamp = stampSeq(now, c.seq)
+	}
+	return s.AppendFrame(dst, c.enc, i, stamp), int(s.Type(i))
+}
+
+// AppendHeartbeat implements Client.
+func (c *repriseClient) AppendHeartbeat(dst []byte, now int64) []byte {
+	return wire.AppendHeartbeat(c.datagram(dst), now)
+}
+
+// AppendLeave implements Client.
+func (c *repriseClient) AppendLeave(dst []byte) []byte {
+	return wire.AppendLeave(c.datagram(dst))
+}
+
+// Feed implements Client: a TCP read goes through the resumable parser;
+// a UDP datagram is one frame (anything else is skipped).
+func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
+	handle := func(fr *wire.Frame) error { return c.handle(fr, now, ev) }
+	if c.r.udp {
+		var fr wire.Frame
+		// A datagram that does not decode is dropped once logged in;
+		// before, it means the target speaks something else. (Other
+		// frames before joined may be reordered datagrams.)
+		// One or more whole frames per datagram (docs/protocol.md).
+		for d := b; len(d) > 0; {
+			m, err := wire.Decode(d, wire.DefaultMaxFrame, &fr)
+			if err != nil {
+				if !c.joined {
+					return ErrNotProtocol
+				}
+				return nil
+			}
+			if err := handle(&fr); err != nil {
+				if err == errRefused {
+					return nil
+				}
+				return err
+			}
+			d = d[m:]
+		}
+		return nil
+	}
+	err := c.p.Feed(b, handle)
+	if err == errRefused {
+		return nil
+	}
+	return err
+}
+
+// errRefused stops the parse at a refused login: the fleet closes.
+var errRefused = fmt.Errorf("login refused")
+
+func (c *repriseClient) handle(fr *wire.Frame, now int64, ev *Events) error {
+	ev.Frames++
+	if fr.Type != wire.TypeJoined && fr.Type != wire.TypeError && !c.r.udp && !c.joined {
+		return ErrNotProtocol
+	}
+	if c.confirming && fr.Type != wire.TypeJoined {
+		c.confirming, ev.Confirmed = false, true
+	}
+	switch fr.Type {
+	case wire.TypeDeliver:
+		ev.Messages++
+		if fr.HasTrace {
+			ev.Latencies = append(ev.Latencies, (now-fr.Trace)/1000)
+			if fr.Mode == wire.Broadcast || fr.Mode == wire.Othercast {
+				ev.Numbered++
+				ev.Lost += c.seqs.see(fr.User, fr.Trace)
+			}
+		}
+	case wire.TypeJoined:
+		if !c.joined {
+			c.joined = true
+			c.token = fr.SessionToken
+			ev.LoggedIn = true
+			if c.r.udp {
+				// Prove the address: the relay sends an unconfirmed UDP
+				// session nothing more (docs/protocol.md, UDP).
+				ev.Confirm = wire.AppendHeartbeat(wire.AppendDatagram(ev.Confirm, c.token), now)
+				c.confirming = true
+			}
+		}
+	case wire.TypeError:
+		// The room may grow between two tries; a few rounds settle it.
+		if fr.Code == wire.ErrPadRequired && c.r.udp && !c.joined && c.pads < maxPadRounds {
+			c.pads++
+			if b, ok := c.padded(fr.Text); ok {
+				ev.Reply = append(ev.Reply, b...)
+				ev.Relogin = true
+				return nil
+			}
+		}
+		ev.Error = fr.Code.String()
+		if !c.joined {
+			ev.Failed = fr.Code.String()
+			return errRefused
+		}
+	}
+	return nil
+}
+
+// padded is the join datagram again, padded to the size the relay asked
+// for in its pad_required (the joined reply would be larger than our join
+// datagram).
+func (c *repriseClient) padded(text []byte) ([]byte, bool) {
+	size, err := strconv.Atoi(string(text))
+	if err != nil || size > 64<<10 {
+		return nil, false
+	}
+	join := c.r.s.AppendFrame(nil, c.enc, 0, 0)
+	var j wire.Frame
+	if _, err := wire.Decode(join, wire.DefaultMaxFrame, &j); err != nil {
+		return nil, false
+	}
+	unpadded := len(wire.AppendJoin(nil, string(j.Room), string(j.User), j.Auth, 0))
+	b := wire.AppendDatagram(nil, 0)
+	return wire.AppendJoin(b, string(j.Room), string(j.User), j.Auth, max(0, size-wire.TokenSize-unpadded)), true
+}
