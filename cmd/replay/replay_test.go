@@ -33,7 +33,7 @@ import (
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testproc.Main(m, &bins, testproc.Options{Flags: []string{"-race"}}, "relay", "replay"))
+	os.Exit(testproc.Main(m, &bins, testproc.Options{Flags: []string{"-race"}}, "relay", "replay", "record"))
 }
 
 func ms(n int) time.Duration { return time.Duration(n) * time.Millisecond }

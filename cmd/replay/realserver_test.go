@@ -1,0 +1,290 @@
+package main
+
+// Tests against real servers no one here wrote (mosquitto, redis-server),
+// installed from Debian packages by .ci/run and started on 127.0.0.1: a
+// real client's session is recorded with `record proxy`, replayed through
+// a protocol profile, and the fleet's counts are checked against the
+// server's own counters.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+// needTool skips the test when a server or client program is missing
+// (CI installs them: .ci/run).
+func needTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Skipf("%s not installed (apt-get install it, as .ci/run does)", name)
+	}
+	return p
+}
+
+// python is Debian's python3, which has python3-paho-mqtt (a pyenv shim
+// on PATH may not).
+func python(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return needTool(t, "python3")
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// waitListening waits until addr accepts TCP connections.
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	end := time.Now().Add(10 * time.Second)
+	for time.Now().Before(end) {
+		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("nothing listens on %s", addr)
+}
+
+// recordThrough records what a client program sends to upstream through
+// `record proxy` and returns the capture's path.
+func recordThrough(t *testing.T, upstream string, client ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "session.pcap")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out)
+	waitListening(t, listen)
+	args := append(append([]string(nil), client[1:]...), "")
+	for i, a := range args {
+		if a == "LISTEN_PORT" {
+			args[i] = listen[strings.LastIndexByte(listen, ':')+1:]
+		}
+	}
+	cmd := exec.Command(client[0], args[:len(args)-1]...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("recorded client %v: %v\n%s", client, err, b)
+	}
+	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, p.Stderr)
+	}
+	return out
+}
+
+// inspectProfile runs replay inspect --profile.
+func inspectProfile(t *testing.T, prof, capPath string) string {
+	t.Helper()
+	out, err := exec.Command(bins["replay"], "inspect", "--profile", prof, capPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay inspect --profile %s: %v\n%s", prof, err, out)
+	}
+	return string(out)
+}
+
+// within reports whether got is within pct percent of want.
+func within(got, want float64, pct float64) bool {
+	return math.Abs(got-want) <= want*pct/100
+}
+
+// sysMonitor follows mosquitto's $SYS counters with mosquitto_sub.
+type sysMonitor struct {
+	mu       sync.Mutex
+	vals     map[string]float64
+	peak     float64 // most clients connected at once
+	received int     // $SYS messages the monitor itself got (the broker counts them as sent)
+}
+
+func startSysMonitor(t *testing.T, port int) *sysMonitor {
+	t.Helper()
+	m := &sysMonitor{vals: map[string]float64{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, needTool(t, "mosquitto_sub"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-v",
+		"-t", "$SYS/broker/publish/messages/+", "-t", "$SYS/broker/clients/connected")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			topic, val, ok := strings.Cut(sc.Text(), " ")
+			v, err := strconv.ParseFloat(val, 64)
+			if !ok || err != nil {
+				continue
+			}
+			m.mu.Lock()
+			m.vals[topic] = v
+			m.received++
+			if strings.HasSuffix(topic, "clients/connected") && v > m.peak {
+				m.peak = v
+			}
+			m.mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { cancel(); cmd.Wait(); wg.Wait() })
+	return m
+}
+
+// settled waits until the $SYS counters stop moving (the broker publishes
+// them every sys_interval) and returns them.
+func (m *sysMonitor) settled(t *testing.T) (received, sent float64, own int) {
+	t.Helper()
+	var last string
+	for i := 0; i < 40; i++ {
+		time.Sleep(500 * time.Millisecond)
+		m.mu.Lock()
+		cur := fmt.Sprint(m.vals["$SYS/broker/publish/messages/received"], m.vals["$SYS/broker/publish/messages/sent"])
+		received, sent, own = m.vals["$SYS/broker/publish/messages/received"], m.vals["$SYS/broker/publish/messages/sent"], m.received
+		m.mu.Unlock()
+		if cur == last && i >= 3 {
+			return received, sent, own
+		}
+		last = cur
+	}
+	t.Fatal("mosquitto's $SYS counters never settled")
+	return 0, 0, 0
+}
+
+func (m *sysMonitor) resetPeak() {
+	m.mu.Lock()
+	m.peak = 0
+	m.mu.Unlock()
+}
+
+func (m *sysMonitor) peakConnected() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peak
+}
+
+// startMosquitto starts mosquitto with an MQTT listener, a websockets
+// listener and one that refuses anonymous clients; $SYS every second.
+func startMosquitto(t *testing.T) (tcp, ws, auth int) {
+	t.Helper()
+	bin := needTool(t, "mosquitto")
+	tcp, ws, auth = freePort(t), freePort(t), freePort(t)
+	conf := fmt.Sprintf(`per_listener_settings true
+listener %d 127.0.0.1
+allow_anonymous true
+max_connections -1
+listener %d 127.0.0.1
+protocol websockets
+allow_anonymous true
+listener %d 127.0.0.1
+allow_anonymous false
+sys_interval 1
+persistence false
+`, tcp, ws, auth)
+	path := filepath.Join(t.TempDir(), "mosquitto.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.Start(t, bin, "-c", path)
+	p.StopSignal = os.Interrupt
+	for _, port := range []int{tcp, ws, auth} {
+		waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	}
+	return tcp, ws, auth
+}
+
+// TestMQTTMosquitto records paho-mqtt's session with mosquitto over TCP
+// and over WebSockets, replays it with 200 clients (10 senders, then
+// receive-only), and checks mosquitto's own $SYS counters: 200 distinct
+// clients at once (mosquitto refuses a duplicate client id by dropping
+// the older connection, so this proves the rewrite), PUBLISH messages
+// received and sent within 1% of the fleet's counts, receive-only clients
+// sending no PUBLISH, and refused logins counted by CONNACK reason.
+func TestMQTTMosquitto(t *testing.T) {
+	tcp, ws, authPort := startMosquitto(t)
+	py := python(t)
+	client := filepath.Join("testdata", "mqttclient.py")
+	mon := startSysMonitor(t, tcp)
+	for _, tc := range []struct {
+		name, profile, transport string
+		port                     int
+	}{
+		{"tcp", "mqtt", "tcp", tcp},
+		{"websocket", "mqtt-ws", "websockets", ws},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", tc.port), py, client, "LISTEN_PORT", tc.transport, "20")
+			insp := inspectProfile(t, tc.profile, capPath)
+			for _, want := range []string{`user id: "rec-client-01"`, `room: "rooms/lobby"`, "server answer: accepted", "publish 20"} {
+				if !strings.Contains(insp, want) {
+					t.Fatalf("inspect --profile %s lacks %q:\n%s", tc.profile, want, insp)
+				}
+			}
+			target := fmt.Sprintf("127.0.0.1:%d", tc.port)
+			recv0, sent0, own0 := mon.settled(t)
+			mon.resetPeak()
+			res := replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
+				"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "6s")
+			mustOK(t, res)
+			s := res.sum
+			if s.LoginsSucceeded != 200 || s.PeakLoggedIn != 200 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 {
+				t.Fatalf("logins %d peak %d failed %v sent %d\n%s", s.LoginsSucceeded, s.PeakLoggedIn, s.LoginsFailed, s.MessagesSent, res.stdout)
+			}
+			recv1, sent1, own1 := mon.settled(t)
+			if peak := mon.peakConnected(); peak < 200 {
+				t.Errorf("mosquitto saw at most %v clients connected at once, want 200 distinct (+ the monitor)", peak)
+			}
+			brokerRecv := recv1 - recv0
+			brokerSent := sent1 - sent0 - float64(own1-own0) // less the $SYS messages the monitor got
+			if !within(brokerRecv, float64(s.MessagesSent), 1) {
+				t.Errorf("mosquitto received %v PUBLISH, the fleet sent %d (want within 1%%)", brokerRecv, s.MessagesSent)
+			}
+			if !within(brokerSent, float64(s.MessagesReceived), 1) {
+				t.Errorf("mosquitto sent %v PUBLISH to the fleet, the fleet received %d (want within 1%%)", brokerSent, s.MessagesReceived)
+			}
+			t.Logf("%s: fleet sent %d received %d; mosquitto received %v sent %v; peak connected %v; latency p50 %.2f ms",
+				tc.name, s.MessagesSent, s.MessagesReceived, brokerRecv, brokerSent, mon.peakConnected(), s.LatencyMS.P50)
+
+			// Receive-only: the login and subscription, then heartbeats
+			// (PINGREQ) only.
+			recv0, _, _ = mon.settled(t)
+			res = replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
+				"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--duration", "3s")
+			mustOK(t, res)
+			s = res.sum
+			recv1, _, _ = mon.settled(t)
+			if s.LoginsSucceeded != 200 || s.MessagesSent != 0 || s.FramesSent["publish"] != 0 || s.FramesSent["heartbeat"] == 0 || recv1 != recv0 {
+				t.Errorf("receive-only: logins %d, messages sent %d, frames %v, mosquitto received %v PUBLISH", s.LoginsSucceeded, s.MessagesSent, s.FramesSent, recv1-recv0)
+			}
+		})
+	}
+	t.Run("refused", func(t *testing.T) {
+		capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", tcp), py, client, "LISTEN_PORT", "tcp", "3")
+		res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", authPort),
+			"--clients", "20", "--login-interval", "2ms", "--duration", "2s")
+		// Every login refused: the run says so and fails.
+		if res.sum.LoginsFailed["not_authorized"] != 20 || res.sum.LoginsSucceeded != 0 {
+			t.Fatalf("refused logins by reason %v, succeeded %d (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, res.stdout, res.stderr)
+		}
+	})
+}

@@ -1,0 +1,26 @@
+# A real MQTT client session for TestMQTTMosquitto: paho-mqtt (Debian's
+# python3-paho-mqtt) connects with a client id, subscribes to the room's
+# topic, publishes N messages 50 ms apart (16+ bytes: room for the fleet's
+# latency stamp), and disconnects.
+#   python3 mqttclient.py PORT tcp|websockets N [USER PASSWORD]
+import sys, time
+import paho.mqtt.client as mqtt
+
+port, transport, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+c = mqtt.Client(client_id="rec-client-01", transport=transport)
+if len(sys.argv) > 5:
+    c.username_pw_set(sys.argv[4], sys.argv[5])
+got = []
+c.on_message = lambda cl, u, m: got.append(m.payload)
+c.connect("127.0.0.1", port, keepalive=60)
+c.loop_start()
+time.sleep(0.2)
+c.subscribe("rooms/lobby", qos=0)
+time.sleep(0.2)
+for i in range(n):
+    c.publish("rooms/lobby", b"pose %04d ........" % i, qos=0)
+    time.sleep(0.05)
+time.sleep(0.3)
+c.disconnect()
+c.loop_stop()
+print("received", len(got))
