@@ -75,8 +75,7 @@ func recordThrough(t *testing.T, upstream string, client ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "session.pcap")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out)
-	waitListening(t, listen)
+	p := startRecordProxy(t, listen, upstream, out)
 	args := append(append([]string(nil), client[1:]...), "")
 	for i, a := range args {
 		if a == "LISTEN_PORT" {
@@ -101,6 +100,20 @@ func inspectProfile(t *testing.T, prof, capPath string) string {
 		t.Fatalf("replay inspect --profile %s: %v\n%s", prof, err, out)
 	}
 	return string(out)
+}
+
+// startRecordProxy starts `record proxy` and waits for its listener.
+func startRecordProxy(t *testing.T, listen, upstream, out string) *testproc.Proc {
+	t.Helper()
+	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out)
+	waitListening(t, listen)
+	return p
+}
+
+// execReplay runs the replay binary with args (no flags added).
+func execReplay(args ...string) (string, error) {
+	out, err := exec.Command(bins["replay"], args...).CombinedOutput()
+	return string(out), err
 }
 
 // within reports whether got is within pct percent of want.
