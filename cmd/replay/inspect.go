@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -14,18 +15,26 @@ import (
 
 func init() { subcommands = append(subcommands, newInspectCmd, newProfileCmd) }
 
-// newInspectCmd is `replay inspect FILE [--json] [--profile P]`: what a
-// capture holds, to choose a flow and loop points.
+// newInspectCmd is `replay inspect FILE [--json] [--profile P] [--frames]`:
+// what a capture holds, to choose a flow and loop points, or the frames a
+// replay of one flow sends.
 func newInspectCmd(st *state) *cobra.Command {
-	var asJSON bool
-	var po profileOpts
+	var (
+		asJSON, frames bool
+		po             profileOpts
+		opts           capture.Options
+	)
 	cmd := &cobra.Command{
-		Use:           "inspect FILE",
-		Short:         "show a capture's flows, frames by kind, rates, users, rooms and where the login ends",
+		Use:   "inspect FILE",
+		Short: "show a capture's flows, frames by kind, rates, users, rooms and where the login ends",
+		Long: `Show what a capture holds: its flows, frames by kind, rates, users, rooms and
+where the login ends, with notes on whatever was mended or skipped. With
+--frames, list the client frames of one flow (--flow, default the longest):
+the script a replay sends, with offset, kind, size, a short decode and hex.`,
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if po.name != profile.Default {
 				reports, err := po.inspect(args[0])
 				if err != nil {
@@ -33,24 +42,74 @@ func newInspectCmd(st *state) *cobra.Command {
 				}
 				return writeReports(st.stdout, reports, asJSON)
 			}
-			c, err := capture.ReadFile(args[0], capture.Options{})
+			c, err := capture.ReadFileContext(cmd.Context(), args[0], opts)
 			if c == nil {
 				return err
 			}
-			s := capture.Inspect(c)
-			if err != nil {
-				// Partial capture: show what was read, the break as a warning.
-				s.Warnings = append(s.Warnings, err.Error())
+			interrupted := err != nil && cmd.Context().Err() != nil
+			if frames {
+				if werr := writeFrames(st, c, po.flow, asJSON); werr != nil {
+					return werr
+				}
+			} else {
+				s := capture.Inspect(c)
+				if err != nil {
+					// Partial capture: show what was read, the break as a warning.
+					s.Warnings = append(s.Warnings, err.Error())
+				}
+				if werr := writeSummary(st, s, asJSON); werr != nil {
+					return werr
+				}
 			}
-			if asJSON {
-				return s.WriteJSON(st.stdout)
+			if interrupted {
+				return fmt.Errorf("interrupted: the output covers the packets read before (%w)", err)
 			}
-			return s.WriteText(st.stdout)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON instead of text")
+	cmd.Flags().BoolVar(&frames, "frames", false, "list the client frames of one flow (--flow, default the longest): what a replay sends")
 	po.flags(cmd, false)
+	addReadFlags(cmd, &opts)
 	return cmd
+}
+
+// addReadFlags registers the capture reading flags.
+func addReadFlags(cmd *cobra.Command, opts *capture.Options) {
+	cmd.Flags().IntVar(&opts.MaxFrame, "max-frame", 0, "largest frame to read from the capture, in bytes (0: 65536, the relay's default --max-frame)")
+	cmd.Flags().Uint16Var(&opts.ServerPort, "server-port", capture.DefaultServerPort, "the server's port, to tell a flow's client side when neither a SYN, a join nor the frame kinds do")
+}
+
+func writeSummary(st *state, s *capture.Summary, asJSON bool) error {
+	if asJSON {
+		return s.WriteJSON(st.stdout)
+	}
+	return s.WriteText(st.stdout)
+}
+
+func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
+	var fl *capture.Flow
+	switch {
+	case flow < 0:
+		fl = c.Longest()
+		if fl == nil {
+			return errors.New("the capture has no flow with client frames")
+		}
+		for i, f := range c.Flows {
+			if f == fl {
+				flow = i
+			}
+		}
+	case flow >= len(c.Flows):
+		return usageError{fmt.Errorf("--flow %d: the capture has %d flows", flow, len(c.Flows))}
+	default:
+		fl = c.Flows[flow]
+	}
+	list := capture.Script(fl)
+	if asJSON {
+		return capture.WriteScriptJSON(st.stdout, list)
+	}
+	return capture.WriteScriptText(st.stdout, fl, flow, list)
 }
 
 // profileOpts are the flags that read a capture through a profile.

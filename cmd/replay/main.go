@@ -43,7 +43,7 @@ func main() {
 		// The first signal stops the run cleanly (summary still written);
 		// a second one exits at once.
 		<-sig
-		fmt.Fprintln(os.Stderr, "replay: stopping: clients leave, summary follows (Ctrl-C again to exit now)")
+		fmt.Fprintln(os.Stderr, "replay: stopping: what ran so far follows (Ctrl-C again to exit now)")
 		cancel()
 		<-sig
 		fmt.Fprintln(os.Stderr, "replay: interrupted")
@@ -88,7 +88,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	usageArgs(root)
 	return root.ExecuteContext(ctx)
+}
+
+// usageArgs makes argument errors of cmd and its subcommands usage
+// errors (exit 2), as flag errors are.
+func usageArgs(cmd *cobra.Command) {
+	if check := cmd.Args; check != nil {
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		usageArgs(sub)
+	}
 }
 
 // fleetFlags are the run flags shared by the root command and any command
