@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -504,5 +506,171 @@ func TestAuthSecretFromFileAndEnv(t *testing.T) {
 				t.Errorf("warned %v, want %v:\n%s", warned, tt.warn, res.stderr)
 			}
 		})
+	}
+}
+
+// realtool is a capture written by real tools (internal/capture/testdata/realtool/make.sh).
+func realtool(name string) string {
+	return filepath.Join("..", "..", "internal", "capture", "testdata", "realtool", name)
+}
+
+// TestMendedCapturesReplay: captures whose timestamps go backwards, whose
+// datagrams are all seen twice (lo and any merged), or whose client port
+// was reused after an RST replay without a refusal, and the replay prints
+// the capture's notes at start.
+func TestMendedCapturesReplay(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	tests := []struct{ file, note string }{
+		{"backwards-2ms.pcap", "earlier than the packet before them"},
+		{"udp-dup-merged.pcapng", "were copies of one seen just before"},
+		{"dates-2100-1970.pcap", "packet 10: timestamp 2100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			target := r.TCP
+			if strings.HasSuffix(tt.file, ".pcapng") {
+				target = r.UDP
+			}
+			res := replay(t, "--capture", realtool(tt.file), "--target", target, "--clients", "2", "--login-interval", "10ms", "--duration", "1500ms")
+			mustOK(t, res)
+			if res.sum.LoginsSucceeded != 2 || res.sum.MessagesSent == 0 {
+				t.Errorf("logins %d, sent %d", res.sum.LoginsSucceeded, res.sum.MessagesSent)
+			}
+			if !strings.Contains(res.stderr, "capture: ") || !strings.Contains(res.stderr, tt.note) {
+				t.Errorf("no capture note at start:\n%s", res.stderr)
+			}
+		})
+	}
+}
+
+// TestInspectHostileDates: inspect of a capture with one packet dated 2100
+// and one dated 1970 stays small (max RSS under 100 MB), exits 0 and names
+// both packets; its JSON is written.
+func TestInspectHostileDates(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{}, {"--json"}} {
+		cmd := exec.Command(bins["replay"], append([]string{"inspect", realtool("dates-2100-1970.pcap")}, args...)...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("inspect %v: %v", args, err)
+		}
+		rss := cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss // KiB
+		if rss > 100<<10 {
+			t.Errorf("inspect %v: max RSS %d KiB", args, rss)
+		}
+		if !strings.Contains(string(out), "packet 10: timestamp 2100") || !strings.Contains(string(out), "packet 20: timestamp 1970") {
+			t.Errorf("inspect %v:\n%s", args, out)
+		}
+		t.Logf("inspect %v: max RSS %d KiB", args, rss)
+	}
+}
+
+// TestInspectFrames lists the script of the bundled capture's longest flow.
+func TestInspectFrames(t *testing.T) {
+	t.Parallel()
+	path := writeCapture(t, castScript())
+	out, err := exec.Command(bins["replay"], "inspect", "--frames", "--json", path).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var frames []capture.FrameInfo
+	if err := json.Unmarshal(out, &frames); err != nil {
+		t.Fatal(err)
+	}
+	if len(frames) != len(castScript()) || frames[0].Kind != "join" || !frames[0].Replayed || frames[1].Kind != "send" || frames[6].Decode == "" {
+		t.Errorf("frames: %s", out)
+	}
+	text, err := exec.Command(bins["replay"], "inspect", "--frames", path).Output()
+	if err != nil || !strings.Contains(string(text), `room "lobby" user "alice"`) || !strings.Contains(string(text), "unicast to bob") {
+		t.Errorf("inspect --frames: %v\n%s", err, text)
+	}
+}
+
+// TestInspectMaxFrame: frames over 64 KiB (a relay run with --max-frame
+// 300000) are read with --max-frame, and left out with a note without.
+func TestInspectMaxFrame(t *testing.T) {
+	t.Parallel()
+	big := bytes.Repeat([]byte("x"), 200000)
+	fr := []timedFrame{join()}
+	for i := range 10 {
+		p := []byte("small")
+		if i%2 == 0 {
+			p = big
+		}
+		fr = append(fr, timedFrame{ms(100 + 10*i), wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast, Payload: p})})
+	}
+	path := writeCapture(t, fr)
+	count := func(args ...string) (int, string) {
+		out, err := exec.Command(bins["replay"], append([]string{"inspect", "--json", path}, args...)...).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s capture.Summary
+		json.Unmarshal(out, &s)
+		return s.Flows[0].FramesByKind["send"], string(out)
+	}
+	if n, out := count(); n == 10 || !strings.Contains(out, "oversized") {
+		t.Errorf("default: %d sends, want the big ones left out with a note:\n%.2000s", n, out)
+	}
+	if n, _ := count("--max-frame", "300000"); n != 10 {
+		t.Errorf("--max-frame 300000: %d sends, want 10", n)
+	}
+}
+
+// TestInspectInterrupt: inspect reading a FIFO that stalls (nothing
+// arriving) stops on the first SIGTERM, prints what it read and exits 1.
+func TestInspectInterrupt(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(writeCapture(t, castScript()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.Start(t, bins["replay"], "inspect", fifo)
+	w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Write(data) // and nothing more: the writer stays open
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	p.Signal(syscall.SIGTERM)
+	err = p.Wait(5 * time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("inspect after SIGTERM: %v (took %v)\n%s", err, time.Since(start), p.Stderr)
+	}
+	if !strings.Contains(p.Stdout.String(), "alice") || !strings.Contains(p.Stderr.String(), "interrupted") {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", p.Stdout, p.Stderr)
+	}
+}
+
+// TestInspectUsage: bad arguments of inspect exit 2, an unreadable file 1.
+func TestInspectUsage(t *testing.T) {
+	t.Parallel()
+	path := writeCapture(t, castScript())
+	tests := []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"inspect"}, 2, "accepts 1 arg"},
+		{[]string{"inspect", "--frames", "--flow", "7", path}, 2, "--flow 7"},
+		{[]string{"inspect", "--bogus", path}, 2, "unknown flag"},
+		{[]string{"inspect", "/nonexistent.pcap"}, 1, "no such file"},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bins["replay"], tt.args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		cmd.Run()
+		if code := cmd.ProcessState.ExitCode(); code != tt.code || !strings.Contains(errb.String(), tt.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.msg)
+		}
 	}
 }

@@ -166,7 +166,14 @@ func ReadFileContext(ctx context.Context, path string, opts Options) (*Capture, 
 		return nil, fmt.Errorf("open capture: %w", err)
 	}
 	defer f.Close()
+	// A read blocked on a pipe or FIFO with nothing arriving ends when
+	// the file closes.
+	stop := context.AfterFunc(ctx, func() { f.Close() })
+	defer stop()
 	c, err := ReadContext(ctx, f, opts)
+	if err != nil && ctx.Err() != nil && c == nil {
+		return nil, fmt.Errorf("%s: %w", path, context.Cause(ctx))
+	}
 	if c != nil {
 		c.Path = path
 	}
@@ -204,6 +211,9 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 		if err != nil {
 			clk.flush(out)
 			c := d.finish()
+			if ctx.Err() != nil {
+				err = fmt.Errorf("stopped after packet %d: %w", d.packets, context.Cause(ctx))
+			}
 			return c, err
 		}
 		clk.push(rawPacket{data, ci, lt}, out)

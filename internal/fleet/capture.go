@@ -20,8 +20,8 @@ type recorded struct {
 }
 
 // readCapture reads the capture's flow (flow < 0 picks the longest).
-func readCapture(path string, flow int) (recorded, error) {
-	c, err := capture.ReadFile(path, capture.Options{})
+func readCapture(path string, flow int, opts capture.Options) (recorded, error) {
+	c, err := capture.ReadFile(path, opts)
 	if err != nil {
 		if c == nil || len(c.Flows) == 0 {
 			return recorded{}, fmt.Errorf("read capture: %w", err)

@@ -24,6 +24,11 @@ type Config struct {
 	// Flow picks a flow of the capture by its index in `replay inspect`;
 	// -1 is the longest.
 	Flow int
+	// MaxFrame caps a frame read from the capture or from the relay (the
+	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
+	// a flow's client side when nothing else does; 0 means 7400.
+	MaxFrame   int
+	ServerPort uint16
 
 	// Target is the relay's host:port (required: the fleet starts no
 	// server; replay's commands start a relay child without --target).
@@ -155,6 +160,8 @@ func (c *Config) validate() error {
 		return badf("--room-size %d: must not be negative", c.RoomSize)
 	case c.LoginInterval < 0 || c.Pause < 0 || c.Duration < 0:
 		return badf("durations must not be negative")
+	case c.MaxFrame < 0:
+		return badf("--max-frame %d: must not be negative", c.MaxFrame)
 	case c.PauseEvery < 0:
 		return badf("--pause-every %d: must not be negative", c.PauseEvery)
 	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":

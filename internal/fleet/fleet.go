@@ -38,6 +38,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
@@ -155,7 +156,7 @@ func (f *Fleet) loadReprise(loop *session.Loop) error {
 	frames, transport := f.cfg.Frames, "tcp"
 	var end time.Duration
 	if frames == nil {
-		rec, err := readCapture(f.cfg.Capture, f.cfg.Flow)
+		rec, err := readCapture(f.cfg.Capture, f.cfg.Flow, capture.Options{MaxFrame: f.cfg.MaxFrame, ServerPort: f.cfg.ServerPort})
 		if err != nil {
 			return err
 		}
@@ -168,11 +169,13 @@ func (f *Fleet) loadReprise(loop *session.Loop) error {
 		return badf("--transport websocket: the reprise profile runs over tcp or udp")
 	}
 	f.udp = transport == "udp"
-	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end})
+	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end, MaxFrame: f.cfg.MaxFrame})
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	f.player = profile.NewReprise(s, f.udp)
+	rp := profile.NewReprise(s, f.udp)
+	rp.MaxFrame = f.cfg.MaxFrame
+	f.player = rp
 	return nil
 }
 
@@ -183,7 +186,11 @@ func (f *Fleet) loadProfile(prof *profile.Profile, loop *session.Loop) error {
 	if t := f.cfg.Transport; t != "" && t != string(prof.Transport) {
 		return badf("--transport %s: the %s profile runs over %s", t, prof.Name, prof.Transport)
 	}
-	rec, notes, err := readRecording(f.cfg.Capture, f.cfg.Flow, prof.Port)
+	port := prof.Port
+	if f.cfg.ServerPort != 0 {
+		port = f.cfg.ServerPort
+	}
+	rec, notes, err := readRecording(f.cfg.Capture, f.cfg.Flow, port)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,9 @@ type Reprise struct {
 	s     *session.Script
 	udp   bool
 	kinds KindNames
+	// MaxFrame caps frames read from the relay (its --max-frame); 0 means
+	// wire.DefaultMaxFrame. Set before the first client.
+	MaxFrame int
 }
 
 // NewReprise plays s over UDP (a session token before every datagram, the
@@ -26,6 +29,13 @@ func NewReprise(s *session.Script, udp bool) *Reprise {
 	}
 	r.kinds[0] = "other"
 	return r
+}
+
+func (r *Reprise) maxFrame() int {
+	if r.MaxFrame > 0 {
+		return r.MaxFrame
+	}
+	return wire.DefaultMaxFrame
 }
 
 // Script is the session script it plays.
@@ -85,7 +95,7 @@ func (r *Reprise) NewClient(id Identity) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &repriseClient{r: r, enc: enc}, nil
+	return &repriseClient{r: r, enc: enc, p: wire.Parser{MaxFrame: r.MaxFrame}}, nil
 }
 
 // maxPadRounds bounds the UDP joins re-sent for pad_required.
@@ -155,7 +165,7 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 		// frames before joined may be reordered datagrams.)
 		// One or more whole frames per datagram (docs/protocol.md).
 		for d := b; len(d) > 0; {
-			m, err := wire.Decode(d, wire.DefaultMaxFrame, &fr)
+			m, err := wire.Decode(d, c.r.maxFrame(), &fr)
 			if err != nil {
 				if !c.joined {
 					return ErrNotProtocol
