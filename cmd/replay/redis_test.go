@@ -1,0 +1,127 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+// startRedis starts redis-server on a free loopback port, without
+// persistence; args are extra settings ("--requirepass", "x").
+func startRedis(t *testing.T, args ...string) int {
+	t.Helper()
+	bin := needTool(t, "redis-server")
+	port := freePort(t)
+	testproc.Start(t, bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	return port
+}
+
+// redisCLI runs redis-cli against port and returns its output.
+func redisCLI(t *testing.T, port int, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(needTool(t, "redis-cli"), append([]string{"-p", strconv.Itoa(port)}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-cli %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// cmdCalls reads a command's calls from INFO commandstats.
+func cmdCalls(t *testing.T, port int, cmd string) int64 {
+	t.Helper()
+	m := regexp.MustCompile(`cmdstat_` + cmd + `:calls=(\d+)`).FindStringSubmatch(redisCLI(t, port, "INFO", "commandstats"))
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return n
+}
+
+// TestRedisPubSub records a RESP3 pub/sub session with redis-server,
+// replays it with --profile redis (200 clients, 10 senders; receive-only)
+// and checks Redis's own counters: 200 subscribers of the channel at once
+// (PUBSUB NUMSUB), PUBLISH calls equal to the fleet's sends (INFO
+// commandstats), receive-only clients sending PINGs and no PUBLISH, and
+// logins refused by a password counted by the error's reason.
+func TestRedisPubSub(t *testing.T) {
+	port := startRedis(t)
+	needTool(t, "redis-cli")
+	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", port), python(t), filepath.Join("testdata", "redisclient.py"), "LISTEN_PORT", "20")
+	insp := inspectProfile(t, "redis", capPath)
+	for _, want := range []string{`room: "lobby"`, "publish 20", "server answer: accepted"} {
+		if !strings.Contains(insp, want) {
+			t.Fatalf("inspect --profile redis lacks %q:\n%s", want, insp)
+		}
+	}
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	pub0 := cmdCalls(t, port, "publish")
+	// Sample the channel's subscribers while the fleet runs.
+	var mu sync.Mutex
+	peak := 0
+	stop := make(chan struct{})
+	cli := needTool(t, "redis-cli")
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			out, _ := exec.Command(cli, "-p", strconv.Itoa(port), "PUBSUB", "NUMSUB", "lobby").Output()
+			f := strings.Fields(string(out))
+			if len(f) == 2 {
+				if n, err := strconv.Atoi(f[1]); err == nil {
+					mu.Lock()
+					peak = max(peak, n)
+					mu.Unlock()
+				}
+			}
+		}
+	})
+	res := replay(t, "--profile", "redis", "--capture", capPath, "--target", target,
+		"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "5s")
+	close(stop)
+	wg.Wait()
+	mustOK(t, res)
+	s := res.sum
+	pubs := cmdCalls(t, port, "publish") - pub0
+	t.Logf("fleet sent %d received %d (latency p50 %.2f ms); redis PUBLISH calls %d, peak subscribers %d", s.MessagesSent, s.MessagesReceived, s.LatencyMS.P50, pubs, peak)
+	if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || peak != 200 {
+		t.Errorf("logins %d failed %v; redis saw at most %d subscribers of the channel, want 200", s.LoginsSucceeded, s.LoginsFailed, peak)
+	}
+	if !within(float64(pubs), float64(s.MessagesSent), 1) || s.MessagesSent == 0 {
+		t.Errorf("redis counted %d PUBLISH, the fleet sent %d", pubs, s.MessagesSent)
+	}
+	// Every subscriber gets every publish made after it subscribed: all
+	// but the first ramp's worth.
+	if most := s.MessagesSent * 200; s.MessagesReceived > most || s.MessagesReceived < most*8/10 {
+		t.Errorf("fleet received %d deliveries of %d publishes to 200 subscribers", s.MessagesReceived, s.MessagesSent)
+	}
+
+	pub0, ping0 := cmdCalls(t, port, "publish"), cmdCalls(t, port, "ping")
+	res = replay(t, "--profile", "redis", "--capture", capPath, "--target", target,
+		"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--duration", "3s")
+	mustOK(t, res)
+	if pubs, pings := cmdCalls(t, port, "publish")-pub0, cmdCalls(t, port, "ping")-ping0; pubs != 0 || pings == 0 || res.sum.FramesSent["heartbeat"] != pings {
+		t.Errorf("receive-only: redis counted %d PUBLISH and %d PING; the fleet sent %v", pubs, pings, res.sum.FramesSent)
+	}
+
+	// A password the recording never gave: HELLO is refused, by reason.
+	locked := startRedis(t, "--requirepass", "s3cret")
+	res = replay(t, "--profile", "redis", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", locked),
+		"--clients", "20", "--login-interval", "2ms", "--duration", "2s")
+	if res.sum.LoginsFailed["noauth"] != 20 {
+		t.Errorf("refused logins by reason %v, want noauth=20\n%s%s", res.sum.LoginsFailed, res.stdout, res.stderr)
+	}
+}
