@@ -154,3 +154,52 @@ func ipv4UDP(src, dst netip.AddrPort, payload []byte) []byte {
 	binary.BigEndian.PutUint16(b[24:], uint16(udpHdr+len(payload)))
 	return append(b, payload...)
 }
+
+// TestUnconfirmedSessionLimits: a source address holds at most
+// --udp-max-unconfirmed-per-source unconfirmed sessions (the next join gets
+// server_full, no larger than itself); a confirmation frees a place, and
+// sessions left unconfirmed end after --udp-confirm-timeout, silently,
+// freeing theirs.
+func TestUnconfirmedSessionLimits(t *testing.T) {
+	p := startRelay(t, "--udp-max-unconfirmed-per-source", "3", "--udp-confirm-timeout", "500ms")
+	joinAs := func(user string) (*net.UDPConn, *wire.Frame, int) {
+		uc := rawUDP(t, p.UDP)
+		d := wire.AppendJoin(wire.AppendDatagram(nil, 0), "limit", user, nil, wire.UDPJoinPad-wire.TokenSize-len(wire.AppendJoin(nil, "limit", user, nil, 0)))
+		f, n := exchange(t, uc, d)
+		return uc, f, n
+	}
+	var first *net.UDPConn
+	var token uint64
+	for i := 0; i < 3; i++ {
+		uc, f, _ := joinAs(fmt.Sprintf("u%d", i))
+		if f.Type != wire.TypeJoined {
+			t.Fatalf("join %d: %v %s, want joined", i, f.Type, f.Code)
+		}
+		if i == 0 {
+			first, token = uc, f.SessionToken
+		}
+	}
+	if _, f, n := joinAs("u3"); f.Type != wire.TypeError || f.Code != wire.ErrServerFull || n > wire.UDPJoinPad {
+		t.Fatalf("4th unconfirmed join: %v %s in %d bytes, want server_full", f.Type, f.Code, n)
+	}
+	// Confirming one frees its place; the notices held for it (u1 and u2
+	// joined) come before the heartbeat's reply.
+	f, _ := exchange(t, first, wire.AppendHeartbeat(wire.AppendDatagram(nil, token), 1))
+	for f.Type == wire.TypeMemberJoined {
+		f, _ = recvDatagram(t, first)
+	}
+	if f.Type != wire.TypeHeartbeatReply {
+		t.Fatalf("confirmation answered with %v", f.Type)
+	}
+	if _, f, _ := joinAs("u4"); f.Type != wire.TypeJoined {
+		t.Fatalf("join after a confirmation: %v %s, want joined", f.Type, f.Code)
+	}
+	// The three left unconfirmed end within the timeout (and a sweep),
+	// and their places are free again.
+	p.waitMetric(t, `relay_disconnects_total{reason="unconfirmed"}`, 3)
+	for i := 5; i < 8; i++ {
+		if _, f, _ := joinAs(fmt.Sprintf("u%d", i)); f.Type != wire.TypeJoined {
+			t.Fatalf("join %d after the expiry: %v %s, want joined", i, f.Type, f.Code)
+		}
+	}
+}

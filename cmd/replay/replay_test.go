@@ -448,28 +448,79 @@ func TestDisconnectReasons(t *testing.T) {
 	}
 }
 
-// TestBundledUDPCaptureReplays: the bundled UDP capture, recorded before
-// the relay validated UDP addresses (its client never confirmed with a
-// heartbeat right after joined), still replays: the fleet performs the
-// handshake of the relay it talks to. Every client logs in, the receive-
-// only ones (all but one, which send nothing but heartbeats) receive the
-// sender's casts, which an unconfirmed session would not, and no session
-// ends unconfirmed.
-func TestBundledUDPCaptureReplays(t *testing.T) {
+// writeUDPCapture writes a UDP session as a client recorded before the
+// relay validated UDP addresses: the padded join, its joined, then casts
+// right away, with no confirming heartbeat after joined.
+func writeUDPCapture(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "session-udp.pcap")
+	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cl, sv := netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7400")
+	const token = 0x1122334455667788
+	pad := wire.UDPJoinPad - wire.TokenSize - len(wire.AppendJoin(nil, "lobby", "alice", nil, 0))
+	dgrams := []struct {
+		at      time.Duration
+		fromCli bool
+		b       []byte
+	}{
+		{0, true, wire.AppendJoin(wire.AppendDatagram(nil, 0), "lobby", "alice", nil, pad)},
+		{ms(1), false, wire.AppendJoined(nil, token, "alice", []string{"alice"})},
+	}
+	for at := 200; at < 400; at += 20 {
+		dgrams = append(dgrams, struct {
+			at      time.Duration
+			fromCli bool
+			b       []byte
+		}{ms(at), true, wire.AppendSend(wire.AppendDatagram(nil, token), wire.Send{Mode: wire.Othercast, HasTrace: true, Trace: 1, Payload: []byte("pose")})})
+	}
+	for _, d := range dgrams {
+		src, dst := cl, sv
+		if !d.fromCli {
+			src, dst = sv, cl
+		}
+		if err := w.UDP(t0.Add(d.at), src, dst, d.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestUDPCaptureFromBeforeConfirmationReplays: a UDP capture recorded
+// before the relay validated UDP addresses (its client never confirmed
+// with a heartbeat after joined) still replays, and so does the bundled
+// one: the fleet performs the handshake of the relay it talks to. Every
+// client logs in; the receive-only ones (all but one, which send nothing
+// but heartbeats) receive the sender's casts, which an unconfirmed session
+// would not; no session ends unconfirmed.
+func TestUDPCaptureFromBeforeConfirmationReplays(t *testing.T) {
 	t.Parallel()
-	r := startRelay(t)
-	res := replay(t, "--capture", filepath.Join("..", "..", "captures", "vr-session-udp.pcap"), "--target", r.TCP,
-		"--clients", "6", "--room-size", "3", "--senders", "1", "--login-interval", "10ms", "--duration", "2s")
-	mustOK(t, res)
-	s := res.sum
-	if s.LoginsSucceeded != 6 || len(s.Disconnects) != 0 {
-		t.Fatalf("logins %d, disconnects %v\n%s", s.LoginsSucceeded, s.Disconnects, res.stdout)
-	}
-	if s.MessagesReceived == 0 || s.FramesSent["heartbeat"] < 6 {
-		t.Errorf("received %d deliveries, sent %d heartbeats (6 confirmations at least)", s.MessagesReceived, s.FramesSent["heartbeat"])
-	}
-	if got := relayMetric(t, r, `relay_disconnects_total{reason="unconfirmed"}`); got != 0 {
-		t.Errorf("%v sessions ended unconfirmed", got)
+	for _, tt := range []struct{ name, path string }{
+		{"synthetic, no confirmation", writeUDPCapture(t)},
+		{"bundled", filepath.Join("..", "..", "captures", "vr-session-udp.pcap")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := startRelay(t)
+			res := replay(t, "--capture", tt.path, "--target", r.TCP, "--clients", "6", "--room-size", "3", "--senders", "1",
+				"--loop", "150ms,450ms", "--login-interval", "10ms", "--duration", "2s")
+			mustOK(t, res)
+			s := res.sum
+			if s.LoginsSucceeded != 6 || len(s.Disconnects) != 0 {
+				t.Fatalf("logins %d, disconnects %v\n%s", s.LoginsSucceeded, s.Disconnects, res.stdout)
+			}
+			if s.MessagesReceived == 0 || s.FramesSent["heartbeat"] < 6 {
+				t.Errorf("received %d deliveries, sent %d heartbeats (6 confirmations at least)", s.MessagesReceived, s.FramesSent["heartbeat"])
+			}
+			if got := relayMetric(t, r, `relay_disconnects_total{reason="unconfirmed"}`); got != 0 {
+				t.Errorf("%v sessions ended unconfirmed", got)
+			}
+		})
 	}
 }
 
