@@ -4,6 +4,7 @@
 # recorded session, 60 s) and bob (a peer, so casts have receivers and
 # unicasts a target), talking to the reference relay.
 #   PORT (default 7400) is the relay's port; it must be free.
+#   TRANSPORTS (default "tcp udp") picks which captures to re-record.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${PORT:-7400}
@@ -37,6 +38,11 @@ record_one() { # transport out
   wait "$rec"
 }
 
-record_one tcp captures/vr-session.pcap
-record_one udp captures/vr-session-udp.pcap
+for transport in ${TRANSPORTS:-tcp udp}; do
+  case $transport in
+    tcp) record_one tcp captures/vr-session.pcap ;;
+    udp) record_one udp captures/vr-session-udp.pcap ;;
+    *) echo "captures: TRANSPORTS: $transport is not tcp or udp" >&2; exit 1 ;;
+  esac
+done
 ls -l captures/*.pcap

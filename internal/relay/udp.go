@@ -177,9 +177,6 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		}
 		s.m.Rejected(werr.Code.String())
 		if c == nil {
-			if wire.Type(fr[wire.LenSize]) == wire.TypeJoin {
-				s.m.Join(werr.Code)
-			}
 			u.answer(from, len(d), werr.Code, werr.Detail)
 		} else {
 			u.refused(c, werr)
