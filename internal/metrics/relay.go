@@ -49,6 +49,7 @@ type Relay struct {
 	Writes            prometheus.Counter
 	SlowConsumers     prometheus.Counter
 	UDPJoinRepeats    prometheus.Counter
+	UDPSendCalls      prometheus.Counter
 
 	joins       *prometheus.CounterVec
 	joinOK      prometheus.Counter
@@ -87,6 +88,9 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		UDPJoinRepeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_udp_join_repeats_total", Help: "UDP joins sent again by a client already joined from the same address as the same user and room (its joined was lost): answered with the session's joined again.",
 		}),
+		UDPSendCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_udp_send_calls_total", Help: "sendmmsg system calls of the UDP workers (each sends up to 1024 datagrams); relay_delivered_messages_total over UDP / this is how well the fan-out batches.",
+		}),
 		joins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_joins_total", Help: "Join attempts by result: ok or the error code name.",
 		}, []string{"result"}),
@@ -113,7 +117,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.joins, m.rejected, m.disconnects, m.undelivered, roomsGauge, host} {
+		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.joins, m.rejected, m.disconnects, m.undelivered, roomsGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}
@@ -141,3 +145,16 @@ func (m *Relay) Disconnect(reason string) { m.disconnects.WithLabelValues(reason
 // Undelivered counts a frame for a client that was not sent; reason is one
 // of the Reason constants of relay_undelivered_frames_total.
 func (m *Relay) Undelivered(reason string) { m.undelivered.WithLabelValues(reason).Inc() }
+
+// RegisterUDPDrops registers relay_udp_receive_drops_total, read by drops
+// at scrape time (the kernel's counter of the relay's own UDP sockets).
+func RegisterUDPDrops(reg prometheus.Registerer, drops func() float64) error {
+	c := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "relay_udp_receive_drops_total",
+		Help: "Datagrams the kernel dropped at the relay's UDP sockets (receive buffer full: the relay read too slowly), from /proc/net/udp's drops column for its sockets. Sends lost there never reach the room.",
+	}, drops)
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("register relay_udp_receive_drops_total: %w", err)
+	}
+	return nil
+}

@@ -64,10 +64,21 @@ type batch struct {
 	recvMsgs  int
 	recvBytes int
 	delivered int
+	// out is the UDP worker whose goroutine runs this batch (UDP sessions
+	// only): deliveries to confirmed UDP members are queued in its writer
+	// and sent in one sendmmsg after the read (or its hold). nil, or a
+	// member not confirmed yet: client.deliver, one by one.
+	out *udpServer
 }
 
 // deliver queues frame to c and remembers to wake c's writer.
 func (b *batch) deliver(c *client, frame []byte) {
+	if c.isUDP() && b.out != nil && c.confirmed && len(frame) <= wire.MaxDatagram {
+		if b.out.w.add(frame, c.addr) {
+			b.out.flush() // a huge fan-out: send what is queued now
+		}
+		return
+	}
 	if c.deliver(frame) {
 		b.pcd = append(b.pcd, c)
 	}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -61,6 +62,16 @@ type Config struct {
 	UDPConfirmTimeout   time.Duration // default DefaultUDPConfirmTimeout
 	UDPPendingPerSource int           // default DefaultUDPPendingPerSource
 	UDPMaxPending       int           // default DefaultUDPMaxPending
+	// UDPWorkers is how many sockets share the UDP port (SO_REUSEPORT),
+	// each read and fanned out by its own goroutine; default GOMAXPROCS.
+	UDPWorkers int
+	// UDPReadBuffer is each UDP socket's receive buffer (SO_RCVBUF) in
+	// bytes; default DefaultUDPReadBuffer, negative: the kernel's default.
+	UDPReadBuffer int
+	// UDPCoalesce is the most bytes of a server→client datagram that packs
+	// several frames for one client (docs/protocol.md); default
+	// DefaultUDPCoalesce, negative: one frame per datagram.
+	UDPCoalesce int
 }
 
 // Defaults of the UDP address validation (flags use them too).
@@ -88,6 +99,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.UDPMaxPending <= 0 {
 		c.UDPMaxPending = DefaultUDPMaxPending
+	}
+	if c.UDPWorkers <= 0 {
+		c.UDPWorkers = runtime.GOMAXPROCS(0)
+	}
+	if c.UDPReadBuffer == 0 {
+		c.UDPReadBuffer = DefaultUDPReadBuffer
+	}
+	if c.UDPCoalesce == 0 {
+		c.UDPCoalesce = DefaultUDPCoalesce
 	}
 	if c.MaxPending <= 0 {
 		c.MaxPending = 1 << 20
@@ -133,7 +153,8 @@ type Server struct {
 	epoch time.Time
 
 	ln    *net.TCPListener
-	udp   *net.UDPConn
+	udp   *net.UDPConn   // the first UDP socket: replies outside the workers' batches
+	udps  []*net.UDPConn // every UDP socket, one per worker
 	mln   net.Listener
 	httpS *http.Server
 
@@ -201,8 +222,12 @@ func (s *Server) bind() error {
 		if err != nil {
 			return fmt.Errorf("udp address %s: %w", addr, err)
 		}
-		if s.udp, err = net.ListenUDP("udp", ua); err != nil {
-			return fmt.Errorf("listen udp %s: %w", addr, err)
+		if s.udps, err = listenUDP(ua, s.cfg.UDPWorkers, s.cfg.UDPReadBuffer); err != nil {
+			return err
+		}
+		s.udp = s.udps[0]
+		if err := s.registerUDPDrops(); err != nil {
+			return err
 		}
 	}
 	if addr := s.cfg.Metrics; addr != "" && addr != "off" {
@@ -220,8 +245,8 @@ func (s *Server) closeSockets() {
 	if s.ln != nil {
 		s.ln.Close()
 	}
-	if s.udp != nil {
-		s.udp.Close()
+	for _, c := range s.udps {
+		c.Close()
 	}
 	if s.mln != nil {
 		s.mln.Close()
@@ -265,8 +290,13 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	s.goFn(func() { errc <- s.acceptLoop(ctx) })
-	if s.udp != nil {
-		u := newUDPServer(s)
+	for _, conn := range s.udps {
+		u, err := newUDPServer(s, conn)
+		if err != nil {
+			cancel()
+			s.shutdown()
+			return fmt.Errorf("udp worker: %w", err)
+		}
 		s.goFn(func() { u.loop(ctx) })
 	}
 	s.goFn(func() { s.sweep(ctx) })
@@ -307,9 +337,9 @@ func (s *Server) shutdown() {
 	s.stopping = true
 	s.mu.Unlock()
 	s.ln.Close()
-	if s.udp != nil {
-		// Wake the UDP loop now rather than at its next tick.
-		s.udp.SetReadDeadline(time.Now())
+	for _, c := range s.udps {
+		// Wake the UDP workers now rather than at their next tick.
+		c.SetReadDeadline(time.Now())
 	}
 	s.eachClient(func(c *client) { c.close(wire.ErrShuttingDown, "relay is stopping") })
 	if s.httpS != nil {
@@ -326,8 +356,8 @@ func (s *Server) shutdown() {
 		s.eachClient(func(c *client) { c.tcp.Close() })
 		<-done
 	}
-	if s.udp != nil {
-		s.udp.Close()
+	for _, c := range s.udps {
+		c.Close()
 	}
 }
 

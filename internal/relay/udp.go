@@ -15,8 +15,13 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// udpServer is the UDP side: one socket read by one goroutine, which owns
-// every UDP session and checks their idle timeouts between datagrams.
+// udpServer is one UDP worker: one of the sockets sharing the UDP port
+// (SO_REUSEPORT, so the kernel sends a client's datagrams always to the
+// same one), read by one goroutine, which owns the sessions that joined
+// through it and checks their idle timeouts between reads. It reads up to
+// udpReadBatch datagrams per recvmmsg, queues the deliveries they cause to
+// its sessions' room members in its writer, and sends them with sendmmsg
+// after the batch (udpio.go).
 //
 // Address validation (RFC 9000 §8.1's idea; docs/protocol.md "UDP"): a join
 // datagram's source may be forged, so a new session gets one joined reply,
@@ -29,6 +34,9 @@ import (
 // silently; a source address may hold Config.UDPPendingPerSource of them.
 type udpServer struct {
 	s        *Server
+	conn     *net.UDPConn
+	r        *udpReader
+	w        *udpWriter
 	sessions map[uint64]*client
 	// byAddr is the latest session joined from each source, so a join
 	// sent again (its joined was lost) gets the same session back.
@@ -39,6 +47,10 @@ type udpServer struct {
 	npending  int
 	restNames int
 	reply     []byte
+	// This worker's share of the unconfirmed-session limits: the kernel
+	// spreads a source's ports evenly over the workers, so each holds
+	// 1/UDPWorkers of --udp-max-unconfirmed(-per-source), rounded up.
+	maxPerSource, maxPending int
 }
 
 // Bounds on what unconfirmed sessions hold: notices per session, and the
@@ -87,9 +99,24 @@ func (p *pending) hold(frame []byte, m *metrics.Relay) {
 	}
 }
 
-func newUDPServer(s *Server) *udpServer {
-	return &udpServer{s: s, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client),
-		perSource: make(map[netip.Addr]int)}
+// udpReadBatch is how many datagrams one read takes at most.
+const udpReadBatch = 64
+
+func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
+	// A buffer holds any datagram the relay accepts: token, frame, and one
+	// byte more to tell an oversized one.
+	r, err := newUDPReader(conn, udpReadBatch, wire.TokenSize+wire.LenSize+s.cfg.MaxFrame+1)
+	if err != nil {
+		return nil, err
+	}
+	w, err := newUDPWriter(conn, s.cfg.UDPCoalesce)
+	if err != nil {
+		return nil, err
+	}
+	n := s.cfg.UDPWorkers
+	return &udpServer{s: s, conn: conn, r: r, w: w, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client),
+		perSource:    make(map[netip.Addr]int),
+		maxPerSource: (s.cfg.UDPPendingPerSource + n - 1) / n, maxPending: (s.cfg.UDPMaxPending + n - 1) / n}, nil
 }
 
 // sendUDP sends one server→client datagram: the frame alone. A frame over
@@ -111,12 +138,26 @@ func (s *Server) sendUDP(frame []byte, to netip.AddrPort) {
 
 func (u *udpServer) loop(ctx context.Context) {
 	s := u.s
-	buf := make([]byte, wire.TokenSize+wire.LenSize+s.cfg.MaxFrame+1)
 	tick := int64(s.sweepTick())
-	next := s.now() + tick
-	s.udp.SetReadDeadline(time.Now().Add(time.Duration(tick)))
-	for {
-		n, from, err := s.udp.ReadFromUDPAddrPort(buf)
+	hold := int64(s.cfg.WriteCoalesce)
+	now := s.now()
+	next := now + tick
+	// holdUntil is when the frames queued since the first of a burst go
+	// out (0: none queued): as a TCP writer waits --write-coalesce for the
+	// rest of a burst, the worker keeps reading the other sends of the
+	// same tick for as long, so each client gets them packed in fewer
+	// datagrams (udpio.go).
+	var holdUntil int64
+	deadline := func() {
+		d := next
+		if holdUntil != 0 {
+			d = min(d, holdUntil)
+		}
+		u.conn.SetReadDeadline(time.Now().Add(time.Duration(d - now)))
+	}
+	deadline()
+	for ctx.Err() == nil {
+		n, err := u.r.read()
 		if ctx.Err() != nil {
 			u.closeAll()
 			return
@@ -124,20 +165,56 @@ func (u *udpServer) loop(ctx context.Context) {
 		var ne net.Error
 		switch {
 		case err == nil:
-			u.datagram(buf[:n], netip.AddrPortFrom(from.Addr().Unmap(), from.Port()))
+			for i := range n {
+				d, from, ok := u.r.datagram(i)
+				if !ok {
+					s.m.Rejected(metrics.ReasonGarbage) // truncated: over any frame we accept
+					continue
+				}
+				u.datagram(d, from)
+			}
 		case errors.Is(err, net.ErrClosed):
 			u.closeAll()
 			return
 		case errors.As(err, &ne) && ne.Timeout():
-			// the sweep tick
+			// the sweep tick or the end of a hold
 		default:
 			s.log.Warn("udp read", zap.Error(err))
 		}
-		if now := s.now(); now >= next {
-			u.sweep(now)
-			next = now + tick
-			s.udp.SetReadDeadline(time.Now().Add(time.Duration(tick)))
+		now = s.now()
+		held := holdUntil
+		switch {
+		case u.w.pending() == 0:
+			holdUntil = 0
+		case hold <= 0 || holdUntil != 0 && now >= holdUntil:
+			u.flush()
+			holdUntil = 0
+		case holdUntil == 0:
+			holdUntil = now + hold
 		}
+		sweep := now >= next
+		if sweep {
+			u.sweep(now) // flushes what it queued
+			next, holdUntil = now+tick, 0
+		}
+		if sweep || holdUntil != held {
+			deadline()
+		}
+	}
+	u.closeAll()
+}
+
+// flush sends the deliveries queued while handling a read.
+func (u *udpServer) flush() {
+	if u.w.pending() == 0 {
+		return
+	}
+	_, bytes, calls, failed, err := u.w.flush()
+	m := u.s.m
+	m.SentBytes.Add(float64(bytes))
+	m.UDPSendCalls.Add(float64(calls))
+	if failed > 0 || err != nil {
+		u.s.log.Debug("udp send", zap.Int("failed", failed), zap.Error(err))
 	}
 }
 
@@ -228,17 +305,18 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "relay at --max-connections")
 		return
-	case u.perSource[from.Addr()] >= s.cfg.UDPPendingPerSource:
+	case u.perSource[from.Addr()] >= u.maxPerSource:
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions from this address")
 		return
-	case u.npending >= s.cfg.UDPMaxPending || u.restNames >= maxRestNames:
+	case u.npending >= u.maxPending || u.restNames >= maxRestNames:
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions")
 		return
 	}
 	now := s.now()
 	c := &client{s: s, id: s.nextID.Add(1), addr: from, token: u.newToken(), pend: &pending{since: now}}
+	c.b.out = u    // what c casts goes out in this worker's sendmmsg
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
 		u.answer(from, size, werr.Code, werr.Detail)
@@ -381,6 +459,7 @@ func (u *udpServer) sweep(now int64) {
 			u.end(c, wire.ErrIdleTimeout.String(), wire.AppendError(nil, wire.ErrIdleTimeout, "nothing received for "+u.s.cfg.IdleTimeout.String()))
 		}
 	}
+	u.flush() // the member_left notices
 }
 
 // closeAll ends every session at shutdown.
@@ -389,4 +468,5 @@ func (u *udpServer) closeAll() {
 	for _, c := range u.sessions {
 		u.end(c, wire.ErrShuttingDown.String(), bye)
 	}
+	u.flush()
 }
