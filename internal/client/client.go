@@ -47,6 +47,7 @@ type Conn struct {
 	r, w     int
 	frame    wire.Frame
 	onSend   func(frame []byte)
+	deadline time.Time // the last SetDeadline, which a UDP Join's retries keep
 }
 
 // Dial connects over TCP.
@@ -92,7 +93,10 @@ func (c *Conn) OnSend(fn func(frame []byte)) { c.onSend = fn }
 func (c *Conn) Close() error { return c.nc.Close() }
 
 // SetDeadline sets the socket's read and write deadline.
-func (c *Conn) SetDeadline(t time.Time) error { return c.nc.SetDeadline(t) }
+func (c *Conn) SetDeadline(t time.Time) error {
+	c.deadline = t
+	return c.nc.SetDeadline(t)
+}
 
 // WriteRaw writes b as is (TCP) or as one datagram (UDP).
 func (c *Conn) WriteRaw(b []byte) error {
@@ -138,6 +142,14 @@ func (c *Conn) sendJoin(room, user string, token []byte, size int) error {
 // maxPadRounds bounds the UDP joins sent again for pad_required.
 const maxPadRounds = 4
 
+// A UDP Join sends its join (or, once joined, its confirming heartbeat)
+// again after udpRetryFirst without an answer, then doubling up to
+// udpRetryMax: a lost datagram is not a refusal.
+const (
+	udpRetryFirst = 250 * time.Millisecond
+	udpRetryMax   = 2 * time.Second
+)
+
 // Join sends a join and waits until the session is set up: the whole
 // member list has arrived (it may span several joined frames, and ends
 // with the joiner) and, on UDP, the relay has answered the heartbeat that
@@ -155,11 +167,38 @@ func (c *Conn) Join(room, user string, token []byte) (Joined, error) {
 		confirmed = !c.udp
 		confirmTS int64
 		pads      int
+		joinSize  = wire.UDPJoinPad
+		wait      = udpRetryFirst
 	)
+	if c.udp {
+		defer c.nc.SetReadDeadline(c.deadline)
+	}
 	for !complete || !confirmed {
+		if c.udp {
+			// A lost join, joined or confirmation is sent again, with
+			// backoff, until the caller's deadline (docs/protocol.md).
+			d := time.Now().Add(wait)
+			if !c.deadline.IsZero() && c.deadline.Before(d) {
+				d = c.deadline
+			}
+			c.nc.SetReadDeadline(d)
+		}
 		f, err := c.Recv()
 		if err != nil {
-			return Joined{}, err
+			var ne net.Error
+			if !c.udp || !errors.As(err, &ne) || !ne.Timeout() || !c.deadline.IsZero() && !time.Now().Before(c.deadline) {
+				return Joined{}, err
+			}
+			wait = min(2*wait, udpRetryMax)
+			if !started {
+				err = c.sendJoin(room, user, token, joinSize)
+			} else if !confirmed {
+				err = c.Heartbeat(confirmTS)
+			}
+			if err != nil {
+				return Joined{}, err
+			}
+			continue
 		}
 		switch f.Type {
 		case wire.TypeJoined:
@@ -196,6 +235,7 @@ func (c *Conn) Join(room, user string, token []byte) (Joined, error) {
 					return Joined{}, &ServerError{Code: f.Code, Text: string(f.Text)}
 				}
 				pads++
+				joinSize = size
 				if err := c.sendJoin(room, user, token, size); err != nil {
 					return Joined{}, err
 				}
