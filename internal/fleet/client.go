@@ -118,6 +118,9 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 		return
 	}
 	c.conn = conn
+	if uc, ok := conn.(*net.UDPConn); ok {
+		setUDPReadBuffer(uc, udpReadBuffer)
+	}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if c.raw, err = tc.SyscallConn(); err != nil {
 			conn.Close()
