@@ -87,6 +87,8 @@ type RunStats struct {
 	ScheduleLagP99Ms          Num             `json:"schedule_lag_p99_ms"`
 	SlowConsumerDisconnects   Num             `json:"slow_consumer_disconnects"`
 	RejectedFrames            Num             `json:"rejected_frames"`
+	RelayUDPReceiveDrops      Num             `json:"relay_udp_receive_drops"`
+	LossPct                   Num             `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
 	MessagesSent              Num             `json:"messages_sent"`
 	MessagesReceived          Num             `json:"messages_received"`
 	BytesSent                 Num             `json:"bytes_sent"`
@@ -240,7 +242,7 @@ func AnalyzeRun(r Run) RunStats {
 	for _, p := range []*Num{&rs.LoginAttempts, &rs.LoginsSucceeded, &rs.LoginsFailed, &rs.MessagesSent,
 		&rs.MessagesReceived, &rs.BytesSent, &rs.BytesReceived, &rs.LatencyP50Ms, &rs.LatencyP99Ms,
 		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
-		&rs.RelayReceivedBytes} {
+		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct} {
 		*p = nan
 	}
 	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
@@ -255,12 +257,17 @@ func AnalyzeRun(r Run) RunStats {
 		rs.LatencyP50Ms = Num(1000 * Quantile(0.5, lat))
 		rs.LatencyP99Ms = Num(1000 * Quantile(0.99, lat))
 		rs.ScheduleLagP99Ms = Num(1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, l.ScheduleLag)))
+		numbered, lost := delta(f.NumberedReceived, l.NumberedReceived), max(delta(f.MessagesLost, l.MessagesLost), 0)
+		if numbered+lost > 0 {
+			rs.LossPct = Num(100 * lost / (numbered + lost))
+		}
 	}
 	if f, l := first.Relay, last.Relay; f.Present && l.Present {
 		rs.SlowConsumerDisconnects = Num(delta(f.SlowConsumerDisconnects, l.SlowConsumerDisconnects))
 		rs.RejectedFrames = Num(delta(f.RejectedFrames, l.RejectedFrames))
 		rs.RelaySentBytes = Num(delta(f.SentBytes, l.SentBytes))
 		rs.RelayReceivedBytes = Num(delta(f.ReceivedBytes, l.ReceivedBytes))
+		rs.RelayUDPReceiveDrops = Num(delta(f.UDPReceiveDrops, l.UDPReceiveDrops))
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
@@ -288,6 +295,12 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 	if k := rs.KernelDrops; k != nil && k.Total() > 0 {
 		w = append(w, fmt.Sprintf("kernel drops: %.0f (UDP rcvbuf %.0f, UDP sndbuf %.0f, TCP listen %.0f, TCP backlog %.0f, softnet %.0f)",
 			k.Total(), k.UDPRcvbufErrors, k.UDPSndbufErrors, k.TCPListenDrops, k.TCPBacklogDrops, k.SoftnetDropped))
+	}
+	if d := float64(rs.RelayUDPReceiveDrops); d > 0 {
+		w = append(w, fmt.Sprintf("relay UDP receive drops: %.0f datagrams found the relay's socket buffers full (it read too slowly): those sends never reached their rooms", d))
+	}
+	if l := float64(rs.LossPct); l > 0 {
+		w = append(w, fmt.Sprintf("deliveries lost: %.3f%% of the numbered room-wide casts never arrived (UDP loss; see loss_pct)", l))
 	}
 	if rs.ScrapeErrors > 0 {
 		w = append(w, fmt.Sprintf("%d scrapes failed; those seconds are missing from the series (last: %s)", rs.ScrapeErrors, lastErr))

@@ -32,6 +32,7 @@ const (
 	mRelaySentBytes     = "relay_sent_bytes_total"
 	mRelaySlowConsumer  = "relay_slow_consumer_disconnects_total"
 	mRelayRejected      = "relay_rejected_frames_total"
+	mRelayUDPDrops      = "relay_udp_receive_drops_total"
 	mRelayHostCPU       = "relay_host_cpu_seconds_total"
 	mProcessCPU         = "process_cpu_seconds_total"
 	mFleetLoggedIn      = "replay_clients_logged_in"
@@ -41,6 +42,8 @@ const (
 	mFleetSentBytes     = "replay_sent_bytes_total"
 	mFleetRecvMsgs      = "replay_received_messages_total"
 	mFleetRecvBytes     = "replay_received_bytes_total"
+	mFleetNumbered      = "replay_numbered_messages_received_total"
+	mFleetLost          = "replay_messages_lost_total"
 	mFleetLatency       = "replay_delivery_latency_seconds"
 	mFleetScheduleLag   = "replay_schedule_lag_seconds"
 	mFleetHostCPU       = "replay_host_cpu_seconds_total"
@@ -79,6 +82,7 @@ type RelayValues struct {
 	SentBytes               float64
 	SlowConsumerDisconnects float64
 	RejectedFrames          float64
+	UDPReceiveDrops         float64 // datagrams the kernel dropped at the relay's UDP sockets
 	HostCPU                 CPUTimes
 	ProcessCPUSeconds       float64
 }
@@ -96,6 +100,8 @@ type FleetValues struct {
 	SentBytes        float64
 	ReceivedMessages float64
 	ReceivedBytes    float64
+	NumberedReceived float64 // deliveries whose sender sequence is checked
+	MessagesLost     float64 // gaps in those sequences
 	Latency          Histogram
 	ScheduleLag      Histogram
 	HostCPU          CPUTimes
@@ -166,6 +172,7 @@ func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
 	v.SentBytes += sum(fams[mRelaySentBytes], nil)
 	v.SlowConsumerDisconnects += sum(fams[mRelaySlowConsumer], nil)
 	v.RejectedFrames += sum(fams[mRelayRejected], nil)
+	v.UDPReceiveDrops += sum(fams[mRelayUDPDrops], nil)
 	v.HostCPU = addCPU(v.HostCPU, fams[mRelayHostCPU])
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
 }
@@ -182,6 +189,8 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.SentBytes += sum(fams[mFleetSentBytes], nil)
 	v.ReceivedMessages += sum(fams[mFleetRecvMsgs], nil)
 	v.ReceivedBytes += sum(fams[mFleetRecvBytes], nil)
+	v.NumberedReceived += sum(fams[mFleetNumbered], nil)
+	v.MessagesLost += sum(fams[mFleetLost], nil)
 	v.Latency = mergeHistogram(v.Latency, fams[mFleetLatency])
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])

@@ -43,6 +43,8 @@ var tableMetrics = []metric{
 	{"schedule_lag_p99_ms", "schedule lag p99 ms", 2, func(r RunStats) float64 { return float64(r.ScheduleLagP99Ms) }},
 	{"min_fleet_cpu_idle_pct", "fleet host CPU idle min %", 1, func(r RunStats) float64 { return float64(r.MinFleetCPUIdlePct) }},
 	{"slow_consumer_disconnects", "slow-consumer disconnects", 0, func(r RunStats) float64 { return float64(r.SlowConsumerDisconnects) }},
+	{"loss_pct", "deliveries lost %", 3, func(r RunStats) float64 { return float64(r.LossPct) }},
+	{"relay_udp_receive_drops", "relay UDP receive drops", 0, func(r RunStats) float64 { return float64(r.RelayUDPReceiveDrops) }},
 }
 
 // Cell is one formatted table cell.
