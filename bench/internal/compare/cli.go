@@ -22,7 +22,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("benchcompare", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	workloads := fs.String("workloads", "4x32,8x32,16x32,1:1000", "comma-separated workloads: RxM (R rooms of M members, all sending) or 1:N (one sender, N receivers)")
-	servers := fs.String("servers", "reprise,nats", "servers to compare, in the order each repetition runs them")
+	servers := fs.String("servers", "reprise,reprise-udp,floor,nats", "servers to compare, in the order each repetition runs them: reprise (the relay over TCP), reprise-udp (the same relay over UDP), floor (bench/cmd/udpfloor: the least UDP fan-out, one sendmmsg of the same datagram to all), nats")
 	reps := fs.Int("reps", 2, "repetitions of each workload per server (A B A B …); medians are reported")
 	rate := fs.Float64("rate", 72, "sends per second per sender")
 	payload := fs.Int("payload", 200, "payload bytes per message")
@@ -118,7 +118,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // target builds (or takes) a server binary and says how to start it.
 func target(ctx context.Context, name, dir, repo, relayBin, relayArgs string) (Target, error) {
 	switch name {
-	case "reprise":
+	case "reprise", "reprise-udp":
 		bin := relayBin
 		if bin == "" {
 			bin = filepath.Join(dir, "relay")
@@ -127,12 +127,29 @@ func target(ctx context.Context, name, dir, repo, relayBin, relayArgs string) (T
 			}
 		}
 		extra := strings.Fields(relayArgs)
-		return Target{Name: name, Bin: bin, Proto: load.Reprise{}, Args: func(addr string) ([]string, error) {
+		var proto load.Protocol = load.Reprise{}
+		udp := "off"
+		if name == "reprise-udp" {
+			proto, udp = load.RepriseUDP{}, "" // "": UDP on the TCP address
+		}
+		return Target{Name: name, Bin: bin, Proto: proto, Args: func(addr string) ([]string, error) {
 			metrics, err := proc.FreeAddr()
 			if err != nil {
 				return nil, err
 			}
-			return append([]string{"--listen", addr, "--udp", "off", "--metrics", metrics}, extra...), nil
+			args := []string{"--listen", addr, "--metrics", metrics}
+			if udp == "off" {
+				args = append(args, "--udp", "off")
+			}
+			return append(args, extra...), nil
+		}}, nil
+	case "floor":
+		bin := filepath.Join(dir, "udpfloor")
+		if err := goBuild(ctx, ".", bin, "./cmd/udpfloor"); err != nil {
+			return Target{}, err
+		}
+		return Target{Name: name, Bin: bin, Proto: load.RepriseUDP{}, Args: func(addr string) ([]string, error) {
+			return []string{"--addr", addr}, nil
 		}}, nil
 	case "nats":
 		bin := filepath.Join(dir, "natsserver")
@@ -143,7 +160,7 @@ func target(ctx context.Context, name, dir, repo, relayBin, relayArgs string) (T
 			return []string{"--addr", addr}, nil
 		}}, nil
 	}
-	return Target{}, fmt.Errorf("server %q: want reprise or nats", name)
+	return Target{}, fmt.Errorf("server %q: want reprise, reprise-udp, floor or nats", name)
 }
 
 func goBuild(ctx context.Context, dir, out, pkg string) error {

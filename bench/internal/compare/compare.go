@@ -177,6 +177,9 @@ func Compare(ctx context.Context, o Options) (*Report, error) {
 	rep.Medians = Medians(rep.Runs)
 	if o.IdleConns > 0 {
 		for _, t := range o.Targets {
+			if _, udp := t.Proto.(load.Datagrams); udp {
+				continue // the idle test holds TCP connections
+			}
 			id, err := idleOne(ctx, o, t)
 			if err != nil {
 				rep.Failures = append(rep.Failures, err.Error())

@@ -81,8 +81,34 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-// WriteTable prints the medians per workload, one row per server and a
-// ratio row (first server / second) when there are two.
+// ratioRows are the comparisons worth a ratio row, numerator first: the
+// relay against nats-server, the relay over UDP against itself over TCP
+// and against the UDP floor.
+var ratioRows = [][2]string{{"reprise", "nats"}, {"reprise-udp", "reprise"}, {"reprise-udp", "floor"}}
+
+// ratioPairs picks the ratio rows whose two servers both ran; with two
+// other servers, their ratio.
+func ratioPairs(rows []Run) [][2]Run {
+	by := map[string]Run{}
+	for _, r := range rows {
+		by[r.Server] = r
+	}
+	var out [][2]Run
+	for _, p := range ratioRows {
+		a, okA := by[p[0]]
+		b, okB := by[p[1]]
+		if okA && okB {
+			out = append(out, [2]Run{a, b})
+		}
+	}
+	if len(out) == 0 && len(rows) == 2 {
+		out = append(out, [2]Run{rows[0], rows[1]})
+	}
+	return out
+}
+
+// WriteTable prints the medians per workload, one row per server and
+// ratio rows (ratioRows).
 func WriteTable(w io.Writer, rep *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "workload\tserver\tnominal/s\toffered/s\tdelivered/s\tsrv CPU s/M\tp50 ms\tp99 ms\tp999 ms\tsrv RSS MiB\tclient CPU s/M\tmissing\tlate+skipped\t\n")
@@ -100,8 +126,8 @@ func WriteTable(w io.Writer, rep *Report) error {
 			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.0f\t%.0f\t%.3f\t%.2f\t%.2f\t%.2f\t%.1f\t%.3f\t%d\t%d\t\n",
 				m.Workload, m.Server, m.NominalPerS, m.OfferedPerS, m.DeliveredPerS, m.ServerCPUPerM, m.P50Ms, m.P99Ms, m.P999Ms, m.ServerRSSMiB, m.ClientCPUPerM, m.Missing, m.Late+m.Skipped)
 		}
-		if len(rows) == 2 {
-			a, b := rows[0], rows[1]
+		for _, p := range ratioPairs(rows) {
+			a, b := p[0], p[1]
 			fmt.Fprintf(tw, "%s\t%s/%s\t\t\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\t\t\n", wl, a.Server, b.Server,
 				ratio(a.DeliveredPerS, b.DeliveredPerS), ratio(a.ServerCPUPerM, b.ServerCPUPerM), ratio(a.P50Ms, b.P50Ms),
 				ratio(a.P99Ms, b.P99Ms), ratio(a.P999Ms, b.P999Ms), ratio(a.ServerRSSMiB, b.ServerRSSMiB), ratio(a.ClientCPUPerM, b.ClientCPUPerM))

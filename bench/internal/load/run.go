@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -93,6 +94,7 @@ type member struct {
 	conn      net.Conn
 	tr        *Tracker
 	wbuf      []byte
+	token     uint64 // UDP session token: set by the reader before the join is reported ready
 	sent      uint64 // owned by the pacer
 	inWin     uint64
 	err       error // owned by the reader, read after it exits
@@ -143,6 +145,10 @@ func (r *runner) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, cfg.JoinTimeout)
 	defer cancel()
 	var d net.Dialer
+	network := "tcp"
+	if _, ok := cfg.Proto.(Datagrams); ok {
+		network = "udp"
+	}
 	for room := 0; room < cfg.Rooms; room++ {
 		for idx := 0; idx < cfg.Members; idx++ {
 			select {
@@ -150,7 +156,7 @@ func (r *runner) connect(ctx context.Context) error {
 			case <-ctx.Done():
 				return fmt.Errorf("joining: %w", ctx.Err())
 			}
-			c, err := d.DialContext(ctx, "tcp", cfg.Addr)
+			c, err := d.DialContext(ctx, network, cfg.Addr)
 			if err != nil {
 				return fmt.Errorf("dial %s (member %d of room %d): %w", cfg.Addr, idx, room, err)
 			}
@@ -209,6 +215,9 @@ func (r *runner) read(m *member, ready chan<- error, sem <-chan struct{}) {
 				m.err = perr
 				r.fail(perr)
 				return
+			}
+			if ev.Token != 0 && m.token == 0 {
+				m.token = ev.Token // before join(nil): the pacers start after every join is ready
 			}
 			if ev.Ready {
 				join(nil)
@@ -402,7 +411,11 @@ func (r *runner) pace(ctx context.Context, senders []*member, start, end time.Ti
 				}
 				ns := now.UnixNano()
 				EncodePayload(payload, Stamp{SentNs: ns, Room: uint32(m.room), Member: uint32(m.idx), Seq: m.sent + 1})
-				m.wbuf = r.cfg.Proto.AppendPublish(m.wbuf[:0], m.room, ns, payload)
+				m.wbuf = m.wbuf[:0]
+				if m.token != 0 {
+					m.wbuf = binary.BigEndian.AppendUint64(m.wbuf, m.token)
+				}
+				m.wbuf = r.cfg.Proto.AppendPublish(m.wbuf, m.room, ns, payload)
 				if _, err := m.conn.Write(m.wbuf); err != nil {
 					if !r.closing.Load() {
 						r.fail(fmt.Errorf("send (member %d of room %d): %w", m.idx, m.room, err))
