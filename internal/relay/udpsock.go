@@ -2,6 +2,7 @@ package relay
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -73,7 +74,7 @@ func listenOneUDP(addr *net.UDPAddr, reuse bool) (*net.UDPConn, error) {
 		})
 		return errors.Join(err, serr)
 	}}
-	pc, err := lc.ListenPacket(nil, "udp", addr.String()) //nolint:staticcheck // no context: bind is immediate
+	pc, err := lc.ListenPacket(context.Background(), "udp", addr.String())
 	if err != nil {
 		return nil, err
 	}
