@@ -183,3 +183,26 @@ func TestUDPDropsCounted(t *testing.T) {
 		t.Errorf("receive buffer %d bytes, asked for 4096", got)
 	}
 }
+
+// TestListenUDPRefusesAPortInUse: the workers share their port with each
+// other, never with another process's socket already on it.
+func TestListenUDPRefusesAPortInUse(t *testing.T) {
+	other, err := listenUDP(mustUDPAddr(t, "127.0.0.1:0"), 2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range other {
+			c.Close()
+		}
+	}()
+	if len(other) != 2 || other[0].LocalAddr().String() != other[1].LocalAddr().String() {
+		t.Fatalf("two workers on %v", other)
+	}
+	if again, err := listenUDP(other[0].LocalAddr().(*net.UDPAddr), 2, 0); err == nil {
+		for _, c := range again {
+			c.Close()
+		}
+		t.Fatal("a second set of workers bound the port of the first")
+	}
+}

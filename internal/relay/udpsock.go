@@ -47,6 +47,17 @@ func listenUDP(addr *net.UDPAddr, n, rcvbuf int) ([]*net.UDPConn, error) {
 		return nil, err
 	}
 	a := *addr
+	if n > 1 {
+		// SO_REUSEPORT would let a second relay on the same port (same
+		// user) take half the clients silently: bind once without it
+		// first, so a port in use fails here as it does with one socket.
+		probe, err := net.ListenUDP("udp", &a)
+		if err != nil {
+			return nil, fmt.Errorf("listen udp %s: %w", &a, err)
+		}
+		a.Port = probe.LocalAddr().(*net.UDPAddr).Port
+		probe.Close()
+	}
 	for i := range n {
 		c, err := listenOneUDP(&a, n > 1)
 		if err != nil {
