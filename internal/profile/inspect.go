@@ -21,13 +21,17 @@ type Report struct {
 	Server      int            `json:"server_messages"`
 	// User and Room are the recorded values and the client message (#)
 	// they first appear in, -1 when nowhere.
-	User      string  `json:"user"`
-	UserAt    int     `json:"user_at"`
-	Room      string  `json:"room"`
-	RoomAt    int     `json:"room_at"`
-	LoginAt   int     `json:"login_at"`
-	LoginEnd  int     `json:"login_end"`
-	LoginEndS float64 `json:"login_end_s"`
+	User   string `json:"user"`
+	UserAt int    `json:"user_at"`
+	Room   string `json:"room"`
+	RoomAt int    `json:"room_at"`
+	// LoginAt is the login's first client message, LoginEnd the first
+	// after it; FirstSend is the first message counted as a send (what a
+	// receive-only client never plays) and FirstSendS its offset.
+	LoginAt    int     `json:"login_at"`
+	LoginEnd   int     `json:"login_end"`
+	FirstSend  int     `json:"first_send"`
+	FirstSendS float64 `json:"first_send_s"`
 	// Answer is the server's answer to the login: "accepted", a refusal
 	// reason, or "none" when no server message answers it.
 	Answer string `json:"answer"`
@@ -43,7 +47,7 @@ type Report struct {
 // Inspect reports what the profile makes of a recorded flow.
 func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	r := &Report{Profile: p.Name, Flow: flow, ClientKinds: map[string]int{}, ServerKinds: map[string]int{},
-		Client: len(m.Client), Server: len(m.Server), UserAt: -1, RoomAt: -1, LoginAt: -1, LoginEnd: -1, Answer: "none"}
+		Client: len(m.Client), Server: len(m.Server), UserAt: -1, RoomAt: -1, LoginAt: -1, LoginEnd: -1, FirstSend: -1, Answer: "none"}
 	for _, c := range m.Client {
 		r.ClientKinds[p.KindName(c.Kind)]++
 	}
@@ -62,8 +66,8 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	r.Notes = append(r.Notes, s.notes...)
 	first, _ := p.loginRange(m.Client)
 	r.LoginAt, r.LoginEnd = first, first+s.loginSteps
-	if r.LoginEnd < len(m.Client) {
-		r.LoginEndS = m.Client[r.LoginEnd].Offset.Seconds()
+	if fs := first + s.tl.HandshakeEnd(); fs < first+s.tl.Len() {
+		r.FirstSend, r.FirstSendS = fs, m.Client[fs].Offset.Seconds()
 	}
 	r.User, r.Room = string(s.user), string(s.room)
 	r.UserAt, r.RoomAt = firstWith(m.Client, s.user), firstWith(m.Client, s.room)
@@ -122,7 +126,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  user id: %s\n", place(r.User, r.UserAt))
 	fmt.Fprintf(&b, "  room: %s\n", place(r.Room, r.RoomAt))
 	if r.LoginAt >= 0 {
-		fmt.Fprintf(&b, "  login: client message #%d; sends start at #%d (%.3fs); server answer: %s\n", r.LoginAt, r.LoginEnd, r.LoginEndS, r.Answer)
+		fmt.Fprintf(&b, "  login: client messages #%d..#%d; server answer: %s\n", r.LoginAt, r.LoginEnd-1, r.Answer)
+	}
+	if r.FirstSend >= 0 {
+		fmt.Fprintf(&b, "  first send: client message #%d at %.3fs (receive-only clients play up to it)\n", r.FirstSend, r.FirstSendS)
 	}
 	if r.Loop != "" {
 		fmt.Fprintf(&b, "  suggested --loop=%s\n", r.Loop)

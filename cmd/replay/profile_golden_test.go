@@ -1,0 +1,96 @@
+package main
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/profiles/*.golden")
+
+// TestInspectProfileGolden: `replay inspect --profile` on a recording of
+// each shipped profile (real paho-mqtt and RESP3 sessions with mosquitto
+// and redis-server, recorded with record proxy; the example file
+// profile's session written here) against testdata/profiles/*.golden.
+// make golden (go test -update) rewrites them.
+func TestInspectProfileGolden(t *testing.T) {
+	acme := writeAcmeCapture(t)
+	for _, tc := range []struct{ name, profile, capture string }{
+		{"mqtt", "mqtt", "testdata/profiles/mqtt.pcap"},
+		{"mqtt-ws", "mqtt-ws", "testdata/profiles/mqtt-ws.pcap"},
+		{"redis", "redis", "testdata/profiles/redis.pcap"},
+		{"acme-binary", "../../examples/profiles/acme-binary.yaml", acme},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := exec.Command(bins["replay"], "inspect", "--profile", tc.profile, tc.capture).CombinedOutput()
+			if err != nil {
+				t.Fatalf("inspect: %v\n%s", err, got)
+			}
+			golden := filepath.Join("testdata", "profiles", tc.name+".golden")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("replay inspect --profile %s differs from %s:\n%s\nwant:\n%s", tc.profile, golden, got, want)
+			}
+		})
+	}
+}
+
+// writeAcmeCapture writes a session of the example profile's made-up
+// protocol at fixed times: HELLO, WELCOME with a token, chats carrying it
+// (one delivered back), a ping and BYE.
+func writeAcmeCapture(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "acme.pcap")
+	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:9000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := []byte("T0K3N-42")
+	steps := []struct {
+		ms         int
+		fromClient bool
+		b          []byte
+	}{
+		{0, true, acmeMsg(0x01, []byte("alice001"))},
+		{2, false, acmeMsg(0x81, tok)},
+		{100, true, acmeMsg(0x02, tok, []byte("hello 00"), make([]byte, 8))},
+		{101, false, acmeMsg(0x83, []byte("hello 00"), make([]byte, 8))},
+		{200, true, acmeMsg(0x02, tok, []byte("hello 01"), make([]byte, 8))},
+		{300, true, acmeMsg(0x03, tok)},
+		{400, true, acmeMsg(0x02, tok, []byte("hello 02"), make([]byte, 8))},
+		{500, true, acmeMsg(0x04, tok)},
+	}
+	for _, s := range steps {
+		if err := conn.Data(t0.Add(time.Duration(s.ms)*time.Millisecond), s.fromClient, s.b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.Close(t0.Add(time.Second), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
