@@ -33,7 +33,10 @@ func FuzzUDPAmplification(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(s.closeSockets)
-	u := newUDPServer(s)
+	u, err := newUDPServer(s, s.udp)
+	if err != nil {
+		f.Fatal(err)
+	}
 	// A busy room: confirmed members with long ids, so that any reply
 	// with the member list would be large.
 	for i := range 40 {
@@ -45,6 +48,7 @@ func FuzzUDPAmplification(f *testing.F) {
 			f.Fatalf("member %d did not join", i)
 		}
 		u.datagram(wire.AppendHeartbeat(wire.AppendDatagram(nil, c.token), 1), from)
+		u.flush() // as the worker's loop does after each read
 	}
 	// The source: a socket that counts what it gets, on a fresh loopback
 	// address each time. It never learns a token, so it never proves its
@@ -60,6 +64,7 @@ func FuzzUDPAmplification(f *testing.F) {
 		}
 		defer victim.Close()
 		u.datagram(d, victim.LocalAddr().(*net.UDPAddr).AddrPort())
+		u.flush()
 		got := 0
 		for {
 			victim.SetReadDeadline(time.Now().Add(200 * time.Microsecond))
