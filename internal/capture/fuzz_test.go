@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -35,9 +36,27 @@ func readWithDeadline(tb testing.TB, data []byte) (*Capture, error) {
 	}
 }
 
+// fuzzMemCeiling fails a fuzz input whose reading allocates more: what a
+// capture costs must depend on its packets, never on the values in them
+// (a timestamp, a length field).
+const fuzzMemCeiling = 256 << 20
+
 func FuzzReadCapture(f *testing.F) {
 	for _, tc := range hostileCases {
 		f.Add(tc.file)
+	}
+	// Captures by real tools: timestamps from 2100 and 1970, a port reused
+	// after an RST, duplicated datagrams, a mid-connection start.
+	real, err := filepath.Glob("testdata/realtool/*.pcap*")
+	if err != nil || len(real) == 0 {
+		f.Fatalf("no real-tool captures: %v", err)
+	}
+	for _, p := range real {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
 	}
 	b := tcpSession(f, cliAddr, srvAddr, 0xFFFFFF00, nil)
 	for _, format := range []Format{PCAP, PCAPNG} {
@@ -48,7 +67,23 @@ func FuzzReadCapture(f *testing.F) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
 		c, err := readWithDeadline(t, data)
+		if c != nil {
+			// The summary must be writable, and small, for any input.
+			var js bytes.Buffer
+			if err := Inspect(c).WriteJSON(&js); err != nil {
+				t.Fatalf("inspect JSON: %v", err)
+			}
+			if js.Len() > 64*len(data)+(1<<20) {
+				t.Fatalf("inspect JSON of %d bytes for a %d-byte capture", js.Len(), len(data))
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > fuzzMemCeiling {
+			t.Fatalf("reading a %d-byte capture allocated %d MiB (ceiling %d MiB)", len(data), alloc>>20, fuzzMemCeiling>>20)
+		}
 		if err == nil && c == nil {
 			t.Fatal("nil capture without an error")
 		}
