@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,26 +21,74 @@ import (
 	"github.com/reprise-harness/reprise/internal/capture/live"
 )
 
+// Exit codes, as every reprise command: 0 ok, 1 a failure at run time,
+// 2 bad usage, 130 a second interrupt.
+const (
+	exitFailure   = 1
+	exitUsage     = 2
+	exitInterrupt = 130
+)
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// The first signal ends the capture with a valid file; a second
+		// one exits at once.
+		<-sig
+		cancel()
+		<-sig
+		fmt.Fprintln(os.Stderr, "record: interrupted")
+		os.Exit(exitInterrupt)
+	}()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "record:", err)
-		os.Exit(1)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(exitUsage)
+		}
+		os.Exit(exitFailure)
 	}
 }
+
+// usageError marks bad arguments (exit 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	root := &cobra.Command{
 		Use:           "record",
 		Short:         "capture a client's session into a pcap or pcapng file",
+		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		RunE: func(*cobra.Command, []string) error {
+			return usageError{errors.New("say what to do: record live or record proxy (--help for more)")}
+		},
 	}
 	root.SetErr(stderr)
 	root.AddCommand(liveCmd(ctx, stderr), proxyCmd(ctx, stderr))
 	root.SetArgs(args)
-	return root.Execute()
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	for _, c := range append(root.Commands(), root) {
+		check := c.Args
+		c.Args = func(c *cobra.Command, args []string) error {
+			if err := check(c, args); err != nil {
+				return usageError{err}
+			}
+			return nil
+		}
+	}
+	err := root.Execute()
+	// cobra's own "required flag" check is a usage error too.
+	if err != nil && strings.Contains(err.Error(), "required flag") {
+		return usageError{err}
+	}
+	return err
 }
 
 func withDuration(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
@@ -58,9 +107,15 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Port, cfg.Progress = port, stderr
+			if cfg.Proto != "" && cfg.Proto != "both" && cfg.Proto != "tcp" && cfg.Proto != "udp" {
+				return usageError{fmt.Errorf("--proto %q: want tcp, udp or both", cfg.Proto)}
+			}
 			res, err := live.Run(ctx, cfg)
 			if err != nil {
 				return err
+			}
+			if res.StatsLost {
+				fmt.Fprintln(stderr, "record: WARNING: libpcap's read did not return at the end: the capture was stopped under it and its received/dropped counts are unknown")
 			}
 			fmt.Fprintf(stderr, "record: wrote %d packets (%d bytes) to %s in %.1fs; filter %q; libpcap received %d, dropped %d (interface %d)\n",
 				res.Packets, res.Bytes, cfg.Out, res.Elapsed.Seconds(), res.Filter, res.Received, res.Dropped, res.IfDropped)
@@ -92,13 +147,21 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 		Short: "forward clients to the relay and record what passes (no privileges needed)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			w, err := capture.Create(out, layers.LinkTypeEthernet, capture.DefaultSnaplen)
+			// Written to a temporary file beside --out, renamed over it
+			// once the proxy is listening: a proxy that cannot start
+			// leaves an existing file as it was.
+			w, tmp, err := capture.CreateTemp(out, layers.LinkTypeEthernet, capture.DefaultSnaplen)
 			if err != nil {
 				return err
 			}
 			p, err := capture.NewProxy(capture.ProxyConfig{Listen: listen, Upstream: upstream, Writer: w})
 			if err != nil {
-				return errors.Join(err, w.Close())
+				return errors.Join(err, w.Close(), os.Remove(tmp))
+			}
+			if err := os.Rename(tmp, out); err != nil {
+				stopped, stop := context.WithCancel(ctx)
+				stop() // Run on an ended context just releases the listeners
+				return errors.Join(fmt.Errorf("create capture file: %w", err), p.Run(stopped), w.Close(), os.Remove(tmp))
 			}
 			fmt.Fprintf(stderr, "record: proxy on %s (tcp+udp) -> %s, writing %s (Ctrl-C to stop)\n", p.Addr(), upstream, out)
 			runCtx, cancel := withDuration(ctx, duration)

@@ -362,3 +362,106 @@ func TestErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedStartKeepsFile: a record that cannot start (a proxy whose
+// address is taken, a live capture with a bad filter, an unknown
+// interface) leaves an existing --out file byte for byte as it was, and
+// leaves no temporary file behind.
+func TestFailedStartKeepsFile(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "session.pcap")
+	want := bytes.Repeat([]byte("a precious capture "), 50000)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	tests := []struct {
+		name string
+		args []string
+		root bool
+	}{
+		{"proxy address taken", []string{"proxy", "--listen", busy.Addr().String(), "--out", out}, false},
+		{"bad filter", []string{"live", "--filter", "this is not bpf((", "--out", out}, true},
+		{"unknown interface", []string{"live", "--iface", "nope0", "--out", out}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				requireRoot(t)
+			}
+			if err := os.WriteFile(out, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b, err := exec.Command(bins["record"], tt.args...).CombinedOutput()
+			if err == nil {
+				t.Fatalf("record started:\n%s", b)
+			}
+			got, err := os.ReadFile(out)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("the existing file changed (%d bytes, err %v); record said:\n%s", len(got), err, b)
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("files left: %v", ents)
+			}
+		})
+	}
+}
+
+// TestLiveStopsWithNoPackets: a live capture on a port nobody uses ends on
+// time at --duration, and promptly on the first SIGTERM, with a valid file.
+func TestLiveStopsWithNoPackets(t *testing.T) {
+	requireRoot(t)
+	port := strconv.Itoa(freePort(t))
+	t.Run("duration", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "quiet.pcap")
+		start := time.Now()
+		b, err := exec.Command(bins["record"], "live", "--iface", "lo", "--port", port, "--out", out, "--duration", "2s").CombinedOutput()
+		if took := time.Since(start); err != nil || took > 6*time.Second {
+			t.Fatalf("exit %v after %v:\n%s", err, took, b)
+		}
+		if _, err := capture.ReadFile(out, capture.Options{}); err != nil {
+			t.Errorf("file: %v", err)
+		}
+	})
+	t.Run("SIGTERM", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "quiet.pcap")
+		rec := start(t, "record", "live", "--iface", "lo", "--port", port, "--out", out)
+		rec.waitFor(t, "capturing on lo")
+		time.Sleep(1500 * time.Millisecond)
+		begin := time.Now()
+		if err := rec.stop(t, syscall.SIGTERM); err != nil {
+			t.Fatalf("record after SIGTERM: %v\n%s", err, rec.out.String())
+		}
+		if took := time.Since(begin); took > 3*time.Second {
+			t.Errorf("SIGTERM took %v to end the capture", took)
+		}
+		if _, err := capture.ReadFile(out, capture.Options{}); err != nil {
+			t.Errorf("file: %v", err)
+		}
+	})
+}
+
+// TestExitCodes: bad usage exits 2, a failure at run time 1.
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+	}{
+		{[]string{"live", "--bogus"}, 2},
+		{[]string{"live"}, 2}, // --out missing
+		{[]string{"proxy", "extra-arg", "--out", "x.pcap"}, 2},
+		{[]string{"live", "--proto", "sctp", "--out", "x.pcap"}, 2},
+		{[]string{"nonsense"}, 2},
+		{[]string{"proxy", "--out", "/nonexistent-dir/a.pcap"}, 1},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bins["record"], tt.args...)
+		cmd.Dir = t.TempDir()
+		b, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != tt.code {
+			t.Errorf("record %v: exit %d, want %d:\n%s", tt.args, code, tt.code, b)
+		}
+	}
+}

@@ -63,6 +63,28 @@ type Writer struct {
 	ser       gopacket.SerializeBuffer
 }
 
+// CreateTemp is Create on a new temporary file in path's directory (for a
+// caller that renames it to path once its recording has really started),
+// which it returns too.
+func CreateTemp(path string, linkType layers.LinkType, snaplen uint32) (*Writer, string, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".partial-*")
+	if err != nil {
+		return nil, "", fmt.Errorf("create capture file: %w", err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, "", fmt.Errorf("create capture file: %w", err)
+	}
+	w, err := NewWriter(f, FormatFor(path), linkType, snaplen)
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, "", err
+	}
+	return w, f.Name(), nil
+}
+
 // Create creates path (pcapng if it ends in .pcapng, else pcap) and writes
 // its header.
 func Create(path string, linkType layers.LinkType, snaplen uint32) (*Writer, error) {

@@ -13,12 +13,16 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gopacket/gopacket/pcap"
+	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/capture"
 )
@@ -45,6 +49,9 @@ type Result struct {
 	IfDropped         int // dropped by the interface or driver
 	Filter            string
 	Elapsed           time.Duration
+	// StatsLost says libpcap's counts are missing: the handle had to be
+	// closed under a read that did not return.
+	StatsLost bool
 }
 
 // DefaultBuffer is the kernel capture buffer when none is given: room for
@@ -105,7 +112,10 @@ func (c *Config) defaults() {
 }
 
 // Run captures until ctx ends or the duration passes, and always leaves a
-// valid file behind once it has started writing.
+// valid file behind once it has started writing. The output file is
+// created (an existing one replaced) only once the capture has started:
+// the interface opened and the filter set, so a capture that cannot start
+// leaves an existing file as it was.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.defaults()
 	res := Result{Filter: cfg.Filter}
@@ -122,21 +132,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := checkIface(cfg.Iface); err != nil {
 		return res, err
 	}
-	file, err := os.OpenFile(cfg.Out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return res, fmt.Errorf("cannot write output file: %w", err)
+	if err := checkWritable(cfg.Out); err != nil {
+		return res, err
 	}
 	h, err := open(cfg)
 	if err != nil {
-		file.Close()
-		os.Remove(cfg.Out)
 		return res, err
 	}
 	defer h.Close()
 	if err := h.SetBPFFilter(res.Filter); err != nil {
-		file.Close()
-		os.Remove(cfg.Out)
 		return res, fmt.Errorf("filter %q: %w", res.Filter, err)
+	}
+	file, err := os.OpenFile(cfg.Out, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return res, fmt.Errorf("cannot write output file: %w", err)
 	}
 	w, err := capture.NewWriter(file, capture.FormatFor(cfg.Out), h.LinkType(), uint32(cfg.Snaplen))
 	if err != nil {
@@ -154,10 +163,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		err = fmt.Errorf("close output file: %w", cerr)
 	}
 	res.Packets, res.Bytes = w.Stats()
-	if st, serr := h.Stats(); serr == nil {
-		res.Received, res.Dropped, res.IfDropped = st.PacketsReceived, st.PacketsDropped, st.PacketsIfDropped
+	if !res.StatsLost {
+		if st, serr := h.Stats(); serr == nil {
+			res.Received, res.Dropped, res.IfDropped = st.PacketsReceived, st.PacketsDropped, st.PacketsIfDropped
+		}
 	}
 	return res, err
+}
+
+// checkWritable fails early, before the capture starts, when the output
+// file cannot be written, without touching an existing one.
+func checkWritable(path string) error {
+	dir := filepath.Dir(path)
+	if err := unix.Access(dir, unix.W_OK|unix.X_OK); err != nil {
+		return fmt.Errorf("cannot write output file: %s: %w", path, err)
+	}
+	if _, err := os.Stat(path); err == nil {
+		if err := unix.Access(path, unix.W_OK); err != nil {
+			return fmt.Errorf("cannot write output file: %s: %w", path, err)
+		}
+	}
+	return nil
 }
 
 // checkIface fails with the list of interfaces when name is not one.
@@ -219,22 +245,46 @@ func classify(iface string, err error) error {
 	return fmt.Errorf("capture on %s: %w", iface, err)
 }
 
+// unblockAfter is how long the capture loop may take to notice the end of
+// its run before the handle is closed under it: libpcap's read can block
+// past its timeout when no packets arrive (TPACKET_V3), and the end must
+// not wait for the next packet.
+const unblockAfter = time.Second
+
 func loop(ctx context.Context, cfg Config, h *pcap.Handle, w *capture.Writer, res *Result) error {
 	start := time.Now()
-	var deadline <-chan time.Time
 	if cfg.Duration > 0 {
-		t := time.NewTimer(cfg.Duration)
-		defer t.Stop()
-		deadline = t.C
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
 	}
+	// A watchdog closes the handle if the loop has not returned a moment
+	// after the end: the blocked read then returns (pcap_breakloop).
+	done := make(chan struct{})
+	var closed atomic.Bool
+	defer func() { res.StatsLost = closed.Load() }()
+	var watch sync.WaitGroup
+	watch.Go(func() {
+		select {
+		case <-done:
+		case <-ctx.Done():
+			t := time.NewTimer(unblockAfter)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+				closed.Store(true)
+				h.Close()
+			}
+		}
+	})
+	defer func() { close(done); watch.Wait() }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	defer func() { res.Elapsed = time.Since(start) }()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-deadline:
 			return nil
 		case <-tick.C:
 			if err := w.Flush(); err != nil {
@@ -247,6 +297,9 @@ func loop(ctx context.Context, cfg Config, h *pcap.Handle, w *capture.Writer, re
 		if err != nil {
 			if errors.Is(err, pcap.NextErrorTimeoutExpired) {
 				continue
+			}
+			if ctx.Err() != nil {
+				return nil // the watchdog closed the handle
 			}
 			return fmt.Errorf("capture on %s: %w", cfg.Iface, err)
 		}
