@@ -54,7 +54,7 @@ bench-relay: build
 	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode fanout $(RELAYBENCH_FLAGS)
 	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode idle
 
-## bench-compare: the relay and nats-server side by side (bench/, its own module; docs/performance.md).
+## bench-compare: the relay (over TCP and over UDP), the UDP floor and nats-server side by side (bench/, its own module; docs/performance.md).
 BENCH_COMPARE_FLAGS ?=
 bench-compare:
 	cd bench && $(GO) run ./cmd/benchcompare $(BENCH_COMPARE_FLAGS)
