@@ -66,7 +66,7 @@ type batch struct {
 	delivered int
 	// out is the UDP worker whose goroutine runs this batch (UDP sessions
 	// only): deliveries to confirmed UDP members are queued in its writer
-	// and sent in one sendmmsg after the read (or its hold). nil, or a
+	// and sent in one sendmmsg after the read. nil, or a
 	// member not confirmed yet: client.deliver, one by one.
 	out *udpServer
 }

@@ -139,28 +139,17 @@ func (s *Server) sendUDP(frame []byte, to netip.AddrPort) {
 func (u *udpServer) loop(ctx context.Context) {
 	s := u.s
 	tick := int64(s.sweepTick())
-	hold := int64(s.cfg.WriteCoalesce)
-	now := s.now()
-	next := now + tick
-	// holdUntil is when the frames queued since the first of a burst go
-	// out (0: none queued): as a TCP writer waits --write-coalesce for the
-	// rest of a burst, the worker keeps reading the other sends of the
-	// same tick for as long, so each client gets them packed in fewer
-	// datagrams (udpio.go).
-	var holdUntil int64
-	deadline := func() {
-		d := next
-		if holdUntil != 0 {
-			d = min(d, holdUntil)
-		}
-		u.conn.SetReadDeadline(time.Now().Add(time.Duration(d - now)))
-	}
-	deadline()
+	next := s.now() + tick
+	u.conn.SetReadDeadline(time.Now().Add(time.Duration(tick)))
+	// What a read's datagrams cause goes out right after it, packed per
+	// client (udpio.go). Unlike a TCP writer, a worker does not wait for
+	// the rest of a burst: measured with a --write-coalesce hold of 1 ms
+	// against none (4×32, 3 runs each, interleaved) it saved no CPU
+	// (0.68 vs 0.64 s/M, medians) and only added latency.
 	for ctx.Err() == nil {
 		n, err := u.r.read()
 		if ctx.Err() != nil {
-			u.closeAll()
-			return
+			break
 		}
 		var ne net.Error
 		switch {
@@ -173,32 +162,19 @@ func (u *udpServer) loop(ctx context.Context) {
 				}
 				u.datagram(d, from)
 			}
+			u.flush()
 		case errors.Is(err, net.ErrClosed):
 			u.closeAll()
 			return
 		case errors.As(err, &ne) && ne.Timeout():
-			// the sweep tick or the end of a hold
+			// the sweep tick
 		default:
 			s.log.Warn("udp read", zap.Error(err))
 		}
-		now = s.now()
-		held := holdUntil
-		switch {
-		case u.w.pending() == 0:
-			holdUntil = 0
-		case hold <= 0 || holdUntil != 0 && now >= holdUntil:
-			u.flush()
-			holdUntil = 0
-		case holdUntil == 0:
-			holdUntil = now + hold
-		}
-		sweep := now >= next
-		if sweep {
-			u.sweep(now) // flushes what it queued
-			next, holdUntil = now+tick, 0
-		}
-		if sweep || holdUntil != held {
-			deadline()
+		if now := s.now(); now >= next {
+			u.sweep(now)
+			next = now + tick
+			u.conn.SetReadDeadline(time.Now().Add(time.Duration(tick)))
 		}
 	}
 	u.closeAll()
