@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,15 @@ type Config struct {
 	Pause         time.Duration
 	LoginTimeout  time.Duration // a login fails if joined does not arrive within it
 	Duration      time.Duration // whole run; 0: until the context ends
+
+	// Levels are attempt counts (increasing, the last at most Clients)
+	// where the ramp waits for AtLevel: when the next attempt is due (for
+	// Clients, one LoginInterval after the last), the ramp calls
+	// AtLevel(ctx, count) and goes on when it returns, its schedule
+	// shifted by the wait. A capacity search holds and judges each level
+	// in it, and cancels the run to stop. Not for sharded fleets.
+	Levels  []int
+	AtLevel func(ctx context.Context, attempts int)
 
 	// Metrics is the listen address of /metrics; empty disables it.
 	Metrics string
@@ -162,6 +172,8 @@ func (c *Config) validate() error {
 		return badf("durations must not be negative")
 	case c.MaxFrame < 0:
 		return badf("--max-frame %d: must not be negative", c.MaxFrame)
+	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && (c.AtLevel == nil || c.Shard.Sharded())):
+		return badf("levels %v: want increasing counts up to --clients %d, a function to call, and no shards", c.Levels, c.Clients)
 	case c.PauseEvery < 0:
 		return badf("--pause-every %d: must not be negative", c.PauseEvery)
 	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":
@@ -179,6 +191,15 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+func levelsOK(levels []int, clients int) bool {
+	for i, l := range levels {
+		if l <= 0 || l > clients || (i > 0 && l <= levels[i-1]) {
+			return false
+		}
+	}
+	return true
 }
 
 var idVerb = regexp.MustCompile(`%0?[0-9]*d`)

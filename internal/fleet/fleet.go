@@ -383,10 +383,19 @@ func (f *Fleet) httpServer() *http.Server {
 // the run is pointless.
 func (f *Fleet) ramp(ctx context.Context) error {
 	step := f.cfg.Shard.count()
-	var first chan string // until the first login's result is in
+	var first chan string   // until the first login's result is in
+	var shift time.Duration // the waits for AtLevel so far
+	levels := f.cfg.Levels
 	for i := range f.cfg.Shard.indexes(f.cfg.Clients) {
-		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)), &first); err != nil || ctx.Err() != nil {
+		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)+shift), &first); err != nil || ctx.Err() != nil {
 			return err
+		}
+		if len(levels) > 0 && levels[0] == i {
+			shift += f.atLevel(ctx, i)
+			levels = levels[1:]
+			if ctx.Err() != nil {
+				return nil
+			}
 		}
 		c, err := f.newClient(i)
 		if err != nil {
@@ -404,10 +413,24 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", f.cfg.Pause, (i/pe+1)*pe)
 		}
 	}
+	if len(levels) > 0 { // the last level: Clients
+		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(f.cfg.Clients)+shift), &first); err != nil || ctx.Err() != nil {
+			return err
+		}
+		f.atLevel(ctx, f.cfg.Clients)
+	}
 	if first != nil {
 		return f.waitUntil(ctx, time.Now().Add(f.cfg.LoginTimeout+time.Second), &first)
 	}
 	return nil
+}
+
+// atLevel calls AtLevel with the attempts so far and returns how long it
+// took.
+func (f *Fleet) atLevel(ctx context.Context, attempts int) time.Duration {
+	t0 := time.Now()
+	f.cfg.AtLevel(ctx, attempts)
+	return time.Since(t0)
 }
 
 // waitUntil sleeps until t, ctx's end, or the first login's result (when

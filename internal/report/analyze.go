@@ -27,6 +27,7 @@ type Param struct {
 type Run struct {
 	Scenario     string          // "N:N", "1:N"
 	Repeat       int             // 1-based
+	Requested    int             // clients the run asked for
 	Started      time.Time       //
 	Series       Series          //
 	KernelDrops  *KernelDrops    // nil when not measured (remote relay)
@@ -41,6 +42,11 @@ type Input struct {
 	Params    []Param
 	Runs      []Run
 	Warnings  []string
+	// SLO decides the headline's breaches; nil means DefaultSLO.
+	SLO *SLO
+	// Capacity is a capacity search's answer and levels, when the runs
+	// are one.
+	Capacity *Capacity
 }
 
 // Plateau is where logged-in clients stopped rising. Window is the
@@ -79,6 +85,7 @@ type RunStats struct {
 	PlateauCPUIdlePct         Num             `json:"plateau_cpu_idle_pct"`
 	MinCPUIdlePct             Num             `json:"min_cpu_idle_pct"`
 	PlateauRelayProcessCPUPct Num             `json:"plateau_relay_process_cpu_pct"`
+	PlateauFleetProcessCPUPct Num             `json:"plateau_fleet_process_cpu_pct"`
 	MinFleetCPUIdlePct        Num             `json:"min_fleet_cpu_idle_pct"`
 	PlateauMsgsInPerS         Num             `json:"plateau_msgs_in_per_s"`
 	PlateauMsgsDeliveredPerS  Num             `json:"plateau_msgs_delivered_per_s"`
@@ -98,6 +105,7 @@ type RunStats struct {
 	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
 	Linear                    Fit             `json:"fit_linear"`
 	Quadratic                 Fit             `json:"fit_quadratic"`
+	Headline                  Headline        `json:"headline"`
 	Warnings                  []string        `json:"warnings"`
 	FleetSummary              json.RawMessage `json:"fleet_summary,omitempty"`
 }
@@ -113,17 +121,23 @@ type Stat struct {
 // ScenarioStats aggregates a scenario's repeats; the fits pool every
 // repeat's samples.
 type ScenarioStats struct {
-	Scenario  string `json:"scenario"`
-	Runs      int    `json:"runs"`
-	Stats     []Stat `json:"stats"`
-	Linear    Fit    `json:"fit_linear"`
-	Quadratic Fit    `json:"fit_quadratic"`
+	Scenario string `json:"scenario"`
+	Runs     int    `json:"runs"`
+	// Headline is the median run's (by held users).
+	Headline  Headline `json:"headline"`
+	Stats     []Stat   `json:"stats"`
+	Linear    Fit      `json:"fit_linear"`
+	Quadratic Fit      `json:"fit_quadratic"`
 }
 
 // Summary is summary.json.
 type Summary struct {
-	Title     string          `json:"title"`
-	Generated time.Time       `json:"generated"`
+	Title     string    `json:"title"`
+	Generated time.Time `json:"generated"`
+	// Headline is the answer in one line: how many users each scenario
+	// held and why it stopped there (or the capacity search's answer).
+	Headline  string          `json:"headline"`
+	Capacity  *Capacity       `json:"capacity,omitempty"`
 	Params    []Param         `json:"params"`
 	Warnings  []string        `json:"warnings"`
 	Scenarios []ScenarioStats `json:"scenarios"`
@@ -134,11 +148,16 @@ type Summary struct {
 // repeats. Scenarios keep the order in which they first ran.
 func Analyze(in Input) Summary {
 	s := Summary{Title: in.Title, Generated: in.Generated, Params: in.Params,
-		Warnings: append([]string{}, in.Warnings...)}
+		Warnings: append([]string{}, in.Warnings...), Capacity: in.Capacity}
+	slo := DefaultSLO()
+	if in.SLO != nil {
+		slo = *in.SLO
+	}
 	var order []string
 	byScenario := map[string][]int{}
 	for i, r := range in.Runs {
 		rs := AnalyzeRun(r)
+		rs.Headline = RunHeadline(r, rs, slo)
 		s.Runs = append(s.Runs, rs)
 		for _, w := range rs.Warnings {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s #%d: %s", r.Scenario, r.Repeat, w))
@@ -151,17 +170,28 @@ func Analyze(in Input) Summary {
 	for _, name := range order {
 		var runs []RunStats
 		var pts []Point
+		var heads []Headline
 		for _, i := range byScenario[name] {
 			runs = append(runs, s.Runs[i])
 			pts = append(pts, in.Runs[i].Series.Points...)
+			heads = append(heads, s.Runs[i].Headline)
 		}
-		sc := ScenarioStats{Scenario: name, Runs: len(runs)}
+		sc := ScenarioStats{Scenario: name, Runs: len(runs), Headline: scenarioHeadline(heads)}
 		for _, m := range tableMetrics {
 			sc.Stats = append(sc.Stats, aggregate(m, runs))
 		}
 		x, y := fitData(pts)
 		sc.Linear, sc.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
 		s.Scenarios = append(s.Scenarios, sc)
+	}
+	if in.Capacity != nil {
+		s.Headline = in.Capacity.Answer
+	} else {
+		var hs []Headline
+		for _, sc := range s.Scenarios {
+			hs = append(hs, sc.Headline)
+		}
+		s.Headline = HeadlineText(hs)
 	}
 	return s
 }
@@ -234,6 +264,7 @@ func AnalyzeRun(r Run) RunStats {
 	rs.PeakRecvGbps, rs.PlateauRecvGbps = maxOf(col(recv, nil)), meanOf(col(recv, in))
 	rs.PlateauCPUIdlePct, rs.MinCPUIdlePct = meanOf(col(idle, in)), minOf(col(idle, nil))
 	rs.PlateauRelayProcessCPUPct = meanOf(col(func(p Point) float64 { return p.RelayProcessCPUPct }, in))
+	rs.PlateauFleetProcessCPUPct = meanOf(col(func(p Point) float64 { return p.FleetProcessCPUPct }, in))
 	fleetIdle := col(func(p Point) float64 { return p.FleetCPUIdlePct }, nil)
 	rs.MinFleetCPUIdlePct = minOf(fleetIdle)
 	rs.PlateauMsgsInPerS = meanOf(col(func(p Point) float64 { return p.MsgsInPerS }, in))
@@ -312,8 +343,8 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 // it stayed within 1% (at least one client) of it, and whether login
 // attempts went on there without raising it: attempts beyond the clients
 // that were still gained count, and at least 3 (or 2% of the maximum) of
-// them make a plateau, as in "logins plateaued at 504 while attempts went
-// on to 546".
+// them over at least PlateauMinS seconds make a plateau, as in "logins
+// plateaued at 504 while attempts went on to 546".
 func DetectPlateau(pts []Point) Plateau {
 	nan := Num(math.NaN())
 	pl := Plateau{LoggedIn: nan, AtS: nan, AttemptsAt: nan, AttemptsAfter: nan, WindowFromS: nan, WindowToS: nan}
@@ -353,7 +384,7 @@ func DetectPlateau(pts []Point) Plateau {
 	}
 	pl.AttemptsAt, pl.AttemptsAfter = Num(a0), Num(aEnd-a0)
 	extra := (aEnd - a0) - (maxIn - pts[i0].LoggedIn)
-	pl.Detected = extra >= math.Max(3, 0.02*maxIn)
+	pl.Detected = extra >= math.Max(3, 0.02*maxIn) && pts[i1].T-pts[i0].T >= PlateauMinS
 	return pl
 }
 

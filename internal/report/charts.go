@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -12,6 +14,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // Chart is one PNG of the report.
@@ -22,12 +25,15 @@ type Chart struct {
 }
 
 // Charts are the report's pictures, in the order index.html shows them.
+// Shaded bands are the ramp's pauses (a capacity search's holds): login
+// attempts stood still there. Legends sit right of the data.
 var Charts = []Chart{
+	{"logged_in.png", "Login attempts and logged-in clients over time", "Logged-in clients (solid) and login attempts (dashed); grey bands are ramp pauses. Attempts going on while logged-in stays flat is a plateau: the relay refused or lost the rest."},
 	{"send_gbps.png", "Relay send Gbps over time", "Bytes the relay wrote to clients, per second. N:N should climb much faster than 1:N as clients log in."},
-	{"cpu_idle.png", "CPU over time", "Relay host CPU idle % (solid) and relay process CPU % where 100 is one core busy (dashed)."},
-	{"logged_in.png", "Logged-in clients over time", "Logged-in clients (solid) and login attempts (dashed); flat stretches of both are ramp pauses, a flat solid line under a rising dashed one is a plateau."},
-	{"gbps_vs_clients.png", "Send Gbps against logged-in clients", "One dot per second; the quadratic fit is solid, the linear fit dashed. N:N should come out quadratic, 1:N linear."},
-	{"latency_vs_clients.png", "Delivery latency p99 against logged-in clients", "Send → deliver latency p99 per second, from the fleet's histogram."},
+	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host."},
+	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy."},
+	{"gbps_vs_clients.png", "Send Gbps against logged-in clients", "One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table). N:N should come out quadratic, 1:N linear."},
+	{"latency_vs_clients.png", "Delivery latency p99 against logged-in clients (log scale)", "Send → deliver latency p99 per second, from the fleet's histogram, on a log axis so fast and slow scenarios both show."},
 }
 
 const chartW, chartH = 9 * vg.Inch, 4.5 * vg.Inch
@@ -49,38 +55,102 @@ func scenarioColor(i int) color.Color {
 // WriteCharts renders every chart into dir.
 func WriteCharts(dir string, in Input, sum Summary) error {
 	idx := scenarioIndex(in)
-	builders := map[string]func() (*plot.Plot, error){
-		"send_gbps.png": func() (*plot.Plot, error) {
-			return timeChart(in, idx, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
+	bands := pauseBands(in)
+	pct := func(p *chart) { p.Y.Max = math.Max(p.Y.Max, 100) }
+	builders := map[string]func() (*chart, error){
+		"send_gbps.png": func() (*chart, error) {
+			return timeChart(in, idx, bands, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
 		},
-		"cpu_idle.png": func() (*plot.Plot, error) {
-			return timeChart(in, idx, "%", []series{
-				{get: func(p Point) float64 { return p.RelayCPUIdlePct }, suffix: "idle"},
-				{get: func(p Point) float64 { return p.RelayProcessCPUPct }, suffix: "relay CPU", dashed: true},
+		"cpu_idle.png": func() (*chart, error) {
+			c, err := timeChart(in, idx, bands, "% idle", []series{
+				{get: func(p Point) float64 { return p.RelayCPUIdlePct }, suffix: "relay host idle"},
+				{get: func(p Point) float64 { return p.FleetCPUIdlePct }, suffix: "fleet host idle", dashed: true},
+			})
+			if err == nil {
+				pct(c)
+			}
+			return c, err
+		},
+		"process_cpu.png": func() (*chart, error) {
+			return timeChart(in, idx, bands, "% of one core", []series{
+				{get: func(p Point) float64 { return p.RelayProcessCPUPct }, suffix: "relay process"},
+				{get: func(p Point) float64 { return p.FleetProcessCPUPct }, suffix: "fleet process", dashed: true},
 			})
 		},
-		"logged_in.png": func() (*plot.Plot, error) {
-			return timeChart(in, idx, "clients", []series{
+		"logged_in.png": func() (*chart, error) {
+			return timeChart(in, idx, bands, "clients", []series{
 				{get: func(p Point) float64 { return p.LoggedIn }, suffix: "logged in"},
 				{get: func(p Point) float64 { return p.LoginAttempts }, suffix: "attempts", dashed: true},
 			})
 		},
-		"gbps_vs_clients.png": func() (*plot.Plot, error) { return fitChart(in, sum, idx) },
-		"latency_vs_clients.png": func() (*plot.Plot, error) {
-			return scatterChart(in, idx, "latency p99 (ms)", func(p Point) float64 { return p.LatencyP99Ms })
+		"gbps_vs_clients.png": func() (*chart, error) { return fitChart(in, sum, idx) },
+		"latency_vs_clients.png": func() (*chart, error) {
+			lat := func(p Point) float64 { return p.LatencyP99Ms }
+			c, err := scatterChart(in, idx, "latency p99 (ms)", func(p Point) float64 {
+				// A log axis has no zero.
+				if v := lat(p); v > 0 {
+					return v
+				}
+				return math.NaN()
+			})
+			if err == nil {
+				logY(c, in, lat)
+			}
+			return c, err
 		},
 	}
-	for _, c := range Charts {
-		p, err := builders[c.File]()
+	for _, ch := range Charts {
+		c, err := builders[ch.File]()
 		if err != nil {
-			return fmt.Errorf("chart %s: %w", c.File, err)
+			return fmt.Errorf("chart %s: %w", ch.File, err)
 		}
-		p.Title.Text = c.Title
-		if err := p.Save(chartW, chartH, filepath.Join(dir, c.File)); err != nil {
-			return fmt.Errorf("chart %s: %w", c.File, err)
+		c.Title.Text = ch.Title
+		if err := c.save(filepath.Join(dir, ch.File)); err != nil {
+			return fmt.Errorf("chart %s: %w", ch.File, err)
 		}
 	}
 	return nil
+}
+
+// chart is a plot with its legend kept apart, drawn right of the data so
+// it never covers a line.
+type chart struct {
+	*plot.Plot
+	legend plot.Legend
+}
+
+const legendW = 2.4 * vg.Inch
+
+// save draws the plot and its legend side by side into a PNG.
+func (c *chart) save(path string) error {
+	finite(c.Plot)
+	img := vgimg.New(chartW, chartH)
+	dc := draw.New(img)
+	c.Plot.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
+	c.legend.Top, c.legend.Left = true, true
+	c.legend.Draw(draw.Crop(dc, chartW-legendW+vg.Points(8), 0, 0, -vg.Points(30)))
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// finite gives an axis without data a range, so an empty chart draws
+// (gonum's tick search does not end on NaN bounds).
+func finite(p *plot.Plot) {
+	for _, a := range []*plot.Axis{&p.X, &p.Y} {
+		if math.IsNaN(a.Min) || math.IsInf(a.Min, 0) {
+			a.Min = 0
+		}
+		if math.IsNaN(a.Max) || math.IsInf(a.Max, 0) || a.Max <= a.Min {
+			a.Max = a.Min + 1
+		}
+	}
 }
 
 func scenarioIndex(in Input) map[string]int {
@@ -99,15 +169,15 @@ type series struct {
 	dashed bool
 }
 
-func newPlot(xLabel, yLabel string) *plot.Plot {
+func newChart(xLabel, yLabel string) *chart {
 	p := plot.New()
 	p.X.Label.Text = xLabel
 	p.Y.Label.Text = yLabel
 	p.Y.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.X.Tick.Marker = fiveTicks{}
+	p.Y.Tick.Marker = fiveTicks{}
 	p.Add(plotter.NewGrid())
-	return p
+	return &chart{Plot: p, legend: plot.NewLegend()}
 }
 
 // xy keeps the points where both coordinates were measured: gonum's
@@ -124,8 +194,12 @@ func xy(pts []Point, x, y func(Point) float64) plotter.XYs {
 	return out
 }
 
-func timeChart(in Input, idx map[string]int, yLabel string, ss []series) (*plot.Plot, error) {
-	p := newPlot("seconds since the run started", yLabel)
+func timeChart(in Input, idx map[string]int, bands []band, yLabel string, ss []series) (*chart, error) {
+	c := newChart("seconds since the run started", yLabel)
+	if len(bands) > 0 {
+		c.Add(bandPlotter(bands))
+		c.legend.Add("ramp pause", bandPlotter(bands))
+	}
 	t := func(pt Point) float64 { return pt.T }
 	legend := map[string]bool{}
 	for _, r := range in.Runs {
@@ -143,27 +217,20 @@ func timeChart(in Input, idx map[string]int, yLabel string, ss []series) (*plot.
 			if s.dashed {
 				l.Dashes = plotutil.Dashes(2)
 			}
-			p.Add(l)
+			c.Add(l)
 			// Repeats share their scenario's colour and one legend entry.
 			name := strings.TrimSpace(r.Scenario + " " + s.suffix)
 			if !legend[name] {
-				p.Legend.Add(name, l)
+				c.legend.Add(name, l)
 				legend[name] = true
 			}
 		}
 	}
-	headroom(p, len(legend))
-	return p, nil
+	return c, nil
 }
 
-// headroom raises the top of the y axis so the legend, drawn in the top
-// left corner, does not cover the data.
-func headroom(p *plot.Plot, entries int) {
-	p.Y.Max += (p.Y.Max - p.Y.Min) * 0.07 * float64(entries)
-}
-
-func scatterChart(in Input, idx map[string]int, yLabel string, get func(Point) float64) (*plot.Plot, error) {
-	p := newPlot("logged-in clients", yLabel)
+func scatterChart(in Input, idx map[string]int, yLabel string, get func(Point) float64) (*chart, error) {
+	c := newChart("logged-in clients", yLabel)
 	seen := map[string]bool{}
 	for _, r := range in.Runs {
 		data := xy(r.Series.Points, func(pt Point) float64 { return pt.LoggedIn }, get)
@@ -177,23 +244,38 @@ func scatterChart(in Input, idx map[string]int, yLabel string, get func(Point) f
 		s.GlyphStyle.Color = scenarioColor(idx[r.Scenario])
 		s.GlyphStyle.Radius = vg.Points(2)
 		s.GlyphStyle.Shape = draw.CircleGlyph{}
-		p.Add(s)
+		c.Add(s)
 		if !seen[r.Scenario] {
-			p.Legend.Add(r.Scenario, s)
+			c.legend.Add(r.Scenario, s)
 			seen[r.Scenario] = true
 		}
 	}
-	headroom(p, len(seen))
-	return p, nil
+	return c, nil
 }
 
-func fitChart(in Input, sum Summary, idx map[string]int) (*plot.Plot, error) {
-	p, err := scatterChart(in, idx, "send Gbps", func(pt Point) float64 { return pt.SendGbps })
+// logY puts the y axis on a log scale over get's positive values.
+func logY(c *chart, in Input, get func(Point) float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range in.Runs {
+		for _, p := range r.Series.Points {
+			if v := get(p); v > 0 && !math.IsInf(v, 0) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
+			}
+		}
+	}
+	if math.IsInf(lo, 0) {
+		lo, hi = 0.1, 1000
+	}
+	c.Y.Scale = plot.LogScale{}
+	c.Y.Tick.Marker = logTicks{}
+	c.Y.Min, c.Y.Max = lo/1.5, hi*1.5
+}
+
+func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
+	c, err := scatterChart(in, idx, "send Gbps", func(pt Point) float64 { return pt.SendGbps })
 	if err != nil {
 		return nil, err
 	}
-	// Room for the fit entries too (the scatter made room for its own).
-	headroom(p, 2*len(sum.Scenarios))
 	// Each fit is drawn over the clients its scenario reached: past them
 	// it would be a prediction, not a fit.
 	maxX := map[string]float64{}
@@ -217,9 +299,120 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*plot.Plot, error) {
 			if f.Kind == "linear" {
 				fn.Dashes = plotutil.Dashes(2)
 			}
-			p.Add(fn)
-			p.Legend.Add(fmt.Sprintf("%s %s", sc.Scenario, f.String()), fn)
+			c.Add(fn)
+			c.legend.Add(fmt.Sprintf("%s %s fit, R² %.3f", sc.Scenario, f.Kind, f.R2), fn)
 		}
 	}
-	return p, nil
+	return c, nil
+}
+
+// band is a stretch of a run's clock, in seconds.
+type band struct{ from, to float64 }
+
+// pauseBands are the stretches where the first run's login attempts stood
+// still before the last attempt: the ramp's pauses, or a capacity
+// search's holds.
+func pauseBands(in Input) []band {
+	if len(in.Runs) == 0 {
+		return nil
+	}
+	pts := in.Runs[0].Series.Points
+	final := math.NaN()
+	for _, p := range pts {
+		if !math.IsNaN(p.LoginAttempts) {
+			final = p.LoginAttempts
+		}
+	}
+	var out []band
+	for i := 1; i < len(pts); i++ {
+		a, b := pts[i-1], pts[i]
+		if a.LoginAttempts > 0 && a.LoginAttempts == b.LoginAttempts && b.LoginAttempts < final {
+			if n := len(out); n > 0 && out[n-1].to == a.T {
+				out[n-1].to = b.T
+			} else {
+				out = append(out, band{a.T, b.T})
+			}
+		}
+	}
+	return out
+}
+
+// bandPlotter shades bands across the whole height of the data area.
+type bandPlotter []band
+
+var bandColor = color.RGBA{R: 226, G: 226, B: 226, A: 255}
+
+func (bs bandPlotter) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	for _, b := range bs {
+		x0, x1 := trX(b.from), trX(b.to)
+		c.FillPolygon(bandColor, []vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
+	}
+}
+
+// Thumbnail draws the legend's swatch.
+func (bs bandPlotter) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(bandColor, []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}})
+}
+
+// fiveTicks labels at least five ticks: the largest round step (1, 2, 2.5
+// or 5 × 10^k) that fits five times into the range, with unlabelled
+// ticks halfway.
+type fiveTicks struct{}
+
+func (fiveTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(hi > lo) {
+		hi = lo + 1
+	}
+	step := roundStepBelow((hi - lo) / 5)
+	digits := max(0, int(math.Ceil(-math.Log10(step)+1e-9)))
+	if r := step / math.Pow(10, math.Floor(math.Log10(step))); r == 2.5 {
+		digits++
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', digits, 64)})
+		if m := v + step/2; m < hi {
+			ticks = append(ticks, plot.Tick{Value: m})
+		}
+	}
+	return ticks
+}
+
+// roundStepBelow is the largest of 1, 2, 2.5, 5 × 10^k not over x.
+func roundStepBelow(x float64) float64 {
+	p := math.Pow(10, math.Floor(math.Log10(x)))
+	for _, m := range []float64{5, 2.5, 2, 1} {
+		if m*p <= x*(1+1e-9) {
+			return m * p
+		}
+	}
+	return p
+}
+
+// logTicks labels 1, 2 and 5 × 10^k on a log axis, and every integer
+// multiple when that makes fewer than five labels.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	if !(lo > 0) || !(hi > lo) {
+		return fiveTicks{}.Ticks(lo, hi)
+	}
+	gen := func(ms []float64) []plot.Tick {
+		var out []plot.Tick
+		for k := math.Floor(math.Log10(lo)); k <= math.Ceil(math.Log10(hi)); k++ {
+			p := math.Pow(10, k)
+			for _, m := range ms {
+				if v := m * p; v >= lo && v <= hi {
+					out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+				}
+			}
+		}
+		return out
+	}
+	ticks := gen([]float64{1, 2, 5})
+	if len(ticks) < 5 {
+		ticks = gen([]float64{1, 2, 3, 4, 5, 6, 7, 8, 9})
+	}
+	return ticks
 }

@@ -24,8 +24,10 @@ type Point struct {
 	LatencyP99Ms         float64
 	ScheduleLagP99Ms     float64
 	FleetCPUIdlePct      float64 // fleet host, all CPUs
+	FleetProcessCPUPct   float64 // fleet processes; 100 = one core busy
 	RelayConnections     float64
 	SlowConsumerDiscards float64 // cumulative since the run started
+	FleetDisconnects     float64 // logged-in clients lost, cumulative since the run started
 }
 
 // Derive computes the point for the interval from prev to cur; base is the
@@ -37,13 +39,14 @@ func Derive(base, prev, cur Snapshot) Point {
 		SendGbps: nan, RecvGbps: nan, RelayCPUIdlePct: nan, RelayProcessCPUPct: nan,
 		LoggedIn: nan, LoginAttempts: nan, LoginFailures: nan, MsgsInPerS: nan,
 		MsgsDeliveredPerS: nan, LatencyP50Ms: nan, LatencyP99Ms: nan, ScheduleLagP99Ms: nan,
-		FleetCPUIdlePct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
+		FleetCPUIdlePct: nan, FleetProcessCPUPct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
+		FleetDisconnects: nan,
 	}
 	if dt := roleDT(prev.At, cur.At, prev.Relay.At, cur.Relay.At); dt > 0 {
 		deriveRelay(&p, base, prev, cur, dt)
 	}
 	if dt := roleDT(prev.At, cur.At, prev.Fleet.At, cur.Fleet.At); dt > 0 {
-		deriveFleet(&p, base, prev, cur)
+		deriveFleet(&p, base, prev, cur, dt)
 	}
 	return p
 }
@@ -72,14 +75,18 @@ func deriveRelay(p *Point, base, prev, cur Snapshot, dt float64) {
 	}
 }
 
-// deriveFleet has no rates to compute (the fleet's rates are the relay's
-// view); its interval only has to be a real one.
-func deriveFleet(p *Point, base, prev, cur Snapshot) {
+// deriveFleet computes the fleet's own CPU rate; its traffic rates are
+// the relay's view.
+func deriveFleet(p *Point, base, prev, cur Snapshot, dt float64) {
 	if f, g := prev.Fleet, cur.Fleet; f.Present && g.Present {
 		p.LoggedIn = g.LoggedIn
 		if base.Fleet.Present {
 			p.LoginAttempts = delta(base.Fleet.LoginAttempts, g.LoginAttempts)
 			p.LoginFailures = delta(base.Fleet.LoginsFailed, g.LoginsFailed)
+			p.FleetDisconnects = delta(base.Fleet.Disconnects, g.Disconnects)
+		}
+		if f.ProcessCPUSeconds > 0 || g.ProcessCPUSeconds > 0 {
+			p.FleetProcessCPUPct = 100 * delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
 		}
 		lat := HistogramDelta(f.Latency, g.Latency)
 		p.LatencyP50Ms = 1000 * Quantile(0.50, lat)

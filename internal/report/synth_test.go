@@ -102,7 +102,7 @@ func (m synthModel) run() Run {
 		ser.Points = append(ser.Points, Derive(snaps[0], snaps[i-1], snaps[i]))
 	}
 	return Run{Scenario: m.scenario, Repeat: m.repeat, Started: snaps[0].At, Series: ser,
-		FleetSummary: []byte(`{"clients_requested":60}`)}
+		Requested: 60, FleetSummary: []byte(`{"clients_requested":60}`)}
 }
 
 // synthInput is the fixed input of the golden tests: N:N plateauing at 50

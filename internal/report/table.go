@@ -21,7 +21,7 @@ type metric struct {
 // the questions: how many got in, what it cost, how it felt.
 var tableMetrics = []metric{
 	{"max_logged_in", "max logins reached", 0, func(r RunStats) float64 { return float64(r.MaxLoggedIn) }},
-	{"plateau_at_s", "logins plateaued at (s)", 0, func(r RunStats) float64 {
+	{"plateau_at_s", "logins plateaued at (s; - no plateau)", 0, func(r RunStats) float64 {
 		if !r.Plateau.Detected {
 			return math.NaN()
 		}
@@ -31,13 +31,14 @@ var tableMetrics = []metric{
 	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
 	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
 	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
-	{"peak_send_gbps", "peak send Gbps", 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
-	{"plateau_send_gbps", "plateau send Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
-	{"plateau_recv_gbps", "plateau receive Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
-	{"plateau_cpu_idle_pct", "relay host CPU idle at plateau %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
-	{"plateau_relay_process_cpu_pct", "relay process CPU at plateau %", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
-	{"plateau_msgs_in_per_s", "messages/s in (plateau)", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsInPerS) }},
-	{"plateau_msgs_delivered_per_s", "messages/s delivered (plateau)", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsDeliveredPerS) }},
+	{"peak_send_gbps", "peak send Gbps (one second)", 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
+	{"plateau_send_gbps", "send Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
+	{"plateau_recv_gbps", "receive Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
+	{"plateau_cpu_idle_pct", "relay host CPU idle at peak logins %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
+	{"plateau_relay_process_cpu_pct", "relay process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
+	{"plateau_fleet_process_cpu_pct", "fleet process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauFleetProcessCPUPct) }},
+	{"plateau_msgs_in_per_s", "messages/s in at peak logins", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsInPerS) }},
+	{"plateau_msgs_delivered_per_s", "messages/s delivered at peak logins", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsDeliveredPerS) }},
 	{"latency_p50_ms", "latency p50 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP50Ms) }},
 	{"latency_p99_ms", "latency p99 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP99Ms) }},
 	{"schedule_lag_p99_ms", "schedule lag p99 ms", 2, func(r RunStats) float64 { return float64(r.ScheduleLagP99Ms) }},
@@ -56,16 +57,18 @@ type Row struct {
 	Cells []Cell
 }
 
-// Table is the side-by-side comparison: one column per scenario.
+// Table is the side-by-side comparison: one column per scenario, under
+// the headline.
 type Table struct {
-	Columns []string
-	Rows    []Row
+	Headline string
+	Columns  []string
+	Rows     []Row
 }
 
 // SideBySide builds the comparison table from a summary: mean ± sd when a
 // scenario ran more than once, the value otherwise, "-" when not measured.
 func SideBySide(s Summary) Table {
-	t := Table{}
+	t := Table{Headline: s.Headline}
 	for _, sc := range s.Scenarios {
 		t.Columns = append(t.Columns, fmt.Sprintf("%s (%d run%s)", sc.Scenario, sc.Runs, plural(sc.Runs)))
 	}
@@ -122,6 +125,11 @@ func plural(n int) string {
 
 // WriteText prints the table for a terminal.
 func (t Table) WriteText(w io.Writer) error {
+	if t.Headline != "" {
+		if _, err := fmt.Fprintln(w, t.Headline); err != nil {
+			return fmt.Errorf("write table: %w", err)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "\t%s\n", strings.Join(t.Columns, "\t"))
 	for _, r := range t.Rows {

@@ -91,6 +91,7 @@ var SeriesHeader = []string{
 	"relay_process_cpu_pct", "logged_in", "login_attempts", "login_failures",
 	"msgs_in_per_s", "msgs_delivered_per_s", "latency_p50_ms", "latency_p99_ms",
 	"schedule_lag_p99_ms", "fleet_cpu_idle_pct", "relay_connections", "slow_consumer_disconnects",
+	"fleet_process_cpu_pct", "fleet_disconnects",
 }
 
 // WriteSeriesCSV writes one row per second per run; unmeasured values are
@@ -106,7 +107,7 @@ func WriteSeriesCSV(w io.Writer, in Input) error {
 			for _, v := range []float64{p.SendGbps, p.RecvGbps, p.RelayCPUIdlePct, p.RelayProcessCPUPct,
 				p.LoggedIn, p.LoginAttempts, p.LoginFailures, p.MsgsInPerS, p.MsgsDeliveredPerS,
 				p.LatencyP50Ms, p.LatencyP99Ms, p.ScheduleLagP99Ms, p.FleetCPUIdlePct,
-				p.RelayConnections, p.SlowConsumerDiscards} {
+				p.RelayConnections, p.SlowConsumerDiscards, p.FleetProcessCPUPct, p.FleetDisconnects} {
 				row = append(row, csvNum(v, 6))
 			}
 			if err := cw.Write(row); err != nil {

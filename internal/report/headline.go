@@ -1,0 +1,203 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// PlateauMinS is how long logged-in clients must stay flat while login
+// attempts go on for a plateau: shorter flats are a ramp's noise.
+const PlateauMinS = 5
+
+// sustain is how many consecutive samples a latency breach must last in a
+// run's series: one slow second is an outlier, not a limit.
+const sustain = 3
+
+// Headline is the answer for one scenario: how many users the relay held
+// and why it stopped there.
+type Headline struct {
+	Scenario  string `json:"scenario"`
+	Requested int    `json:"requested"`
+	// Held is how many users the relay held: the plateau, the clients
+	// logged in just before the first breach, or everyone.
+	Held   Num    `json:"held"`
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail"`
+	// Saturated: the load generator was saturated where it was decided,
+	// so Held is a lower bound.
+	Saturated bool `json:"saturated"`
+	AtS       Num  `json:"at_s"`
+	// FiguresAt says where SendGbps and RelayCPUIdlePct were taken: "at
+	// plateau" or "at peak" (logged-in near its maximum).
+	FiguresAt       string `json:"figures_at"`
+	SendGbps        Num    `json:"send_gbps"`
+	RelayCPUIdlePct Num    `json:"relay_cpu_idle_pct"`
+}
+
+// Number is Held as the headline writes it: "≥ N" when saturated.
+func (h Headline) Number() string {
+	if math.IsNaN(float64(h.Held)) {
+		return "?"
+	}
+	if h.Saturated {
+		return fmt.Sprintf("≥ %.0f", float64(h.Held))
+	}
+	return fmt.Sprintf("%.0f", float64(h.Held))
+}
+
+// Why is the reason with its detail and the figures at that point.
+func (h Headline) Why() string {
+	why := h.Reason.String()
+	if h.Reason == ReasonAllHeld {
+		why = fmt.Sprintf("no plateau: all %d requested held", h.Requested)
+	}
+	if h.Detail != "" {
+		why += ": " + h.Detail
+	}
+	if h.Saturated {
+		why += "; load generator saturated: add fleet machines"
+	}
+	return fmt.Sprintf("%s; send %s Gbps, relay CPU idle %s %% %s", why, fmtNum(h.SendGbps, 3), fmtNum(h.RelayCPUIdlePct, 0), h.FiguresAt)
+}
+
+func fmtNum(n Num, digits int) string {
+	if math.IsNaN(float64(n)) {
+		return "-"
+	}
+	return fmt.Sprintf("%.*f", digits, float64(n))
+}
+
+// HeadlineText is the report's first line: "N:N held 167 users (...), 1:N
+// held 200 (...)".
+func HeadlineText(hs []Headline) string {
+	var parts []string
+	for i, h := range hs {
+		users := ""
+		if i == 0 {
+			users = " users"
+		}
+		parts = append(parts, fmt.Sprintf("%s held %s%s (%s)", h.Scenario, h.Number(), users, h.Why()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// RunHeadline decides how many users one run's relay held: the earliest
+// of a plateau (logged-in flat for PlateauMinS while attempts went on),
+// the first disconnects or login failures past the objectives, and the
+// first latency p99 over slo.P99 for sustain samples; with none of them,
+// everyone requested was held.
+func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
+	pts := r.Series.Points
+	h := Headline{Scenario: r.Scenario, Requested: r.Requested, Held: rs.MaxLoggedIn, Reason: ReasonAllHeld,
+		AtS: Num(math.NaN()), FiguresAt: "at peak", SendGbps: rs.PlateauSendGbps, RelayCPUIdlePct: rs.PlateauCPUIdlePct}
+	event := len(pts) // index of the deciding sample; len: none
+	if pl := rs.Plateau; pl.Detected {
+		for i, p := range pts {
+			if p.T >= float64(pl.WindowFromS) {
+				event = i
+				break
+			}
+		}
+		h.Reason, h.Held, h.AtS, h.FiguresAt = ReasonPlateau, pl.LoggedIn, pl.WindowFromS, "at plateau"
+		h.Detail = fmt.Sprintf("logged-in flat from %.0f s while attempts went on to %.0f", float64(pl.WindowFromS),
+			float64(pl.AttemptsAt+pl.AttemptsAfter))
+	}
+	if b, ok := firstBreach(pts, slo); ok && b.idx < event {
+		event = b.idx
+		h.Reason, h.Detail, h.AtS = b.reason, b.detail, Num(pts[b.idx].T)
+		h.Held = Num(heldBefore(pts, b))
+	}
+	if h.Reason == ReasonAllHeld && !math.IsNaN(float64(rs.MaxLoggedIn)) && int(rs.MaxLoggedIn) < r.Requested && r.Requested > 0 {
+		h.Detail = fmt.Sprintf("the run ended with %.0f of %d logged in, before any limit", float64(rs.MaxLoggedIn), r.Requested)
+	}
+	h.Saturated = saturatedNear(pts, min(event, len(pts)-1), slo)
+	return h
+}
+
+// breach is the first sample that broke an objective.
+type breach struct {
+	reason Reason
+	idx    int
+	detail string
+}
+
+// firstBreach scans a run's samples for the first that breaks slo's
+// disconnect, login failure or (sustained) latency objective.
+func firstBreach(pts []Point, slo SLO) (breach, bool) {
+	over := 0
+	for i, p := range pts {
+		drops := math.Max(nz(p.SlowConsumerDiscards), nz(p.FleetDisconnects))
+		if slo.MaxDrops >= 0 && drops > float64(slo.MaxDrops) {
+			return breach{ReasonDisconnects, i, fmt.Sprintf("%.0f logged-in clients lost (%.0f slow-consumer disconnects)", drops, nz(p.SlowConsumerDiscards))}, true
+		}
+		if slo.MaxLoginFailPct >= 0 && nz(p.LoginFailures) > 0 && p.LoginAttempts > 0 &&
+			100*p.LoginFailures/p.LoginAttempts > slo.MaxLoginFailPct {
+			return breach{ReasonLoginFailures, i, fmt.Sprintf("%.0f of %.0f logins failed", p.LoginFailures, p.LoginAttempts)}, true
+		}
+		if slo.P99 > 0 && p.LatencyP99Ms > float64(slo.P99.Milliseconds()) {
+			over++
+			if over == sustain {
+				j := i - sustain + 1
+				return breach{ReasonLatency, j, fmt.Sprintf("p99 %.0f ms > %v for %d s", pts[j].LatencyP99Ms, slo.P99, sustain)}, true
+			}
+		} else {
+			over = 0
+		}
+	}
+	return breach{}, false
+}
+
+// heldBefore is how many were logged in when b happened: those who got in
+// for login failures, those logged in the sample before for the others.
+func heldBefore(pts []Point, b breach) float64 {
+	held := 0.0
+	end := b.idx
+	if b.reason == ReasonLoginFailures {
+		end++
+	}
+	for _, p := range pts[:end] {
+		if !math.IsNaN(p.LoggedIn) {
+			held = p.LoggedIn
+		}
+	}
+	return held
+}
+
+// saturatedNear: most of the few samples up to i show the fleet's host CPU
+// idle under, or its schedule lag over, slo's load generator limits.
+func saturatedNear(pts []Point, i int, slo SLO) bool {
+	if i < 0 {
+		return false
+	}
+	lo := max(0, i-4)
+	n, busy := 0, 0
+	for _, p := range pts[lo : i+1] {
+		n++
+		if isSaturated(p, slo) {
+			busy++
+		}
+	}
+	return n > 0 && 2*busy > n
+}
+
+func isSaturated(p Point, slo SLO) bool {
+	return (slo.MinFleetIdlePct > 0 && p.FleetCPUIdlePct < slo.MinFleetIdlePct) ||
+		(slo.MaxLagP99 > 0 && p.ScheduleLagP99Ms > float64(slo.MaxLagP99.Microseconds())/1000)
+}
+
+func nz(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+// scenarioHeadline is the headline of a scenario's median run by held
+// users (the lower one of an even count).
+func scenarioHeadline(hs []Headline) Headline {
+	sorted := append([]Headline(nil), hs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return float64(sorted[i].Held) < float64(sorted[j].Held) })
+	return sorted[(len(sorted)-1)/2]
+}
