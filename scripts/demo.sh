@@ -17,4 +17,5 @@ out="out/demo-$(date +%Y%m%d-%H%M%S)"
 bin/replay compare --capture "$capture" --clients 200 --senders 20 --loop=12s,48s \
   --login-interval 250ms --pause-every 100 --pause 10s --duration 80s \
   --progress-interval 10s --out "$out"
-echo "demo: open $out/index.html"
+# compare's last lines are the answer: how many users each scenario held
+# and why it stopped there (the first line of $out/index.html too).

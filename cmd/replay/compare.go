@@ -76,6 +76,9 @@ func newCompareCmd(st *state) *cobra.Command {
 				abs = filepath.Join(res.Dir, report.IndexFile)
 			}
 			fmt.Fprintln(st.stdout, "report:", abs)
+			for _, sc := range res.Summary.Scenarios {
+				fmt.Fprintln(st.stdout, sc.Headline.Line())
+			}
 			return err
 		},
 	}

@@ -69,6 +69,12 @@ func fmtNum(n Num, digits int) string {
 	return fmt.Sprintf("%.*f", digits, float64(n))
 }
 
+// Line is the headline of one scenario on its own: "N:N held 167 users
+// (plateau: ...)".
+func (h Headline) Line() string {
+	return fmt.Sprintf("%s held %s users (%s)", h.Scenario, h.Number(), h.Why())
+}
+
 // HeadlineText is the report's first line: "N:N held 167 users (...), 1:N
 // held 200 (...)".
 func HeadlineText(hs []Headline) string {
