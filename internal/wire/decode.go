@@ -81,7 +81,7 @@ func snippet(b []byte) []byte {
 
 // DecodeBody decodes a frame's body (the bytes after its type byte) into f.
 func DecodeBody(t Type, body []byte, f *Frame) error {
-	*f = Frame{Type: t}
+	*f = Frame{Type: t, Size: HeaderSize + len(body)}
 	r := reader{b: body, t: t}
 	switch t {
 	case TypeJoin:

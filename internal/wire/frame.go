@@ -7,6 +7,8 @@
 // recorder and the fleet all build on it.
 package wire
 
+import "slices"
+
 // Version is the protocol version a client puts in its join.
 const Version = 1
 
@@ -157,6 +159,9 @@ const (
 	ErrShuttingDown  ErrorCode = 17 // the relay is stopping
 	ErrPadRequired   ErrorCode = 18 // UDP join too short for the reply; text holds the size needed
 	ErrBadTarget     ErrorCode = 19 // cast mode needs targets it lacks, or has targets it must not
+	ErrRateLimited   ErrorCode = 20 // sender over its rate limit for --rate-limit-grace in a row
+	ErrFrameTimeout  ErrorCode = 21 // a frame not complete within --frame-timeout of its first byte, or over the partial-frame budget
+	ErrReplaced      ErrorCode = 22 // a newer join with the same user id in the same room took this member's place
 )
 
 var codeNames = map[ErrorCode]string{
@@ -166,7 +171,19 @@ var codeNames = map[ErrorCode]string{
 	ErrAuthInvalid: "auth_invalid", ErrAuthExpired: "auth_expired", ErrBadVersion: "bad_version",
 	ErrBadName: "bad_name", ErrJoinTimeout: "join_timeout", ErrIdleTimeout: "idle_timeout",
 	ErrSlowConsumer: "slow_consumer", ErrShuttingDown: "shutting_down", ErrPadRequired: "pad_required",
-	ErrBadTarget: "bad_target",
+	ErrBadTarget: "bad_target", ErrRateLimited: "rate_limited", ErrFrameTimeout: "frame_timeout",
+	ErrReplaced: "replaced",
+}
+
+// ErrorCodes returns every error code this version defines, in code order
+// (for initialising metric labels).
+func ErrorCodes() []ErrorCode {
+	codes := make([]ErrorCode, 0, len(codeNames))
+	for c := range codeNames {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return codes
 }
 
 // String is the code's snake_case name, bounded and fit for a metric label.
@@ -182,6 +199,8 @@ func (c ErrorCode) String() string {
 // long as that buffer is.
 type Frame struct {
 	Type Type
+	// Size is the whole frame's length on the wire, length prefix included.
+	Size int
 
 	// Join: Version, Room, User, Auth; Padding counts ignored trailing bytes.
 	Version uint8

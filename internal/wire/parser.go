@@ -15,10 +15,14 @@ const keepPending = 4 << 10
 // cut by the end of a read is buffered, never more than its length field
 // (checked against MaxFrame before anything is buffered).
 type Parser struct {
-	MaxFrame int   // cap on a frame's length field; 0 means DefaultMaxFrame
-	offset   int64 // stream offset of data[0] in the current Feed
-	pending  []byte
-	frame    Frame
+	MaxFrame int // cap on a frame's length field; 0 means DefaultMaxFrame
+	// FromClient says the stream comes from a client: a server→client type
+	// (0x81–0x86) is refused as unknown_type from its header, as an
+	// undefined type is, before any of its body is read.
+	FromClient bool
+	offset     int64 // stream offset of data[0] in the current Feed
+	pending    []byte
+	frame      Frame
 }
 
 // Offset is how many bytes of the stream the parser has consumed.
@@ -26,6 +30,14 @@ func (p *Parser) Offset() int64 { return p.offset + int64(len(p.pending)) }
 
 // Buffered is how many bytes of a partial frame the parser holds.
 func (p *Parser) Buffered() int { return len(p.pending) }
+
+// Held is the memory the parser holds for a partial frame (the capacity of
+// its buffer), which may exceed Buffered.
+func (p *Parser) Held() int { return cap(p.pending) }
+
+// PartialStart is the stream offset of the partial frame's first byte (of
+// the frame Buffered counts); it changes when a new partial frame begins.
+func (p *Parser) PartialStart() int64 { return p.offset }
 
 func (p *Parser) maxFrame() int {
 	if p.MaxFrame <= 0 {
@@ -107,6 +119,8 @@ func (p *Parser) peek(b []byte) (int, error) {
 	}
 	if t := Type(b[LenSize]); !t.Known() {
 		return 0, p.located(&Error{Code: ErrUnknownType, Type: t, Detail: "type byte 0x" + hex2(byte(t)) + " is not defined"}, b)
+	} else if p.FromClient && !t.FromClient() {
+		return 0, p.located(&Error{Code: ErrUnknownType, Type: t, Detail: t.String() + " frames travel server to client only"}, b)
 	}
 	return FrameLen(b), nil
 }

@@ -318,3 +318,35 @@ func TestAppendJoinedFit(t *testing.T) {
 		}
 	}
 }
+
+// TestParserFromClient: on a client's stream, each server→client type is
+// refused as unknown_type from its 5-byte header, body or not; on a
+// server's stream the same header just waits for its body.
+func TestParserFromClient(t *testing.T) {
+	for ty := TypeJoined; ty <= TypeError; ty++ {
+		hdr := []byte{0, 0, 0x03, 0xe8, byte(ty)} // length 1000, no body yet
+		p := Parser{FromClient: true}
+		err := p.Feed(hdr, func(*Frame) error { return nil })
+		var werr *Error
+		if !errors.As(err, &werr) || werr.Code != ErrUnknownType || werr.Type != ty {
+			t.Errorf("%s from a client: %v, want unknown_type", ty, err)
+		}
+		var q Parser
+		if err := q.Feed(hdr, func(*Frame) error { return nil }); err != nil || q.Buffered() != HeaderSize {
+			t.Errorf("%s from the relay: %v, %d buffered; want the header kept", ty, err, q.Buffered())
+		}
+	}
+	p := Parser{FromClient: true}
+	if err := p.Feed(AppendHeartbeat(nil, 1), func(*Frame) error { return nil }); err != nil {
+		t.Errorf("heartbeat from a client: %v", err)
+	}
+}
+
+// TestFrameSize: a decoded frame knows its size on the wire.
+func TestFrameSize(t *testing.T) {
+	b := AppendSend(nil, Send{Mode: Broadcast, Payload: []byte("hello")})
+	var f Frame
+	if _, err := Decode(b, DefaultMaxFrame, &f); err != nil || f.Size != len(b) {
+		t.Fatalf("size %d, %v; want %d", f.Size, err, len(b))
+	}
+}
