@@ -16,7 +16,8 @@ import (
 // disconnected in bounded time once its queue passes --max-pending, while a
 // healthy member gets every message.
 func TestSlowConsumer(t *testing.T) {
-	p := startRelay(t, "--max-pending", "262144", "--write-timeout", "1s")
+	// The sender sends 25 MB/s on purpose: no rate limits.
+	p := startRelay(t, "--max-pending", "262144", "--write-timeout", "1s", "--rate-messages", "-1", "--rate-bytes", "-1")
 	sender := join(t, p.TCP, "r", "sender")
 	healthy := join(t, p.TCP, "r", "healthy")
 

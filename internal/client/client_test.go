@@ -92,12 +92,20 @@ func TestClient(t *testing.T) {
 			}
 			defer b.Close()
 			b.SetDeadline(time.Now().Add(5 * time.Second))
-			_, err = b.Join("room-"+d.name, "alice", nil)
-			var serr *client.ServerError
-			if !errors.As(err, &serr) || serr.Code != wire.ErrDuplicateUser {
-				t.Fatalf("duplicate join: %v", err)
+			// A join with alice's id from a new connection takes her place
+			// (a reconnect); the old connection is told it was replaced.
+			if _, err := b.Join("room-"+d.name, "alice", nil); err != nil {
+				t.Fatalf("rejoin from a new connection: %v", err)
 			}
-			if err := a.Leave(); err != nil {
+			if d.name == "udp" {
+				a.Heartbeat(8) // the relay ends a replaced session at its next datagram
+			}
+			_, err = a.RecvType(wire.TypeHeartbeatReply)
+			var serr *client.ServerError
+			if !errors.As(err, &serr) || serr.Code != wire.ErrReplaced {
+				t.Fatalf("old connection after the rejoin: %v, want %s", err, wire.ErrReplaced)
+			}
+			if err := b.Leave(); err != nil {
 				t.Fatal(err)
 			}
 			waitFor(t, func() bool { return s.Members() == 0 })

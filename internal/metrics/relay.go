@@ -35,6 +35,26 @@ const (
 	ReasonWrongSource    = "wrong_source"    // token used from another address than its join
 )
 
+// Causes of relay_frame_timeouts_total.
+const (
+	CauseTimeout = "timeout" // a frame not complete within --frame-timeout
+	CauseBudget  = "budget"  // the largest partial frame when all of them passed --partial-budget
+)
+
+// Limits of relay_rate_limited_frames_total.
+const (
+	LimitMessages = "messages"
+	LimitBytes    = "bytes"
+)
+
+// disconnectReasons and rejectReasons are the label values besides the
+// error code names, which every labelled counter starts with at 0 so a
+// dashboard shows 0 rather than no data.
+var (
+	disconnectReasons = []string{ReasonClosed, ReasonLeave, ReasonUnconfirmed}
+	rejectReasons     = []string{ReasonGarbage, ReasonUnknownSession, ReasonWrongSource}
+)
+
 // Relay holds the relay's own metrics. Counters are meant to be added to in
 // batches (once per read, once per write), not per delivery. Children of
 // labelled vectors are resolved once here so the hot path does no label
@@ -43,6 +63,7 @@ type Relay struct {
 	ConnectionsTCP    prometheus.Gauge
 	ConnectionsUDP    prometheus.Gauge
 	ReceivedMessages  prometheus.Counter
+	QueuedMessages    prometheus.Counter
 	DeliveredMessages prometheus.Counter
 	ReceivedBytes     prometheus.Counter
 	SentBytes         prometheus.Counter
@@ -50,17 +71,24 @@ type Relay struct {
 	SlowConsumers     prometheus.Counter
 	UDPJoinRepeats    prometheus.Counter
 	UDPSendCalls      prometheus.Counter
+	Replaced          prometheus.Counter
 
-	joins       *prometheus.CounterVec
-	joinOK      prometheus.Counter
-	rejected    *prometheus.CounterVec
-	disconnects *prometheus.CounterVec
-	undelivered *prometheus.CounterVec
+	joins         *prometheus.CounterVec
+	joinOK        prometheus.Counter
+	rejected      *prometheus.CounterVec
+	disconnects   *prometheus.CounterVec
+	rateLimited   *prometheus.CounterVec
+	limitedMsgs   prometheus.Counter
+	limitedBytes  prometheus.Counter
+	rejectLimited prometheus.Counter
+	frameTimeouts *prometheus.CounterVec
+	undelivered   *prometheus.CounterVec
 }
 
 // NewRelay registers the relay_* metrics on reg, plus the host collector
-// (relay_host_*). rooms reports the current number of rooms at scrape time.
-func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
+// (relay_host_*). rooms reports the current number of rooms and partial the
+// bytes held in partial frames, at scrape time.
+func NewRelay(reg prometheus.Registerer, rooms func() int, partial func() float64) (*Relay, error) {
 	conns := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "relay_connections", Help: "Open client connections (TCP) and live sessions (UDP).",
 	}, []string{"transport"})
@@ -70,8 +98,11 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		ReceivedMessages: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_received_messages_total", Help: "Frames received from clients and accepted (any type).",
 		}),
+		QueuedMessages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_queued_messages_total", Help: "Deliver frames queued to recipients (one per recipient of a send), written or not.",
+		}),
 		DeliveredMessages: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "relay_delivered_messages_total", Help: "Deliver frames queued to recipients (one per recipient of a send).",
+			Name: "relay_delivered_messages_total", Help: "Deliver frames written to recipients' sockets (TCP writes that succeeded, UDP datagrams sent).",
 		}),
 		ReceivedBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_received_bytes_total", Help: "Bytes read from clients (TCP stream bytes, UDP datagram bytes).",
@@ -91,11 +122,20 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 		UDPSendCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_udp_send_calls_total", Help: "sendmmsg system calls of the UDP workers (each sends up to 1024 datagrams); relay_delivered_messages_total over UDP / this is how well the fan-out batches.",
 		}),
+		Replaced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_replaced_sessions_total", Help: "Members whose place a newer join with the same user id in the same room took (their connection got replaced and was closed).",
+		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_rate_limited_frames_total", Help: "Frames dropped because their sender was over its rate limit, by limit (messages or bytes per second).",
+		}, []string{"limit"}),
+		frameTimeouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "relay_frame_timeouts_total", Help: "Connections closed for a partial frame, by cause: timeout (not complete within --frame-timeout) or budget (the largest when partial frames passed --partial-budget).",
+		}, []string{"cause"}),
 		joins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_joins_total", Help: "Join attempts by result: ok or the error code name.",
 		}, []string{"result"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "relay_rejected_frames_total", Help: "Frames or datagrams refused, by reason (error code name, or garbage, unknown_session, wrong_source for UDP).",
+			Name: "relay_rejected_frames_total", Help: "Frames or datagrams refused or dropped, by reason (error code name, rate_limited, or garbage, unknown_session, wrong_source for UDP).",
 		}, []string{"reason"}),
 		disconnects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "relay_disconnects_total", Help: "Connections and UDP sessions ended, by reason (closed, leave, or the error code name).",
@@ -104,26 +144,70 @@ func NewRelay(reg prometheus.Registerer, rooms func() int) (*Relay, error) {
 	m.undelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relay_undelivered_frames_total", Help: "Frames for a client that were not sent, by reason (datagram_too_large: over the largest UDP datagram; unconfirmed: a delivery to a UDP session that has not confirmed its address).",
 	}, []string{"reason"})
-	for _, r := range undeliveredReasons {
-		m.undelivered.WithLabelValues(r)
-	}
-	m.disconnects.WithLabelValues(ReasonUnconfirmed)
 	m.joinOK = m.joins.WithLabelValues("ok")
+	m.initLabels()
+	m.limitedMsgs = m.rateLimited.WithLabelValues(LimitMessages)
+	m.limitedBytes = m.rateLimited.WithLabelValues(LimitBytes)
+	m.rejectLimited = m.rejected.WithLabelValues(wire.ErrRateLimited.String())
 	roomsGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "relay_rooms", Help: "Rooms that exist (rooms with at least one member).",
 	}, func() float64 { return float64(rooms()) })
+	partialGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_partial_frame_bytes", Help: "Bytes held in partial frames (frames whose first bytes arrived and the rest not yet), all connections.",
+	}, partial)
 	host, err := NewHostCollector("relay")
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.joins, m.rejected, m.disconnects, m.undelivered, roomsGauge, host} {
+	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.QueuedMessages, m.DeliveredMessages, m.ReceivedBytes,
+		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.Replaced, m.joins, m.rejected, m.disconnects,
+		m.undelivered, m.rateLimited, m.frameTimeouts, roomsGauge, partialGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}
 	}
 	return m, nil
 }
+
+// initLabels creates every known label value of the labelled counters at
+// 0: each error code name for joins, rejections and disconnects, plus the
+// reasons that are not codes, the rate limits and the frame-timeout causes.
+func (m *Relay) initLabels() {
+	for _, code := range wire.ErrorCodes() {
+		m.joins.WithLabelValues(code.String())
+		m.rejected.WithLabelValues(code.String())
+		m.disconnects.WithLabelValues(code.String())
+	}
+	for _, r := range rejectReasons {
+		m.rejected.WithLabelValues(r)
+	}
+	for _, r := range disconnectReasons {
+		m.disconnects.WithLabelValues(r)
+	}
+	m.rateLimited.WithLabelValues(LimitMessages)
+	m.rateLimited.WithLabelValues(LimitBytes)
+	m.frameTimeouts.WithLabelValues(CauseTimeout)
+	m.frameTimeouts.WithLabelValues(CauseBudget)
+	for _, r := range undeliveredReasons {
+		m.undelivered.WithLabelValues(r)
+	}
+}
+
+// RateLimited counts frames dropped by the rate limits, by limit; they are
+// rejections with reason rate_limited too.
+func (m *Relay) RateLimited(msgs, bytes int) {
+	if msgs > 0 {
+		m.limitedMsgs.Add(float64(msgs))
+	}
+	if bytes > 0 {
+		m.limitedBytes.Add(float64(bytes))
+	}
+	m.rejectLimited.Add(float64(msgs + bytes))
+}
+
+// FrameTimeouts counts a connection closed for its partial frame; cause is
+// CauseTimeout or CauseBudget.
+func (m *Relay) FrameTimeouts(cause string) { m.frameTimeouts.WithLabelValues(cause).Inc() }
 
 // Join counts a join attempt; code 0 means it succeeded.
 func (m *Relay) Join(code wire.ErrorCode) {

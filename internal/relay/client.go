@@ -43,13 +43,28 @@ type client struct {
 	user  string
 	room  *room.Room[*client]
 	shard *room.Shard[*client]
+	// gone says a newer join with the same user id took this client's
+	// place in room: it is no member any more. Written and read with the
+	// shard locked; replaced mirrors it for the UDP loop and the sweeper.
+	gone     bool
+	replaced atomic.Bool
 
 	// Read by the sweeper.
 	joined        atomic.Bool
 	unjoinedSince atomic.Int64
 	lastActive    atomic.Int64
+	liveness      atomic.Int64 // idle bound learned from heartbeats, ns; 0: none yet
+	partialSince  atomic.Int64 // when the partial frame's first byte came; 0: none
+	partialHeld   atomic.Int64 // bytes the parser holds for it
 
-	b batch // the reading goroutine's scratch
+	// The reading goroutine's own: rate limits, heartbeat intervals, the
+	// partial frame's stream offset, and scratch.
+	lim          limiter
+	hbLast       int64
+	hbGaps       [livenessSamples]int64
+	hbN          int
+	partialStart int64
+	b            batch
 }
 
 // batch is what one reading goroutine accumulates while it handles one
@@ -57,25 +72,41 @@ type client struct {
 // the connections whose writers need waking, and counters added to the
 // metrics once per batch instead of once per frame.
 type batch struct {
+	now       int64 // relay clock at the read, for limits and timers
 	enc       []byte
 	rcpts     []*client
 	names     []string
 	pcd       []*client // clients to flush, each at most once per batch
+	frames    int       // whole frames read, dropped ones too
 	recvMsgs  int
 	recvBytes int
-	delivered int
 	// out is the UDP worker whose goroutine runs this batch (UDP sessions
 	// only): deliveries to confirmed UDP members are queued in its writer
 	// and sent in one sendmmsg after the read. nil, or a
 	// member not confirmed yet: client.deliver, one by one.
-	out *udpServer
+	out     *udpServer
+	queued  int
+	written int // deliveries sent as UDP datagrams
+	// frames dropped by the rate limits
+	limitedMsgs, limitedBytes int
 }
 
-// deliver queues frame to c and remembers to wake c's writer.
+// deliver queues frame to c and remembers to wake c's writer. UDP clients
+// get the frame as a datagram at once.
 func (b *batch) deliver(c *client, frame []byte) {
 	if c.isUDP() && b.out != nil && c.confirmed && len(frame) <= wire.MaxDatagram {
 		if b.out.w.add(frame, c.addr) {
 			b.out.flush() // a huge fan-out: send what is queued now
+		}
+		return
+	}
+	if c.isUDP() {
+		if !c.confirmed {
+			c.pend.hold(frame, c.s.m)
+			return
+		}
+		if c.s.sendUDP(frame, c.addr) && wire.Type(frame[wire.LenSize]) == wire.TypeDeliver {
+			b.written++
 		}
 		return
 	}
@@ -100,25 +131,26 @@ func (b *batch) flush(m *metrics.Relay) {
 		m.ReceivedBytes.Add(float64(b.recvBytes))
 		b.recvBytes = 0
 	}
-	if b.delivered > 0 {
-		m.DeliveredMessages.Add(float64(b.delivered))
-		b.delivered = 0
+	if b.queued > 0 {
+		m.QueuedMessages.Add(float64(b.queued))
+		b.queued = 0
 	}
+	if b.written > 0 {
+		m.DeliveredMessages.Add(float64(b.written))
+		b.written = 0
+	}
+	if b.limitedMsgs+b.limitedBytes > 0 {
+		m.RateLimited(b.limitedMsgs, b.limitedBytes)
+		b.limitedMsgs, b.limitedBytes = 0, 0
+	}
+	b.frames = 0
 }
 
 func (c *client) isUDP() bool { return c.tcp == nil }
 
-// deliver queues one frame to c; it reports whether c's writer must be
-// woken after the batch. UDP clients get the frame as a datagram at once.
+// deliver queues one frame to TCP client c; it reports whether c's writer
+// must be woken after the batch.
 func (c *client) deliver(frame []byte) bool {
-	if c.isUDP() {
-		if !c.confirmed {
-			c.pend.hold(frame, c.s.m)
-			return false
-		}
-		c.s.sendUDP(frame, c.addr)
-		return false
-	}
 	signal, ok := c.out.appendFrame(frame)
 	if !ok {
 		c.s.m.SlowConsumers.Inc()
@@ -139,15 +171,18 @@ func (c *client) signal() {
 
 // close sends c an error frame and closes it: the writer flushes and
 // half-closes, and the reader drains input for at most lingerTime. Safe
-// from any goroutine; only the first close of a client counts.
-func (c *client) close(code wire.ErrorCode, text string) {
+// from any goroutine; only the first close of a client counts, and close
+// reports whether it was this one.
+func (c *client) close(code wire.ErrorCode, text string) bool {
 	if c.isUDP() {
-		return // UDP sessions are closed by the UDP loop
+		return false // UDP sessions are closed by the UDP loop
 	}
 	if c.out.closeWith(wire.AppendError(nil, code, text), code.String()) {
 		c.signal()
 		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
+		return true
 	}
+	return false
 }
 
 // refusal is an error a client is answered with: the code and its text.
@@ -188,10 +223,11 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 		}
 	}
 	rm, err := sh.Join(name, user, c)
+	if errors.Is(err, room.ErrDuplicate) {
+		c.replace(sh, sh.Room(name), user)
+		rm, err = sh.Join(name, user, c)
+	}
 	switch {
-	case errors.Is(err, room.ErrDuplicate):
-		s.m.Join(wire.ErrDuplicateUser)
-		return refusal(wire.ErrDuplicateUser, "user "+strconv.Quote(user)+" is in room "+strconv.Quote(name)+" already")
 	case errors.Is(err, room.ErrFull):
 		s.m.Join(wire.ErrRoomFull)
 		return refusal(wire.ErrRoomFull, "room "+strconv.Quote(name)+" is full ("+strconv.Itoa(s.cfg.MaxRoomMembers)+" members)")
@@ -235,6 +271,40 @@ func (c *client) memberList(owner string, names []string, limit int) {
 	}
 }
 
+// replace takes user's place in rm from the connection that holds it (see
+// docs/protocol.md, Reconnects): that member leaves as if it had left, the
+// others get member_left, and the old connection gets replaced and is
+// closed. The caller joins next, with the shard still locked, so every
+// member sees member_left and member_joined next to each other.
+func (c *client) replace(sh *room.Shard[*client], rm *room.Room[*client], user string) {
+	s := c.s
+	old, ok := rm.Member(user)
+	if !ok {
+		return
+	}
+	old.gone = true
+	old.replaced.Store(true)
+	c.notifyLeft(sh, rm, user)
+	s.m.Replaced.Inc()
+	old.close(wire.ErrReplaced, "user "+strconv.Quote(user)+" joined room "+strconv.Quote(rm.Name())+" again from another connection")
+	if s.abuseLog.allow(c.b.now) {
+		s.log.Info("member replaced by a new join", zap.String("user", user), zap.Uint64("old_conn", old.id),
+			zap.Uint64("new_conn", c.id), zap.Int64("log_lines_suppressed", s.abuseLog.suppressed()))
+	}
+}
+
+// notifyLeft removes user from rm and tells the others, naming the owner
+// after the leave. The shard must be locked.
+func (c *client) notifyLeft(sh *room.Shard[*client], rm *room.Room[*client], user string) {
+	if left, _ := sh.Leave(rm, user); left && rm.Len() > 0 {
+		b := &c.b
+		b.enc = wire.AppendMemberLeft(b.enc[:0], user, rm.Owner())
+		for _, m := range rm.Members() {
+			b.deliver(m.Value, b.enc)
+		}
+	}
+}
+
 func (s *Server) checkAuth(user string, tok []byte) *wire.Error {
 	if len(s.cfg.AuthSecret) == 0 {
 		return nil
@@ -259,12 +329,8 @@ func (c *client) leave() {
 	}
 	sh, rm := c.shard, c.room
 	sh.Lock()
-	if left, _ := sh.Leave(rm, c.user); left && rm.Len() > 0 {
-		b := &c.b
-		b.enc = wire.AppendMemberLeft(b.enc[:0], c.user, rm.Owner())
-		for _, m := range rm.Members() {
-			b.deliver(m.Value, b.enc)
-		}
+	if !c.gone { // a replaced client's user id is someone else's now
+		c.notifyLeft(sh, rm, c.user)
 	}
 	sh.Unlock()
 	c.room, c.shard = nil, nil
@@ -288,6 +354,10 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 	}
 	b := &c.b
 	c.shard.Lock()
+	if c.gone {
+		c.shard.Unlock()
+		return nil // replaced: no member any more, and being closed
+	}
 	b.rcpts = c.room.Recipients(b.rcpts[:0], f.Mode, c.user, f.TargetsRaw())
 	if len(b.rcpts) > 0 {
 		b.enc = wire.AppendDeliver(b.enc[:0], f.Mode, c.user, f.HasTrace, f.Trace, f.Payload)
@@ -296,7 +366,7 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 		}
 	}
 	c.shard.Unlock()
-	b.delivered += len(b.rcpts)
+	b.queued += len(b.rcpts)
 	clear(b.rcpts)
 	return nil
 }
@@ -304,6 +374,10 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 // handle acts on one frame from c; a returned error is what c is answered
 // with before it is closed (TCP) or the datagram dropped (UDP).
 func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
+	c.b.frames++
+	if over := c.lim.allow(c.b.now, f.Size, c.s.rateMsgs, c.s.rateBytes); over != "" {
+		return c.overLimit(over)
+	}
 	c.b.recvMsgs++
 	switch f.Type {
 	case wire.TypeSend:
@@ -313,6 +387,7 @@ func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 			c.s.m.Rejected(wire.ErrNotJoined.String())
 			return refusal(wire.ErrNotJoined, "heartbeat before join")
 		}
+		c.beat(c.b.now)
 		c.b.enc = wire.AppendHeartbeatReply(c.b.enc[:0], f.Timestamp, time.Now().UnixNano())
 		c.b.deliver(c, c.b.enc)
 	case wire.TypeJoin:

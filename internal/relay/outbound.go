@@ -3,6 +3,8 @@ package relay
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // chunkSize is the size of the pooled buffers an outbound queue is made of.
@@ -43,6 +45,7 @@ type outbound struct {
 	queued   int64        // bytes ever queued, less dropped ones; under mu
 	released atomic.Int64 // bytes written (released by the writer)
 	frames   int          // frames queued since the writer last took q; under mu
+	delivers int          // deliver frames among them; under mu
 	max      int
 	// flagged says a flush signal is owed: the producer that set it sends
 	// the wake-up after its batch; the writer clears it when it takes q.
@@ -73,6 +76,9 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 		signal, ok = false, false
 	default:
 		o.pushLocked(b)
+		if len(b) > wire.LenSize && b[wire.LenSize] == byte(wire.TypeDeliver) {
+			o.delivers++
+		}
 		signal, ok = !o.flagged, true
 		o.flagged = true
 	}
@@ -124,18 +130,20 @@ func (o *outbound) dropLocked() {
 		o.q[i] = nil
 	}
 	o.q = o.q[:0]
-	o.frames = 0
+	o.frames, o.delivers = 0, 0
 }
 
 // take hands the writer every queued chunk, swapping in spare as the new
-// (empty) queue, and says whether the queue is closing.
-func (o *outbound) take(spare []*chunk) (q []*chunk, closing bool) {
+// (empty) queue, and says how many deliver frames they hold and whether
+// the queue is closing.
+func (o *outbound) take(spare []*chunk) (q []*chunk, delivers int, closing bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	q, o.q = o.q, spare[:0]
+	delivers = o.delivers
 	o.flagged = false
-	o.frames = 0
-	return q, o.closing
+	o.frames, o.delivers = 0, 0
+	return q, delivers, o.closing
 }
 
 // written releases n in-flight bytes after a write, without the mutex.

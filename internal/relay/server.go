@@ -38,8 +38,8 @@ import (
 // UDPSameAsTCP, as Config.UDP, binds UDP on the TCP listener's host and port.
 const UDPSameAsTCP = "same"
 
-// Config is everything the relay can be told. Zero values take the defaults
-// noted; Listen "" means ":7400".
+// Config is everything the relay can be told. Zero values take the
+// defaults of DefaultConfig; Listen "" means ":7400".
 type Config struct {
 	Listen         string        // TCP address
 	UDP            string        // UDP address, UDPSameAsTCP, or "" / "off" for none
@@ -72,6 +72,59 @@ type Config struct {
 	// several frames for one client (docs/protocol.md); default
 	// DefaultUDPCoalesce, negative: one frame per datagram.
 	UDPCoalesce int
+
+	// Rate limits per sender (see limiter): frames and bytes per second
+	// with their bursts; a negative rate means no limit. A sender over a
+	// limit for RateLimitGrace without a second's break is disconnected.
+	RateMessages      float64
+	RateMessagesBurst int
+	RateBytes         float64
+	RateBytesBurst    int // raised to MaxFrame+LenSize if lower: any legal frame can pass
+	RateLimitGrace    time.Duration
+
+	// FrameTimeout is how long a frame may take to arrive from its first
+	// byte; PartialBudget caps the bytes held in partial frames over all
+	// connections (negative: no cap).
+	FrameTimeout  time.Duration
+	PartialBudget int64
+
+	// HeartbeatMisses: a client that heartbeats is removed after this many
+	// of its heartbeat intervals without a frame (see beat); negative: off.
+	HeartbeatMisses int
+}
+
+// DefaultConfig is the relay's defaults, the one place they are written
+// (cmd/relay's flags take theirs from it). The rate limits are twice what
+// a VR client sends or more: 72 Hz poses + 50 Hz voice + heartbeats is
+// about 125 frames and 25 KB a second; bursts of object syncs fit the
+// buckets. They also bound what a flooder can push into its room: 64 KiB/s
+// times the members (docs/protocol.md, Rate limits).
+func DefaultConfig() Config {
+	return Config{
+		Listen:              ":7400",
+		UDP:                 UDPSameAsTCP,
+		Metrics:             ":9400",
+		MaxFrame:            wire.DefaultMaxFrame,
+		MaxRoomMembers:      1024,
+		MaxPending:          1 << 20,
+		WriteTimeout:        2 * time.Second,
+		WriteCoalesce:       time.Millisecond,
+		IdleTimeout:         180 * time.Second,
+		JoinTimeout:         10 * time.Second,
+		UDPConfirmTimeout:   DefaultUDPConfirmTimeout,
+		UDPPendingPerSource: DefaultUDPPendingPerSource,
+		UDPMaxPending:       DefaultUDPMaxPending,
+		UDPReadBuffer:       DefaultUDPReadBuffer,
+		UDPCoalesce:         DefaultUDPCoalesce,
+		RateMessages:        250,
+		RateMessagesBurst:   500,
+		RateBytes:           64 << 10,
+		RateBytesBurst:      128 << 10,
+		RateLimitGrace:      3 * time.Second,
+		FrameTimeout:        10 * time.Second,
+		PartialBudget:       128 << 20,
+		HeartbeatMisses:     3,
+	}
 }
 
 // Defaults of the UDP address validation (flags use them too).
@@ -82,11 +135,12 @@ const (
 )
 
 func (c *Config) setDefaults() {
+	d := DefaultConfig()
 	if c.Listen == "" {
-		c.Listen = ":7400"
+		c.Listen = d.Listen
 	}
 	if c.MaxFrame <= 0 {
-		c.MaxFrame = wire.DefaultMaxFrame
+		c.MaxFrame = d.MaxFrame
 	}
 	if c.MaxRoomMembers <= 0 {
 		c.MaxRoomMembers = wire.MaxRoomMembers
@@ -110,16 +164,43 @@ func (c *Config) setDefaults() {
 		c.UDPCoalesce = DefaultUDPCoalesce
 	}
 	if c.MaxPending <= 0 {
-		c.MaxPending = 1 << 20
+		c.MaxPending = d.MaxPending
 	}
 	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 2 * time.Second
+		c.WriteTimeout = d.WriteTimeout
 	}
 	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 180 * time.Second
+		c.IdleTimeout = d.IdleTimeout
 	}
 	if c.JoinTimeout <= 0 {
-		c.JoinTimeout = 10 * time.Second
+		c.JoinTimeout = d.JoinTimeout
+	}
+	if c.RateMessages == 0 {
+		c.RateMessages = d.RateMessages
+	}
+	if c.RateMessagesBurst <= 0 {
+		c.RateMessagesBurst = d.RateMessagesBurst
+	}
+	if c.RateBytes == 0 {
+		c.RateBytes = d.RateBytes
+	}
+	if c.RateBytesBurst <= 0 {
+		c.RateBytesBurst = d.RateBytesBurst
+	}
+	c.RateBytesBurst = max(c.RateBytesBurst, c.MaxFrame+wire.LenSize)
+	if c.RateLimitGrace <= 0 {
+		c.RateLimitGrace = d.RateLimitGrace
+	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = d.FrameTimeout
+	}
+	if c.PartialBudget == 0 {
+		c.PartialBudget = d.PartialBudget
+	} else if c.PartialBudget < 0 {
+		c.PartialBudget = 1<<63 - 1
+	}
+	if c.HeartbeatMisses == 0 {
+		c.HeartbeatMisses = d.HeartbeatMisses
 	}
 }
 
@@ -163,6 +244,14 @@ type Server struct {
 
 	bigDatagramLog atomic.Int64 // relay clock of the last such log line
 
+	rateMsgs, rateBytes gcra
+	abuseLog            logLimiter
+	partial             atomic.Int64  // bytes held in partial frames, all connections
+	evict               chan struct{} // readers ask the sweeper to enforce PartialBudget
+	// The sweeper's own: the partial-frame peak since the last reclaim, the
+	// value at the last tick, and when it last reclaimed.
+	partialPeak, partialLast, lastReclaim int64
+
 	mu       sync.Mutex
 	stopping bool
 	wg       sync.WaitGroup
@@ -188,11 +277,14 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, log: log, reg: reg, rooms: room.NewRegistry[*client](cfg.MaxRoomMembers), epoch: time.Now()}
+	s := &Server{cfg: cfg, log: log, reg: reg, rooms: room.NewRegistry[*client](cfg.MaxRoomMembers), epoch: time.Now(),
+		rateMsgs: newGCRA(cfg.RateMessages, cfg.RateMessagesBurst), rateBytes: newGCRA(cfg.RateBytes, cfg.RateBytesBurst),
+		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery}
+	s.abuseLog.every = int64(time.Second)
 	for i := range s.conns {
 		s.conns[i].m = make(map[*client]struct{})
 	}
-	m, err := metrics.NewRelay(reg, s.rooms.Rooms)
+	m, err := metrics.NewRelay(reg, s.rooms.Rooms, func() float64 { return float64(s.partial.Load()) })
 	if err != nil {
 		return nil, err
 	}
@@ -406,30 +498,36 @@ func (s *Server) eachClient(f func(*client)) {
 	}
 }
 
-// sweepTick is how often timeouts are checked: a quarter of the shorter
+// sweepTick is how often timeouts are checked: a quarter of the shortest
 // timeout, at most a second, so a timeout fires at most 25% late.
 func (s *Server) sweepTick() time.Duration {
-	t := min(time.Second, s.cfg.JoinTimeout/4, s.cfg.IdleTimeout/4, s.cfg.UDPConfirmTimeout/4)
+	t := min(time.Second, s.cfg.JoinTimeout/4, s.cfg.IdleTimeout/4, s.cfg.UDPConfirmTimeout/4, s.cfg.FrameTimeout/4)
 	return max(t, 5*time.Millisecond)
 }
 
-// sweep enforces the join and idle timeouts of TCP connections with one
-// ticker for all of them instead of a timer each.
+// sweep enforces the join, idle, liveness and frame timeouts of TCP
+// connections with one ticker for all of them instead of a timer each, and
+// the partial-frame budget when a reader asks.
 func (s *Server) sweep(ctx context.Context) {
 	t := time.NewTicker(s.sweepTick())
 	defer t.Stop()
-	join, idle := int64(s.cfg.JoinTimeout), int64(s.cfg.IdleTimeout)
+	join := int64(s.cfg.JoinTimeout)
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-s.evict:
+			s.evictPartial()
+			continue
 		case <-t.C:
 		}
 		now := s.now()
+		s.reclaim(now)
 		s.eachClient(func(c *client) {
+			c.checkPartial(now)
 			if c.joined.Load() {
-				if now-c.lastActive.Load() > idle {
-					c.close(wire.ErrIdleTimeout, "nothing received for "+s.cfg.IdleTimeout.String())
+				if bound := c.idleBound(); now-c.lastActive.Load() > int64(bound) {
+					c.close(wire.ErrIdleTimeout, idleText(bound))
 				}
 			} else if now-c.unjoinedSince.Load() > join {
 				c.close(wire.ErrJoinTimeout, "no join within "+s.cfg.JoinTimeout.String())
@@ -465,6 +563,10 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 			}
 			continue
 		}
+		// Keepalive probes find a peer that vanished without a FIN (a
+		// half-open connection) within about Idle + Count × Interval of
+		// silence, also from clients that never heartbeat.
+		nc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
 		c := newTCPClient(s, nc)
 		s.nconns.Add(1)
 		s.m.ConnectionsTCP.Inc()

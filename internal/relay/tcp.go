@@ -20,6 +20,9 @@ const (
 	maxReadBuf   = 64 << 10
 	shrinkAfter  = 8
 	maxIOVecsOut = 1024 // chunks per writev; the kernel's IOV_MAX
+	// throttlePause is how long a reader stops reading after a read in
+	// which its sender went over its rate limit.
+	throttlePause = 100 * time.Millisecond
 )
 
 func newTCPClient(s *Server, nc *net.TCPConn) *client {
@@ -50,7 +53,8 @@ func (c *client) serve() {
 
 func (c *client) readLoop() {
 	s := c.s
-	p := wire.Parser{MaxFrame: s.cfg.MaxFrame}
+	p := wire.Parser{MaxFrame: s.cfg.MaxFrame, FromClient: true}
+	defer c.dropPartial()
 	handle := func(f *wire.Frame) error {
 		if werr := c.handle(f, 0); werr != nil {
 			return werr
@@ -65,15 +69,35 @@ func (c *client) readLoop() {
 		if n > 0 && !broken && c.out.isClosing() {
 			broken = true
 		}
+		if n > 0 && broken {
+			// Draining input until the linger ends so the peer gets our
+			// last frame: slowly, or a flooder cut off would have the relay
+			// read and discard gigabytes at loopback speed meanwhile.
+			time.Sleep(throttlePause)
+		}
 		if n > 0 && !broken {
-			c.lastActive.Store(s.now())
+			now := s.now()
+			c.b.now = now
 			c.b.recvBytes += n
 			if ferr := p.Feed(buf[:n], handle); ferr != nil {
 				broken = true
 				c.refuse(ferr)
 			}
+			// Liveness counts whole frames: a trickle of bytes that never
+			// completes one keeps nothing alive (the frame timeout ends it).
+			if c.b.frames > 0 {
+				c.lastActive.Store(now)
+			}
+			c.trackPartial(now, p.PartialStart(), p.Buffered(), p.Held())
+			limited := c.b.limitedMsgs+c.b.limitedBytes > 0
 			c.b.flush(s.m)
 			buf, short = resize(buf, n, short)
+			if limited && !broken {
+				// Throttle: a sender over its limit is not read for a
+				// while, so TCP's flow control slows it down instead of
+				// the relay spending a core to read and drop its flood.
+				time.Sleep(throttlePause)
+			}
 		}
 		if err != nil {
 			return
@@ -141,7 +165,7 @@ func (c *client) writeLoop() {
 	for range c.wake {
 		w.hold()
 		for {
-			q, closing := c.out.take(w.spare)
+			q, delivers, closing := c.out.take(w.spare)
 			if len(q) == 0 {
 				w.spare = q
 				if closing {
@@ -153,6 +177,9 @@ func (c *client) writeLoop() {
 			if err := w.write(q); err != nil {
 				c.writeFailed(err)
 				return
+			}
+			if delivers > 0 {
+				c.s.m.DeliveredMessages.Add(float64(delivers))
 			}
 			if !closing {
 				// Anything queued during the write flagged a new wake-up:

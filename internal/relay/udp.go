@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strconv"
 	"time"
 
 	"go.uber.org/zap"
@@ -120,12 +121,13 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 }
 
 // sendUDP sends one server→client datagram: the frame alone. A frame over
-// the largest datagram is not sent, and counted.
-func (s *Server) sendUDP(frame []byte, to netip.AddrPort) {
+// the largest datagram is not sent, and counted. It reports whether the
+// datagram went out.
+func (s *Server) sendUDP(frame []byte, to netip.AddrPort) bool {
 	if len(frame) > wire.MaxDatagram {
 		s.m.Undelivered(metrics.ReasonDatagramTooLarge)
 		s.logLimited(&s.bigDatagramLog, "frame larger than a UDP datagram not sent", zap.Int("bytes", len(frame)), zap.Stringer("to", to))
-		return
+		return false
 	}
 	n, err := s.udp.WriteToUDPAddrPort(frame, to)
 	if n > 0 {
@@ -134,6 +136,7 @@ func (s *Server) sendUDP(frame []byte, to netip.AddrPort) {
 	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("udp send", zap.Stringer("to", to), zap.Error(err))
 	}
+	return err == nil
 }
 
 func (u *udpServer) loop(ctx context.Context) {
@@ -189,6 +192,9 @@ func (u *udpServer) flush() {
 	m := u.s.m
 	m.SentBytes.Add(float64(bytes))
 	m.UDPSendCalls.Add(float64(calls))
+	if u.w.delivered > 0 {
+		m.DeliveredMessages.Add(float64(u.w.delivered))
+	}
 	if failed > 0 || err != nil {
 		u.s.log.Debug("udp send", zap.Int("failed", failed), zap.Error(err))
 	}
@@ -205,6 +211,10 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		s.m.Rejected(metrics.ReasonGarbage)
 		return
 	}
+	if t := wire.Type(fr[wire.LenSize]); !t.FromClient() {
+		s.m.Rejected(wire.ErrUnknownType.String()) // refused from the header, as on TCP
+		return
+	}
 	var c *client
 	if token != 0 {
 		c = u.sessions[token]
@@ -215,8 +225,12 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		case c.addr != from:
 			s.m.Rejected(metrics.ReasonWrongSource)
 			return
+		case c.replaced.Load():
+			u.endReplaced(c)
+			return
 		}
-		c.lastActive.Store(s.now())
+		c.b.now = s.now()
+		c.lastActive.Store(c.b.now)
 		if !c.confirmed && !u.confirm(c) {
 			return
 		}
@@ -247,6 +261,11 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 		return
 	}
 	if werr := c.handle(&f, 0); werr != nil {
+		if werr.Code == wire.ErrRateLimited {
+			c.b.flush(s.m)
+			u.end(c, werr.Code.String(), wire.AppendError(nil, werr.Code, werr.Detail))
+			return
+		}
 		u.refused(c, werr)
 	}
 	c.b.flush(s.m)
@@ -269,7 +288,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		u.answer(from, size, wire.ErrNotJoined, f.Type.String()+" before join (token 0)")
 		return
 	}
-	if c := u.byAddr[from]; c != nil && c.room != nil && c.user == string(f.User) && c.room.Name() == string(f.Room) {
+	if c := u.byAddr[from]; c != nil && c.room != nil && !c.replaced.Load() && c.user == string(f.User) && c.room.Name() == string(f.Room) {
 		// A client that did not get its joined in time joins again: a lost
 		// datagram, not a second member. It gets its session's joined again.
 		c.lastActive.Store(s.now())
@@ -292,7 +311,8 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	}
 	now := s.now()
 	c := &client{s: s, id: s.nextID.Add(1), addr: from, token: u.newToken(), pend: &pending{since: now}}
-	c.b.out = u    // what c casts goes out in this worker's sendmmsg
+	c.b.out = u // what c casts goes out in this worker's sendmmsg
+	c.b.now = now
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
 		u.answer(from, size, werr.Code, werr.Detail)
@@ -424,15 +444,25 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	s.m.Disconnect(reason)
 }
 
-// sweep ends sessions that stayed unconfirmed or idle too long.
+// endReplaced ends a session whose user joined again elsewhere; it is no
+// room member any more (see client.replace).
+func (u *udpServer) endReplaced(c *client) {
+	u.end(c, wire.ErrReplaced.String(), wire.AppendError(nil, wire.ErrReplaced, "user "+strconv.Quote(c.user)+" joined again from another connection"))
+}
+
+// sweep ends sessions that stayed unconfirmed or idle too long (their
+// liveness bound, see client.beat), and replaced ones.
 func (u *udpServer) sweep(now int64) {
-	idle, unconfirmed := int64(u.s.cfg.IdleTimeout), int64(u.s.cfg.UDPConfirmTimeout)
+	unconfirmed := int64(u.s.cfg.UDPConfirmTimeout)
 	for _, c := range u.sessions {
+		bound := c.idleBound()
 		switch {
 		case c.pend != nil && now-c.pend.since > unconfirmed:
 			u.end(c, metrics.ReasonUnconfirmed, nil)
-		case now-c.lastActive.Load() > idle:
-			u.end(c, wire.ErrIdleTimeout.String(), wire.AppendError(nil, wire.ErrIdleTimeout, "nothing received for "+u.s.cfg.IdleTimeout.String()))
+		case c.replaced.Load():
+			u.endReplaced(c)
+		case now-c.lastActive.Load() > int64(bound):
+			u.end(c, wire.ErrIdleTimeout.String(), wire.AppendError(nil, wire.ErrIdleTimeout, idleText(bound)))
 		}
 	}
 	u.flush() // the member_left notices

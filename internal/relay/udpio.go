@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Batched UDP I/O: recvmmsg and sendmmsg on one socket, through its
@@ -160,11 +162,17 @@ type udpWriter struct {
 	sent   int
 	err    error
 	fn     func(fd uintptr) bool
+	// dlv is the deliver frames of each packed datagram; delivered, after
+	// a flush, the deliver frames of the datagrams the kernel took
+	// (relay_delivered_messages_total counts what was written).
+	dlv       []int
+	delivered int
 }
 
 type outMsg struct {
 	off, len int
 	to       netip.AddrPort
+	deliver  bool // a deliver frame
 }
 
 // dgram is one datagram being packed: its frames are iovs[iov:iov+n].
@@ -222,7 +230,7 @@ func (w *udpWriter) add(frame []byte, to netip.AddrPort) (full bool) {
 		w.arena = append(w.arena, frame...)
 		w.last = off
 	}
-	w.msgs = append(w.msgs, outMsg{off: off, len: len(frame), to: to})
+	w.msgs = append(w.msgs, outMsg{off: off, len: len(frame), to: to, deliver: wire.Type(frame[wire.LenSize]) == wire.TypeDeliver})
 	return len(w.msgs) >= maxQueuedDatagrams || len(w.arena) >= maxQueuedBytes
 }
 
@@ -235,12 +243,17 @@ func (w *udpWriter) pack() []mmsghdr {
 	clear(w.open)
 	dgs := w.dgrams[:0]
 	w.assign = w.assign[:0]
+	w.dlv = w.dlv[:0]
 	for _, m := range w.msgs {
 		d, ok := w.open[m.to]
 		if !ok || w.coalesce <= 0 || dgs[d].size+m.len > w.coalesce || dgs[d].n == maxFramesPerDgram {
 			d = len(dgs)
 			dgs = append(dgs, dgram{to: m.to})
+			w.dlv = append(w.dlv, 0)
 			w.open[m.to] = d
+		}
+		if m.deliver {
+			w.dlv[d]++
 		}
 		dgs[d].size += m.len
 		dgs[d].n++
@@ -281,6 +294,7 @@ func (w *udpWriter) pack() []mmsghdr {
 // kernel took, the system calls made, and the datagrams it refused (a
 // destination it cannot reach), which are skipped.
 func (w *udpWriter) flush() (sent, bytes, calls, failed int, err error) {
+	w.delivered = 0
 	if len(w.msgs) == 0 {
 		return 0, 0, 0, 0, nil
 	}
@@ -304,6 +318,9 @@ func (w *udpWriter) flush() (sent, bytes, calls, failed int, err error) {
 		}
 		for _, h := range w.batch[:w.sent] {
 			bytes += int(h.n)
+		}
+		for _, n := range w.dlv[i : i+w.sent] {
+			w.delivered += n
 		}
 		sent += w.sent
 		i += w.sent

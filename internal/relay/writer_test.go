@@ -122,7 +122,8 @@ func TestWriteDeadlineAfterIdle(t *testing.T) {
 func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	const wt = 300 * time.Millisecond
-	s, stop := startServer(t, Config{WriteTimeout: wt, MaxPending: 256 << 20, WriteCoalesce: 200 * time.Microsecond})
+	// The sender floods on purpose: no rate limits.
+	s, stop := startServer(t, Config{WriteTimeout: wt, MaxPending: 256 << 20, WriteCoalesce: 200 * time.Microsecond, RateMessages: -1, RateBytes: -1})
 	defer stop()
 	sender, healthy := joinConn(t, s, "sender"), joinConn(t, s, "healthy")
 	defer sender.Close()
@@ -234,7 +235,7 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 		for i := 0; i < 31; i++ {
 			c.out.appendFrame(frame)
 		}
-		q, _ := c.out.take(w.spare)
+		q, _, _ := c.out.take(w.spare)
 		if err := w.write(q); err != nil {
 			t.Fatal(err)
 		}
@@ -253,7 +254,7 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 
 func newTestMetrics(t *testing.T) *metrics.Relay {
 	t.Helper()
-	m, err := metrics.NewRelay(prometheus.NewRegistry(), func() int { return 0 })
+	m, err := metrics.NewRelay(prometheus.NewRegistry(), func() int { return 0 }, func() float64 { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}

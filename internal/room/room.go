@@ -61,6 +61,9 @@ func (r *Room[T]) Owner() string {
 // Has reports whether id is a member.
 func (r *Room[T]) Has(id string) bool { _, ok := r.byID[id]; return ok }
 
+// Member returns the handle of member id, if id is a member.
+func (r *Room[T]) Member(id string) (T, bool) { v, ok := r.byID[id]; return v, ok }
+
 // add appends a member; maxMembers 0 means no limit.
 func (r *Room[T]) add(id string, v T, maxMembers int) error {
 	if _, ok := r.byID[id]; ok {

@@ -1,0 +1,278 @@
+package relay
+
+import (
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// Rate limits: every sender (TCP connection or UDP session) has two token
+// buckets, one counting frames and one counting bytes. A frame that would
+// overdraw either is dropped, whatever its type, and counted; a sender
+// whose frames keep being dropped (no second without a drop) for
+// Config.RateLimitGrace is disconnected with rate_limited. So a flooder
+// spends its own budget and then its connection, and the members of its
+// room see at most the bucket's rate from it.
+//
+// The buckets are kept as GCRA's theoretical arrival time (one int64 each,
+// no allocation, no lock: only the sender's reading goroutine touches
+// them), which is a token bucket of size burst refilled at rate.
+type gcra struct {
+	per int64 // nanoseconds of credit one unit costs (1 s / rate); 0: no limit
+	tol int64 // bucket size in nanoseconds of credit (burst × per)
+}
+
+func newGCRA(rate float64, burst int) gcra {
+	if rate <= 0 {
+		return gcra{}
+	}
+	per := max(int64(float64(time.Second)/rate), 1)
+	return gcra{per: per, tol: int64(max(burst, 1)) * per}
+}
+
+// limiter is one sender's state: the two buckets' arrival times and its
+// current run of drops.
+type limiter struct {
+	msgs, bytes int64 // theoretical arrival times, relay clock ns
+	overSince   int64 // first drop of the current run, 0: none
+	lastDrop    int64
+}
+
+// dropGap ends a run of drops: a sender with no drop for this long is back
+// under its limit.
+const dropGap = int64(time.Second)
+
+// Over-limit kinds, the labels of relay_rate_limited_frames_total.
+const (
+	limitMessages = metrics.LimitMessages
+	limitBytes    = metrics.LimitBytes
+)
+
+// allow charges one frame of size bytes at now to both buckets, or to
+// neither. It returns "" if the frame may pass, else the limit it is over.
+func (l *limiter) allow(now int64, size int, msgs, bytes gcra) string {
+	tm := max(l.msgs, now)
+	if msgs.per > 0 {
+		tm += msgs.per
+		if tm-now > msgs.tol {
+			return limitMessages
+		}
+	}
+	tb := max(l.bytes, now)
+	if bytes.per > 0 {
+		tb += int64(size) * bytes.per
+		if tb-now > bytes.tol {
+			return limitBytes
+		}
+	}
+	l.msgs, l.bytes = tm, tb
+	return ""
+}
+
+// dropped records a dropped frame at now and reports how long the sender
+// has been over its limit without a second's break.
+func (l *limiter) dropped(now int64) time.Duration {
+	if l.overSince == 0 || now-l.lastDrop > dropGap {
+		l.overSince = now
+	}
+	l.lastDrop = now
+	return time.Duration(now - l.overSince)
+}
+
+// overLimit handles a frame the limiter dropped: counted, logged (rate
+// limited), and after the grace a refusal that disconnects the sender.
+func (c *client) overLimit(kind string) *wire.Error {
+	s := c.s
+	if kind == limitMessages {
+		c.b.limitedMsgs++
+	} else {
+		c.b.limitedBytes++
+	}
+	over := c.lim.dropped(c.b.now)
+	if over == 0 && s.abuseLog.allow(c.b.now) {
+		s.log.Info("sender over its rate limit: dropping its frames", zap.Uint64("conn", c.id),
+			zap.String("user", c.user), zap.String("limit", kind), zap.Int64("log_lines_suppressed", s.abuseLog.suppressed()))
+	}
+	if over <= s.cfg.RateLimitGrace {
+		return nil
+	}
+	if s.abuseLog.allow(c.b.now) {
+		s.log.Info("sender over its rate limit too long: disconnecting", zap.Uint64("conn", c.id),
+			zap.String("user", c.user), zap.Duration("over_for", over), zap.Int64("log_lines_suppressed", s.abuseLog.suppressed()))
+	}
+	return refusal(wire.ErrRateLimited, "over the relay's rate limit ("+kind+") for "+over.Truncate(time.Millisecond).String())
+}
+
+// logLimiter lets one log line through per interval across all
+// goroutines and counts the ones it held back, so an abuser cannot fill the
+// relay's log (or its disk) by abusing it.
+type logLimiter struct {
+	every   int64
+	next    atomic.Int64
+	dropped atomic.Int64
+}
+
+// allow reports whether a line may be logged at now (relay clock ns).
+func (l *logLimiter) allow(now int64) bool {
+	next := l.next.Load()
+	if now < next || !l.next.CompareAndSwap(next, now+l.every) {
+		l.dropped.Add(1)
+		return false
+	}
+	return true
+}
+
+// suppressed returns and resets the count of lines held back.
+func (l *logLimiter) suppressed() int64 { return l.dropped.Swap(0) }
+
+// Liveness: a client that heartbeats is expected to keep doing so. Once it
+// has sent livenessSamples+1 heartbeats, a joined client from which nothing
+// arrives for Config.HeartbeatMisses times its heartbeat interval (the
+// longest of its last livenessSamples intervals, so jitter does not count
+// against it) is removed with idle_timeout. The bound is at least
+// minLiveness and at most Config.IdleTimeout, which still applies to
+// clients that never heartbeat.
+const (
+	livenessSamples = 4
+	minLiveness     = 5 * time.Second
+)
+
+// beat records a heartbeat at now and updates the client's liveness bound.
+func (c *client) beat(now int64) {
+	s := c.s
+	if c.hbLast != 0 && s.cfg.HeartbeatMisses > 0 {
+		c.hbGaps[c.hbN%livenessSamples] = now - c.hbLast
+		c.hbN++
+		if c.hbN >= 2 {
+			longest := slices.Max(c.hbGaps[:min(c.hbN, livenessSamples)])
+			bound := min(max(int64(s.cfg.HeartbeatMisses)*longest, int64(minLiveness)), int64(s.cfg.IdleTimeout))
+			c.liveness.Store(bound)
+		}
+	}
+	c.hbLast = now
+}
+
+// idleBound is how long c may stay silent: its liveness bound once it has
+// one, else the idle timeout.
+func (c *client) idleBound() time.Duration {
+	if l := c.liveness.Load(); l > 0 {
+		return time.Duration(l)
+	}
+	return c.s.cfg.IdleTimeout
+}
+
+func idleText(d time.Duration) string {
+	return "nothing received for " + d.Truncate(time.Millisecond).String()
+}
+
+// Partial frames: a reader publishes how much memory its parser holds for
+// an incomplete frame (partialHeld) and since when that frame has been
+// arriving (partialSince); the sweeper closes a connection whose frame is
+// not complete within Config.FrameTimeout, and when the sum over all
+// connections passes Config.PartialBudget it closes the connections with
+// the largest partial frames until the rest fit.
+
+// trackPartial publishes the parser's partial frame after a read at now:
+// start is its stream offset, buffered and held its bytes and capacity.
+func (c *client) trackPartial(now, start int64, buffered, held int) {
+	s := c.s
+	if buffered == 0 {
+		held = 0
+		if c.partialSince.Load() != 0 {
+			c.partialSince.Store(0)
+		}
+	} else if c.partialSince.Load() == 0 || start != c.partialStart {
+		c.partialStart = start
+		c.partialSince.Store(now)
+	}
+	if d := int64(held) - c.partialHeld.Load(); d != 0 {
+		c.partialHeld.Store(int64(held))
+		if s.partial.Add(d) > s.cfg.PartialBudget && d > 0 {
+			select {
+			case s.evict <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// dropPartial takes c's partial frame out of the relay's sum when its
+// reader is done.
+func (c *client) dropPartial() {
+	if h := c.partialHeld.Swap(0); h != 0 {
+		c.s.partial.Add(-h)
+	}
+	c.partialSince.Store(0)
+}
+
+// checkPartial closes c if its partial frame is older than the frame
+// timeout.
+func (c *client) checkPartial(now int64) {
+	since := c.partialSince.Load()
+	if since == 0 || now-since <= int64(c.s.cfg.FrameTimeout) {
+		return
+	}
+	if c.close(wire.ErrFrameTimeout, "frame not complete within "+c.s.cfg.FrameTimeout.String()+" of its first byte") {
+		c.s.m.FrameTimeouts(metrics.CauseTimeout)
+	}
+}
+
+// evictPartial closes the connections with the largest partial frames
+// until the rest fit the budget. Connections already closing are not
+// counted: their memory goes when their reader returns.
+func (s *Server) evictPartial() {
+	type held struct {
+		c *client
+		n int64
+	}
+	var list []held
+	var total int64
+	s.eachClient(func(c *client) {
+		if n := c.partialHeld.Load(); n > 0 && !c.out.isClosing() {
+			list = append(list, held{c, n})
+			total += n
+		}
+	})
+	slices.SortFunc(list, func(a, b held) int { return int(b.n - a.n) })
+	for _, h := range list {
+		if total <= s.cfg.PartialBudget {
+			return
+		}
+		if h.c.close(wire.ErrFrameTimeout, "partial frames over the relay's memory budget; this connection held the largest ("+strconv.FormatInt(h.n, 10)+" bytes)") {
+			s.m.FrameTimeouts(metrics.CauseBudget)
+		}
+		total -= h.n
+	}
+}
+
+// After an attack of partial frames the relay's heap is left far larger
+// than its live data, and the Go runtime would keep that memory for
+// minutes (its next GC is due at twice the peak). So once the bytes held
+// in partial frames have fallen by reclaimBytes from their peak and stopped
+// falling (the closed connections' readers are gone), the sweeper returns
+// the freed memory to the OS, at most once per reclaimEvery.
+const (
+	reclaimBytes = 32 << 20
+	reclaimEvery = int64(5 * time.Second)
+)
+
+// reclaim runs at every sweep tick (the sweeper's own state).
+func (s *Server) reclaim(now int64) {
+	cur := s.partial.Load()
+	falling := cur < s.partialLast
+	s.partialLast = cur
+	s.partialPeak = max(s.partialPeak, cur)
+	if falling || s.partialPeak-cur < reclaimBytes || now-s.lastReclaim < reclaimEvery {
+		return
+	}
+	debug.FreeOSMemory()
+	s.partialPeak, s.lastReclaim = cur, now
+	s.log.Info("partial-frame memory released; memory returned to the OS", zap.Int64("partial_bytes", cur))
+}
