@@ -166,3 +166,63 @@ func TestDeclarativeCorrelation(t *testing.T) {
 		t.Fatal("an id that cannot keep its length was accepted")
 	}
 }
+
+// TestUDPTextProfile: a declarative profile over UDP with one message per
+// datagram and a text protocol: the id changes length freely (the message
+// is the datagram), the refusal reason comes from a regexp.
+func TestUDPTextProfile(t *testing.T) {
+	doc := `name: chat-udp
+transport: udp
+port: 5000
+kinds:
+  client:
+    - {name: login, match: {prefix: "LOGIN "}}
+    - {name: say, match: {prefix: "SAY "}}
+  server:
+    - {name: ok, match: {prefix: "OK"}}
+    - {name: err, match: {prefix: "ERR "}}
+    - {name: msg, match: {prefix: "MSG "}}
+login: {send: [login], success: ok, failure: err, reason: {regexp: "^ERR (\\w+)"}}
+heartbeat: {template: {text: "PING"}, interval: 10s}
+delivery: [msg]
+identity: {user: {regexp: "^LOGIN (\\w+)"}}
+`
+	s, err := ParseSpec("chat.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := p.Messages(Recording{
+		Client: []Segment{{0, []byte("LOGIN bob")}, {at(10), []byte("SAY hi from bob")}},
+		Server: []Segment{{at(1), []byte("OK")}, {at(11), []byte("MSG bob: hi")}},
+	})
+	sc, err := p.Compile(m, ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sc.NewClient(Identity{Index: 12, Clients: 100, User: "replay-12"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.AppendStep(nil, 0, 0); string(got) != "LOGIN replay-12" {
+		t.Fatalf("login %q", got)
+	}
+	if got, _ := c.AppendStep(nil, 1, 0); string(got) != "SAY hi from replay-12" {
+		t.Fatalf("say %q", got)
+	}
+	var ev Events
+	c.Feed([]byte("ERR banned for a while"), 0, &ev)
+	if ev.Failed != "banned" {
+		t.Fatalf("refusal %+v", ev)
+	}
+	ev.Reset()
+	c2, _ := sc.NewClient(Identity{Index: 1, Clients: 100, User: "replay-1"})
+	c2.Feed([]byte("OK"), 0, &ev)
+	c2.Feed([]byte("MSG x"), 0, &ev)
+	if !ev.LoggedIn || ev.Messages != 1 || string(c2.AppendHeartbeat(nil, 0)) != "PING" {
+		t.Fatalf("events %+v", ev)
+	}
+}
