@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -65,6 +66,11 @@ func benchClient(b *testing.B) (*client, net.Conn) {
 	cl.conn = conn
 	if cl.raw, err = conn.(*net.TCPConn).SyscallConn(); err != nil {
 		b.Fatal(err)
+	}
+	// The protocol's side of the login: the profile's client saw joined.
+	var ev profile.Events
+	if err := cl.pc.Feed(wire.AppendJoined(nil, 0, "replay-0", []string{"replay-0"}), 0, &ev); err != nil || !ev.LoggedIn {
+		b.Fatalf("joined: %v %+v", err, ev)
 	}
 	cl.joined.Store(true)
 	cl.next = 1
