@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
