@@ -165,10 +165,7 @@ func samePrefix(t *testing.T, f *capture.Flow, sent [][]byte, whole bool) {
 
 func tsharkCount(t *testing.T, path string) int {
 	t.Helper()
-	if _, err := exec.LookPath("tshark"); err != nil {
-		t.Skip("tshark not installed (CI installs it)")
-	}
-	cmd := exec.Command("tshark", "-n", "-r", path, "-T", "fields", "-e", "frame.number")
+	cmd := exec.Command(testproc.NeedTool(t, "tshark", "tshark"), "-n", "-r", path, "-T", "fields", "-e", "frame.number")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
@@ -224,9 +221,7 @@ func TestProxyRecordsClients(t *testing.T) {
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("live capture needs root (CI runs as root)")
-	}
+	testproc.NeedRoot(t, "live capture")
 }
 
 // TestLiveRecordsClients captures lo while the sample client talks to the
@@ -343,9 +338,7 @@ func TestErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bins["record"], tc.args...)
 			if tc.nobody {
-				if os.Geteuid() != 0 {
-					t.Skip("needs root to drop to nobody")
-				}
+				testproc.NeedRoot(t, "dropping to nobody")
 				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 			}
 			out, err := cmd.CombinedOutput()

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -39,7 +40,7 @@ func TestForgedSourceJoin(t *testing.T) {
 	p := startRelay(t)
 	raw, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_RAW)
 	if errors.Is(err, syscall.EPERM) {
-		t.Skip("raw sockets need root (CI runs as root)")
+		testproc.Unavailable(t, "raw sockets need root (CI runs as root)")
 	}
 	if err != nil {
 		t.Fatal(err)

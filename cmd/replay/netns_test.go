@@ -18,15 +18,11 @@ type netns struct{ name string }
 
 func newNetns(t *testing.T, ports int) netns {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("skipped: needs root to create a network namespace (ip netns add)")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("skipped: the ip command (iproute2) is not installed")
-	}
+	testproc.NeedRoot(t, "creating a network namespace (ip netns add)")
+	testproc.NeedTool(t, "ip", "iproute2")
 	ns := netns{name: fmt.Sprintf("reprise-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6)}
 	if out, err := exec.Command("ip", "netns", "add", ns.name).CombinedOutput(); err != nil {
-		t.Skipf("skipped: ip netns is unavailable here: %v: %s", err, out)
+		testproc.Unavailable(t, "ip netns is unavailable here: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.name).Run() })
 	ns.must(t, "ip", "link", "set", "lo", "up")

@@ -24,15 +24,20 @@ import (
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
-// needTool skips the test when a server or client program is missing
-// (CI installs them: .ci/run).
+// needTool skips the test when a server or client program is missing, or
+// fails it in CI, where .ci/run installs them (testproc.NeedTool).
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not installed (apt-get install it, as .ci/run does)", name)
-	}
-	return p
+	return testproc.NeedTool(t, name, debianPkg[name])
+}
+
+// debianPkg names the Debian package of each program the tests run.
+var debianPkg = map[string]string{
+	"mosquitto":     "mosquitto",
+	"mosquitto_sub": "mosquitto-clients",
+	"redis-server":  "redis-server",
+	"redis-cli":     "redis-tools",
+	"python3":       "python3",
 }
 
 // python is Debian's python3, which has python3-paho-mqtt (a pyenv shim

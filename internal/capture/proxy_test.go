@@ -18,6 +18,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/client"
 	"github.com/reprise-harness/reprise/internal/relay"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -158,10 +159,7 @@ func testProxy(t *testing.T, name string) {
 // checkTshark reads the file with tshark: no error output, same packets.
 func checkTshark(t *testing.T, path string, packets int) {
 	t.Helper()
-	tshark, err := exec.LookPath("tshark")
-	if err != nil {
-		t.Skip("tshark not installed (CI installs it)")
-	}
+	tshark := testproc.NeedTool(t, "tshark", "tshark")
 	cmd := exec.Command(tshark, "-n", "-r", path, "-T", "fields", "-e", "frame.number")
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut

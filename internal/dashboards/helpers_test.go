@@ -9,10 +9,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // repoRoot is the module root, two levels above this package.
@@ -34,15 +35,7 @@ func repoRoot(t testing.TB) string {
 // skip.
 func requireTool(t testing.TB, name, pkg string) string {
 	t.Helper()
-	path, err := exec.LookPath(name)
-	if err == nil {
-		return path
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s not found in CI: .ci/run must install Debian's %s package", name, pkg)
-	}
-	t.Skipf("%s not installed (apt-get install %s); CI installs it and runs this test", name, pkg)
-	return ""
+	return testproc.NeedTool(t, name, pkg)
 }
 
 // freeAddr returns a 127.0.0.1 address with a port that was free a moment
