@@ -218,6 +218,9 @@ func newRunCmd(st *state) *cobra.Command {
 				defer stop()
 			}
 			if cfg.Target == "" {
+				if cfg.Profile != "" && cfg.Profile != profile.Default {
+					return usageError{fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", cfg.Profile)}
+				}
 				if cfg.Shard.Sharded() {
 					return usageError{fmt.Errorf("--shard/--shards need --target: every shard must load the same relay")}
 				}

@@ -382,6 +382,8 @@ func TestExitCodes(t *testing.T) {
 		{"too many clients", []string{"--capture", path, "--clients", "100000"}, 2, "ulimit -n"},
 		{"loop past the flow", []string{"--capture", path, "--loop", "100ms,100s"}, 2, "past the flow's end"},
 		{"source ip not local", []string{"--capture", path, "--source-ips", "192.0.2.7"}, 2, "not an address of this host"},
+		{"profile without target", []string{"--capture", path, "--profile", "mqtt"}, 2, "needs --target"},
+		{"unknown profile", []string{"--capture", path, "--profile", "nosuch", "--target", "127.0.0.1:1"}, 2, "not a built-in profile"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
