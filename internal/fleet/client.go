@@ -234,6 +234,11 @@ func (c *client) read(res chan<- string, early []byte) string {
 			return reason
 		}
 	}
+	if uc, ok := c.conn.(*net.UDPConn); ok && !c.ws {
+		if ur, err := newUDPReader(uc); err == nil {
+			return c.readUDP(ur, &ev, res)
+		}
+	}
 	for {
 		n, err := c.conn.Read(buf)
 		if n > 0 && !c.joined.Load() && len(c.first) < firstBytes {
@@ -245,6 +250,30 @@ func (c *client) read(res chan<- string, early []byte) string {
 			}
 			buf = sizer.next(buf, n)
 		}
+		if err != nil {
+			if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
+				continue
+			}
+			return c.readEnded(err, res)
+		}
+	}
+}
+
+// readUDP is read for a UDP client: up to udpBatchMax datagrams per
+// recvmmsg (udpread.go), each consumed as it came.
+func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- string) string {
+	for {
+		n, err := ur.read()
+		for i := range n {
+			d := ur.datagram(i)
+			if !c.joined.Load() && len(c.first) < firstBytes {
+				c.first = append(c.first, d[:min(len(d), firstBytes-len(c.first))]...)
+			}
+			if reason, done := c.consume(d, ev, res); done {
+				return reason
+			}
+		}
+		ur.adapt(n)
 		if err != nil {
 			if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
 				continue

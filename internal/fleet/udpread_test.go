@@ -1,0 +1,69 @@
+package fleet
+
+import (
+	"fmt"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestUDPReaderBatches: datagrams waiting on a connected socket come back
+// in order, whole, several per read once the reader has grown its slots;
+// a datagram that fills a slot grows the slots; a read deadline ends a
+// read with a timeout, as on conn.Read.
+func TestUDPReaderBatches(t *testing.T) {
+	rcv, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcv.Close()
+	snd, err := net.DialUDP("udp", nil, rcv.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	ur, err := newUDPReader(rcv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most := 0
+	for round := range 8 {
+		for i := range 20 {
+			fmt.Fprintf(snd, "datagram %d-%d", round, i)
+		}
+		for got := 0; got < 20; {
+			rcv.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := ur.read()
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			for i := range n {
+				want := fmt.Sprintf("datagram %d-%d", round, got+i)
+				if d := string(ur.datagram(i)); d != want {
+					t.Fatalf("got %q, want %q", d, want)
+				}
+			}
+			most = max(most, n)
+			got += n
+			ur.adapt(n)
+		}
+	}
+	if most < 4 {
+		t.Errorf("at most %d datagrams per read with 20 waiting: the reader did not grow", most)
+	}
+	big := make([]byte, readBuf)
+	snd.Write(big)
+	rcv.SetReadDeadline(time.Now().Add(5 * time.Second))
+	n, err := ur.read()
+	if err != nil || n != 1 || len(ur.datagram(0)) != readBuf {
+		t.Fatalf("a slot-sized datagram: n %d, err %v", n, err)
+	}
+	ur.adapt(n)
+	if ur.size <= readBuf {
+		t.Errorf("slots of %d bytes after a datagram filled one", ur.size)
+	}
+	rcv.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := ur.read(); !isTimeout(err) {
+		t.Errorf("read past its deadline: %v, want a timeout", err)
+	}
+}
