@@ -23,8 +23,11 @@ type Report struct {
 	// they first appear in, -1 when nowhere.
 	User   string `json:"user"`
 	UserAt int    `json:"user_at"`
-	Room   string `json:"room"`
-	RoomAt int    `json:"room_at"`
+	// UserCandidates are text runs of the login message that may be the
+	// user id, when the profile does not place it (--recorded-user).
+	UserCandidates []string `json:"user_candidates,omitempty"`
+	Room           string   `json:"room"`
+	RoomAt         int      `json:"room_at"`
 	// LoginAt is the login's first client message, LoginEnd the first
 	// after it; FirstSend is the first message counted as a send (what a
 	// receive-only client never plays) and FirstSendS its offset.
@@ -70,6 +73,9 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 		r.FirstSend, r.FirstSendS = fs, m.Client[fs].Offset.Seconds()
 	}
 	r.User, r.Room = string(s.user), string(s.room)
+	if s.user == nil && first >= 0 {
+		r.UserCandidates = printableRuns(m.Client[first].Bytes, 4, 5)
+	}
 	r.UserAt, r.RoomAt = firstWith(m.Client, s.user), firstWith(m.Client, s.room)
 	r.Answer = p.answer(m.Server)
 	if r.Answer == "none" && len(m.Server) > 0 {
@@ -124,6 +130,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "  client messages: %d  %s\n", r.Client, kinds(r.ClientKinds))
 	fmt.Fprintf(&b, "  server messages: %d  %s\n", r.Server, kinds(r.ServerKinds))
 	fmt.Fprintf(&b, "  user id: %s\n", place(r.User, r.UserAt))
+	if len(r.UserCandidates) > 0 {
+		fmt.Fprintf(&b, "    candidates in the login message: %s\n", strings.Join(quoted(r.UserCandidates), ", "))
+	}
 	fmt.Fprintf(&b, "  room: %s\n", place(r.Room, r.RoomAt))
 	if r.LoginAt >= 0 {
 		fmt.Fprintf(&b, "  login: client messages #%d..#%d; server answer: %s\n", r.LoginAt, r.LoginEnd-1, r.Answer)
@@ -173,4 +182,32 @@ func place(v string, at int) string {
 		return fmt.Sprintf("%q, in no client message", v)
 	}
 	return fmt.Sprintf("%q, first in client message #%d", v, at)
+}
+
+// printableRuns returns up to max runs of at least min printable ASCII
+// bytes (no spaces) in b, in order.
+func printableRuns(b []byte, min, max int) []string {
+	var out []string
+	start := -1
+	for i := 0; i <= len(b); i++ {
+		ok := i < len(b) && b[i] > 0x20 && b[i] < 0x7f
+		switch {
+		case ok && start < 0:
+			start = i
+		case !ok && start >= 0:
+			if i-start >= min && len(out) < max {
+				out = append(out, string(b[start:i]))
+			}
+			start = -1
+		}
+	}
+	return out
+}
+
+func quoted(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = fmt.Sprintf("%q", v)
+	}
+	return out
 }
