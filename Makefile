@@ -10,7 +10,7 @@ BIN       := bin
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./examples/vrclient
 
 ## demo: the main job on the bundled capture against a relay child process.
 demo: build

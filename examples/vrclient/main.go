@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/client"
@@ -29,9 +30,19 @@ func main() {
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "vrclient:", err)
+		var u usageError
+		if errors.As(err, &u) {
+			os.Exit(2)
+		}
 		os.Exit(1)
 	}
 }
+
+// usageError marks bad arguments (exit 2, as every reprise command).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
 
 type options struct {
 	target, transport, room, user, sentLog, secret string
@@ -41,8 +52,30 @@ type options struct {
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	var o options
-	fs := flag.NewFlagSet("vrclient", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	cmd := &cobra.Command{
+		Use:           "vrclient",
+		Short:         "a sample VR client: joins a room, sends poses, voice, object syncs and heartbeats, then leaves",
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(*cobra.Command, []string) error {
+			if err := o.check(); err != nil {
+				return usageError{err}
+			}
+			return play(ctx, o, stderr)
+		},
+	}
+	cmd.SetArgs(args)
+	cmd.SetErr(stderr)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	check := cmd.Args
+	cmd.Args = func(c *cobra.Command, a []string) error {
+		if err := check(c, a); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&o.target, "target", "127.0.0.1:7400", "relay address host:port")
 	fs.StringVar(&o.transport, "transport", "tcp", "tcp or udp")
 	fs.StringVar(&o.room, "room", "lobby", "room to join")
@@ -52,16 +85,15 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the session's randomness")
 	fs.StringVar(&o.sentLog, "sent-log", "", "write every frame sent, hex, one per line (UDP: without the token)")
 	fs.StringVar(&o.secret, "auth-secret", "", "sign the join with this relay secret")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
+	return cmd.Execute()
+}
+
+// check validates the options.
+func (o options) check() error {
 	if o.transport != "tcp" && o.transport != "udp" {
 		return fmt.Errorf("--transport %q: want tcp or udp", o.transport)
 	}
-	if err := errors.Join(wire.CheckID("--room", o.room), wire.CheckID("--user", o.user)); err != nil {
-		return err
-	}
-	return play(ctx, o, stderr)
+	return errors.Join(wire.CheckID("--room", o.room), wire.CheckID("--user", o.user))
 }
 
 // play runs one session against the relay.

@@ -324,7 +324,9 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 			lag, saturatedLagP99Ms))
 	}
 	if k := rs.KernelDrops; k != nil && k.Total() > 0 {
-		w = append(w, fmt.Sprintf("kernel drops: %.0f (UDP rcvbuf %.0f, UDP sndbuf %.0f, TCP listen %.0f, TCP backlog %.0f, softnet %.0f)",
+		// Host-wide counters (every process's sockets): the run's share
+		// is not known, so say so.
+		w = append(w, fmt.Sprintf("kernel drops on this host during the run (all processes, not only this run's sockets): %.0f (UDP rcvbuf %.0f, UDP sndbuf %.0f, TCP listen %.0f, TCP backlog %.0f, softnet %.0f)",
 			k.Total(), k.UDPRcvbufErrors, k.UDPSndbufErrors, k.TCPListenDrops, k.TCPBacklogDrops, k.SoftnetDropped))
 	}
 	if d := float64(rs.RelayUDPReceiveDrops); d > 0 {
