@@ -240,7 +240,7 @@ func newRunCmd(st *state) *cobra.Command {
 	}
 	addFleetFlags(cmd.Flags(), &ff)
 	addShardFlags(cmd.Flags(), &sf)
-	cmd.Flags().StringVar(&summary, "summary", "", "also write the summary as JSON to this file")
+	cmd.Flags().StringVar(&summary, "summary", "", `also write the summary as JSON to this file ("-": one line on stdout, the table on stderr)`)
 	cmd.Flags().StringVar(&relayLog, "relay-log", "", "log file of the relay started without --target (default: relay.log beside --summary, else a temporary file)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	// Hidden: for profiling the fleet itself (go tool pprof FILE).
@@ -311,6 +311,14 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 	sum, runErr := f.RunAt(ctx, start)
 	if runErr != nil {
 		return runErr
+	}
+	if summaryPath == "-" {
+		// The JSON on stdout as one line (a pod's log is what `replay
+		// merge` reads), the table on stderr.
+		if err := sum.WriteText(st.stderr); err != nil {
+			return err
+		}
+		return sum.WriteJSONLine(st.stdout)
 	}
 	if err := sum.WriteText(st.stdout); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,14 +53,24 @@ func newMergeCmd(st *state) *cobra.Command {
 	return cmd
 }
 
+// loadSummary reads a --summary file, or a log holding a `--summary -`
+// line among other output (a shard pod's `kubectl logs`): then the last
+// line that is a summary counts.
 func loadSummary(path string) (fleet.Summary, error) {
 	var s fleet.Summary
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return s, fmt.Errorf("read summary: %w", err)
 	}
-	if err := json.Unmarshal(b, &s); err != nil {
-		return s, usageError{fmt.Errorf("%s: not a replay summary: %v", path, err)}
+	jerr := json.Unmarshal(b, &s)
+	if jerr == nil {
+		return s, nil
 	}
-	return s, nil
+	lines := bytes.Split(b, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := bytes.TrimSpace(lines[i]); bytes.HasPrefix(l, []byte(`{"clients_requested"`)) && json.Unmarshal(l, &s) == nil {
+			return s, nil
+		}
+	}
+	return s, usageError{fmt.Errorf("%s: not a replay summary, nor a log with one: %v", path, jerr)}
 }

@@ -157,6 +157,14 @@ func (s Summary) WriteJSON(w io.Writer) error {
 	return nil
 }
 
+// WriteJSONLine writes the summary as one line of JSON.
+func (s Summary) WriteJSONLine(w io.Writer) error {
+	if err := json.NewEncoder(w).Encode(s); err != nil {
+		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
 // WriteText writes the summary as an aligned table.
 func (s Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -1,0 +1,196 @@
+// Package k8s holds the Kubernetes manifests that run a fleet as shards
+// (an Indexed Job and its headless Service) and, optionally, the bundled
+// relay (a Deployment and its Service), and renders them with a run's
+// flags. It writes YAML from templates and needs no Kubernetes library;
+// the test decodes the output strictly into the API's types.
+package k8s
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+)
+
+// Ports the manifests use; the fleet's and the relay's defaults.
+const (
+	MetricsPort      = 9401
+	BarrierPort      = 9402
+	RelayPort        = 7400
+	RelayMetricsPort = 9400
+)
+
+// Params are one rendering. DefaultParams gives the defaults of
+// `replay k8s render`.
+type Params struct {
+	// Name prefixes every object: <name>-fleet, <name>-relay.
+	Name  string
+	Image string
+	// Shards is the Job's parallelism and completions.
+	Shards int
+	// Clients is the whole fleet's --clients (memory sizing).
+	Clients int
+	// RunArgs are the replay run's flags (--clients, --loop, ...), passed
+	// as they are; the manifests add --capture, --shards, --barrier,
+	// --metrics, --summary and, with Relay, --target.
+	RunArgs []string
+
+	// CaptureFile is the capture's file name inside its ConfigMap or
+	// volume; CapturePVC, when set, mounts that claim instead of the
+	// ConfigMap <name>-capture.
+	CaptureFile string
+	CapturePVC  string
+
+	// MemoryPerClientKiB and BaseMemoryMiB size each shard's memory
+	// request; the limit is twice the request.
+	MemoryPerClientKiB int
+	BaseMemoryMiB      int
+	CPU                string
+
+	// Relay adds the relay Deployment and Service, and points the fleet
+	// at it. RelayArgs are extra relay flags.
+	Relay       bool
+	RelayArgs   []string
+	RelayCPU    string
+	RelayMemory string
+}
+
+// MemoryPerClientKiB is the fleet's measured memory per receive-only
+// client (docs/performance.md, "Memory": 14.8 KiB), rounded up with room
+// for senders' larger read buffers.
+const MemoryPerClientKiB = 20
+
+// DefaultParams are the defaults of `replay k8s render`.
+func DefaultParams() Params {
+	return Params{
+		Name: "reprise", Image: "ghcr.io/reprise-harness/reprise:latest", Shards: 4, Clients: 1000,
+		CaptureFile: "capture.pcap", MemoryPerClientKiB: MemoryPerClientKiB, BaseMemoryMiB: 64, CPU: "1",
+		RelayCPU: "1", RelayMemory: "1Gi",
+	}
+}
+
+//go:embed templates/*.tmpl
+var templates embed.FS
+
+var tmpl = template.Must(template.New("").Funcs(template.FuncMap{"quote": quote}).ParseFS(templates, "templates/*.tmpl"))
+
+// quote is a YAML double-quoted scalar (JSON's string syntax is valid YAML).
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// view is what the templates see.
+type view struct {
+	Params
+	MetricsPort, BarrierPort, RelayPort, RelayMetricsPort int
+	FleetArgs                                             []string
+	ClientsPerShard                                       int
+	MemoryRequest, MemoryLimit                            string
+	CaptureDir, CaptureKind, CaptureSource                string
+}
+
+// File is one rendered manifest.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Render renders the manifests: fleet.yaml, and relay.yaml with Relay.
+func Render(p Params) ([]File, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	per := (p.Clients + p.Shards - 1) / p.Shards
+	reqMiB := p.BaseMemoryMiB + (per*p.MemoryPerClientKiB+1023)/1024
+	v := view{
+		Params: p, MetricsPort: MetricsPort, BarrierPort: BarrierPort, RelayPort: RelayPort, RelayMetricsPort: RelayMetricsPort,
+		ClientsPerShard: per, MemoryRequest: fmt.Sprintf("%dMi", reqMiB), MemoryLimit: fmt.Sprintf("%dMi", 2*reqMiB),
+		CaptureDir: "/capture", CaptureKind: "configmap", CaptureSource: p.Name + "-capture",
+	}
+	if p.CapturePVC != "" {
+		v.CaptureKind, v.CaptureSource = "pvc", p.CapturePVC
+	}
+	v.FleetArgs = append([]string{
+		"--capture", v.CaptureDir + "/" + p.CaptureFile,
+		"--shards", fmt.Sprint(p.Shards),
+		"--barrier", fmt.Sprintf("%s-fleet-0.%s-fleet:%d", p.Name, p.Name, BarrierPort),
+		"--metrics", fmt.Sprintf(":%d", MetricsPort),
+		// The summary as one JSON line on stdout: `kubectl logs` of each
+		// pod is what `replay merge` reads.
+		"--summary", "-",
+	}, p.RunArgs...)
+	if p.Relay {
+		v.FleetArgs = append(v.FleetArgs, "--target", fmt.Sprintf("%s-relay:%d", p.Name, RelayPort))
+		v.RelayArgs = append([]string{"--listen", fmt.Sprintf(":%d", RelayPort), "--metrics", fmt.Sprintf(":%d", RelayMetricsPort)}, p.RelayArgs...)
+	}
+	names := []string{"fleet.yaml"}
+	if p.Relay {
+		names = append(names, "relay.yaml")
+	}
+	var out []File
+	for _, n := range names {
+		var b bytes.Buffer
+		if err := tmpl.ExecuteTemplate(&b, n+".tmpl", v); err != nil {
+			return nil, fmt.Errorf("render %s: %w", n, err)
+		}
+		out = append(out, File{Name: n, Data: b.Bytes()})
+	}
+	return out, nil
+}
+
+// reserved are the flags the manifests set themselves.
+var reserved = []string{"--capture", "--shard", "--shards", "--barrier", "--metrics", "--summary", "--start-at"}
+
+func (p Params) check() error {
+	switch {
+	case p.Name == "" || strings.ToLower(p.Name) != p.Name || strings.ContainsAny(p.Name, " ./_"):
+		return fmt.Errorf("--name %q: lower-case letters, digits and '-'", p.Name)
+	case p.Shards < 1:
+		return fmt.Errorf("--shards %d: need at least 1", p.Shards)
+	case p.Clients < 1:
+		return fmt.Errorf("--clients %d: need at least 1", p.Clients)
+	case p.Image == "":
+		return fmt.Errorf("--image is required")
+	case p.CaptureFile == "" || strings.Contains(p.CaptureFile, "/"):
+		return fmt.Errorf("--capture-file %q: a file name", p.CaptureFile)
+	}
+	for _, a := range p.RunArgs {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains(reserved, name) {
+			return fmt.Errorf("%s: the manifests set it themselves", name)
+		}
+		if p.Relay && name == "--target" {
+			return fmt.Errorf("--target with --relay: the fleet targets the rendered relay")
+		}
+	}
+	return nil
+}
+
+// Write writes the files into dir, or to w one after the other (as one
+// YAML stream) when dir is empty.
+func Write(files []File, dir string, w io.Writer) error {
+	for i, f := range files {
+		if dir == "" {
+			if i > 0 {
+				if _, err := io.WriteString(w, "---\n"); err != nil {
+					return err
+				}
+			}
+			if _, err := w.Write(f.Data); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), f.Data, 0o644); err != nil {
+			return fmt.Errorf("write manifest: %w", err)
+		}
+	}
+	return nil
+}
