@@ -294,7 +294,7 @@ const lateStart = 20 * time.Millisecond
 // so. A zero start means now.
 func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	defer f.closeSockets()
-	if !start.IsZero() && !sleep(ctx, time.Until(start)) {
+	if !start.IsZero() && !waitStart(ctx, start) {
 		return Summary{}, ctx.Err()
 	}
 	now := time.Now()
@@ -458,6 +458,22 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) 
 			}
 		}
 	}
+}
+
+// spinBefore is how long before the common start waitStart stops
+// sleeping and yields in a loop instead: a timer on a busy host wakes its
+// goroutine late by a scheduler tick or more.
+const spinBefore = 3 * time.Millisecond
+
+// waitStart waits until start; false if ctx ended first.
+func waitStart(ctx context.Context, start time.Time) bool {
+	if !sleep(ctx, time.Until(start)-spinBefore) {
+		return false
+	}
+	for time.Now().Before(start) {
+		runtime.Gosched()
+	}
+	return ctx.Err() == nil
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+// shardNet is where the shards run: with root, one network namespace per
+// shard (its own address on a bridge) and one for the relay, so each
+// shard's traffic comes from its own host as on a cluster; without root,
+// local processes on 127.0.0.1.
+type shardNet struct {
+	relayNS string   // "" without namespaces
+	hosts   []string // per shard (and one more for the single run): namespace name
+	addrs   []string // its address
+	relayIP string
+}
+
+// Addresses of the test's private network inside its namespaces (nothing
+// outside them sees it).
+const netPrefix = "10.231.0."
+
+// newShardNet makes n+1 hosts (n shards and the single run) around a relay
+// host, in namespaces when root may, else on loopback.
+func newShardNet(t *testing.T, n int) *shardNet {
+	t.Helper()
+	sn := &shardNet{}
+	if os.Geteuid() != 0 || exec.Command("ip", "netns", "list").Run() != nil {
+		t.Log("no network namespaces here (needs root and iproute2): shards run as local processes")
+		sn.relayIP = "127.0.0.1"
+		for range n + 1 {
+			sn.hosts, sn.addrs = append(sn.hosts, ""), append(sn.addrs, "127.0.0.1")
+		}
+		return sn
+	}
+	tag := fmt.Sprintf("%d", os.Getpid()%100000)
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	add := func(name string) {
+		ip("netns", "add", name)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+		ip("-n", name, "link", "set", "lo", "up")
+	}
+	sn.relayNS, sn.relayIP = "rp"+tag+"-relay", netPrefix+"1"
+	add(sn.relayNS)
+	ip("-n", sn.relayNS, "link", "add", "br0", "type", "bridge")
+	ip("-n", sn.relayNS, "addr", "add", sn.relayIP+"/24", "dev", "br0")
+	ip("-n", sn.relayNS, "link", "set", "br0", "up")
+	for i := range n + 1 {
+		ns, addr := fmt.Sprintf("rp%s-%d", tag, i), fmt.Sprintf("%s%d", netPrefix, 10+i)
+		add(ns)
+		port := fmt.Sprintf("h%d", i)
+		ip("-n", sn.relayNS, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		ip("-n", sn.relayNS, "link", "set", port, "master", "br0", "up")
+		ip("-n", ns, "addr", "add", addr+"/24", "dev", "eth0")
+		ip("-n", ns, "link", "set", "eth0", "up")
+		sn.hosts, sn.addrs = append(sn.hosts, ns), append(sn.addrs, addr)
+	}
+	return sn
+}
+
+// cmd runs a program on host ns ("" here).
+func (sn *shardNet) cmd(ns, bin string, args ...string) *exec.Cmd {
+	if ns == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)
+}
+
+// startRelay starts the relay on the relay host with debug logs (one
+// "joined" line per login, with the user id).
+func (sn *shardNet) startRelay(t *testing.T) (*testproc.Proc, string) {
+	t.Helper()
+	addr := sn.relayIP + ":7400"
+	if sn.relayNS == "" {
+		r := startRelay(t, "--log-level", "debug")
+		return r.Proc, r.TCP
+	}
+	p := testproc.StartCmd(t, sn.cmd(sn.relayNS, bins["relay"], "--listen", addr, "--metrics", "", "--log-level", "debug"))
+	ctx, cancel := context.WithTimeout(context.Background(), testproc.RelayStartTimeout)
+	defer cancel()
+	if _, err := p.WaitOutput(ctx, p.Stdout, regexp.MustCompile(`listening`)); err != nil {
+		t.Fatalf("relay did not start: %v\n%s", err, p.Stderr)
+	}
+	return p, addr
+}
+
+var (
+	loginUser  = regexp.MustCompile(`login attempt.*"user": "([^"]+)"`)
+	joinedUser = regexp.MustCompile(`"msg":"joined".*"user":"([^"]+)"`)
+)
+
+func matches(re *regexp.Regexp, s string) []string {
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// TestShardsMatchOneProcess runs the same replay once as one process and
+// once as 4 shards (each in its own network namespace with root) against
+// one relay: logins, sends and deliveries agree within 1%, the merged
+// percentiles are exactly those of the union of the shards' histograms, the
+// shards' user ids are disjoint and together the single run's (as the
+// relay saw them join), and the shards started within 50 ms of each other.
+func TestShardsMatchOneProcess(t *testing.T) {
+	const shards = 4
+	sn := newShardNet(t, shards)
+	relay, target := sn.startRelay(t)
+	path := writeCapture(t, castScript())
+	dir := t.TempDir()
+	// 80 clients in rooms of 8, every one sending its script once: the
+	// counts are the same however the fleet is split.
+	run := []string{"--capture", path, "--target", target, "--clients", "80", "--room-size", "8",
+		"--login-interval", "2ms", "--duration", "2500ms", "--heartbeat", "0", "--metrics", "", "--log-level", "debug"}
+
+	one := filepath.Join(dir, "one.json")
+	out, err := sn.cmd(sn.hosts[shards], bins["replay"], append(run, "--summary", one)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("single run: %v\n%s", err, testproc.Tail(string(out), 30))
+	}
+	single, _ := readSummary(t, one)
+	singleUsers := matches(loginUser, string(out))
+	relayBefore := len(relay.Stderr.String())
+
+	outs := make([]string, shards)
+	errs := make([]error, shards)
+	var wg sync.WaitGroup
+	barrier := sn.addrs[0] + ":7402"
+	for i := range shards {
+		wg.Go(func() {
+			args := append(slices.Clone(run), "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
+				"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+			b, err := sn.cmd(sn.hosts[i], bins["replay"], args...).CombinedOutput()
+			outs[i], errs[i] = string(b), err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, testproc.Tail(outs[i], 30))
+		}
+	}
+	mergedPath := filepath.Join(dir, "merged.json")
+	args := []string{"merge", "--summary", mergedPath}
+	for i := range shards {
+		args = append(args, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+	}
+	if out, err := exec.Command(bins["replay"], args...).CombinedOutput(); err != nil {
+		t.Fatalf("replay merge: %v\n%s", err, out)
+	}
+	merged, _ := readSummary(t, mergedPath)
+
+	t.Logf("one process: logins %d, sent %d, received %d, latency p50 %.3f p99 %.3f ms",
+		single.LoginsSucceeded, single.MessagesSent, single.MessagesReceived, single.LatencyMS.P50, single.LatencyMS.P99)
+	t.Logf("%d shards:    logins %d, sent %d, received %d, latency p50 %.3f p99 %.3f ms, start skew %.2f ms",
+		shards, merged.LoginsSucceeded, merged.MessagesSent, merged.MessagesReceived, merged.LatencyMS.P50, merged.LatencyMS.P99, *merged.StartSkewMS)
+	for _, c := range []struct {
+		what     string
+		one, got int64
+	}{
+		{"logins", single.LoginsSucceeded, merged.LoginsSucceeded},
+		{"messages sent", single.MessagesSent, merged.MessagesSent},
+		{"messages received", single.MessagesReceived, merged.MessagesReceived},
+	} {
+		if c.one == 0 || abs(c.got-c.one)*100 > c.one {
+			t.Errorf("%s: %d as shards, %d as one process (want within 1%%, and not 0)", c.what, c.got, c.one)
+		}
+	}
+
+	// The merged percentiles are the union of the shards' histograms'.
+	union := hdrhistogram.New(1, int64(5*time.Minute/time.Microsecond), 3)
+	var shardUsers [][]string
+	for i := range shards {
+		s, _ := readSummary(t, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		h, err := hdrhistogram.Decode([]byte(s.Histograms.LatencyUS))
+		if err != nil {
+			t.Fatalf("shard %d histogram: %v", i, err)
+		}
+		union.Merge(h)
+		shardUsers = append(shardUsers, matches(loginUser, outs[i]))
+	}
+	p50, p99 := float64(union.ValueAtQuantile(50))/1000, float64(union.ValueAtQuantile(99))/1000
+	if union.TotalCount() == 0 || merged.LatencyMS.P50 != p50 || merged.LatencyMS.P99 != p99 {
+		t.Errorf("merged p50/p99 %.3f/%.3f ms, the union of the shards' histograms (%d values) %.3f/%.3f ms",
+			merged.LatencyMS.P50, merged.LatencyMS.P99, union.TotalCount(), p50, p99)
+	}
+
+	// User ids: disjoint across shards, together the single run's, and
+	// what the relay saw join.
+	seen := map[string]int{}
+	for i, us := range shardUsers {
+		for _, u := range us {
+			if j, dup := seen[u]; dup {
+				t.Errorf("user %s in shards %d and %d", u, j, i)
+			}
+			seen[u] = i
+		}
+	}
+	all := slices.Sorted(maps.Keys(seen))
+	slices.Sort(singleUsers)
+	if len(singleUsers) != 80 || !slices.Equal(all, singleUsers) {
+		t.Errorf("the shards' users (%d) are not the single run's (%d)", len(all), len(singleUsers))
+	}
+	joined := matches(joinedUser, relay.Stderr.String()[relayBefore:])
+	slices.Sort(joined)
+	if !slices.Equal(joined, singleUsers) {
+		t.Errorf("the relay saw %d users join from the shards, want the single run's %d", len(joined), len(singleUsers))
+	}
+
+	if merged.StartSkewMS == nil || *merged.StartSkewMS >= 50 {
+		t.Errorf("start skew %v ms, want under 50", merged.StartSkewMS)
+	}
+	for _, r := range merged.Shards {
+		t.Logf("shard %s: late %.2f ms, cpu idle %.0f%%, saturated %v", r.Shard, r.StartLateMS, r.CPUIdlePct, r.Saturated)
+	}
+}
+
+func abs(v int64) int64 { return max(v, -v) }
