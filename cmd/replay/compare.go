@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -23,7 +24,9 @@ func newCompareCmd(st *state) *cobra.Command {
 		ff       fleetFlags
 		cc       compare.Config
 		logLevel string
+		local    bool
 	)
+	fleetFS := pflag.NewFlagSet("fleet", pflag.ContinueOnError)
 	cmd := &cobra.Command{
 		Use:   "compare --capture FILE --clients N --senders K --loop=A,B --duration D [flags]",
 		Short: "run N:N (all send) and 1:N (K send) with the same ramp and write a side-by-side report",
@@ -58,6 +61,16 @@ func newCompareCmd(st *state) *cobra.Command {
 				cc.Fleet.Target, cc.RelayMetrics, cc.RelayProcess = child.TCP, child.MetricsURL(), child.describe()
 			}
 			cc.Params = []report.Param{{Name: "flags", Value: setFlags(cmd)}}
+			if cc.Shards > 1 {
+				if !local {
+					return usageError{errors.New("--shards runs local processes only for now: add --local")}
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("--shards: find the replay binary: %w", err)
+				}
+				cc.Exe, cc.RunArgs = exe, shardRunArgs(fleetFS)
+			}
 			res, err := compare.Run(cmd.Context(), cc)
 			if errors.Is(err, compare.ErrBadConfig) {
 				return usageError{err}
@@ -83,7 +96,12 @@ func newCompareCmd(st *state) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	addFleetFlags(fs, &ff)
+	// The fleet flags in a set of their own, so that the ones given can be
+	// handed to shard processes as they are.
+	addFleetFlags(fleetFS, &ff)
+	fs.AddFlagSet(fleetFS)
+	fs.IntVar(&cc.Shards, "shards", 1, "run each scenario's fleet as N shard processes started together (with --local), sampling every shard's metrics")
+	fs.BoolVar(&local, "local", false, "the shards are local processes of this replay binary")
 	fs.IntVar(&cc.Repeat, "repeat", 1, "run each scenario this many times (3 or more gives mean ± sd)")
 	fs.StringVar(&cc.Out, "out", "", "report directory (default out/compare-<time>)")
 	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics; without --target, the relay child's)")
@@ -107,6 +125,23 @@ func newCompareCmd(st *state) *cobra.Command {
 		}
 	}
 	return cmd
+}
+
+// shardRunArgs are the fleet flags given on the command line, for the
+// shard processes; compare sets the senders, target, duration and metrics
+// of each run itself.
+func shardRunArgs(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		switch f.Name {
+		case "senders", "target", "duration", "metrics", "receive-only":
+			return
+		}
+		if f.Changed {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
 }
 
 // setFlags is the flags given on the command line, for the report.

@@ -24,7 +24,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
@@ -75,6 +74,14 @@ type Config struct {
 	Log *zap.Logger
 	// Params are extra parameters to show in the report (the command line).
 	Params []report.Param
+
+	// Shards, over 1, runs each scenario's fleet as that many local
+	// processes of Exe (the replay binary) with RunArgs (the run's fleet
+	// flags as given), started together at a barrier and sampled each; the
+	// run's summary is their merge (fleet.Merge).
+	Shards  int
+	Exe     string
+	RunArgs []string
 }
 
 // RunResult is one fleet run as the fleet itself saw it.
@@ -120,6 +127,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: --repeat %d", ErrBadConfig, c.Repeat)
 	case c.Out == "":
 		return fmt.Errorf("%w: no output directory", ErrBadConfig)
+	case c.Shards > 1 && c.Exe == "":
+		return fmt.Errorf("%w: --shards needs the replay binary", ErrBadConfig)
 	}
 	return nil
 }
@@ -282,18 +291,14 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	cfg.Metrics = ""
 	cfg.Out = &prefixWriter{w: r.out, prefix: "[" + label(scenario, rep) + "] "}
 	cfg.Log = r.log.Named("fleet")
-	f, err := fleet.New(cfg)
+	f, err := r.newFleet(ctx, cfg, label(scenario, rep))
 	if err != nil {
 		return fmt.Errorf("%s: %w", label(scenario, rep), err)
 	}
-	sampler, err := report.NewSampler(report.SamplerConfig{
-		Targets: []report.Target{
-			{Role: report.RoleFleet, Gatherer: f.Gatherer()},
-			{Role: report.RoleRelay, URL: r.relayURL},
-		},
-		Interval: r.cfg.Interval,
-	})
+	targets := append([]report.Target{{Role: report.RoleRelay, URL: r.relayURL}}, f.targets...)
+	sampler, err := report.NewSampler(report.SamplerConfig{Targets: targets, Interval: r.cfg.Interval})
 	if err != nil {
+		f.close()
 		return err
 	}
 	var drops0 *report.KernelDrops
@@ -306,13 +311,13 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	// when the sends have stopped but the fleet is still draining (it
 	// waits for 200 ms without deliveries before its clients leave), or
 	// when the fleet returns early (Ctrl-C).
-	base := r.baseline(ctx, f.Gatherer())
+	base := r.baseline(ctx, f.targets)
 	started := base.At
 	sampCtx, stopSampling := context.WithDeadline(ctx, started.Add(cfg.Duration+finalScrapeDelay))
 	defer stopSampling()
 	serc := make(chan report.Series, 1)
 	go func() { serc <- sampler.RunFrom(sampCtx, base) }()
-	sum, runErr := f.Run(ctx)
+	sum, runErr := f.run(ctx)
 	stopSampling()
 	ser := <-serc
 	if runErr != nil {
@@ -326,6 +331,9 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 		}
 	}
 	run.Warnings = append(run.Warnings, collapse(sum.Warnings, "fleet: ")...)
+	if len(sum.Shards) > 0 {
+		run.Warnings = append(run.Warnings, shardLine(sum))
+	}
 	if ctx.Err() != nil {
 		run.Warnings = append(run.Warnings, "interrupted before its duration ended")
 	}
@@ -373,12 +381,13 @@ func collapse(warnings []string, prefix string) []string {
 }
 
 // baseline is the snapshot a run's counters start from: the relay as it
-// is now, and the fleet before it started (read in process: counters at
-// zero, its process CPU and the host's as they are now).
-func (r *runner) baseline(ctx context.Context, fleetReg prometheus.Gatherer) report.Snapshot {
+// is now, and the fleet before it started (counters at zero, its process
+// CPU and the host's as they are now; summed over shards).
+func (r *runner) baseline(ctx context.Context, fleetTargets []report.Target) report.Snapshot {
 	var base report.Snapshot
-	for _, t := range []report.Target{{Role: report.RoleFleet, Gatherer: fleetReg}, {Role: report.RoleRelay, URL: r.relayURL}} {
-		s, err := report.NewSampler(report.SamplerConfig{Targets: []report.Target{t}, Interval: r.cfg.Interval})
+	for _, ts := range [][]report.Target{fleetTargets, {{Role: report.RoleRelay, URL: r.relayURL}}} {
+		t := ts[0]
+		s, err := report.NewSampler(report.SamplerConfig{Targets: ts, Interval: r.cfg.Interval})
 		var snap report.Snapshot
 		if err == nil {
 			snap, err = s.Scrape(ctx)

@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"encoding/json"
 	"errors"
+	"io"
 	"fmt"
 	"maps"
 	"slices"
@@ -40,6 +42,15 @@ func byKind(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s in %d intervals", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// ReadSummary decodes a summary written by WriteJSON or WriteJSONLine.
+func ReadSummary(r io.Reader) (Summary, error) {
+	var s Summary
+	if err := json.NewDecoder(r).Decode(&s); err != nil {
+		return s, fmt.Errorf("read summary: %w", err)
+	}
+	return s, nil
 }
 
 // ErrMerge marks summaries that cannot be merged.
