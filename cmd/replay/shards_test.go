@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,16 +86,16 @@ func (sn *shardNet) cmd(ns, bin string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", ns, bin}, args...)...)
 }
 
-// startRelay starts the relay on the relay host with debug logs (one
-// "joined" line per login, with the user id).
-func (sn *shardNet) startRelay(t *testing.T) (*testproc.Proc, string) {
+// startRelay starts the relay on the relay host; at debug it logs one
+// "joined" line per login, with the user id.
+func (sn *shardNet) startRelay(t *testing.T, bin, logLevel string) (*testproc.Proc, string) {
 	t.Helper()
 	addr := sn.relayIP + ":7400"
 	if sn.relayNS == "" {
-		r := startRelay(t, "--log-level", "debug")
+		r := testproc.StartRelay(t, bin, "--log-level", logLevel)
 		return r.Proc, r.TCP
 	}
-	p := testproc.StartCmd(t, sn.cmd(sn.relayNS, bins["relay"], "--listen", addr, "--metrics", "", "--log-level", "debug"))
+	p := testproc.StartCmd(t, sn.cmd(sn.relayNS, bin, "--listen", addr, "--metrics", "", "--log-level", logLevel))
 	ctx, cancel := context.WithTimeout(context.Background(), testproc.RelayStartTimeout)
 	defer cancel()
 	if _, err := p.WaitOutput(ctx, p.Stdout, regexp.MustCompile(`listening`)); err != nil {
@@ -125,7 +126,7 @@ func matches(re *regexp.Regexp, s string) []string {
 func TestShardsMatchOneProcess(t *testing.T) {
 	const shards = 4
 	sn := newShardNet(t, shards)
-	relay, target := sn.startRelay(t)
+	relay, target := sn.startRelay(t, bins["relay"], "debug")
 	path := writeCapture(t, castScript())
 	dir := t.TempDir()
 	// 80 clients in rooms of 8, every one sending its script once: the
@@ -236,3 +237,82 @@ func TestShardsMatchOneProcess(t *testing.T) {
 }
 
 func abs(v int64) int64 { return max(v, -v) }
+
+// TestShardsScale (opt-in: REPRISE_SHARD_SCALE=clients, e.g. 19000) holds
+// that many receive-only clients across 4 shards in network namespaces
+// against one relay and prints logins, heartbeats, the merged summary and
+// each shard's peak memory per client.
+func TestShardsScale(t *testing.T) {
+	clients, _ := strconv.Atoi(os.Getenv("REPRISE_SHARD_SCALE"))
+	if clients <= 0 {
+		t.Skip("opt-in: REPRISE_SHARD_SCALE=19000")
+	}
+	// Without -race: these are the figures of the real binaries.
+	plain, cleanup, err := testproc.Build("relay", "replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	const shards = 4
+	sn := newShardNet(t, shards)
+	_, target := sn.startRelay(t, plain["relay"], "info")
+	dur := 20*time.Second + time.Duration(clients)*time.Millisecond
+	if v := os.Getenv("REPRISE_SHARD_SCALE_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dur = d
+	}
+	path := writeCapture(t, castScript())
+	dir := t.TempDir()
+	run := []string{"--capture", path, "--target", target, "--clients", strconv.Itoa(clients), "--receive-only",
+		"--login-interval", "1ms", "--heartbeat", "5s", "--duration", dur.String(), "--metrics", "",
+		"--progress-interval", "10s", "--barrier", sn.addrs[0] + ":7402"}
+	var wg sync.WaitGroup
+	peak := make([]int, shards)
+	outs := make([]string, shards)
+	errs := make([]error, shards)
+	for i := range shards {
+		cmd := sn.cmd(sn.hosts[i], plain["replay"], append(slices.Clone(run), "--shard", fmt.Sprintf("%d/%d", i, shards),
+			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))...)
+		var out testproc.SyncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			tick := time.NewTicker(500 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case err := <-done:
+					outs[i], errs[i] = out.String(), err
+					return
+				case <-tick.C:
+					peak[i] = max(peak[i], rssKiB(cmd.Process.Pid))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	args := []string{"merge"}
+	for i := range shards {
+		if errs[i] != nil {
+			t.Fatalf("shard %d: %v\n%s", i, errs[i], testproc.Tail(outs[i], 20))
+		}
+		args = append(args, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+	}
+	out, err := exec.Command(plain["replay"], args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	t.Logf("merged:\n%s", out)
+	for i := range shards {
+		s, _ := readSummary(t, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		t.Logf("shard %d/%d: logged in %d of %d, heartbeats %d, peak RSS %d KiB = %.1f KiB per client",
+			i, shards, s.LoginsSucceeded, s.ClientsRequested, s.FramesSent["heartbeat"], peak[i], float64(peak[i])/float64(max(s.LoginsSucceeded, 1)))
+	}
+}
