@@ -26,6 +26,7 @@ type shardFlags struct {
 	barrier        string
 	barrierTimeout time.Duration
 	barrierLead    time.Duration
+	barrierServe   bool
 }
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
@@ -35,6 +36,9 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	fs.StringVar(&sf.barrier, "barrier", "", "host:port of shard 0's start barrier: shard 0 listens on its port, every shard reports ready there, and all start at the instant shard 0 sends")
 	fs.DurationVar(&sf.barrierTimeout, "barrier-timeout", 10*time.Minute, "give up when not every shard is ready at the barrier within this")
 	fs.DurationVar(&sf.barrierLead, "barrier-lead", barrier.Lead, "time between the last shard's ready and the start")
+	// Hidden: `replay compare --shards` coordinates its shards itself.
+	fs.BoolVar(&sf.barrierServe, "barrier-serve", true, "shard 0 serves the barrier (false: another program coordinates)")
+	fs.MarkHidden("barrier-serve")
 }
 
 // resolve returns the shard, from --shard, or --shards and the index in
@@ -86,7 +90,7 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, usageError{fmt.Errorf("--barrier %q: want host:port", sf.barrier)}
 	}
-	if s.shard.Index == 0 {
+	if s.shard.Index == 0 && sf.barrierServe {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", port))
 		if err != nil {
 			return time.Time{}, fmt.Errorf("start barrier: %w", err)

@@ -100,3 +100,49 @@ func TestCompareBinary(t *testing.T) {
 		t.Errorf("at 24 clients 1:N sends %v Gbps, N:N %v: want 1:N lower", on, nn)
 	}
 }
+
+// TestCompareBinaryShards: `replay compare --shards 2 --local` runs each
+// scenario as two shard processes; the sampled figures (every shard's
+// metrics summed) agree with the merged summary, which names both shards
+// with their CPU idle.
+func TestCompareBinaryShards(t *testing.T) {
+	root := repoRoot(t)
+	capture := filepath.Join(root, "captures", "vr-session.pcap")
+	bin := testproc.BuildT(t, testproc.Options{}, "relay", "replay")["replay"]
+	out := filepath.Join(t.TempDir(), "report")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "compare", "--capture", capture, "--clients", "16", "--senders", "4",
+		"--loop=1s,39s", "--login-interval", "50ms", "--duration", "4s", "--sample-interval", "500ms",
+		"--drain-timeout", "5s", "--out", out, "--shards", "2", "--local")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("replay compare: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	sum, err := report.Verify(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Runs) != 2 {
+		t.Fatalf("runs: %+v", sum.Runs)
+	}
+	for _, rs := range sum.Runs {
+		var fs fleet.Summary
+		if err := json.Unmarshal(rs.FleetSummary, &fs); err != nil {
+			t.Fatalf("%s: fleet summary: %v", rs.Scenario, err)
+		}
+		if len(fs.Shards) != 2 || fs.Shards[0].Shard != "0/2" || fs.Shards[1].Shard != "1/2" || fs.LoginsSucceeded != 16 {
+			t.Fatalf("%s: merged summary: logins %d, shards %+v", rs.Scenario, fs.LoginsSucceeded, fs.Shards)
+		}
+		if float64(rs.LoginsSucceeded) != float64(fs.LoginsSucceeded) || float64(rs.MessagesSent) != float64(fs.MessagesSent) {
+			t.Errorf("%s: sampled logins %v sent %v; merged %d sent %d", rs.Scenario, rs.LoginsSucceeded, rs.MessagesSent, fs.LoginsSucceeded, fs.MessagesSent)
+		}
+		if !strings.Contains(strings.Join(rs.Warnings, "\n"), "fleet ran as 2 shards") {
+			t.Errorf("%s: no shard line in the run's warnings %q", rs.Scenario, rs.Warnings)
+		}
+	}
+	if !strings.Contains(stderr.String(), "shard 1/2]") {
+		t.Errorf("no shard progress in stderr:\n%s", testproc.Tail(stderr.String(), 20))
+	}
+}

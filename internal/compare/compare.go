@@ -311,7 +311,19 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	// when the sends have stopped but the fleet is still draining (it
 	// waits for 200 ms without deliveries before its clients leave), or
 	// when the fleet returns early (Ctrl-C).
+	var start time.Time
+	if f.start != nil {
+		// Shards: their counters are zero until their common start.
+		if start, err = f.start(ctx); err != nil {
+			_, runErr := f.run(ctx)
+			return fmt.Errorf("%s: shards did not start: %w", label(scenario, rep), errors.Join(err, runErr))
+		}
+	}
 	base := r.baseline(ctx, f.targets)
+	if !start.IsZero() {
+		time.Sleep(time.Until(start))
+		base.At = start
+	}
 	started := base.At
 	sampCtx, stopSampling := context.WithDeadline(ctx, started.Add(cfg.Duration+finalScrapeDelay))
 	defer stopSampling()

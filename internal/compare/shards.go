@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/barrier"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
 )
@@ -24,6 +25,8 @@ type fleetRun struct {
 	targets []report.Target
 	run     func(context.Context) (fleet.Summary, error)
 	close   func()
+	// start, for shards, waits for their common start instant.
+	start func(context.Context) (time.Time, error)
 }
 
 // newFleet prepares a scenario's fleet: in this process, or with Shards as
@@ -54,16 +57,24 @@ func (r *runner) newShards(ctx context.Context, cfg fleet.Config, lbl string) (*
 	if err != nil {
 		return nil, fmt.Errorf("shards: %w", err)
 	}
-	ports, err := freePorts(n + 1)
+	ports, err := freePorts(n)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	barrier := fmt.Sprintf("127.0.0.1:%d", ports[n])
+	// This process coordinates the start, so it knows the instant the
+	// shards' clocks start and samples from then.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("shards: barrier: %w", err)
+	}
+	coord := barrier.NewCoordinator(n, 0)
 	procCtx, kill := context.WithCancel(context.Background())
+	var wg, serving sync.WaitGroup // the shard processes; the barrier
+	serving.Go(func() { coord.Serve(procCtx, ln) })
 	fr := &fleetRun{}
-	var procs []*exec.Cmd
-	var wg sync.WaitGroup
+	exited := make(chan struct{}, n)
 	errs := make([]error, n)
 	for i := range n {
 		metrics := fmt.Sprintf("127.0.0.1:%d", ports[i])
@@ -73,7 +84,7 @@ func (r *runner) newShards(ctx context.Context, cfg fleet.Config, lbl string) (*
 			"--duration", cfg.Duration.String(),
 			"--metrics", metrics,
 			"--shard", fmt.Sprintf("%d/%d", i, n),
-			"--barrier", barrier,
+			"--barrier", ln.Addr().String(), "--barrier-serve=false",
 			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
 		cmd := exec.CommandContext(procCtx, r.cfg.Exe, args...)
 		// Ctrl-C reaches the shards through the context: each stops
@@ -85,18 +96,28 @@ func (r *runner) newShards(ctx context.Context, cfg fleet.Config, lbl string) (*
 		if err := cmd.Start(); err != nil {
 			kill()
 			wg.Wait()
+			serving.Wait()
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("shard %d/%d: %w", i, n, err)
 		}
-		procs = append(procs, cmd)
-		wg.Go(func() { errs[i] = cmd.Wait() })
+		wg.Go(func() { errs[i] = cmd.Wait(); exited <- struct{}{} })
 		fr.targets = append(fr.targets, report.Target{Role: report.RoleFleet, URL: "http://" + metrics + "/metrics"})
 	}
 	stop := context.AfterFunc(ctx, kill)
-	fr.close = func() { stop(); kill(); wg.Wait(); os.RemoveAll(dir) }
+	fr.close = func() { stop(); kill(); wg.Wait(); serving.Wait(); os.RemoveAll(dir) }
 	if err := waitMetrics(ctx, fr.targets, shardStartTimeout); err != nil {
 		fr.close()
 		return nil, err
+	}
+	fr.start = func(ctx context.Context) (time.Time, error) {
+		select {
+		case <-coord.Started():
+			return coord.Start(), nil
+		case <-exited:
+			return time.Time{}, errors.New("a shard exited before the start")
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		}
 	}
 	fr.run = func(context.Context) (fleet.Summary, error) {
 		wg.Wait()

@@ -294,6 +294,21 @@ const lateStart = 20 * time.Millisecond
 // so. A zero start means now.
 func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	defer f.closeSockets()
+	var bg sync.WaitGroup
+	bgCtx, bgCancel := context.WithCancel(context.Background())
+	defer func() { bgCancel(); bg.Wait() }()
+	// /metrics answers from now on, before the start (a sampler takes its
+	// baseline then: every counter at zero).
+	if f.mln != nil {
+		srv := f.httpServer()
+		bg.Go(func() { srv.Serve(f.mln) })
+		bg.Go(func() {
+			<-bgCtx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
+	}
 	if !start.IsZero() && !waitStart(ctx, start) {
 		return Summary{}, ctx.Err()
 	}
@@ -313,19 +328,6 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano))
 	}
 
-	var bg sync.WaitGroup
-	bgCtx, bgCancel := context.WithCancel(context.Background())
-	defer func() { bgCancel(); bg.Wait() }()
-	if f.mln != nil {
-		srv := f.httpServer()
-		bg.Go(func() { srv.Serve(f.mln) })
-		bg.Go(func() {
-			<-bgCtx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		})
-	}
 	f.printNotes()
 	f.warnRamp()
 	bg.Go(func() { f.tick(bgCtx) })
