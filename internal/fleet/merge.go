@@ -3,8 +3,8 @@ package fleet
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
