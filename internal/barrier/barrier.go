@@ -1,12 +1,16 @@
 // Package barrier starts the shards of a fleet together. Every shard
 // connects to one coordinator (shard 0, or the program that started the
 // shards) and says it is ready; once all n are, the coordinator answers
-// each with the same start instant, given as a delay from the moment it
-// sends the answer, so the shards need no synchronised clocks: each adds
-// the delay to its own clock when the answer arrives (the error is the
-// one-way network delay, well under a millisecond on a LAN or a cluster
-// network). A shard that connects after the start (restarted, scheduled
-// late) gets a negative delay: it knows how late it is and says so.
+// each with the same start instant, both on its own clock and as a delay
+// from the moment it sends the answer. A shard whose clock agrees with the
+// coordinator's to within MaxClockOffset (the same host, or hosts kept in
+// step by NTP) takes the instant itself, so an answer that reaches it late
+// (its process not scheduled for a while on a busy host) does not move its
+// start; otherwise it adds the delay to its own clock when the answer
+// arrives (then the error is the one-way delay, well under a millisecond
+// on a LAN or a cluster network). A shard that connects after the start
+// (restarted, scheduled late) learns the instant in the past: it knows how
+// late it is and says so.
 //
 // The protocol is lines of text over TCP:
 //
@@ -29,6 +33,11 @@ import (
 // Lead is the default delay between the last shard's ready and the start:
 // room for the answers to reach every shard and for each to wake up.
 const Lead = 500 * time.Millisecond
+
+// MaxClockOffset is the largest apparent difference between a shard's
+// clock and the coordinator's (one-way delay included) at which the shard
+// trusts the coordinator's clock.
+const MaxClockOffset = 500 * time.Millisecond
 
 // ErrBarrier marks a barrier that could not complete.
 var ErrBarrier = errors.New("start barrier")
@@ -174,7 +183,18 @@ func Wait(ctx context.Context, addr string, index, count int) (time.Time, error)
 	if _, err := fmt.Sscanf(line, "start %d %d", &delay, &unix); err != nil {
 		return time.Time{}, fmt.Errorf("%w: coordinator %s sent %q", ErrBarrier, addr, line)
 	}
-	return got.Add(time.Duration(delay)), nil
+	return startInstant(got, delay, unix), nil
+}
+
+// startInstant is the start on this host's clock from an answer received
+// at got: the coordinator's instant when the clocks agree, else the delay
+// from receipt.
+func startInstant(got time.Time, delay, unix int64) time.Time {
+	sent := unix - delay // the coordinator's clock when it answered
+	if offset := time.Duration(got.UnixNano() - sent); offset.Abs() <= MaxClockOffset {
+		return time.Unix(0, unix)
+	}
+	return got.Add(time.Duration(delay))
 }
 
 func dialRetry(ctx context.Context, addr string) (net.Conn, error) {

@@ -135,3 +135,26 @@ func TestWaitEndsWithContext(t *testing.T) {
 		t.Errorf("Wait without coordinator: %v", err)
 	}
 }
+
+// TestStartInstant: an answer that arrives late on a host whose clock
+// agrees keeps the coordinator's instant; a host whose clock is far off
+// uses the delay from receipt.
+func TestStartInstant(t *testing.T) {
+	start := time.Date(2026, 11, 22, 18, 0, 0, 0, time.UTC)
+	delay := 500 * time.Millisecond
+	sent := start.Add(-delay)
+	for _, tc := range []struct {
+		name string
+		got  time.Time // receipt on the shard's clock
+		want time.Time
+	}{
+		{"same clock, prompt", sent.Add(time.Millisecond), start},
+		{"same clock, answer read 80 ms late", sent.Add(80 * time.Millisecond), start},
+		{"clock 10 s ahead", sent.Add(10 * time.Second), sent.Add(10*time.Second + delay)},
+		{"clock 3 s behind", sent.Add(-3 * time.Second), sent.Add(-3*time.Second + delay)},
+	} {
+		if got := startInstant(tc.got, int64(delay), start.UnixNano()); !got.Equal(tc.want) {
+			t.Errorf("%s: start %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
