@@ -152,7 +152,7 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 		f.Close()
 		return CapacityResult{}, err
 	}
-	base = r.baseline(ctx, f.Gatherer())
+	base = r.baseline(ctx, []report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}})
 	start := time.Now().Add(200 * time.Millisecond)
 	base.At = start
 	serc := make(chan report.Series, 1)
