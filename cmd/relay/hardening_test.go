@@ -83,6 +83,9 @@ func TestMetricsInitialised(t *testing.T) {
 		`relay_queued_messages_total 0`,
 		`relay_delivered_messages_total 0`,
 		`relay_partial_frame_bytes 0`,
+		`relay_udp_send_calls_total 0`,
+		`relay_udp_receive_drops_total 0`,
+		`relay_udp_join_repeats_total 0`,
 	)
 	lines := map[string]bool{}
 	for _, l := range strings.Split(body, "\n") {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -148,5 +149,50 @@ func TestSaturationWarning(t *testing.T) {
 	rs := AnalyzeRun(Run{Scenario: "N:N", Repeat: 1, Series: Series{Points: pts}})
 	if len(rs.Warnings) != 1 || !strings.Contains(rs.Warnings[0], "load generator saturated") {
 		t.Fatalf("warnings: %q", rs.Warnings)
+	}
+}
+
+// TestUDPDropAndLossWarnings: relay UDP receive drops and lost deliveries
+// during a run are figures of the run and warnings; none, no warning.
+func TestUDPDropAndLossWarnings(t *testing.T) {
+	parse := func(relay, fleet string) Snapshot {
+		var s Snapshot
+		if err := ParseMetrics(strings.NewReader(relay), RoleRelay, &s); err != nil {
+			t.Fatal(err)
+		}
+		if err := ParseMetrics(strings.NewReader(fleet), RoleFleet, &s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	const counters = "# TYPE relay_udp_receive_drops_total counter\nrelay_udp_receive_drops_total %d\n"
+	const fleet = "# TYPE replay_numbered_messages_received_total counter\nreplay_numbered_messages_received_total %d\n" +
+		"# TYPE replay_messages_lost_total counter\nreplay_messages_lost_total %d\n"
+	for _, tt := range []struct {
+		name               string
+		drops, recv, lost  int
+		wantDrops, wantPct float64
+		warnings           int
+	}{
+		{"clean", 0, 1000, 0, 0, 0, 0},
+		{"drops and loss", 120, 990, 10, 120, 1, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			first := parse(fmt.Sprintf(counters, 5), fmt.Sprintf(fleet, 0, 0))
+			last := parse(fmt.Sprintf(counters, 5+tt.drops), fmt.Sprintf(fleet, tt.recv, tt.lost))
+			rs := AnalyzeRun(Run{Scenario: "N:N", Repeat: 1, Series: Series{First: first, Last: last}})
+			if float64(rs.RelayUDPReceiveDrops) != tt.wantDrops || float64(rs.LossPct) != tt.wantPct {
+				t.Errorf("drops %v, loss %v%%; want %v and %v%%", rs.RelayUDPReceiveDrops, rs.LossPct, tt.wantDrops, tt.wantPct)
+			}
+			n := 0
+			for _, w := range rs.Warnings {
+				if strings.Contains(w, "relay UDP receive drops") || strings.Contains(w, "deliveries lost") {
+					n++
+				}
+			}
+			if n != tt.warnings {
+				t.Errorf("warnings %q: %d about drops and loss, want %d", rs.Warnings, n, tt.warnings)
+			}
+		})
 	}
 }
