@@ -49,6 +49,7 @@ type decoder struct {
 	truncated, fragments, unsupported, undecodable, nonProto int
 	firstTruncated                                           int
 	dups, firstDup, firstDupOf                               int
+	nonProtoCut, firstNonProtoCut                            int
 	linkTypes                                                map[layers.LinkType]int
 }
 
@@ -443,6 +444,12 @@ func (d *decoder) udpPacket(g datagram) {
 	if u == nil {
 		if !ok {
 			d.nonProto++
+			if g.cut {
+				d.nonProtoCut++
+				if d.firstNonProtoCut == 0 {
+					d.firstNonProtoCut = n
+				}
+			}
 			return
 		}
 		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1}
@@ -641,7 +648,11 @@ func (d *decoder) summaryWarnings(empty int) []string {
 		w = append(w, fmt.Sprintf("%d UDP datagrams were copies of one seen just before (same addresses, IP id and bytes; first: packet %d, a copy of packet %d) and were dropped: the capture holds some packets twice (merged from two interfaces such as lo and any, or a duplicating network)", d.dups, d.firstDup, d.firstDupOf))
 	}
 	if d.nonProto > 0 {
-		w = append(w, fmt.Sprintf("%d UDP datagrams outside any protocol flow were not protocol frames and were skipped", d.nonProto))
+		msg := fmt.Sprintf("%d UDP datagrams outside any protocol flow were not protocol frames and were skipped", d.nonProto)
+		if d.nonProtoCut > 0 {
+			msg = fmt.Sprintf("%d UDP datagrams outside any protocol flow were skipped: %d of them cut by the snap length (first: packet %d), the rest not protocol frames", d.nonProto, d.nonProtoCut, d.firstNonProtoCut)
+		}
+		w = append(w, msg)
 	}
 	if empty > 0 {
 		w = append(w, fmt.Sprintf("%d flows carried no protocol frames and were left out", empty))

@@ -187,7 +187,7 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 		fmt.Fprintf(w, "  client side told by: %s\n", f.ClientBy)
 	}
 	if !f.HasJoin && f.ClientFrames > 0 {
-		fmt.Fprintln(w, "  no join frame: replay cannot use this flow (the capture starts after its login)")
+		fmt.Fprintln(w, "  no join frame: replay cannot use this flow (the capture starts after its login, or the join was cut)")
 	} else if f.LoginEndFrame >= 0 {
 		fmt.Fprintf(w, "  login ends at %.3fs (client frame #%d)", f.LoginEndS, f.LoginEndFrame)
 		// A second of margin after the login and before the end.

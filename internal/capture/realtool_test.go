@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -222,3 +224,80 @@ func TestInspectJSONBounded(t *testing.T) {
 }
 
 func fmtS(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+// TestGapNamesPackets: a capture missing one packet (editcap deleted a
+// delivery): the note names the packet before the gap and the one the
+// stream goes on in, and only that flow has it.
+func TestGapNamesPackets(t *testing.T) {
+	c := readReal(t, "missing-packet.pcap")
+	if len(c.Flows) != 3 {
+		t.Fatalf("%d flows", len(c.Flows))
+	}
+	if n := joined(c.Flows[0].Notes); !strings.Contains(n, "26 bytes missing from the capture after packet 6 (stream offset 29; the stream goes on in packet 10)") {
+		t.Errorf("flow 0 notes:\n%s", n)
+	}
+	for _, f := range c.Flows[1:] {
+		if len(f.Notes) > 0 {
+			t.Errorf("flow %s: notes %q", f, f.Notes)
+		}
+	}
+}
+
+// TestSnapCutDatagrams: UDP datagrams cut by a 100-byte snap length
+// (editcap -s 100): the cut joins are said to be cut, not "not a protocol
+// frame", and inspect says why replay cannot use the flow.
+func TestSnapCutDatagrams(t *testing.T) {
+	c := readReal(t, "udp-snap-100.pcapng")
+	if w := joined(c.Warnings); !strings.Contains(w, "cut by the snap length (first: packet 1)") {
+		t.Errorf("warnings:\n%s", w)
+	}
+	var text strings.Builder
+	Inspect(c).WriteText(&text)
+	if !strings.Contains(text.String(), "or the join was cut") || !strings.Contains(text.String(), "client side told by: frame kinds") {
+		t.Errorf("inspect:\n%s", text.String())
+	}
+}
+
+// TestOutOfOrderByTime: a client segment held back past 300 later
+// segments (3 s at 10 ms apart: far more than the 128 pages the reader
+// once waited for) still fills its hole; one held back past 5 s of
+// capture time is given up with a note, and its late bytes are noted as
+// dropped when they arrive.
+func TestOutOfOrderByTime(t *testing.T) {
+	send := func(i int) []byte {
+		return wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast, Payload: fmt.Appendf(nil, "pose %04d", i)})
+	}
+	for _, tt := range []struct {
+		name  string
+		after int // segments sent before the held one arrives
+		lost  bool
+	}{
+		{"3 s late", 300, false},
+		{"6 s late", 600, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newTCP("10.0.0.1:50000", "10.0.0.2:7400", 1000)
+			b.handshake(t)
+			b.send(t, 0, wire.AppendJoin(nil, "lobby", "alice", nil, 0))
+			held, heldSeq := send(0), b.seq[0]
+			b.seq[0] += uint32(len(held))
+			for i := 1; i <= tt.after; i++ {
+				b.send(t, 0, send(i))
+			}
+			b.raw(t, 0, heldSeq, tcpFlags{ack: true, psh: true}, held)
+			b.fin(t)
+			c := readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, b.pkts))
+			f := onlyFlow(t, c)
+			notes := joined(f.Notes)
+			if !tt.lost {
+				if len(f.ClientFrames) != tt.after+2 || notes != "" {
+					t.Errorf("%d client frames (want %d), notes %q", len(f.ClientFrames), tt.after+2, notes)
+				}
+				return
+			}
+			if !strings.Contains(notes, "bytes missing from the capture") || !strings.Contains(notes, "came after their gap was given up") {
+				t.Errorf("notes:\n%s", notes)
+			}
+		})
+	}
+}

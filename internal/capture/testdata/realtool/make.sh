@@ -68,3 +68,10 @@ shift_packet "$out/rst-reuse.pcap" "$tmp/y2100.pcap" 10 $((4102444800 - now))
 shift_packet "$tmp/y2100.pcap" "$out/dates-2100-1970.pcap" 20 -$((now - 1000))
 shift_packet "$out/rst-reuse.pcap" "$out/backwards-2ms.pcap" 17 -0.002
 ls -l "$out"
+
+# 5. Derived with editcap from the files above: a capture missing one
+#    packet (packet 9, a delivery to the client: bytes missing in the
+#    stream), and the UDP capture cut at a 100-byte snap length (the
+#    1200-byte padded joins are cut).
+editcap "$out/rst-reuse.pcap" "$out/missing-packet.pcap" 9
+editcap -s 100 "$out/udp-dup-merged.pcapng" "$out/udp-snap-100.pcapng"
