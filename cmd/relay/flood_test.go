@@ -225,3 +225,70 @@ func TestFlooderHurtsOnlyItself(t *testing.T) {
 		t.Errorf("%v slow-consumer disconnects", got)
 	}
 }
+
+// TestDefaultLimitsSpareAVRClient: with the default limits, clients sending
+// what a VR client sends (72 Hz poses, 50 Hz voice, a heartbeat a second,
+// and a burst of 200 object syncs at the start), over TCP and UDP, lose
+// nothing to the rate limits.
+func TestDefaultLimitsSpareAVRClient(t *testing.T) {
+	p := startRelay(t)
+	tcp := join(t, p.TCP, "vr", "tcp")
+	u := dialUDP(t, p.UDP)
+	if _, err := u.Join("vr", "udp", nil); err != nil {
+		t.Fatal(err)
+	}
+	const run = 3 * time.Second
+	var wg sync.WaitGroup
+	sent := make([]int, 2)
+	for i, c := range []*client.Conn{tcp, u} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			go func() { // read what comes, so nothing backs up
+				for {
+					if _, err := c.Recv(); err != nil {
+						return
+					}
+				}
+			}()
+			for range 200 { // object syncs at the start
+				if err := c.Send(wire.Send{Mode: wire.Othercast, Payload: make([]byte, 100)}); err != nil {
+					t.Error(err)
+					return
+				}
+				sent[i]++
+			}
+			pose, voice, beat := time.NewTicker(time.Second/72), time.NewTicker(time.Second/50), time.NewTicker(time.Second)
+			defer pose.Stop()
+			defer voice.Stop()
+			defer beat.Stop()
+			end := time.After(run)
+			for {
+				var err error
+				select {
+				case <-end:
+					return
+				case <-pose.C:
+					err = c.Send(wire.Send{Mode: wire.Othercast, HasTrace: true, Trace: 1, Payload: make([]byte, 130)})
+				case <-voice.C:
+					err = c.Send(wire.Send{Mode: wire.Othercast, Payload: make([]byte, 160)})
+				case <-beat.C:
+					err = c.Heartbeat(1)
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				sent[i]++
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("sent %v frames", sent)
+	p.waitMetric(t, "relay_received_messages_total", float64(sent[0]+sent[1]))
+	for _, limit := range []string{"messages", "bytes"} {
+		if got := p.metric(t, `relay_rate_limited_frames_total{limit="`+limit+`"}`); got != 0 {
+			t.Errorf("%v frames over the %s limit", got, limit)
+		}
+	}
+}
