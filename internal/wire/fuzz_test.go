@@ -7,35 +7,45 @@ import (
 
 // FuzzParser feeds each input whole, split in two, and one byte at a time:
 // all three must give the same frames and the same error, and nothing may
-// panic. Seeds are in testdata/fuzz/FuzzParser and the golden vectors.
+// panic; the same again as a client's stream (FromClient), which must
+// never emit a server→client frame. Seeds are in testdata/fuzz/FuzzParser
+// and the golden vectors.
 func FuzzParser(f *testing.F) {
 	for _, v := range vectors() {
 		f.Add(v.frame, uint16(len(v.frame)/2))
 	}
 	f.Fuzz(func(t *testing.T, data []byte, cut uint16) {
-		whole := feedAll(t, [][]byte{data})
-		c := int(cut) % (len(data) + 1)
-		if got := feedAll(t, [][]byte{data[:c], data[c:]}); got != whole {
-			t.Fatalf("split at %d: %q, whole: %q", c, got, whole)
-		}
-		chunks := make([][]byte, len(data))
-		for i := range data {
-			chunks[i] = data[i : i+1]
-		}
-		if got := feedAll(t, chunks); got != whole {
-			t.Fatalf("byte at a time: %q, whole: %q", got, whole)
+		for _, fromClient := range []bool{false, true} {
+			whole := feedAll(t, [][]byte{data}, fromClient)
+			c := int(cut) % (len(data) + 1)
+			if got := feedAll(t, [][]byte{data[:c], data[c:]}, fromClient); got != whole {
+				t.Fatalf("split at %d: %q, whole: %q", c, got, whole)
+			}
+			chunks := make([][]byte, len(data))
+			for i := range data {
+				chunks[i] = data[i : i+1]
+			}
+			if got := feedAll(t, chunks, fromClient); got != whole {
+				t.Fatalf("byte at a time: %q, whole: %q", got, whole)
+			}
 		}
 	})
 }
 
 // feedAll parses chunks with a small max frame and summarises the outcome
 // as a string: each frame's type and re-encoded size, then the error.
-func feedAll(t *testing.T, chunks [][]byte) string {
-	p := Parser{MaxFrame: 4096}
+func feedAll(t *testing.T, chunks [][]byte, fromClient bool) string {
+	p := Parser{MaxFrame: 4096, FromClient: fromClient}
 	var out []byte
 	for _, c := range chunks {
 		err := p.Feed(c, func(f *Frame) error {
 			out = append(out, byte(f.Type), byte(len(f.Payload)))
+			if fromClient && !f.Type.FromClient() {
+				t.Fatalf("a client's stream gave a %s frame", f.Type)
+			}
+			if f.Size < HeaderSize || f.Size > 4096+LenSize {
+				t.Fatalf("frame size %d", f.Size)
+			}
 			if f.Type == TypeSend {
 				f.Targets(func(id []byte) {
 					if len(id) == 0 || len(id) > MaxIDLen {
