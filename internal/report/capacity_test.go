@@ -1,0 +1,112 @@
+package report
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// level is a judged level with the figures a test cares about.
+func level(clients int, loggedIn, failPct, drops, p99, idle, fleetIdle float64, from, to float64) Level {
+	nan := Num(math.NaN())
+	l := Level{Clients: clients, LoggedIn: Num(loggedIn), Attempts: Num(clients), LoginFailPct: Num(failPct),
+		Drops: Num(drops), SlowConsumer: Num(drops), LatencyP50Ms: nan, LatencyP99Ms: Num(p99),
+		ScheduleLagP99Ms: Num(1), SendGbps: Num(0.1), RelayCPUIdlePct: Num(idle), RelayProcessCPUPct: nan,
+		FleetProcessCPUPct: nan, FleetCPUIdlePct: Num(fleetIdle), FromS: Num(from), HoldFromS: Num(to - 2), ToS: Num(to)}
+	slo := DefaultSLO()
+	l.Breaches = levelBreaches(l, slo)
+	l.Saturated = fleetIdle < slo.MinFleetIdlePct
+	if l.Saturated {
+		l.Breaches = append(l.Breaches, Breach{ReasonSaturated, "saturated"})
+	}
+	return l
+}
+
+// ramp is one point per second: logged-in climbing by perS up to the
+// level clients, p99 and drops as given per second.
+func points(loggedIn, p99, drops []float64) []Point {
+	var out []Point
+	for i := range loggedIn {
+		out = append(out, Point{T: float64(i + 1), LoggedIn: loggedIn[i], LatencyP99Ms: p99[i], SlowConsumerDiscards: drops[i],
+			FleetDisconnects: drops[i], LoginAttempts: loggedIn[i], LoginFailures: 0, RelayCPUIdlePct: 50})
+	}
+	return out
+}
+
+func TestDecide(t *testing.T) {
+	slo := DefaultSLO()
+	// Levels of 50 and 100: the first from 0 to 5 s, the second from 5 to
+	// 10 s; logged-in climbs 10 per second.
+	in := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	calm := make([]float64, 10)
+	slow := []float64{5, 5, 5, 5, 5, 5, 5, 150, 300, 300} // over 100 ms from 8 s (80 in)
+	dropAt := []float64{0, 0, 0, 0, 0, 0, 0, 0, 2, 4}      // first drop at 9 s (90 in)
+	tests := []struct {
+		name    string
+		levels  []Level
+		pts     []Point
+		held    float64
+		reason  Reason
+		sat     bool
+		brokeAt int
+		answer  string
+	}{
+		{"all held", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 5, 50, 60, 5, 10)},
+			points(in, calm, calm), 100, ReasonAllHeld, false, 0, "N:N: held 100 users (p99 5 ms, 0 drops, idle 50 %); all 100 requested held"},
+		{"login failures", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 64, 36, 0, 5, 50, 60, 5, 10)},
+			points(in, calm, calm), 64, ReasonLoginFailures, false, 100, "N:N: held 64 users (p99 5 ms, 0 drops, idle 50 %); broke at 100: 36% of 100 logins failed"},
+		{"latency placed in the level", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)},
+			points(in, slow, calm), 70, ReasonLatency, false, 100, "broke at 100: latency p99 250.0 ms > 100ms"},
+		{"drops placed in the level", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 96, 0, 4, 5, 50, 60, 5, 10)},
+			points(in, calm, dropAt), 80, ReasonDisconnects, false, 100, "broke at 100: 4 logged-in clients lost"},
+		{"latency with no second over it: the level before", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)},
+			points(in, calm, calm), 50, ReasonLatency, false, 100, "held 50 users"},
+		{"saturated fleet", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 5, 50, 5, 5, 10)},
+			points(in, calm, calm), 50, ReasonSaturated, true, 100, "held ≥ 50 users (load generator saturated: add fleet machines;"},
+		{"first level breaks", []Level{level(50, 50, 0, 0, 250, 50, 60, 0, 5)},
+			points(in[:5], slow[5:], calm[:5]), 20, ReasonLatency, false, 50, "held 20 users"},
+	}
+	for _, tt := range tests {
+		c := Decide("N:N", 100, tt.levels, tt.pts, slo)
+		if float64(c.Held) != tt.held || c.Reason != tt.reason || c.Saturated != tt.sat || c.BrokeAt != tt.brokeAt {
+			t.Errorf("%s: held %v reason %v saturated %v broke at %d; want %v, %v, %v, %d", tt.name, c.Held, c.Reason,
+				c.Saturated, c.BrokeAt, tt.held, tt.reason, tt.sat, tt.brokeAt)
+		}
+		if !strings.Contains(c.Answer, tt.answer) {
+			t.Errorf("%s: answer %q lacks %q", tt.name, c.Answer, tt.answer)
+		}
+	}
+}
+
+// TestEvaluateLevel judges a level from three snapshots: logins and drops
+// over the whole level, latency and CPU over the hold.
+func TestEvaluateLevel(t *testing.T) {
+	bounds := []float64{0.01, 0.1, 1, math.Inf(1)}
+	snap := func(at time.Duration, attempts, ok, lat0, lat1, slow, idle, total float64) Snapshot {
+		var s Snapshot
+		s.At = synthBase.Add(at)
+		s.Fleet = FleetValues{Present: true, At: s.At, LoggedIn: ok, LoginAttempts: attempts, LoginsSucceeded: ok,
+			Latency: Histogram{Bounds: bounds, Counts: []float64{lat0, lat0 + lat1, lat0 + lat1, lat0 + lat1}, Count: lat0 + lat1},
+			HostCPU: CPUTimes{Idle: idle, Total: total}}
+		s.Relay = RelayValues{Present: true, At: s.At, SlowConsumerDisconnects: slow, HostCPU: CPUTimes{Idle: idle, Total: total}}
+		return s
+	}
+	start := snap(0, 50, 50, 1000, 0, 1, 0, 0)
+	hold := snap(5*time.Second, 100, 98, 1000, 0, 1, 5, 10)
+	end := snap(10*time.Second, 100, 99, 1000, 1000, 3, 6, 20) // half the hold's deliveries over 10 ms
+	l := EvaluateLevel(LevelWindow{Clients: 100, Start: start, Hold: hold, End: end, FromS: 0, HoldFromS: 5, ToS: 10}, DefaultSLO())
+	if float64(l.LoginFailPct) != 2 || float64(l.Drops) != 2 || float64(l.LoggedIn) != 99 || float64(l.RelayCPUIdlePct) != 10 {
+		t.Errorf("level %+v", l)
+	}
+	if p99 := float64(l.LatencyP99Ms); p99 < 10 || p99 > 100 {
+		t.Errorf("p99 over the hold %v ms, want in the 10-100 ms bucket", p99)
+	}
+	var reasons []Reason
+	for _, b := range l.Breaches {
+		reasons = append(reasons, b.Reason)
+	}
+	if len(reasons) != 3 || reasons[0] != ReasonDisconnects || reasons[1] != ReasonLoginFailures || reasons[2] != ReasonSaturated {
+		t.Errorf("breaches %v, want disconnects, login failures, saturated (idle 10 %% is not under 10 %%; the fleet's is under 20 %%)", l.Breaches)
+	}
+}
