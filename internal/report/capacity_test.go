@@ -41,7 +41,7 @@ func TestDecide(t *testing.T) {
 	in := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
 	calm := make([]float64, 10)
 	slow := []float64{5, 5, 5, 5, 5, 5, 5, 150, 300, 300} // over 100 ms from 8 s (80 in)
-	dropAt := []float64{0, 0, 0, 0, 0, 0, 0, 0, 2, 4}      // first drop at 9 s (90 in)
+	dropAt := []float64{0, 0, 0, 0, 0, 0, 0, 0, 2, 4}     // first drop at 9 s (90 in)
 	tests := []struct {
 		name    string
 		levels  []Level
