@@ -365,9 +365,12 @@ func (fiveTicks) Ticks(lo, hi float64) []plot.Tick {
 		hi = lo + 1
 	}
 	step := roundStepBelow((hi - lo) / 5)
-	digits := max(0, int(math.Ceil(-math.Log10(step)+1e-9)))
-	if r := step / math.Pow(10, math.Floor(math.Log10(step))); r == 2.5 {
-		digits++
+	// As many decimals as the step has (25: none, 2.5: one, 0.25: two).
+	digits := 0
+	for ; digits < 9; digits++ {
+		if x := step * math.Pow(10, float64(digits)); math.Abs(x-math.Round(x)) < 1e-6*x {
+			break
+		}
 	}
 	var ticks []plot.Tick
 	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
@@ -404,7 +407,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 			p := math.Pow(10, k)
 			for _, m := range ms {
 				if v := m * p; v >= lo && v <= hi {
-					out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'g', 3, 64)})
+					out = append(out, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
 				}
 			}
 		}

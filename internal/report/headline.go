@@ -30,7 +30,8 @@ type Headline struct {
 	Saturated bool `json:"saturated"`
 	AtS       Num  `json:"at_s"`
 	// FiguresAt says where SendGbps and RelayCPUIdlePct were taken: "at
-	// plateau" or "at peak" (logged-in near its maximum).
+	// plateau", "at peak" (logged-in near its maximum), or "just before"
+	// the breach (the 3 samples before it).
 	FiguresAt       string `json:"figures_at"`
 	SendGbps        Num    `json:"send_gbps"`
 	RelayCPUIdlePct Num    `json:"relay_cpu_idle_pct"`
@@ -114,6 +115,12 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 		event = b.idx
 		h.Reason, h.Detail, h.AtS = b.reason, b.detail, Num(pts[b.idx].T)
 		h.Held = Num(heldBefore(pts, b))
+		// The figures of the last seconds before the breach.
+		lo := max(0, b.idx-3)
+		hi := max(b.idx, lo+1)
+		h.SendGbps = meanOf(col(pts[lo:hi], func(p Point) float64 { return p.SendGbps }))
+		h.RelayCPUIdlePct = meanOf(col(pts[lo:hi], func(p Point) float64 { return p.RelayCPUIdlePct }))
+		h.FiguresAt = fmt.Sprintf("just before (%.0f s)", pts[b.idx].T)
 	}
 	if h.Reason == ReasonAllHeld && !math.IsNaN(float64(rs.MaxLoggedIn)) && int(rs.MaxLoggedIn) < r.Requested && r.Requested > 0 {
 		h.Detail = fmt.Sprintf("the run ended with %.0f of %d logged in, before any limit", float64(rs.MaxLoggedIn), r.Requested)
@@ -191,6 +198,17 @@ func saturatedNear(pts []Point, i int, slo SLO) bool {
 func isSaturated(p Point, slo SLO) bool {
 	return (slo.MinFleetIdlePct > 0 && p.FleetCPUIdlePct < slo.MinFleetIdlePct) ||
 		(slo.MaxLagP99 > 0 && p.ScheduleLagP99Ms > float64(slo.MaxLagP99.Microseconds())/1000)
+}
+
+// col is get's measured values over pts.
+func col(pts []Point, get func(Point) float64) []float64 {
+	var v []float64
+	for _, p := range pts {
+		if x := get(p); !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	return v
 }
 
 func nz(v float64) float64 {
