@@ -32,7 +32,7 @@ func (t Target) name() string {
 type SamplerConfig struct {
 	Targets  []Target
 	Interval time.Duration // default 1 s
-	Timeout  time.Duration // per scrape; default 2 × Interval, at least 1 s
+	Timeout  time.Duration // per scrape; default 2 × Interval, at least 5 s
 	Client   *http.Client  // default: a client with Timeout
 	// OnPoint, if set, sees each point as it is derived (a progress line).
 	// It runs on the sampling goroutine and must be quick.
@@ -71,7 +71,7 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 	if cfg.Timeout <= 0 {
 		// A loaded machine answers slowly; a late sample (rates use the
 		// real time between scrapes) beats a missing one.
-		cfg.Timeout = max(2*cfg.Interval, time.Second)
+		cfg.Timeout = max(2*cfg.Interval, 5*time.Second)
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
