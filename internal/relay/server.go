@@ -1,8 +1,11 @@
 // Package relay is reprise's reference relay server: clients join rooms over
 // TCP or UDP and cast frames to the room (docs/protocol.md). It owns the
 // listeners, a read loop and a coalescing writer per TCP connection, the UDP
-// sessions, the join and idle timers, the slow-consumer policy and graceful
-// shutdown. Who gets which frame is decided by internal/room; the bytes are
+// sessions, the join, idle and liveness timers, the slow-consumer policy,
+// the defences against abusive clients (limits.go: per-sender rate limits,
+// the frame timeout and the partial-frame budget; a rejoin with a user id
+// in the room replaces its member, client.replace) and graceful shutdown.
+// Who gets which frame is decided by internal/room; the bytes are
 // internal/wire's. It is not a client: see internal/client for that.
 //
 // Goroutines: Run starts and waits for all of them (accept loop, UDP loop,
