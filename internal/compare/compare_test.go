@@ -93,7 +93,7 @@ func TestCompareSmall(t *testing.T) {
 		}
 		for _, c := range exact {
 			if c.got != c.want {
-				t.Errorf("%s: %s: sampled %v, fleet summary %v", rs.Scenario, c.name, c.got, c.want)
+				t.Errorf("%s: %s: sampled %v, fleet summary %v (%d samples, %d scrape errors, warnings %q)", rs.Scenario, c.name, c.got, c.want, rs.Samples, rs.ScrapeErrors, rs.Warnings)
 			}
 		}
 		// Deliveries of the last sends may still be in flight at the last
@@ -115,7 +115,10 @@ func TestCompareSmall(t *testing.T) {
 		if fs.LoginsSucceeded != 24 {
 			t.Errorf("%s: %d of 24 logged in", rs.Scenario, fs.LoginsSucceeded)
 		}
-		if rs.Samples < 4 {
+		// Every 500 ms over 3 s, but a host that stalls for seconds (seen
+		// at load 20 under -race: no progress line for 3 s) drops ticks:
+		// the property is a series, more than the final sample.
+		if rs.Samples < 2 {
 			t.Errorf("%s: %d samples", rs.Scenario, rs.Samples)
 		}
 	}

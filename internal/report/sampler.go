@@ -148,6 +148,9 @@ func (s *Sampler) RunFrom(ctx context.Context, base Snapshot) Series {
 	return s.run(ctx, &base)
 }
 
+// finalScrapeTries bounds the attempts at the final scrape.
+const finalScrapeTries = 3
+
 func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 	var ser Series
 	var prev Snapshot
@@ -157,22 +160,22 @@ func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 	}
 	// The final scrape uses its own short deadline because ctx is already
 	// cancelled then.
-	take := func(c context.Context, final bool) {
+	take := func(c context.Context, final bool) bool {
 		snap, err := s.Scrape(c)
 		if err != nil {
 			ser.ScrapeErrors++
 			ser.LastError = err.Error()
-			return
+			return false
 		}
 		ser.Last = snap
 		if !have {
 			ser.First, prev, have = snap, snap, true
-			return
+			return true
 		}
 		// A final scrape right after a tick would make a rate over a few
 		// milliseconds; keep it for the run's totals only.
 		if final && snap.At.Sub(prev.At) < s.cfg.Interval/2 {
-			return
+			return true
 		}
 		p := Derive(ser.First, prev, snap)
 		ser.Points = append(ser.Points, p)
@@ -180,6 +183,7 @@ func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 		if s.cfg.OnPoint != nil {
 			s.cfg.OnPoint(p)
 		}
+		return true
 	}
 	if base == nil {
 		take(ctx, false)
@@ -189,9 +193,17 @@ func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 	for {
 		select {
 		case <-ctx.Done():
-			final, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
-			take(final, true)
-			cancel()
+			// The final scrape carries the run's totals: one that timed out
+			// (a host that stalled for a second or two) is tried again,
+			// rather than ending the totals at the previous sample.
+			for range finalScrapeTries {
+				final, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+				ok := take(final, true)
+				cancel()
+				if ok {
+					break
+				}
+			}
 			return ser
 		case <-tick.C:
 			take(ctx, false)

@@ -112,6 +112,39 @@ func TestSamplerCountsFailedScrapes(t *testing.T) {
 	}
 }
 
+// TestSamplerRetriesFinalScrape: the final scrape carries the run's
+// totals, so one that fails (a host that stalled past the scrape timeout)
+// is tried again instead of leaving the totals at the previous sample.
+func TestSamplerRetriesFinalScrape(t *testing.T) {
+	var stopped atomic.Bool
+	var finals atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stopped.Load() && finals.Add(1) == 1 {
+			http.Error(w, "stalled", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "# TYPE relay_sent_bytes_total counter\nrelay_sent_bytes_total %d\n", 1000+finals.Load())
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewSampler(SamplerConfig{
+		Targets:  []Target{{Role: RoleRelay, URL: srv.URL}},
+		Interval: time.Hour, // no tick: the final scrape is the only one
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped.Store(true)
+	cancel()
+	ser := s.RunFrom(ctx, Snapshot{At: time.Now()})
+	if ser.ScrapeErrors != 1 || finals.Load() != 2 {
+		t.Fatalf("scrape errors %d after %d final scrapes, want 1 after 2", ser.ScrapeErrors, finals.Load())
+	}
+	if got := ser.Last.Relay.SentBytes; got != 1002 {
+		t.Fatalf("last snapshot's sent bytes %v, want 1002 (the retried final scrape)", got)
+	}
+}
+
 func TestNewSamplerRejects(t *testing.T) {
 	if _, err := NewSampler(SamplerConfig{}); err == nil {
 		t.Error("no targets: no error")
