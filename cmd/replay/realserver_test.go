@@ -169,21 +169,30 @@ func startSysMonitor(t *testing.T, port int) *sysMonitor {
 	return m
 }
 
-// settled waits until the $SYS counters stop moving (the broker publishes
-// them every sys_interval) and returns them.
+// settled waits until the $SYS counters stop moving and returns them.
+// The broker publishes a counter at most once per sys_interval (1 s), and
+// only when it changed, so two equal readings half a second apart say
+// nothing: the counters must stay the same for several intervals.
 func (m *sysMonitor) settled(t *testing.T) (received, sent float64, own int) {
 	t.Helper()
+	const still = 2500 * time.Millisecond
 	var last string
-	for i := 0; i < 40; i++ {
-		time.Sleep(500 * time.Millisecond)
+	since := time.Now()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
 		m.mu.Lock()
-		cur := fmt.Sprint(m.vals["$SYS/broker/publish/messages/received"], m.vals["$SYS/broker/publish/messages/sent"])
 		received, sent, own = m.vals["$SYS/broker/publish/messages/received"], m.vals["$SYS/broker/publish/messages/sent"], m.received
 		m.mu.Unlock()
-		if cur == last && i >= 3 {
+		// The $SYS messages this monitor gets count as sent: sent moves
+		// every other interval on an idle broker, sent-own does not.
+		cur := fmt.Sprint(received, sent-float64(own))
+		if cur != last {
+			last, since = cur, time.Now()
+			continue
+		}
+		if time.Since(since) >= still {
 			return received, sent, own
 		}
-		last = cur
 	}
 	t.Fatal("mosquitto's $SYS counters never settled")
 	return 0, 0, 0
@@ -262,7 +271,10 @@ func TestMQTTMosquitto(t *testing.T) {
 			recv0, sent0, own0 := mon.settled(t)
 			mon.resetPeak()
 			res := replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
-				"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "6s")
+				"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "6s",
+				// Every delivery in flight is awaited: on a loaded machine
+				// mosquitto's backlog outlasted the default 2 s drain.
+				"--drain-deliveries", "30s")
 			mustOK(t, res)
 			s := res.sum
 			if s.LoginsSucceeded != 200 || s.PeakLoggedIn != 200 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 {

@@ -111,6 +111,7 @@ func DefaultConfig() Config {
 		LoginInterval: 8 * time.Second,
 		LoginTimeout:  10 * time.Second,
 		Metrics:       ":9401",
+		DrainTimeout:  2 * time.Second,
 	}
 }
 
