@@ -254,7 +254,7 @@ func TestLiveRecordsClients(t *testing.T) {
 			}
 			for _, w := range c.Warnings {
 				// The tail of the relay's readiness probe may be in view.
-				if !strings.Contains(w, "carried no protocol frames") {
+				if !strings.Contains(w, "carried no protocol frames") && !cpuReorder(w) {
 					t.Fatalf("warnings on a clean capture: %q", c.Warnings)
 				}
 			}
@@ -262,6 +262,24 @@ func TestLiveRecordsClients(t *testing.T) {
 			samePrefix(t, flowOf(t, c, "live-udp"), udpSent, true)
 		})
 	}
+}
+
+// reorderWarning is the reader's note on packets stamped earlier than
+// the one before them.
+var reorderWarning = regexp.MustCompile(`packets were earlier than the packet before them \(first: packet \d+, by up to ([^)]+)\)`)
+
+// cpuReorder reports whether w says packets were out of time order by
+// under a millisecond: the kernel stamps a loopback packet on the CPU that
+// sends it, so the two clients' packets may reach the capture a few µs out
+// of order (seen: 2.145µs at load 20). The frames must still match what
+// the clients sent, which the test checks.
+func cpuReorder(w string) bool {
+	m := reorderWarning.FindStringSubmatch(w)
+	if m == nil {
+		return false
+	}
+	d, err := time.ParseDuration(m[1])
+	return err == nil && d < time.Millisecond
 }
 
 func mustPort(t *testing.T, s string) uint16 {
