@@ -275,7 +275,7 @@ func TestShardsScale(t *testing.T) {
 	}
 	path := writeCapture(t, castScript())
 	dir := t.TempDir()
-	run := []string{"--capture", path, "--target", target, "--clients", strconv.Itoa(clients), "--receive-only",
+	run := []string{"--capture", path, "--target", target, "--clients", strconv.Itoa(clients), "--receive-only", "--room-size", "100",
 		"--login-interval", "1ms", "--heartbeat", "5s", "--duration", dur.String(), "--metrics", "",
 		"--progress-interval", "10s", "--barrier", sn.addrs[0] + ":7402"}
 	var wg sync.WaitGroup
