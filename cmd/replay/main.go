@@ -25,6 +25,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/session"
 )
 
 // Exit codes.
@@ -133,7 +134,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.RecordedRoom, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
 	fs.IntVar(&c.Senders, "senders", 0, "the first K clients play the loop, the rest only receive (1:N); 0: all send (N:N)")
-	fs.StringVar(&c.Loop, "loop", "", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")
+	fs.Var(session.LoopValue{Text: &c.Loop, Points: &c.LoopPoints}, "loop", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "replay speed factor (2: twice as fast)")
 	fs.BoolVar(&c.ReceiveOnly, "receive-only", false, "every client plays the login part, then only heartbeats and receives")
 	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval of receive-only clients (and after a script played once)")

@@ -54,8 +54,11 @@ type Config struct {
 	// ReceiveOnly makes every client receive-only.
 	ReceiveOnly bool
 	// Loop is "A,B" (see session.ParseLoop); empty plays the script once.
-	Loop  string
-	Speed float64
+	// LoopPoints, when set, is Loop already parsed (the command line's
+	// --loop parses at the flag, session.LoopValue); it wins over Loop.
+	Loop       string
+	LoopPoints *session.Loop
+	Speed      float64
 	// Heartbeat is the interval of receive-only clients' heartbeats (and of
 	// senders' after a script played once).
 	Heartbeat time.Duration
@@ -180,7 +183,7 @@ func (c *Config) validate() error {
 	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":
 		return badf("--transport %q: tcp, udp or websocket", c.Transport)
 	}
-	if _, _, err := session.ParseLoop(c.Loop); err != nil {
+	if _, err := c.loop(); err != nil {
 		return badf("--loop: %v", err)
 	}
 	if err := c.checkIDFormat(); err != nil {
@@ -255,4 +258,16 @@ func (c *Config) peers(i, others int) []string {
 		}
 	}
 	return out
+}
+
+// loop is the loop to play, nil for none.
+func (c *Config) loop() (*session.Loop, error) {
+	if c.LoopPoints != nil {
+		return c.LoopPoints, nil
+	}
+	l, ok, err := session.ParseLoop(c.Loop)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &l, nil
 }

@@ -135,10 +135,7 @@ func (f *Fleet) loadScript() error {
 	if err != nil {
 		return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
 	}
-	var loop *session.Loop
-	if l, ok, _ := session.ParseLoop(f.cfg.Loop); ok {
-		loop = &l
-	}
+	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
 	if prof.IsReprise {
 		err = f.loadReprise(loop)

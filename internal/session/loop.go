@@ -70,3 +70,35 @@ func ParseLoop(s string) (l Loop, ok bool, err error) {
 	}
 	return l, true, nil
 }
+
+// LoopValue is a --loop flag (a pflag.Value): it parses "A,B" when set,
+// so a bad loop is a flag error and the rest of the program gets points.
+// Text keeps the flag's text; Points is nil for an empty one.
+type LoopValue struct {
+	Text   *string
+	Points **Loop
+}
+
+// Set parses s.
+func (v LoopValue) Set(s string) error {
+	l, ok, err := ParseLoop(s)
+	if err != nil {
+		return err
+	}
+	*v.Text, *v.Points = s, nil
+	if ok {
+		*v.Points = &l
+	}
+	return nil
+}
+
+// String is the flag's text.
+func (v LoopValue) String() string {
+	if v.Text == nil {
+		return ""
+	}
+	return *v.Text
+}
+
+// Type names the value in help.
+func (LoopValue) Type() string { return "A,B" }

@@ -425,3 +425,20 @@ func BenchmarkAppendFrame(b *testing.B) {
 		buf = s.AppendFrame(buf[:0], e, 2+i%6, int64(i))
 	}
 }
+
+// TestLoopValue: --loop parses when set; a bad value is the flag's error
+// and keeps the previous value.
+func TestLoopValue(t *testing.T) {
+	var text string
+	var pts *Loop
+	v := LoopValue{Text: &text, Points: &pts}
+	if err := v.Set("12s,#40"); err != nil || pts == nil || pts.A.Offset != 12*time.Second || !pts.B.IsIndex || pts.B.Index != 40 || v.String() != "12s,#40" {
+		t.Fatalf("Set: %v %+v %q", err, pts, text)
+	}
+	if err := v.Set("5s"); err == nil || !strings.Contains(err.Error(), "want A,B") || v.String() != "12s,#40" {
+		t.Fatalf("bad loop: %v, kept %q", err, text)
+	}
+	if err := v.Set(""); err != nil || pts != nil || v.Type() != "A,B" {
+		t.Fatalf("empty: %v %+v", err, pts)
+	}
+}
