@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -111,9 +112,9 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
-	var index, count int
-	if _, err := fmt.Sscanf(strings.TrimSpace(line), "ready %d %d", &index, &count); err != nil {
-		reply(conn, "error bad ready line %q", strings.TrimSpace(line))
+	index, count, err := parseReady(line)
+	if err != nil {
+		reply(conn, "error %v", err)
 		return
 	}
 	if count != c.count || index < 0 || index >= count {
@@ -175,15 +176,47 @@ func Wait(ctx context.Context, addr string, index, count int) (time.Time, error)
 		}
 		return time.Time{}, fmt.Errorf("%w: no start from %s: %v", ErrBarrier, addr, err)
 	}
-	line = strings.TrimSpace(line)
-	if msg, ok := strings.CutPrefix(line, "error "); ok {
-		return time.Time{}, fmt.Errorf("%w: coordinator %s: %s", ErrBarrier, addr, msg)
-	}
-	var delay, unix int64
-	if _, err := fmt.Sscanf(line, "start %d %d", &delay, &unix); err != nil {
-		return time.Time{}, fmt.Errorf("%w: coordinator %s sent %q", ErrBarrier, addr, line)
+	delay, unix, err := parseStart(line)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: coordinator %s: %v", ErrBarrier, addr, err)
 	}
 	return startInstant(got, delay, unix), nil
+}
+
+// parseReady reads a shard's "ready <index> <count>" line.
+func parseReady(line string) (index, count int, err error) {
+	line = strings.TrimSpace(line)
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "ready" {
+		return 0, 0, fmt.Errorf("bad ready line %q", line)
+	}
+	if index, err = strconv.Atoi(f[1]); err != nil {
+		return 0, 0, fmt.Errorf("bad ready line %q", line)
+	}
+	if count, err = strconv.Atoi(f[2]); err != nil {
+		return 0, 0, fmt.Errorf("bad ready line %q", line)
+	}
+	return index, count, nil
+}
+
+// parseStart reads the coordinator's answer: "start <delay ns> <Unix ns>",
+// or "error <message>".
+func parseStart(line string) (delay, unix int64, err error) {
+	line = strings.TrimSpace(line)
+	if msg, ok := strings.CutPrefix(line, "error "); ok {
+		return 0, 0, errors.New(msg)
+	}
+	f := strings.Fields(line)
+	if len(f) != 3 || f[0] != "start" {
+		return 0, 0, fmt.Errorf("sent %q", line)
+	}
+	if delay, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("sent %q", line)
+	}
+	if unix, err = strconv.ParseInt(f[2], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("sent %q", line)
+	}
+	return delay, unix, nil
 }
 
 // startInstant is the start on this host's clock from an answer received
