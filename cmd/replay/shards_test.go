@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -324,4 +325,55 @@ func TestShardsScale(t *testing.T) {
 		t.Logf("shard %d/%d: logged in %d of %d, heartbeats %d, peak RSS %d KiB = %.1f KiB per client",
 			i, shards, s.LoginsSucceeded, s.ClientsRequested, s.FramesSent["heartbeat"], peak[i], float64(peak[i])/float64(max(s.LoginsSucceeded, 1)))
 	}
+}
+
+// TestMergeFromPodLogs: two shards with --summary - write their summary as
+// one JSON line among their log lines (as `kubectl logs` of a shard's pod
+// shows them), and `replay merge` reads those logs as they are.
+func TestMergeFromPodLogs(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	path := writeCapture(t, castScript())
+	dir := t.TempDir()
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	barrier := freeLoopbackAddr(t)
+	for i := range 2 {
+		wg.Go(func() {
+			cmd := exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
+				"--login-interval", "10ms", "--duration", "1500ms", "--heartbeat", "0", "--metrics", "",
+				"--shards", "2", "--barrier", barrier, "--summary", "-")
+			cmd.Env = append(os.Environ(), fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i))
+			out, err := cmd.CombinedOutput() // stdout and stderr in one stream, as a pod's log
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)), out, 0o644)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("shard %d: %v", i, err)
+		}
+	}
+	out, err := exec.Command(bins["replay"], "merge", filepath.Join(dir, "shard-0.log"), filepath.Join(dir, "shard-1.log"),
+		"--summary", filepath.Join(dir, "merged.json")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("replay merge: %v\n%s", err, out)
+	}
+	m, _ := readSummary(t, filepath.Join(dir, "merged.json"))
+	if m.LoginsSucceeded != 6 || m.MessagesSent != 6*8 || len(m.Shards) != 2 || m.Shards[1].ClientsRequested != 3 {
+		t.Errorf("merged: logins %d, sent %d, shards %+v", m.LoginsSucceeded, m.MessagesSent, m.Shards)
+	}
+}
+
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
