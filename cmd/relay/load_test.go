@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,6 +43,7 @@ func TestSlowConsumer(t *testing.T) {
 	const n = 6000
 	payload := make([]byte, 1000)
 	got := make(chan error, 1)
+	var received atomic.Int64 // deliveries the healthy member has read so far
 	go func() {
 		for i := 0; i < n; i++ {
 			f, err := healthy.RecvType(wire.TypeDeliver)
@@ -53,11 +55,22 @@ func TestSlowConsumer(t *testing.T) {
 				got <- fmt.Errorf("message %d has seq %d", i, seq)
 				return
 			}
+			received.Store(int64(i + 1))
 		}
 		got <- nil
 	}()
 	start := time.Now()
 	for i := 0; i < n; i++ {
+		// At most 100 frames (100 KB) ahead of the healthy member, under
+		// its 256 KiB --max-pending: a reader goroutine descheduled for a
+		// moment on a loaded host was cut as a slow consumer at load 20
+		// ("healthy member: read from relay: EOF"). The slow member never
+		// reads, so it still overflows.
+		for deadline := time.Now().Add(10 * time.Second); int64(i)-received.Load() > 100; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the healthy member read %d of %d sent within 10 s", received.Load(), i)
+			}
+		}
 		binary.BigEndian.PutUint32(payload, uint32(i))
 		send(t, sender, wire.Send{Mode: wire.Othercast, Payload: payload})
 		if i%50 == 49 {
