@@ -254,6 +254,7 @@ type Server struct {
 	// The sweeper's own: the partial-frame peak since the last reclaim, the
 	// value at the last tick, and when it last reclaimed.
 	partialPeak, partialLast, lastReclaim int64
+	reclaimAgain                          bool // a second reclaim is due reclaimEvery after the first
 
 	mu       sync.Mutex
 	stopping bool
