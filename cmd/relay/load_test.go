@@ -213,3 +213,41 @@ func TestMetricsExposed(t *testing.T) {
 		t.Errorf("relay_rooms = %v, want 1", v)
 	}
 }
+
+// TestSlowConsumerLearnsWhy: a member cut as a slow consumer that reads
+// again within the write timeout gets the slow_consumer error frame before
+// the close (so a fleet counts the disconnect by its reason, not as a bare
+// reset), and the disconnect is counted once.
+func TestSlowConsumerLearnsWhy(t *testing.T) {
+	p := startRelay(t, "--max-pending", "65536", "--write-timeout", "5s", "--rate-messages", "-1", "--rate-bytes", "-1")
+	sender := join(t, p.TCP, "r", "sender")
+	nc, err := net.Dial("tcp", p.TCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.(*net.TCPConn).SetReadBuffer(4096)
+	slow := client.New(nc)
+	t.Cleanup(func() { slow.Close() })
+	slow.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := slow.Join("r", "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Send until the relay gives up on the member that does not read
+	// (bounded: 64 KiB of queue plus the socket buffers is far less).
+	payload := make([]byte, 1000)
+	cut := false
+	for i := 0; i < 20000 && !cut; i++ {
+		send(t, sender, wire.Send{Mode: wire.Othercast, Payload: payload})
+		if i%100 == 99 {
+			cut = p.metric(t, "relay_slow_consumer_disconnects_total") >= 1
+		}
+	}
+	if !cut {
+		t.Fatal("20,000 messages to a member that does not read, and no slow-consumer disconnect")
+	}
+	expectError(t, slow, wire.ErrSlowConsumer)
+	p.waitMetric(t, `relay_disconnects_total{reason="slow_consumer"}`, 1)
+	if got := p.metric(t, "relay_slow_consumer_disconnects_total"); got != 1 {
+		t.Errorf("relay_slow_consumer_disconnects_total = %v, want 1", got)
+	}
+}

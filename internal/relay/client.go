@@ -156,7 +156,10 @@ func (c *client) deliver(frame []byte) bool {
 		c.s.m.SlowConsumers.Inc()
 		c.s.log.Info("slow consumer: outbound queue over --max-pending", zap.Uint64("conn", c.id),
 			zap.String("user", c.user), zap.Int("max_pending", c.s.cfg.MaxPending))
-		c.tcp.Close()
+		// The queue now holds only the slow_consumer error frame: the
+		// writer sends it (within the write timeout) and half-closes;
+		// the reader stops after the linger, as after any refusal.
+		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
 	}
 	return signal
 }

@@ -110,7 +110,8 @@ func cycle(tcpAddr, udpAddr string, i int64) error {
 }
 
 // TestOutboundCap: the queue takes frames up to max bytes, then refuses,
-// drops what it held and stays closed.
+// drops what it held for the slow_consumer error frame alone and stays
+// closed.
 func TestOutboundCap(t *testing.T) {
 	o := outbound{max: 10_000}
 	frame := make([]byte, 300)
@@ -131,8 +132,11 @@ func TestOutboundCap(t *testing.T) {
 	if closing, reason := o.state(); !closing || reason != "slow_consumer" {
 		t.Errorf("closing %v reason %q", closing, reason)
 	}
-	if o.Pending() != 0 {
-		t.Errorf("pending %d after drop", o.Pending())
+	if o.Pending() != len(slowConsumerFrame) {
+		t.Errorf("pending %d after drop, want the error frame's %d", o.Pending(), len(slowConsumerFrame))
+	}
+	if q, _, _ := o.take(nil); len(q) != 1 || string(q[0].b) != string(slowConsumerFrame) {
+		t.Error("the queue after the drop is not the slow_consumer error frame alone")
 	}
 	if _, ok := o.appendFrame(frame); !ok {
 		t.Error("closed queue reported a new overflow")

@@ -313,7 +313,7 @@ func (c *client) writeFailed(err error) {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		reason = wire.ErrSlowConsumer.String()
 	}
-	if got := c.out.fail(reason); got == wire.ErrSlowConsumer.String() && reason == got {
+	if first := c.out.fail(reason); first && reason == wire.ErrSlowConsumer.String() {
 		c.s.m.SlowConsumers.Inc()
 		c.s.log.Info("slow consumer: write over --write-timeout", zap.Uint64("conn", c.id),
 			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout))
