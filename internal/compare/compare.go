@@ -335,6 +335,15 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	if runErr != nil {
 		return fmt.Errorf("%s: %w", label(scenario, rep), runErr)
 	}
+	// Deliveries go on arriving during the fleet's drain, after the last
+	// sample: a sliver on a quiet host, but seconds of them on a loaded
+	// one (TestCompareBinary sampled 74k of the fleet's 204k received).
+	// The run's totals come from the counters as the fleet ended; the
+	// points stay as sampled. Shards that exited no longer answer: their
+	// totals stay at the last sample.
+	if end, err := sampler.Scrape(ctx); err == nil {
+		ser.Last = end
+	}
 	run := report.Run{Scenario: scenario, Repeat: rep, Started: started, Series: ser, Warnings: warnings}
 	if drops0 != nil {
 		if k, err := report.ReadKernelDrops(); err == nil {
