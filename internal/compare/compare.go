@@ -3,7 +3,9 @@
 // (K senders, the rest receive only), each repeated, against one relay;
 // it samples the relay's and the fleet's /metrics every second, waits for
 // the relay to drop back to zero connections between runs, and hands
-// everything to internal/report.
+// everything to internal/report. It also runs `replay capacity`
+// (capacity.go): one fleet stepping up level by level, each held and
+// judged against the objectives, until one breaks.
 //
 // It is not the fleet (internal/fleet) nor the report's maths and pictures
 // (internal/report), and it starts no relay: the command starts one as a
