@@ -140,9 +140,10 @@ type Capacity struct {
 
 // Decide answers a capacity search from its levels (the last one is where
 // it stopped) and the run's samples. A level broken by latency, drops or
-// CPU idle is placed within the level: the clients logged in just before
-// the first sample of the level that broke the same objective, between
-// the previous level's and this one's.
+// CPU idle during its ramp is placed within the level: the clients logged
+// in just before the first sample of the level that broke the same
+// objective, between the previous level's and this one's; broken only
+// once all its clients were in, the previous level's count stands.
 func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO) Capacity {
 	c := Capacity{Scenario: scenario, Requested: requested, Held: Num(math.NaN()), Reason: ReasonAllHeld,
 		SLO: slo.String(), Levels: levels}
@@ -182,7 +183,13 @@ func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO
 	case ReasonSaturated:
 		c.Held = Num(lo)
 	default:
-		c.Held = Num(clamp(crossing(pts, last, b.Reason, slo, lo), lo, hi))
+		// A breach once the whole level was in (during its hold) places
+		// nothing inside the level: the previous level is what held.
+		if x := crossing(pts, last, b.Reason, slo, lo); x < hi {
+			c.Held = Num(clamp(x, lo, hi))
+		} else {
+			c.Held = Num(lo)
+		}
 	}
 	c.Saturated = last.Saturated || good.Saturated
 	ref := good

@@ -60,6 +60,8 @@ func TestDecide(t *testing.T) {
 			points(in, slow, calm), 70, ReasonLatency, false, 100, "broke at 100: latency p99 250.0 ms > 100ms"},
 		{"drops placed in the level", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 96, 0, 4, 5, 50, 60, 5, 10)},
 			points(in, calm, dropAt), 80, ReasonDisconnects, false, 100, "broke at 100: 4 logged-in clients lost"},
+		{"latency only once the whole level was in: the level before", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)},
+			points(in, []float64{5, 5, 5, 5, 5, 5, 5, 5, 5, 300}, calm), 50, ReasonLatency, false, 100, "held 50 users"},
 		{"latency with no second over it: the level before", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)},
 			points(in, calm, calm), 50, ReasonLatency, false, 100, "held 50 users"},
 		{"saturated fleet", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 5, 50, 5, 5, 10)},
