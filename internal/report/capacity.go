@@ -185,7 +185,7 @@ func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO
 	default:
 		// A breach once the whole level was in (during its hold) places
 		// nothing inside the level: the previous level is what held.
-		if x := crossing(pts, last, b.Reason, slo, lo); x < hi {
+		if x, at := crossing(pts, last, b.Reason, slo, lo); at < hi {
 			c.Held = Num(clamp(x, lo, hi))
 		} else {
 			c.Held = Num(lo)
@@ -218,8 +218,9 @@ func figures(l Level) string {
 func clamp(v, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, v)) }
 
 // crossing is the clients logged in just before the first sample of level
-// l that broke the objective of reason r; fallback when none did.
-func crossing(pts []Point, l Level, r Reason, slo SLO, fallback float64) float64 {
+// l that broke the objective of reason r, and at that sample; fallback and
+// +Inf when none did.
+func crossing(pts []Point, l Level, r Reason, slo SLO, fallback float64) (before, at float64) {
 	prev, drops0 := fallback, 0.0
 	for _, p := range pts {
 		d := math.Max(nz(p.SlowConsumerDiscards), nz(p.FleetDisconnects))
@@ -243,13 +244,13 @@ func crossing(pts []Point, l Level, r Reason, slo SLO, fallback float64) float64
 			broke = p.RelayCPUIdlePct < slo.MinIdlePct
 		}
 		if broke {
-			return prev
+			return prev, nz(p.LoggedIn)
 		}
 		if !math.IsNaN(p.LoggedIn) {
 			prev = p.LoggedIn
 		}
 	}
-	return fallback
+	return fallback, math.Inf(1)
 }
 
 // WriteLevels prints the answer and the per-level table for a terminal.
