@@ -88,7 +88,7 @@ func newCapacityCmd(st *state) *cobra.Command {
 	fs.DurationVar(&cc.Hold, "hold", 20*time.Second, "how long each level holds its clients after its last login (latency, CPU and send rate are measured over it)")
 	fs.Var(&cc.SLO, "slo", "objectives every level must keep: p99 (latency), drops (disconnects of logged-in clients), login_fail (%), idle (relay host CPU idle %), fleet_idle and lag (the load generator's saturation); KEY=off drops one")
 	fs.StringVar(&cc.Out, "out", "", "report directory (default out/capacity-<time>)")
-	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics; without --target, the relay child's)")
+	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics for --profile reprise, none for another server: its columns are then absent; without --target, the relay child's)")
 	fs.DurationVar(&cc.Interval, "sample-interval", time.Second, "how often the relay's /metrics and the fleet are sampled")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
 	// The levels set the clients and the run's length; the fleet is

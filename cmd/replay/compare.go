@@ -104,7 +104,7 @@ func newCompareCmd(st *state) *cobra.Command {
 	fs.BoolVar(&local, "local", false, "the shards are local processes of this replay binary")
 	fs.IntVar(&cc.Repeat, "repeat", 1, "run each scenario this many times (3 or more gives mean ± sd)")
 	fs.StringVar(&cc.Out, "out", "", "report directory (default out/compare-<time>)")
-	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics; without --target, the relay child's)")
+	fs.StringVar(&cc.RelayMetrics, "relay-metrics", "", "the relay's /metrics URL with --target (default http://<target host>:9400/metrics for --profile reprise, none for another server: its columns are then absent; without --target, the relay child's)")
 	fs.DurationVar(&cc.Interval, "sample-interval", time.Second, "how often /metrics is sampled")
 	fs.DurationVar(&cc.DrainTimeout, "drain-timeout", 30*time.Second, "how long to wait for the relay to get back to 0 connections between runs")
 	fs.StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")

@@ -125,8 +125,11 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	var base report.Snapshot
 	var levels []report.Level // written by the ramp's goroutine until the fleet returns
 	levelStart := &base
+	// A server on this host without metrics of its own: its host's CPU
+	// idle is the one the fleet measures.
+	sameHost := r.relayURL == "" && r.localHost
 	fc.AtLevel = func(rctx context.Context, n int) {
-		l, end, ok := holdLevel(rctx, sampler, cfg.Hold, cfg.Interval, *levelStart, base.At, n, cfg.SLO)
+		l, end, ok := holdLevel(rctx, sampler, cfg.Hold, cfg.Interval, *levelStart, base.At, n, cfg.SLO, sameHost)
 		if !ok {
 			return // interrupted or the relay stopped answering
 		}
@@ -145,7 +148,7 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	}
 	fmt.Fprintf(cfg.Progress, "capacity: %s, levels %v, hold %v each, objectives %s\n", scenario, steps, cfg.Hold, cfg.SLO.String())
 	sampler, err = report.NewSampler(report.SamplerConfig{
-		Targets:  []report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}, {Role: report.RoleRelay, URL: r.relayURL}},
+		Targets:  append([]report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}}, r.serverTargets()...),
 		Interval: cfg.Interval,
 	})
 	if err != nil {
@@ -179,6 +182,12 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 		SLO:       &cfg.SLO,
 		Capacity:  &capa,
 	}
+	if w := r.noServerMetrics(); w != "" {
+		in.Warnings = append(in.Warnings, w)
+		if cfg.SLO.MinIdlePct >= 0 && !sameHost {
+			in.Warnings = append(in.Warnings, "objective idle skipped: the server's host CPU is neither sampled nor this host's")
+		}
+	}
 	if res.Interrupted {
 		in.Warnings = append(in.Warnings, "interrupted: the answer covers only the levels listed")
 	}
@@ -195,7 +204,7 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 // level from its start (the previous level's end) to there. False when ctx
 // ended first or the relay did not answer.
 func holdLevel(ctx context.Context, s *report.Sampler, hold, interval time.Duration, start report.Snapshot, t0 time.Time,
-	clients int, slo report.SLO) (report.Level, report.Snapshot, bool) {
+	clients int, slo report.SLO, sameHost bool) (report.Level, report.Snapshot, bool) {
 	rampEnd := time.Now()
 	h, ok := scrapeAt(ctx, s, rampEnd.Add(hold/4), interval)
 	if !ok {
@@ -207,7 +216,7 @@ func holdLevel(ctx context.Context, s *report.Sampler, hold, interval time.Durat
 	}
 	since := func(t time.Time) float64 { return t.Sub(t0).Seconds() }
 	l := report.EvaluateLevel(report.LevelWindow{Clients: clients, Start: start, Hold: h, End: e,
-		FromS: since(start.At), HoldFromS: since(h.At), ToS: since(e.At)}, slo)
+		FromS: since(start.At), HoldFromS: since(h.At), ToS: since(e.At), ServerOnFleetHost: sameHost}, slo)
 	return l, e, true
 }
 
@@ -268,7 +277,7 @@ func (r *runner) capacityParams(cfg CapacityConfig) []report.Param {
 		{Name: "login interval", Value: f.LoginInterval.String()},
 		{Name: "pause", Value: fmt.Sprintf("%v every %d logins", f.Pause, f.PauseEvery)},
 		{Name: "target", Value: f.Target},
-		{Name: "relay metrics", Value: r.relayURL},
+		r.relayMetricsParam(),
 		{Name: "sampling interval", Value: cfg.Interval.String()},
 	}
 	if cfg.RelayProcess != "" {

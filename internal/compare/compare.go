@@ -29,6 +29,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -58,7 +59,10 @@ type Config struct {
 	// Out is the report directory.
 	Out string
 	// RelayMetrics is the relay's /metrics URL; empty means
-	// http://<target host>:9400/metrics.
+	// http://<target host>:9400/metrics for the reprise profile, and no
+	// server metrics at all for a server of another protocol (mosquitto,
+	// redis-server: they serve no relay /metrics), whose server columns are
+	// then absent from the report.
 	RelayMetrics string
 	// RelayProcess describes the relay when the command started it as a
 	// child process (its command line and pid), for the report; empty for
@@ -106,8 +110,8 @@ type runner struct {
 	cfg       Config
 	out       io.Writer
 	log       *zap.Logger
-	relayURL  string
-	localHost bool // relay on this machine: kernel drops mean something
+	relayURL  string // "": no server metrics (not the reprise relay)
+	localHost bool   // relay on this machine: kernel drops mean something
 	input     report.Input
 	results   []RunResult
 }
@@ -171,6 +175,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Generated: time.Now(),
 		Params:    r.params(),
 	}
+	if w := r.noServerMetrics(); w != "" {
+		r.input.Warnings = append(r.input.Warnings, w)
+	}
 	runErr := r.runAll(ctx)
 	res := Result{Dir: cfg.Out, Runs: r.results, Interrupted: ctx.Err() != nil}
 	if len(r.input.Runs) == 0 {
@@ -193,6 +200,38 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, runErr
 }
 
+// isReprise reports whether a fleet's profile is the bundled relay's
+// protocol, the only server whose /metrics compare knows by default.
+func isReprise(name string) bool { return name == "" || name == profile.Default }
+
+// serverTargets are the server's metrics to sample: none when it has no
+// relay /metrics.
+func (r *runner) serverTargets() []report.Target {
+	if r.relayURL == "" {
+		return nil
+	}
+	return []report.Target{{Role: report.RoleRelay, URL: r.relayURL}}
+}
+
+// noServerMetrics is the report's note for a run without server metrics;
+// "" when the server is sampled.
+func (r *runner) noServerMetrics() string {
+	if r.relayURL != "" {
+		return ""
+	}
+	return fmt.Sprintf("no server metrics: the target speaks --profile %s and --relay-metrics was not given, so the server's columns "+
+		"(its messages in and delivered, send Gbps, its CPU, slow-consumer disconnects, connections between runs) are absent; "+
+		"logins, latency, drops and CPU are the fleet's view", r.cfg.Fleet.Profile)
+}
+
+// relayMetricsParam is the report's line for the server's metrics.
+func (r *runner) relayMetricsParam() report.Param {
+	if r.relayURL == "" {
+		return report.Param{Name: "relay metrics", Value: "none (not the reprise relay; give --relay-metrics for a server that serves them)"}
+	}
+	return report.Param{Name: "relay metrics", Value: r.relayURL}
+}
+
 // useTarget works out the relay's metrics URL and whether it runs on
 // this machine.
 func (r *runner) useTarget() error {
@@ -201,7 +240,7 @@ func (r *runner) useTarget() error {
 		return fmt.Errorf("%w: --target %q: %v", ErrBadConfig, r.cfg.Fleet.Target, err)
 	}
 	r.relayURL = r.cfg.RelayMetrics
-	if r.relayURL == "" {
+	if r.relayURL == "" && isReprise(r.cfg.Fleet.Profile) {
 		r.relayURL = "http://" + net.JoinHostPort(host, "9400") + "/metrics"
 	}
 	if ip := net.ParseIP(host); (ip != nil && ip.IsLoopback()) || host == "localhost" {
@@ -225,7 +264,7 @@ func (r *runner) params() []report.Param {
 		{Name: "repeats", Value: strconv.Itoa(r.cfg.Repeat)},
 		{Name: "order", Value: "each repeat runs N:N then 1:N, so drift of the machine hits both alike"},
 		{Name: "target", Value: f.Target},
-		{Name: "relay metrics", Value: r.relayURL},
+		r.relayMetricsParam(),
 		{Name: "sampling interval", Value: r.cfg.Interval.String()},
 		{Name: "host", Value: fmt.Sprintf("%d CPUs, GOMAXPROCS %d, %s/%s, %s", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version())},
 	}
@@ -297,7 +336,7 @@ func (r *runner) runOne(ctx context.Context, scenario string, senders, rep int, 
 	if err != nil {
 		return fmt.Errorf("%s: %w", label(scenario, rep), err)
 	}
-	targets := append([]report.Target{{Role: report.RoleRelay, URL: r.relayURL}}, f.targets...)
+	targets := append(r.serverTargets(), f.targets...)
 	sampler, err := report.NewSampler(report.SamplerConfig{Targets: targets, Interval: r.cfg.Interval})
 	if err != nil {
 		f.close()
@@ -408,7 +447,10 @@ func collapse(warnings []string, prefix string) []string {
 // CPU and the host's as they are now; summed over shards).
 func (r *runner) baseline(ctx context.Context, fleetTargets []report.Target) report.Snapshot {
 	var base report.Snapshot
-	for _, ts := range [][]report.Target{fleetTargets, {{Role: report.RoleRelay, URL: r.relayURL}}} {
+	for _, ts := range [][]report.Target{fleetTargets, r.serverTargets()} {
+		if len(ts) == 0 {
+			continue
+		}
 		t := ts[0]
 		s, err := report.NewSampler(report.SamplerConfig{Targets: ts, Interval: r.cfg.Interval})
 		var snap report.Snapshot
@@ -435,12 +477,13 @@ func (r *runner) baseline(ctx context.Context, fleetTargets []report.Target) rep
 // most DrainTimeout; it returns a warning when the relay did not get there
 // (or could not be asked), "" when it did.
 func (r *runner) waitDrained(ctx context.Context, when string) string {
-	if ctx.Err() != nil {
-		// Interrupted: the user wants the report, not a wait.
+	if ctx.Err() != nil || r.relayURL == "" {
+		// Interrupted: the user wants the report, not a wait. Without
+		// server metrics there is no one to ask (the report says so).
 		return ""
 	}
 	s, err := report.NewSampler(report.SamplerConfig{
-		Targets:  []report.Target{{Role: report.RoleRelay, URL: r.relayURL}},
+		Targets:  r.serverTargets(),
 		Interval: r.cfg.Interval,
 	})
 	if err != nil {

@@ -15,6 +15,10 @@ type LevelWindow struct {
 	Clients               int // clients requested up to this level
 	Start, Hold, End      Snapshot
 	FromS, HoldFromS, ToS float64
+	// ServerOnFleetHost: the server runs on the fleet's host and has no
+	// metrics of its own, so the fleet's host CPU idle is the server
+	// host's too (the idle objective is judged on it).
+	ServerOnFleetHost bool
 }
 
 // Breach is one objective a level broke.
@@ -88,6 +92,9 @@ func EvaluateLevel(w LevelWindow, slo SLO) Level {
 			l.SendGbps = Num(delta(h.Relay.SentBytes, e.Relay.SentBytes) * 8 / 1e9 / dt)
 			l.RelayProcessCPUPct = Num(100 * delta(h.Relay.ProcessCPUSeconds, e.Relay.ProcessCPUSeconds) / dt)
 		}
+	}
+	if w.ServerOnFleetHost && !(s.Relay.Present && h.Relay.Present && e.Relay.Present) {
+		l.RelayCPUIdlePct = l.FleetCPUIdlePct
 	}
 	if s.Fleet.Present || s.Relay.Present {
 		l.Drops = Num(drops)
