@@ -111,4 +111,22 @@ func TestEvaluateLevel(t *testing.T) {
 	if len(reasons) != 3 || reasons[0] != ReasonDisconnects || reasons[1] != ReasonLoginFailures || reasons[2] != ReasonSaturated {
 		t.Errorf("breaches %v, want disconnects, login failures, saturated (idle 10 %% is not under 10 %%; the fleet's is under 20 %%)", l.Breaches)
 	}
+
+	// A server without metrics: its columns are absent and break nothing,
+	// except the host CPU idle of a server on the fleet's host, which is
+	// the fleet's.
+	for _, sameHost := range []bool{false, true} {
+		w := LevelWindow{Clients: 100, Start: start, Hold: hold, End: end, FromS: 0, HoldFromS: 5, ToS: 10, ServerOnFleetHost: sameHost}
+		for _, s := range []*Snapshot{&w.Start, &w.Hold, &w.End} {
+			s.Relay = RelayValues{}
+		}
+		l := EvaluateLevel(w, SLO{P99: time.Second, MaxDrops: -1, MaxLoginFailPct: -1, MinIdlePct: 50})
+		idle := float64(l.RelayCPUIdlePct)
+		if !math.IsNaN(float64(l.SendGbps)) || !math.IsNaN(float64(l.SlowConsumer)) || (sameHost && idle != 10) || (!sameHost && !math.IsNaN(idle)) {
+			t.Errorf("no server metrics, same host %v: send %v slow consumer %v idle %v", sameHost, l.SendGbps, l.SlowConsumer, idle)
+		}
+		if broke := len(l.Breaches) > 0 && l.Breaches[0].Reason == ReasonCPUIdle; broke != sameHost {
+			t.Errorf("no server metrics, same host %v: breaches %v", sameHost, l.Breaches)
+		}
+	}
 }
