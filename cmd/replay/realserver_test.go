@@ -33,11 +33,12 @@ func needTool(t *testing.T, name string) string {
 
 // debianPkg names the Debian package of each program the tests run.
 var debianPkg = map[string]string{
-	"mosquitto":     "mosquitto",
-	"mosquitto_sub": "mosquitto-clients",
-	"redis-server":  "redis-server",
-	"redis-cli":     "redis-tools",
-	"python3":       "python3",
+	"mosquitto":        "mosquitto",
+	"mosquitto_sub":    "mosquitto-clients",
+	"redis-server":     "redis-server",
+	"redis-cli":        "redis-tools",
+	"python3":          "python3",
+	"mosquitto_passwd": "mosquitto",
 }
 
 // python is Debian's python3, which has python3-paho-mqtt (a pyenv shim

@@ -2,16 +2,17 @@
 # python3-paho-mqtt) connects with a client id, subscribes to the room's
 # topic, publishes N messages 50 ms apart (16+ bytes: room for the fleet's
 # latency stamp), and disconnects.
-#   python3 mqttclient.py PORT tcp|websockets N [USER PASSWORD]
+#   python3 mqttclient.py PORT tcp|websockets N [USER PASSWORD [v5]]
 import sys, time
 import paho.mqtt.client as mqtt
 
 port, transport, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-c = mqtt.Client(client_id="rec-client-01", transport=transport)
+version = mqtt.MQTTv5 if len(sys.argv) > 6 and sys.argv[6] == "v5" else mqtt.MQTTv311
+c = mqtt.Client(client_id="rec-client-01", transport=transport, protocol=version)
 if len(sys.argv) > 5:
     c.username_pw_set(sys.argv[4], sys.argv[5])
 got = []
-c.on_message = lambda cl, u, m: got.append(m.payload)
+c.on_message = lambda cl, u, m, *props: got.append(m.payload)
 c.connect("127.0.0.1", port, keepalive=60)
 c.loop_start()
 time.sleep(0.2)
