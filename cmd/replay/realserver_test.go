@@ -28,7 +28,11 @@ import (
 // fails it in CI, where .ci/run installs them (testproc.NeedTool).
 func needTool(t *testing.T, name string) string {
 	t.Helper()
-	return testproc.NeedTool(t, name, debianPkg[name])
+	pkg, ok := debianPkg[name]
+	if !ok {
+		t.Fatalf("needTool: add %s's Debian package to debianPkg (and to .ci/run)", name)
+	}
+	return testproc.NeedTool(t, name, pkg)
 }
 
 // debianPkg names the Debian package of each program the tests run.
