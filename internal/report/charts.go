@@ -124,6 +124,10 @@ const legendW = 2.4 * vg.Inch
 // save draws the plot and its legend side by side into a PNG.
 func (c *chart) save(path string) error {
 	finite(c.Plot)
+	if _, ok := c.Y.Scale.(plot.LogScale); !ok {
+		// A little room above the highest line, off the frame.
+		c.Y.Max += 0.04 * (c.Y.Max - c.Y.Min)
+	}
 	img := vgimg.New(chartW, chartH)
 	dc := draw.New(img)
 	c.Plot.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
