@@ -102,6 +102,8 @@ type RunStats struct {
 	BytesReceived             Num             `json:"bytes_received"`
 	RelaySentBytes            Num             `json:"relay_sent_bytes"`
 	RelayReceivedBytes        Num             `json:"relay_received_bytes"`
+	RelayProcessCPUSeconds    Num             `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
+	FleetProcessCPUSeconds    Num             `json:"fleet_process_cpu_seconds"`
 	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
 	Linear                    Fit             `json:"fit_linear"`
 	Quadratic                 Fit             `json:"fit_quadratic"`
@@ -273,7 +275,8 @@ func AnalyzeRun(r Run) RunStats {
 	for _, p := range []*Num{&rs.LoginAttempts, &rs.LoginsSucceeded, &rs.LoginsFailed, &rs.MessagesSent,
 		&rs.MessagesReceived, &rs.BytesSent, &rs.BytesReceived, &rs.LatencyP50Ms, &rs.LatencyP99Ms,
 		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
-		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct} {
+		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct, &rs.RelayProcessCPUSeconds,
+		&rs.FleetProcessCPUSeconds} {
 		*p = nan
 	}
 	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
@@ -292,6 +295,9 @@ func AnalyzeRun(r Run) RunStats {
 		if numbered+lost > 0 {
 			rs.LossPct = Num(100 * lost / (numbered + lost))
 		}
+		if l.ProcessCPUSeconds > 0 {
+			rs.FleetProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
+		}
 	}
 	if f, l := first.Relay, last.Relay; f.Present && l.Present {
 		rs.SlowConsumerDisconnects = Num(delta(f.SlowConsumerDisconnects, l.SlowConsumerDisconnects))
@@ -299,6 +305,9 @@ func AnalyzeRun(r Run) RunStats {
 		rs.RelaySentBytes = Num(delta(f.SentBytes, l.SentBytes))
 		rs.RelayReceivedBytes = Num(delta(f.ReceivedBytes, l.ReceivedBytes))
 		rs.RelayUDPReceiveDrops = Num(delta(f.UDPReceiveDrops, l.UDPReceiveDrops))
+		if l.ProcessCPUSeconds > 0 {
+			rs.RelayProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
+		}
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
