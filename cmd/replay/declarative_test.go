@@ -235,4 +235,25 @@ func TestDeclarativeProfile(t *testing.T) {
 	if srv.badToken.Load() == 0 || res.sum.LoginsSucceeded == 0 {
 		t.Errorf("without the correlation the server refused %d messages (want > 0); logins %d", srv.badToken.Load(), res.sum.LoginsSucceeded)
 	}
+
+	// Receive-only clients heartbeat at the profile's heartbeat.interval
+	// unless --heartbeat says otherwise (the default, 60 s, would send
+	// none in 2 s).
+	fast := filepath.Join(t.TempDir(), "fast-heartbeat.yaml")
+	os.WriteFile(fast, bytes.Replace(b, []byte("interval: 5s"), []byte("interval: 300ms"), 1), 0o644)
+	for _, tc := range []struct {
+		args []string
+		min  int // heartbeats the fleet sent, at least
+		max  int
+	}{
+		{nil, 3 * 3, 3 * 8}, // 3 clients, 2 s at 300 ms (a loaded machine plays late)
+		{[]string{"--heartbeat", "0"}, 0, 0},
+	} {
+		res = replay(t, append([]string{"--profile", fast, "--capture", capPath, "--target", srv.addr(),
+			"--clients", "3", "--receive-only", "--login-interval", "5ms", "--duration", "2s"}, tc.args...)...)
+		mustOK(t, res)
+		if n := res.sum.FramesSent["heartbeat"]; n < int64(tc.min) || n > int64(tc.max) {
+			t.Errorf("receive-only %v: %d heartbeats, want %d to %d (frames %v)", tc.args, n, tc.min, tc.max, res.sum.FramesSent)
+		}
+	}
 }

@@ -137,7 +137,9 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.Var(session.LoopValue{Text: &c.Loop, Points: &c.LoopPoints}, "loop", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "replay speed factor (2: twice as fast)")
 	fs.BoolVar(&c.ReceiveOnly, "receive-only", false, "every client plays the login part, then only heartbeats and receives")
-	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval of receive-only clients (and after a script played once)")
+	fs.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, fmt.Sprintf("heartbeat interval of receive-only clients (and after a script played once); 0: none (default: the profile's heartbeat.interval, else %v)", fleet.DefaultHeartbeat))
+	// The default is the profile's: shown in the usage rather than as -1ns.
+	fs.Lookup("heartbeat").DefValue = "0s"
 	fs.StringVar(&c.UserIDFormat, "user-id-format", c.UserIDFormat, "user id of client i (fmt, one %d)")
 	fs.StringVar(&c.Room, "room", "", "room name (default: the recorded one)")
 	fs.IntVar(&c.RoomSize, "room-size", 0, "spread clients over rooms of M members, named <room>-<k> (0: one room)")

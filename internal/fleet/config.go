@@ -60,7 +60,9 @@ type Config struct {
 	LoopPoints *session.Loop
 	Speed      float64
 	// Heartbeat is the interval of receive-only clients' heartbeats (and of
-	// senders' after a script played once).
+	// senders' after a script played once); 0: none. HeartbeatDefault
+	// (DefaultConfig's) takes the profile's heartbeat.interval, or
+	// DefaultHeartbeat when the profile gives none.
 	Heartbeat time.Duration
 
 	UserIDFormat   string // fmt format with one %d: the client's index from 0
@@ -103,13 +105,33 @@ type Config struct {
 	DrainTimeout time.Duration
 }
 
+// HeartbeatDefault, as Config.Heartbeat, asks for the profile's heartbeat
+// interval (a profile file's heartbeat.interval), or DefaultHeartbeat.
+const HeartbeatDefault time.Duration = -1
+
+// DefaultHeartbeat is the heartbeat interval when neither the command line
+// nor the profile gives one.
+const DefaultHeartbeat = 60 * time.Second
+
+// heartbeat is the interval the clients use, given the profile's (0: it
+// has none).
+func (c *Config) heartbeat(profileInterval time.Duration) time.Duration {
+	switch {
+	case c.Heartbeat != HeartbeatDefault:
+		return c.Heartbeat
+	case profileInterval > 0:
+		return profileInterval
+	}
+	return DefaultHeartbeat
+}
+
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {
 	return Config{
 		Flow:          -1,
 		Clients:       1,
 		Speed:         1,
-		Heartbeat:     60 * time.Second,
+		Heartbeat:     HeartbeatDefault,
 		UserIDFormat:  "replay-%d",
 		LoginInterval: 8 * time.Second,
 		LoginTimeout:  10 * time.Second,
@@ -168,7 +190,7 @@ func (c *Config) validate() error {
 		return badf("--senders and --receive-only together: pick one")
 	case c.Speed <= 0:
 		return badf("--speed %v: must be positive", c.Speed)
-	case c.Heartbeat < 0:
+	case c.Heartbeat < 0 && c.Heartbeat != HeartbeatDefault:
 		return badf("--heartbeat %v: must not be negative", c.Heartbeat)
 	case c.RoomSize < 0:
 		return badf("--room-size %d: must not be negative", c.RoomSize)

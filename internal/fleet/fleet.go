@@ -137,6 +137,7 @@ func (f *Fleet) loadScript() error {
 	}
 	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
+	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
 	if prof.IsReprise {
 		err = f.loadReprise(loop)
 	} else {

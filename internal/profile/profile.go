@@ -416,6 +416,11 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 	return m, nil
 }
 
+// HeartbeatInterval is the profile's heartbeat.interval: how often a
+// receive-only client heartbeats when the command line does not say; 0
+// when the profile gives none.
+func (p *Profile) HeartbeatInterval() time.Duration { return p.hbInterval }
+
 func (p *Profile) clientKind(name string) int {
 	for i, k := range p.Kinds {
 		if k == name {
