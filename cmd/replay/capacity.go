@@ -3,10 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/reprise-harness/reprise/internal/compare"
 	"github.com/reprise-harness/reprise/internal/report"
@@ -22,7 +24,9 @@ func newCapacityCmd(st *state) *cobra.Command {
 		ff       fleetFlags
 		cc       compare.CapacityConfig
 		logLevel string
+		local    bool
 	)
+	fleetFS := pflag.NewFlagSet("fleet", pflag.ContinueOnError)
 	cc.SLO = report.DefaultSLO()
 	cmd := &cobra.Command{
 		Use:   "capacity --capture FILE --loop=A,B --start N --step N --max N --hold D [flags]",
@@ -59,6 +63,16 @@ func newCapacityCmd(st *state) *cobra.Command {
 				defer child.stop(st)
 				cc.Fleet.Target, cc.RelayMetrics, cc.RelayProcess = child.TCP, child.MetricsURL(), child.describe()
 			}
+			if cc.Shards > 1 {
+				if !local {
+					return usageError{errors.New("--shards runs local processes only for now: add --local")}
+				}
+				exe, err := os.Executable()
+				if err != nil {
+					return fmt.Errorf("--shards: find the replay binary: %w", err)
+				}
+				cc.Exe, cc.RunArgs = exe, shardRunArgs(fleetFS)
+			}
 			res, err := compare.RunCapacity(cmd.Context(), cc)
 			if errors.Is(err, compare.ErrBadConfig) {
 				return usageError{err}
@@ -81,7 +95,11 @@ func newCapacityCmd(st *state) *cobra.Command {
 		},
 	}
 	fs := cmd.Flags()
-	addFleetFlags(fs, &ff)
+	// The fleet flags in a set of their own, for the shard processes.
+	addFleetFlags(fleetFS, &ff)
+	fs.AddFlagSet(fleetFS)
+	fs.IntVar(&cc.Shards, "shards", 1, "run the fleet as N shard processes started together (with --local), sampling every shard's metrics")
+	fs.BoolVar(&local, "local", false, "the shards are local processes of this replay binary")
 	fs.IntVar(&cc.Start, "start", 50, "clients of the first level")
 	fs.IntVar(&cc.Step, "step", 25, "clients added by each level")
 	fs.IntVar(&cc.Max, "max", 2000, "clients of the last level: the search stops there at the latest")

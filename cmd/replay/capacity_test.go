@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
@@ -233,4 +234,59 @@ func TestCapacityInterrupt(t *testing.T) {
 	if !found {
 		t.Errorf("no interruption warning: %q", res.sum.Warnings)
 	}
+}
+
+// TestCapacityRoomCapShards: the search of TestCapacityRoomCap with its
+// fleet run as 2 local shard processes started together: every shard
+// waits at every level, the levels are judged on the sum of both shards'
+// metrics, both stop at the deciding level, and the answer is the same
+// (40, login failures); the shards' summaries merge into the report with
+// each shard's CPU idle.
+func TestCapacityRoomCapShards(t *testing.T) {
+	t.Parallel()
+	res := runCapacity(t, nil, "--shards", "2", "--local", "--senders", "2", "--loop=12s,48s",
+		"--start", "20", "--step", "20", "--max", "80", "--hold", "3s",
+		"--login-interval", "50ms", "--relay-flags", "--max-room-members 40",
+		"--slo", "p99=off,idle=off,fleet_idle=off,lag=off")
+	c := res.sum.Capacity
+	if c == nil {
+		t.Fatalf("no capacity in summary.json:\n%s", res.stdout)
+	}
+	if float64(c.Held) != 40 || c.Reason != report.ReasonLoginFailures || c.BrokeAt != 60 {
+		t.Errorf("answer: held %v, reason %v, broke at %d; want 40, login failures, 60\n%s\n%s", c.Held, c.Reason, c.BrokeAt, res.stdout, testproc.Tail(res.stderr, 30))
+	}
+	// Judged on both shards: level 20 and 40 saw all their logins, though
+	// each shard runs only half of them.
+	for _, l := range c.Levels {
+		if l.Clients <= 40 && float64(l.LoggedIn) != float64(l.Clients) {
+			t.Errorf("level %d: %v logged in, want all (the shards' metrics summed)", l.Clients, l.LoggedIn)
+		}
+	}
+	for i, in := range res.column(t, "logged_in") {
+		if in > 40 {
+			t.Errorf("logged in %v at sample %d: over the relay's cap", in, i)
+		}
+	}
+	if len(res.sum.Runs) != 1 {
+		t.Fatalf("%d runs in summary.json, want 1", len(res.sum.Runs))
+	}
+	var fs fleet.Summary
+	if err := json.Unmarshal(res.sum.Runs[0].FleetSummary, &fs); err != nil {
+		t.Fatalf("fleet summary: %v", err)
+	}
+	if len(fs.Shards) != 2 {
+		t.Fatalf("fleet summary has %d shards, want 2: %+v", len(fs.Shards), fs.Shards)
+	}
+	var logins int64
+	for _, s := range fs.Shards {
+		logins += s.LoginsSucceeded
+	}
+	// Stopped at the deciding level 60: no shard went on to 80.
+	if fs.LoginsSucceeded != 40 || logins != 40 || fs.LoginAttempts > 60 {
+		t.Errorf("merged logins %d (shards %d), attempts %d; want 40, 40, at most 60", fs.LoginsSucceeded, logins, fs.LoginAttempts)
+	}
+	if !strings.Contains(res.stderr, "fleet ran as 2 shards") || !strings.Contains(res.stderr, "% idle") {
+		t.Errorf("no line with each shard's CPU idle:\n%s", testproc.Tail(res.stderr, 30))
+	}
+	t.Logf("%s", res.stdout)
 }

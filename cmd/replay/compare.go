@@ -128,13 +128,13 @@ func newCompareCmd(st *state) *cobra.Command {
 }
 
 // shardRunArgs are the fleet flags given on the command line, for the
-// shard processes; compare sets the senders, target, duration and metrics
-// of each run itself.
+// shard processes; compare and capacity set the clients, senders, target,
+// duration and metrics of each run themselves.
 func shardRunArgs(fs *pflag.FlagSet) []string {
 	var args []string
 	fs.VisitAll(func(f *pflag.Flag) {
 		switch f.Name {
-		case "senders", "target", "duration", "metrics", "receive-only":
+		case "clients", "senders", "target", "duration", "metrics", "receive-only":
 			return
 		}
 		if f.Changed {

@@ -208,6 +208,7 @@ func newRunCmd(st *state) *cobra.Command {
 				return err
 			}
 			cfg.Shard = shard
+			cfg.Levels, cfg.LevelWait = sf.levels, sf.levelWait
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
 				return usageError{err}

@@ -27,6 +27,8 @@ type shardFlags struct {
 	barrierTimeout time.Duration
 	barrierLead    time.Duration
 	barrierServe   bool
+	levels         []int
+	levelWait      time.Duration
 }
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
@@ -39,6 +41,11 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	// Hidden: `replay compare --shards` coordinates its shards itself.
 	fs.BoolVar(&sf.barrierServe, "barrier-serve", true, "shard 0 serves the barrier (false: another program coordinates)")
 	fs.MarkHidden("barrier-serve")
+	// Hidden: `replay capacity --shards` has its shards wait at its levels.
+	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits --level-wait (a capacity search's levels)")
+	fs.DurationVar(&sf.levelWait, "level-wait", 0, "how long the ramp waits at each of --levels")
+	fs.MarkHidden("levels")
+	fs.MarkHidden("level-wait")
 }
 
 // resolve returns the shard, from --shard, or --shards and the index in

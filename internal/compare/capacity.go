@@ -35,6 +35,12 @@ type CapacityConfig struct {
 	Progress     io.Writer
 	Log          *zap.Logger
 	Params       []report.Param
+	// Shards, Exe and RunArgs run the fleet as local shard processes, as
+	// in Config: they wait a fixed time at each level (fleet.LevelWait)
+	// and this process judges each level on their common schedule.
+	Shards  int
+	Exe     string
+	RunArgs []string
 }
 
 // CapacityResult is what a capacity search produced.
@@ -56,6 +62,8 @@ func (c *CapacityConfig) check() error {
 		return fmt.Errorf("%w: --hold %v: must be positive", ErrBadConfig, c.Hold)
 	case c.Out == "":
 		return fmt.Errorf("%w: no output directory", ErrBadConfig)
+	case c.Shards > 1 && c.Exe == "":
+		return fmt.Errorf("%w: --shards needs the replay binary", ErrBadConfig)
 	}
 	return nil
 }
@@ -102,7 +110,8 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	if err := cfg.check(); err != nil {
 		return CapacityResult{}, err
 	}
-	r := &runner{cfg: Config{Fleet: cfg.Fleet, RelayMetrics: cfg.RelayMetrics, Interval: cfg.Interval}, out: cfg.Progress, log: cfg.Log}
+	r := &runner{cfg: Config{Fleet: cfg.Fleet, RelayMetrics: cfg.RelayMetrics, Interval: cfg.Interval,
+		Shards: cfg.Shards, Exe: cfg.Exe, RunArgs: cfg.RunArgs}, out: cfg.Progress, log: cfg.Log}
 	if err := r.useTarget(); err != nil {
 		return CapacityResult{}, err
 	}
@@ -128,40 +137,81 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	// A server on this host without metrics of its own: its host's CPU
 	// idle is the one the fleet measures.
 	sameHost := r.relayURL == "" && r.localHost
-	fc.AtLevel = func(rctx context.Context, n int) {
+	judge := func(rctx context.Context, n int) bool {
 		l, end, ok := holdLevel(rctx, sampler, cfg.Hold, cfg.Interval, *levelStart, base.At, n, cfg.SLO, sameHost)
 		if !ok {
-			return // interrupted or the relay stopped answering
+			return false // interrupted or the relay stopped answering
 		}
 		levels = append(levels, l)
 		printLevel(cfg.Progress, l)
 		if !l.OK() || n == cfg.Max {
 			stopSampling()
 			stopFleet()
-			return
+			return false
 		}
 		levelStart = &end
+		return true
 	}
-	f, err := fleet.New(fc)
+	if cfg.Shards > 1 {
+		// The shards cannot wait for this process: each waits the hold
+		// and time for the last scrape at every level.
+		fc.LevelWait = cfg.Hold + 2*cfg.Interval
+	} else {
+		fc.AtLevel = func(rctx context.Context, n int) { judge(rctx, n) }
+	}
+	fr, err := r.newFleet(fctx, fc, "capacity")
 	if err != nil {
 		return CapacityResult{}, err
 	}
 	fmt.Fprintf(cfg.Progress, "capacity: %s, levels %v, hold %v each, objectives %s\n", scenario, steps, cfg.Hold, cfg.SLO.String())
 	sampler, err = report.NewSampler(report.SamplerConfig{
-		Targets:  append([]report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}}, r.serverTargets()...),
+		Targets:  append(append([]report.Target(nil), fr.targets...), r.serverTargets()...),
 		Interval: cfg.Interval,
 	})
 	if err != nil {
-		f.Close()
+		fr.close()
 		return CapacityResult{}, err
 	}
-	base = r.baseline(ctx, []report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}})
 	start := time.Now().Add(200 * time.Millisecond)
+	if fr.start != nil {
+		if start, err = fr.start(ctx); err != nil {
+			stopFleet()
+			_, runErr := fr.run(ctx)
+			return CapacityResult{}, fmt.Errorf("capacity: shards did not start: %w", errors.Join(err, runErr))
+		}
+	}
+	base = r.baseline(ctx, fr.targets)
+	if fr.start != nil {
+		// Shards: their counters are zero until their common start.
+		time.Sleep(time.Until(start))
+	}
 	base.At = start
 	serc := make(chan report.Series, 1)
 	go func() { serc <- sampler.RunFrom(sampCtx, base) }()
-	fsum, ferr := f.RunAt(fctx, start)
+	judged := make(chan struct{})
+	if cfg.Shards > 1 {
+		// The shards reach level k at LevelAt(k) on their common clock.
+		go func() {
+			defer close(judged)
+			for k, n := range fc.Levels {
+				if !sleep(fctx, time.Until(start.Add(fc.LevelAt(k)))) || !judge(fctx, n) {
+					return
+				}
+			}
+		}()
+	} else {
+		close(judged)
+	}
+	var fsum fleet.Summary
+	var ferr error
+	if fr.start != nil {
+		fsum, ferr = fr.run(fctx)
+	} else {
+		fsum, ferr = fr.runAt(fctx, start)
+	}
 	stopSampling()
+	stopFleet() // a shard that ended early ends the judging too
+	<-judged
 	ser := <-serc
 	if ferr != nil && !errors.Is(ferr, context.Canceled) {
 		return CapacityResult{}, ferr
@@ -170,6 +220,10 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	capa := report.Decide(scenario, cfg.Max, levels, ser.Points, cfg.SLO)
 	run := report.Run{Scenario: scenario, Repeat: 1, Requested: cfg.Max, Started: start, Series: ser}
 	run.Warnings = append(run.Warnings, collapse(fd.sum.Warnings, "fleet: ")...)
+	if len(fd.sum.Shards) > 0 { // each shard's CPU idle, start and saturation
+		run.Warnings = append(run.Warnings, shardLine(fd.sum))
+		fmt.Fprintln(cfg.Progress, "capacity: "+shardLine(fd.sum))
+	}
 	if js, err := json.Marshal(fd.sum); err == nil {
 		run.FleetSummary = js
 	}

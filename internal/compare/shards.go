@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +25,8 @@ import (
 type fleetRun struct {
 	targets []report.Target
 	run     func(context.Context) (fleet.Summary, error)
+	// runAt, in process, runs it with its clock starting at an instant.
+	runAt func(context.Context, time.Time) (fleet.Summary, error)
 	close   func()
 	// start, for shards, waits for their common start instant.
 	start func(context.Context) (time.Time, error)
@@ -39,7 +42,7 @@ func (r *runner) newFleet(ctx context.Context, cfg fleet.Config, lbl string) (*f
 	if err != nil {
 		return nil, err
 	}
-	return &fleetRun{targets: []report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}}, run: f.Run, close: f.Close}, nil
+	return &fleetRun{targets: []report.Target{{Role: report.RoleFleet, Gatherer: f.Gatherer()}}, run: f.Run, runAt: f.RunAt, close: f.Close}, nil
 }
 
 // shardStartTimeout bounds how long the shard processes may take to load
@@ -80,12 +83,17 @@ func (r *runner) newShards(ctx context.Context, cfg fleet.Config, lbl string) (*
 		metrics := fmt.Sprintf("127.0.0.1:%d", ports[i])
 		args := append(append([]string(nil), r.cfg.RunArgs...),
 			"--target", cfg.Target,
+			"--clients", fmt.Sprint(cfg.Clients),
 			"--senders", fmt.Sprint(cfg.Senders),
+			"--receive-only="+fmt.Sprint(cfg.ReceiveOnly),
 			"--duration", cfg.Duration.String(),
 			"--metrics", metrics,
 			"--shard", fmt.Sprintf("%d/%d", i, n),
 			"--barrier", ln.Addr().String(), "--barrier-serve=false",
 			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		if len(cfg.Levels) > 0 { // a capacity search's step ramp
+			args = append(args, "--levels", intList(cfg.Levels), "--level-wait", cfg.LevelWait.String())
+		}
 		cmd := exec.CommandContext(procCtx, r.cfg.Exe, args...)
 		// Ctrl-C reaches the shards through the context: each stops
 		// cleanly and still writes its summary.
@@ -211,4 +219,13 @@ func shardLine(sum fleet.Summary) string {
 		skew = *sum.StartSkewMS
 	}
 	return fmt.Sprintf("fleet ran as %d shards (start skew %.1f ms): %s", len(sum.Shards), skew, strings.Join(parts, "; "))
+}
+
+// intList is ns as a comma-separated list.
+func intList(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
 }

@@ -82,9 +82,13 @@ type Config struct {
 	// Clients, one LoginInterval after the last), the ramp calls
 	// AtLevel(ctx, count) and goes on when it returns, its schedule
 	// shifted by the wait. A capacity search holds and judges each level
-	// in it, and cancels the run to stop. Not for sharded fleets.
-	Levels  []int
-	AtLevel func(ctx context.Context, attempts int)
+	// in it, and cancels the run to stop. Without AtLevel the ramp waits
+	// exactly LevelWait at each level instead, so that the shards of a
+	// fleet (each waiting when the level's count is due, whether or not
+	// it runs that client) keep one schedule (LevelAt).
+	Levels    []int
+	AtLevel   func(ctx context.Context, attempts int)
+	LevelWait time.Duration
 
 	// Metrics is the listen address of /metrics; empty disables it.
 	Metrics string
@@ -198,8 +202,10 @@ func (c *Config) validate() error {
 		return badf("durations must not be negative")
 	case c.MaxFrame < 0:
 		return badf("--max-frame %d: must not be negative", c.MaxFrame)
-	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && (c.AtLevel == nil || c.Shard.Sharded())):
-		return badf("levels %v: want increasing counts up to --clients %d, a function to call, and no shards", c.Levels, c.Clients)
+	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && (c.AtLevel == nil) == (c.LevelWait <= 0)):
+		return badf("levels %v: want increasing counts up to --clients %d, and either a function to call or a wait", c.Levels, c.Clients)
+	case c.AtLevel != nil && c.Shard.Sharded():
+		return badf("levels with a function to call: not for shards, which wait a fixed time")
 	case c.PauseEvery < 0:
 		return badf("--pause-every %d: must not be negative", c.PauseEvery)
 	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":

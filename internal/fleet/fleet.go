@@ -386,16 +386,27 @@ func (f *Fleet) ramp(ctx context.Context) error {
 	var first chan string   // until the first login's result is in
 	var shift time.Duration // the waits for AtLevel so far
 	levels := f.cfg.Levels
-	for i := range f.cfg.Shard.indexes(f.cfg.Clients) {
-		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)+shift), &first); err != nil || ctx.Err() != nil {
-			return err
-		}
-		if len(levels) > 0 && levels[0] == i {
-			shift += f.atLevel(ctx, i)
+	// atLevels waits at the levels due by client i (all: Clients); a
+	// shard waits at every level, whether or not it runs that client.
+	atLevels := func(i int) (bool, error) {
+		for len(levels) > 0 && levels[0] <= i {
+			if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(levels[0])+shift), &first); err != nil || ctx.Err() != nil {
+				return false, err
+			}
+			shift += f.atLevel(ctx, levels[0])
 			levels = levels[1:]
 			if ctx.Err() != nil {
-				return nil
+				return false, nil
 			}
+		}
+		return true, nil
+	}
+	for i := range f.cfg.Shard.indexes(f.cfg.Clients) {
+		if ok, err := atLevels(i); !ok {
+			return err
+		}
+		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)+shift), &first); err != nil || ctx.Err() != nil {
+			return err
 		}
 		c, err := f.newClient(i)
 		if err != nil {
@@ -413,11 +424,8 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			fmt.Fprintf(f.cfg.Out, "ramp: pausing %v after %d login attempts\n", f.cfg.Pause, (i/pe+1)*pe)
 		}
 	}
-	if len(levels) > 0 { // the last level: Clients
-		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(f.cfg.Clients)+shift), &first); err != nil || ctx.Err() != nil {
-			return err
-		}
-		f.atLevel(ctx, f.cfg.Clients)
+	if ok, err := atLevels(f.cfg.Clients); !ok { // the last level: Clients
+		return err
 	}
 	if first != nil {
 		return f.waitUntil(ctx, time.Now().Add(f.cfg.LoginTimeout+time.Second), &first)
@@ -426,8 +434,18 @@ func (f *Fleet) ramp(ctx context.Context) error {
 }
 
 // atLevel calls AtLevel with the attempts so far and returns how long it
-// took.
+// took; without AtLevel it waits LevelWait and returns exactly that, so
+// that every shard shifts its schedule alike.
 func (f *Fleet) atLevel(ctx context.Context, attempts int) time.Duration {
+	if f.cfg.AtLevel == nil {
+		t := time.NewTimer(f.cfg.LevelWait)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		return f.cfg.LevelWait
+	}
 	t0 := time.Now()
 	f.cfg.AtLevel(ctx, attempts)
 	return time.Since(t0)

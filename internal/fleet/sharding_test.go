@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -100,6 +101,48 @@ func TestLoginAt(t *testing.T) {
 	for i, w := range want {
 		if got := c.loginAt(i); got != w*time.Millisecond {
 			t.Errorf("loginAt(%d) = %v, want %v", i, got, w*time.Millisecond)
+		}
+	}
+}
+
+// TestLevelAt: the k-th level is reached when its count is due, shifted
+// by the waits at the levels before it.
+func TestLevelAt(t *testing.T) {
+	c := Config{LoginInterval: 100 * time.Millisecond, PauseEvery: 3, Pause: time.Second,
+		Levels: []int{2, 4, 6}, LevelWait: 5 * time.Second}
+	want := []time.Duration{200, 1300 + 5000, 2400 + 10000}
+	for k, w := range want {
+		if got := c.LevelAt(k); got != w*time.Millisecond {
+			t.Errorf("LevelAt(%d) = %v, want %v", k, got, w*time.Millisecond)
+		}
+	}
+}
+
+// TestLevelsConfig: levels need either a function or a fixed wait, and
+// shards only the fixed wait (they keep one schedule).
+func TestLevelsConfig(t *testing.T) {
+	at := func(context.Context, int) {}
+	sh := Shard{Index: 1, Count: 2}
+	for _, tc := range []struct {
+		name  string
+		at    func(context.Context, int)
+		wait  time.Duration
+		shard Shard
+		ok    bool
+	}{
+		{"function", at, 0, Shard{}, true},
+		{"wait", nil, time.Second, Shard{}, true},
+		{"wait, sharded", nil, time.Second, sh, true},
+		{"neither", nil, 0, Shard{}, false},
+		{"both", at, time.Second, Shard{}, false},
+		{"function, sharded", at, 0, sh, false},
+	} {
+		c := DefaultConfig()
+		c.Capture, c.Target, c.Clients = "x.pcap", "127.0.0.1:1", 10
+		c.Levels, c.AtLevel, c.LevelWait, c.Shard = []int{5, 10}, tc.at, tc.wait, tc.shard
+		err := c.validate()
+		if isLevelsErr := err != nil && strings.Contains(err.Error(), "levels"); isLevelsErr == tc.ok {
+			t.Errorf("%s: validate() = %v", tc.name, err)
 		}
 	}
 }
