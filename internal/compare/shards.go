@@ -27,7 +27,7 @@ type fleetRun struct {
 	run     func(context.Context) (fleet.Summary, error)
 	// runAt, in process, runs it with its clock starting at an instant.
 	runAt func(context.Context, time.Time) (fleet.Summary, error)
-	close   func()
+	close func()
 	// start, for shards, waits for their common start instant.
 	start func(context.Context) (time.Time, error)
 }
