@@ -172,7 +172,7 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 		fr.close()
 		return CapacityResult{}, err
 	}
-	start := time.Now().Add(200 * time.Millisecond)
+	var start time.Time
 	if fr.start != nil {
 		if start, err = fr.start(ctx); err != nil {
 			stopFleet()
@@ -184,6 +184,8 @@ func RunCapacity(ctx context.Context, cfg CapacityConfig) (CapacityResult, error
 	if fr.start != nil {
 		// Shards: their counters are zero until their common start.
 		time.Sleep(time.Until(start))
+	} else {
+		start = time.Now().Add(200 * time.Millisecond)
 	}
 	base.At = start
 	serc := make(chan report.Series, 1)
