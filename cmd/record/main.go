@@ -9,9 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
@@ -19,45 +17,17 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/capture/live"
-)
-
-// Exit codes, as every reprise command: 0 ok, 1 a failure at run time,
-// 2 bad usage, 130 a second interrupt.
-const (
-	exitFailure   = 1
-	exitUsage     = 2
-	exitInterrupt = 130
+	"github.com/reprise-harness/reprise/internal/cli"
 )
 
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal ends the capture with a valid file; a second
-		// one exits at once.
-		<-sig
-		cancel()
-		<-sig
-		fmt.Fprintln(os.Stderr, "record: interrupted")
-		os.Exit(exitInterrupt)
-	}()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "record:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(exitUsage)
-		}
-		os.Exit(exitFailure)
-	}
+	// The first signal ends the capture with a valid file; a second one
+	// exits at once.
+	cli.Main("record", "", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stderr) })
 }
 
 // usageError marks bad arguments (exit 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func usageError(err error) error { return cli.UsageError{Err: err} }
 
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	root := &cobra.Command{
@@ -67,18 +37,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(*cobra.Command, []string) error {
-			return usageError{errors.New("say what to do: record live or record proxy (--help for more)")}
+			return usageError(errors.New("say what to do: record live or record proxy (--help for more)"))
 		},
 	}
 	root.SetErr(stderr)
 	root.AddCommand(liveCmd(ctx, stderr), proxyCmd(ctx, stderr))
 	root.SetArgs(args)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	for _, c := range append(root.Commands(), root) {
 		check := c.Args
 		c.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			return nil
 		}
@@ -86,7 +56,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	err := root.Execute()
 	// cobra's own "required flag" check is a usage error too.
 	if err != nil && strings.Contains(err.Error(), "required flag") {
-		return usageError{err}
+		return usageError(err)
 	}
 	return err
 }
@@ -108,7 +78,7 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Port, cfg.Progress = port, stderr
 			if cfg.Proto != "" && cfg.Proto != "both" && cfg.Proto != "tcp" && cfg.Proto != "udp" {
-				return usageError{fmt.Errorf("--proto %q: want tcp, udp or both", cfg.Proto)}
+				return usageError(fmt.Errorf("--proto %q: want tcp, udp or both", cfg.Proto))
 			}
 			res, err := live.Run(ctx, cfg)
 			if err != nil {

@@ -4,13 +4,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -19,46 +16,18 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/relay"
 )
 
-// Exit codes, as every reprise command: 0 ok, 1 a failure at run time,
-// 2 bad usage, 130 a second interrupt.
-const (
-	exitFailure   = 1
-	exitUsage     = 2
-	exitInterrupt = 130
-)
-
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal shuts down cleanly (clients get shutting_down);
-		// a second one exits at once.
-		<-sig
-		cancel()
-		<-sig
-		fmt.Fprintln(os.Stderr, "relay: interrupted")
-		os.Exit(exitInterrupt)
-	}()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "relay:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(exitUsage)
-		}
-		os.Exit(exitFailure)
-	}
+	// The first signal shuts down cleanly (clients get shutting_down); a
+	// second one exits at once.
+	cli.Main("relay", "", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 }
 
 // usageError marks bad arguments (exit 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func usageError(err error) error { return cli.UsageError{Err: err} }
 
 // run parses args, starts the relay and serves until ctx ends. It prints
 // one "listening ..." line with the bound addresses to stdout (tests read
@@ -108,10 +77,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	cmd.Args = func(_ *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usageError{fmt.Errorf("unexpected argument %q (flags only)", args[0])}
+			return usageError(fmt.Errorf("unexpected argument %q (flags only)", args[0]))
 		}
 		return nil
 	}

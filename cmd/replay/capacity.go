@@ -39,12 +39,12 @@ func newCapacityCmd(st *state) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, name := range []string{"clients", "duration"} {
 				if cmd.Flags().Changed(name) {
-					return usageError{fmt.Errorf("--%s: the levels set it here (--start, --step, --max, --hold)", name)}
+					return usageError(fmt.Errorf("--%s: the levels set it here (--start, --step, --max, --hold)", name))
 				}
 			}
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			defer log.Sync()
 			if cc.Fleet, err = ff.config(st.stderr); err != nil {
@@ -65,7 +65,7 @@ func newCapacityCmd(st *state) *cobra.Command {
 			}
 			if cc.Shards > 1 {
 				if !local {
-					return usageError{errors.New("--shards runs local processes only for now: add --local")}
+					return usageError(errors.New("--shards runs local processes only for now: add --local"))
 				}
 				exe, err := os.Executable()
 				if err != nil {
@@ -75,7 +75,7 @@ func newCapacityCmd(st *state) *cobra.Command {
 			}
 			res, err := compare.RunCapacity(cmd.Context(), cc)
 			if errors.Is(err, compare.ErrBadConfig) {
-				return usageError{err}
+				return usageError(err)
 			}
 			if res.Summary.Runs == nil {
 				return err

@@ -38,7 +38,7 @@ func newCompareCmd(st *state) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			defer log.Sync()
 			if cc.Fleet, err = ff.config(st.stderr); err != nil {
@@ -63,7 +63,7 @@ func newCompareCmd(st *state) *cobra.Command {
 			cc.Params = []report.Param{{Name: "flags", Value: setFlags(cmd)}}
 			if cc.Shards > 1 {
 				if !local {
-					return usageError{errors.New("--shards runs local processes only for now: add --local")}
+					return usageError(errors.New("--shards runs local processes only for now: add --local"))
 				}
 				exe, err := os.Executable()
 				if err != nil {
@@ -73,7 +73,7 @@ func newCompareCmd(st *state) *cobra.Command {
 			}
 			res, err := compare.Run(cmd.Context(), cc)
 			if errors.Is(err, compare.ErrBadConfig) {
-				return usageError{err}
+				return usageError(err)
 			}
 			if res.Summary.Runs == nil {
 				return err

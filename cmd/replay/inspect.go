@@ -101,7 +101,7 @@ func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
 			}
 		}
 	case flow >= len(c.Flows):
-		return usageError{fmt.Errorf("--flow %d: the capture has %d flows", flow, len(c.Flows))}
+		return usageError(fmt.Errorf("--flow %d: the capture has %d flows", flow, len(c.Flows)))
 	default:
 		fl = c.Flows[flow]
 	}
@@ -132,10 +132,10 @@ func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
 func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 	prof, err := profile.Lookup(po.name)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, usageError(err)
 	}
 	if prof.IsReprise {
-		return nil, usageError{fmt.Errorf("--profile reprise: use replay inspect without --profile")}
+		return nil, usageError(fmt.Errorf("--profile reprise: use replay inspect without --profile"))
 	}
 	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
 	if c == nil {
@@ -186,7 +186,7 @@ func newProfileCmd(st *state) *cobra.Command {
 		RunE: func(_ *cobra.Command, args []string) error {
 			po.name = args[0]
 			if capturePath == "" {
-				return usageError{fmt.Errorf("--capture is required")}
+				return usageError(fmt.Errorf("--capture is required"))
 			}
 			reports, err := po.inspect(capturePath)
 			if err != nil {

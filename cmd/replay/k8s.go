@@ -32,15 +32,15 @@ func newK8sCmd(st *state) *cobra.Command {
 			addFleetFlags(fs, &ff)
 			fs.SetOutput(st.stderr)
 			if err := fs.Parse(args); err != nil {
-				return usageError{fmt.Errorf("replay run flags after --: %w", err)}
+				return usageError(fmt.Errorf("replay run flags after --: %w", err))
 			}
 			if fs.NArg() > 0 {
-				return usageError{fmt.Errorf("replay run flags after --: unexpected %q", fs.Arg(0))}
+				return usageError(fmt.Errorf("replay run flags after --: unexpected %q", fs.Arg(0)))
 			}
 			p.RunArgs, p.Clients = args, ff.cfg.Clients
 			files, err := k8s.Render(p)
 			if err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			return k8s.Write(files, out, st.stdout)
 		},

@@ -6,15 +6,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,52 +20,23 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
 
-// Exit codes.
-const (
-	exitFailure   = 1
-	exitUsage     = 2
-	exitInterrupt = 130
-)
-
 func main() {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		// The first signal stops the run cleanly (summary still written);
-		// a second one exits at once.
-		<-sig
-		fmt.Fprintln(os.Stderr, "replay: stopping: what ran so far follows (Ctrl-C again to exit now)")
-		cancel()
-		<-sig
-		fmt.Fprintln(os.Stderr, "replay: interrupted")
-		os.Exit(exitInterrupt)
-	}()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "replay:", err)
-		os.Exit(exitCode(err))
-	}
+	// The first signal stops the run cleanly (summary still written); a
+	// second one exits at once. A configuration the fleet refuses is bad
+	// usage.
+	cli.Main("replay", "stopping: what ran so far follows (Ctrl-C again to exit now)",
+		func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) },
+		fleet.ErrBadConfig)
 }
 
 // usageError marks bad arguments (exit code 2).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) || errors.Is(err, fleet.ErrBadConfig) {
-		return exitUsage
-	}
-	return exitFailure
-}
+func usageError(err error) error { return cli.UsageError{Err: err} }
 
 // state is what every command needs from the process.
 type state struct {
@@ -88,7 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	usageArgs(root)
 	return root.ExecuteContext(ctx)
 }
@@ -99,7 +67,7 @@ func usageArgs(cmd *cobra.Command) {
 	if check := cmd.Args; check != nil {
 		cmd.Args = func(c *cobra.Command, args []string) error {
 			if err := check(c, args); err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			return nil
 		}
@@ -164,7 +132,7 @@ func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 	c := ff.cfg
 	secret, warnings, err := ff.secret.Load(os.Getenv)
 	if err != nil {
-		return c, usageError{err}
+		return c, usageError(err)
 	}
 	c.AuthSecret = string(secret)
 	for _, w := range warnings {
@@ -211,7 +179,7 @@ func newRunCmd(st *state) *cobra.Command {
 			cfg.Levels, cfg.LevelWait = sf.levels, sf.levelWait
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			defer log.Sync()
 			cfg.Log, cfg.Out = log, st.stderr
@@ -224,10 +192,10 @@ func newRunCmd(st *state) *cobra.Command {
 			}
 			if cfg.Target == "" {
 				if cfg.Profile != "" && cfg.Profile != profile.Default {
-					return usageError{fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", cfg.Profile)}
+					return usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", cfg.Profile))
 				}
 				if cfg.Shard.Sharded() {
-					return usageError{fmt.Errorf("--shard/--shards need --target: every shard must load the same relay")}
+					return usageError(fmt.Errorf("--shard/--shards need --target: every shard must load the same relay"))
 				}
 				path, err := relayLogPath(relayLog, summary)
 				if err != nil {

@@ -35,7 +35,7 @@ func newMergeCmd(st *state) *cobra.Command {
 			}
 			m, err := fleet.Merge(sums)
 			if errors.Is(err, fleet.ErrMerge) {
-				return usageError{err}
+				return usageError(err)
 			}
 			if err != nil {
 				return err
@@ -72,5 +72,5 @@ func loadSummary(path string) (fleet.Summary, error) {
 			return s, nil
 		}
 	}
-	return s, usageError{fmt.Errorf("%s: not a replay summary, nor a log with one: %v", path, jerr)}
+	return s, usageError(fmt.Errorf("%s: not a replay summary, nor a log with one: %v", path, jerr))
 }

@@ -53,16 +53,16 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 func (sf *shardFlags) resolve() (fleet.Shard, error) {
 	switch {
 	case sf.shard.Count > 0 && sf.shards > 0 && sf.shards != sf.shard.Count:
-		return fleet.Shard{}, usageError{fmt.Errorf("--shard %v and --shards %d disagree", sf.shard, sf.shards)}
+		return fleet.Shard{}, usageError(fmt.Errorf("--shard %v and --shards %d disagree", sf.shard, sf.shards))
 	case sf.shard.Count > 0:
 		return sf.shard, nil
 	case sf.shards < 0:
-		return fleet.Shard{}, usageError{fmt.Errorf("--shards %d: must be positive", sf.shards)}
+		return fleet.Shard{}, usageError(fmt.Errorf("--shards %d: must be positive", sf.shards))
 	case sf.shards > 0:
 		return fleet.ShardFromIndex(sf.shards, indexEnv, os.Getenv(indexEnv))
 	}
 	if sf.barrier != "" {
-		return fleet.Shard{}, usageError{fmt.Errorf("--barrier needs --shard or --shards")}
+		return fleet.Shard{}, usageError(fmt.Errorf("--barrier needs --shard or --shards"))
 	}
 	return fleet.Shard{}, nil
 }
@@ -82,11 +82,11 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	s.stop = func() {}
 	if sf.startAt != "" {
 		if sf.barrier != "" {
-			return time.Time{}, usageError{fmt.Errorf("--start-at and --barrier: pick one")}
+			return time.Time{}, usageError(fmt.Errorf("--start-at and --barrier: pick one"))
 		}
 		t, err := time.Parse(time.RFC3339Nano, sf.startAt)
 		if err != nil {
-			return time.Time{}, usageError{fmt.Errorf("--start-at %q: want RFC 3339, e.g. 2026-11-22T18:00:00Z", sf.startAt)}
+			return time.Time{}, usageError(fmt.Errorf("--start-at %q: want RFC 3339, e.g. 2026-11-22T18:00:00Z", sf.startAt))
 		}
 		return t, nil
 	}
@@ -95,7 +95,7 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	}
 	_, port, err := net.SplitHostPort(sf.barrier)
 	if err != nil {
-		return time.Time{}, usageError{fmt.Errorf("--barrier %q: want host:port", sf.barrier)}
+		return time.Time{}, usageError(fmt.Errorf("--barrier %q: want host:port", sf.barrier))
 	}
 	if s.shard.Index == 0 && sf.barrierServe {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", port))

@@ -13,36 +13,23 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/client"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "vrclient:", err)
-		var u usageError
-		if errors.As(err, &u) {
-			os.Exit(2)
-		}
-		os.Exit(1)
-	}
+	cli.Main("vrclient", "", func(ctx context.Context) error { return run(ctx, os.Args[1:], os.Stderr) })
 }
 
 // usageError marks bad arguments (exit 2, as every reprise command).
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+func usageError(err error) error { return cli.UsageError{Err: err} }
 
 type options struct {
 	target, transport, room, user, sentLog, secret string
@@ -60,18 +47,18 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		SilenceErrors: true,
 		RunE: func(*cobra.Command, []string) error {
 			if err := o.check(); err != nil {
-				return usageError{err}
+				return usageError(err)
 			}
 			return play(ctx, o, stderr)
 		},
 	}
 	cmd.SetArgs(args)
 	cmd.SetErr(stderr)
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	check := cmd.Args
 	cmd.Args = func(c *cobra.Command, a []string) error {
 		if err := check(c, a); err != nil {
-			return usageError{err}
+			return usageError(err)
 		}
 		return nil
 	}

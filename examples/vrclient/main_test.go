@@ -3,8 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/cli"
 )
 
 // TestUsage: --help succeeds; bad flags and values are usage errors (exit 2).
@@ -14,8 +15,7 @@ func TestUsage(t *testing.T) {
 		t.Errorf("--help: %v", err)
 	}
 	for _, args := range [][]string{{"--bogus"}, {"--transport", "sctp"}, {"extra"}, {"--duration", "soon"}} {
-		var u usageError
-		if err := run(context.Background(), args, &out); !errors.As(err, &u) {
+		if err := run(context.Background(), args, &out); cli.Code(err) != cli.ExitUsage {
 			t.Errorf("%v: %v, want a usage error", args, err)
 		}
 	}
