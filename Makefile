@@ -5,19 +5,26 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare captures observe clean
+.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare captures observe clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/vrclient
 
+## deps-demo, deps-test: install the Debian packages (scripts/debian-packages) the
+## target needs when missing, as root; otherwise print the command and exit 2.
+deps-demo deps-test: deps-%:
+	./scripts/deps.sh $*
+
 ## demo: the main job on the bundled capture against a relay child process.
-demo: build
+demo: deps-demo
+	$(MAKE) build
 	./scripts/demo.sh
 
 ## test: vet, staticcheck, race tests, and every fuzz target for $(FUZZTIME).
-test: check fuzz
+test: deps-test
+	$(MAKE) check fuzz
 
 check: vet staticcheck race timing
 

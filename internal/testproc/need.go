@@ -21,7 +21,7 @@ func NeedTool(t testing.TB, name, debianPkg string) string {
 	if err == nil {
 		return path
 	}
-	Unavailable(t, "%s not installed (apt-get install %s; .ci/run installs it)", name, debianPkg)
+	Unavailable(t, "%s not installed (apt-get install %s; make test installs scripts/debian-packages)", name, debianPkg)
 	return ""
 }
 
