@@ -202,6 +202,12 @@ func refusal(code wire.ErrorCode, text string) *wire.Error {
 // with the shard locked.
 func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 	s := c.s
+	if !c.isUDP() && c.out.isClosing() {
+		// Replaced or refused while its reader was still handling a read:
+		// a connection being closed joins nothing, or it would take the
+		// user id back from the member that replaced it.
+		return nil
+	}
 	if c.room != nil {
 		s.m.Rejected(wire.ErrAlreadyJoined.String())
 		return refusal(wire.ErrAlreadyJoined, "this connection is in room "+strconv.Quote(c.room.Name())+" already")
@@ -340,6 +346,7 @@ func (c *client) leave() {
 	if !c.gone { // a replaced client's user id is someone else's now
 		c.notifyLeft(sh, rm, c.user)
 	}
+	c.gone = false // it is in no room now: a later join makes it a member again
 	sh.Unlock()
 	c.room, c.shard = nil, nil
 	c.joined.Store(false)
