@@ -46,6 +46,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			if c == nil {
 				return err
 			}
+			if ferr := po.checkFlow(len(c.Flows)); ferr != nil {
+				return ferr
+			}
 			interrupted := err != nil && cmd.Context().Err() != nil
 			if frames {
 				if werr := writeFrames(st, c, po.flow, asJSON); werr != nil {
@@ -53,6 +56,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 				}
 			} else {
 				s := capture.Inspect(c)
+				if po.flow >= 0 {
+					s.Flows = s.Flows[po.flow : po.flow+1]
+				}
 				if err != nil {
 					// Partial capture: show what was read, the break as a warning.
 					s.Warnings = append(s.Warnings, err.Error())
@@ -125,7 +131,30 @@ func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
 	}
 	f.StringVar(&po.user, "recorded-user", "", "the recorded user id, when the profile cannot place it")
 	f.StringVar(&po.room, "recorded-room", "", "the recorded room, when the profile cannot place it")
-	f.IntVar(&po.flow, "flow", -2, "only this flow (index); default: every flow with client data")
+	f.IntVar(&po.flow, "flow", flowAll, "only this flow (index, as listed by replay inspect); default: every flow with client data")
+}
+
+// flowAll is --flow's default in inspect and profile check: every flow
+// (--frames: the longest).
+const flowAll = -2
+
+// checkFlow refuses a --flow the capture of n flows does not have, rather
+// than showing another flow.
+func (po *profileOpts) checkFlow(n int) error {
+	if po.flow == flowAll || (po.flow >= 0 && po.flow < n) {
+		return nil
+	}
+	if n == 0 {
+		return usageError(fmt.Errorf("--flow %d: the capture has no flows", po.flow))
+	}
+	return usageError(fmt.Errorf("--flow %d: the capture has %d flow%s (0 to %d)", po.flow, n, plural(n), n-1))
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 // inspect reads a capture through the profile and reports on its flows.
@@ -139,6 +168,9 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 	}
 	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
 	if c == nil {
+		return nil, err
+	}
+	if err := po.checkFlow(len(c.Flows)); err != nil {
 		return nil, err
 	}
 	var out []*profile.Report

@@ -55,7 +55,11 @@ func newK8sCmd(st *state) *cobra.Command {
 	f.IntVar(&p.BaseMemoryMiB, "memory-base", p.BaseMemoryMiB, "MiB of memory requested per shard besides its clients")
 	f.StringVar(&p.CPU, "cpu", p.CPU, "CPU request of each shard")
 	f.BoolVar(&p.Relay, "relay", false, "also render the bundled relay (Deployment and Service) and target it")
-	f.StringSliceVar(&p.RelayArgs, "relay-arg", nil, "extra relay flag (repeatable)")
+	// --relay-flags as in replay, compare and capacity: split on spaces,
+	// repeatable; --relay-arg is its old name, kept hidden.
+	f.Var((*argList)(&p.RelayArgs), "relay-flags", `extra flags for the relay, split on spaces (e.g. "--max-room-members 40")`)
+	f.Var((*argList)(&p.RelayArgs), "relay-arg", "old name of --relay-flags")
+	f.MarkHidden("relay-arg")
 	f.StringVar(&p.RelayCPU, "relay-cpu", p.RelayCPU, "CPU request of the relay")
 	f.StringVar(&p.RelayMemory, "relay-memory", p.RelayMemory, "memory request and limit of the relay")
 	f.StringVar(&out, "out", "", "write fleet.yaml (and relay.yaml) into this directory instead of stdout")

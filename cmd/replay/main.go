@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -57,8 +58,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
+	groupsNeedSubcommand(root)
 	usageArgs(root)
 	return root.ExecuteContext(ctx)
+}
+
+// groupsNeedSubcommand makes each command group below the root (profile,
+// k8s: commands that only hold subcommands) refuse a missing or unknown
+// subcommand with one line and exit 2; cobra would print the group's help
+// and exit 0.
+func groupsNeedSubcommand(root *cobra.Command) {
+	for _, cmd := range root.Commands() {
+		if cmd.Runnable() || !cmd.HasSubCommands() {
+			continue
+		}
+		cmd.Args = cobra.ArbitraryArgs
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		cmd.RunE = func(c *cobra.Command, args []string) error {
+			var names []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() {
+					names = append(names, sub.Name())
+				}
+			}
+			known := strings.Join(names, ", ")
+			if len(args) == 0 {
+				return usageError(fmt.Errorf("%s needs a subcommand: %s (--help for more)", c.CommandPath(), known))
+			}
+			return usageError(fmt.Errorf("unknown command %q for %q (known: %s)", args[0], c.CommandPath(), known))
+		}
+		groupsNeedSubcommand(cmd)
+	}
 }
 
 // usageArgs makes argument errors of cmd and its subcommands usage
@@ -135,6 +165,11 @@ func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 		return c, usageError(err)
 	}
 	c.AuthSecret = string(secret)
+	// The fleet reads a zero speed as "not set" (1); typed on the command
+	// line it is a mistake like any other speed that is not positive.
+	if c.Speed <= 0 || math.IsNaN(c.Speed) || math.IsInf(c.Speed, 0) {
+		return c, usageError(fmt.Errorf("--speed %v: must be a positive factor (1: as recorded, 2: twice as fast)", c.Speed))
+	}
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "replay: warning:", w)
 	}

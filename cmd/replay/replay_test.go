@@ -389,6 +389,8 @@ func TestExitCodes(t *testing.T) {
 		{"source ip not local", []string{"--capture", path, "--source-ips", "192.0.2.7"}, 2, "not an address of this host"},
 		{"profile without target", []string{"--capture", path, "--profile", "mqtt"}, 2, "needs --target"},
 		{"unknown profile", []string{"--capture", path, "--profile", "nosuch", "--target", "127.0.0.1:1"}, 2, "not a built-in profile"},
+		{"zero speed", []string{"--capture", path, "--speed", "0"}, 2, "--speed 0: must be a positive factor"},
+		{"negative speed", []string{"--capture", path, "--speed", "-2"}, 2, "--speed -2: must be a positive factor"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -721,6 +723,10 @@ func TestInspectUsage(t *testing.T) {
 		{[]string{"inspect", "--frames", "--flow", "7", path}, 2, "--flow 7"},
 		{[]string{"inspect", "--bogus", path}, 2, "unknown flag"},
 		{[]string{"inspect", "/nonexistent.pcap"}, 1, "no such file"},
+		// A flow the file does not have is refused, not replaced by flow 0.
+		{[]string{"inspect", "--flow", "5", path}, 2, "--flow 5: the capture has 1 flow (0 to 0)"},
+		{[]string{"inspect", "--flow", "-3", path}, 2, "--flow -3"},
+		{[]string{"inspect", "--json", "--flow", "1", path}, 2, "--flow 1"},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bins["replay"], tt.args...)
@@ -729,6 +735,56 @@ func TestInspectUsage(t *testing.T) {
 		cmd.Run()
 		if code := cmd.ProcessState.ExitCode(); code != tt.code || !strings.Contains(errb.String(), tt.msg) {
 			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.msg)
+		}
+	}
+}
+
+// TestCommandGroupUsage: a command group (profile, k8s) given no or an
+// unknown subcommand exits 2 with one line naming the ones it has, as an
+// unknown top-level command does.
+func TestCommandGroupUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"profile", "show", "x"}, `unknown command "show" for "replay profile" (known: check)`},
+		{[]string{"profile", "nosuch"}, `unknown command "nosuch" for "replay profile" (known: check)`},
+		{[]string{"profile"}, "replay profile needs a subcommand: check"},
+		{[]string{"k8s", "nosuch"}, `unknown command "nosuch" for "replay k8s" (known: render)`},
+		{[]string{"nosuch"}, `unknown command "nosuch" for "replay"`},
+	}
+	for _, tt := range tests {
+		cmd := exec.Command(bins["replay"], tt.args...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		cmd.Run()
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		if code := cmd.ProcessState.ExitCode(); code != 2 || len(lines) != 1 || !strings.Contains(lines[0], tt.msg) || out.Len() > 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 and the one line %q", tt.args, code, out.String(), errb.String(), tt.msg)
+		}
+	}
+}
+
+// TestK8sRelayFlags: k8s render takes --relay-flags as replay, compare and
+// capacity do (split on spaces); --relay-arg, its old name, still works.
+func TestK8sRelayFlags(t *testing.T) {
+	t.Parallel()
+	for _, flags := range [][]string{
+		{"--relay-flags", "--max-room-members 40 --max-pending 2097152"},
+		{"--relay-arg", "--max-room-members", "--relay-arg", "40", "--relay-flags", "--max-pending 2097152"},
+	} {
+		cmd := exec.Command(bins["replay"], append(append([]string{"k8s", "render", "--relay"}, flags...), "--", "--clients", "8")...)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v: %s", flags, err, errb.String())
+		}
+		y := out.String()
+		for _, want := range []string{"--max-room-members", `"40"`, "--max-pending", `"2097152"`} {
+			if !strings.Contains(y, want) {
+				t.Errorf("%v: the relay's args lack %s:\n%s", flags, want, y)
+			}
 		}
 	}
 }
