@@ -76,6 +76,8 @@ type client struct {
 	replies bool
 	rw      *rawWriter // the reader's, for replies (under wmu)
 	wsr     *profile.WSReader
+	// wsScratch holds replies while feedWS frames them (the reader's).
+	wsScratch []byte
 	// confirming re-sends the UDP session's confirmation until the relay
 	// answers (set and stopped by the reader).
 	confirming *confirmer
@@ -100,6 +102,9 @@ type client struct {
 	// first holds the first bytes received before joined (the reader's
 	// only), quoted when the target turns out not to speak the protocol.
 	first []byte
+	// loginSent: a login failure from now on is labelled with the login
+	// step it failed in (the reader's).
+	loginSent bool
 }
 
 // firstBytes is how many of a login's first received bytes are kept.
@@ -150,7 +155,7 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 		c.loginFailed("write_error", res)
 		return
 	}
-	if c.udp {
+	if c.udp && len(login) > 0 {
 		c.retry = newJoinRetry(deadline, login)
 		conn.SetReadDeadline(c.retry.readDeadline(time.Now()))
 	}
@@ -173,6 +178,9 @@ func report(res chan<- string, reason string) {
 }
 
 func (c *client) loginFailed(reason string, res chan<- string) {
+	if step := c.pc.LoginStage(); c.loginSent && step != "" {
+		reason = step + "_" + reason
+	}
 	c.f.stats.failed.add(reason)
 	c.f.log.Debug("login failed")
 	if reason == "port_exhausted" {
@@ -316,12 +324,17 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reaso
 		e := ev.Error
 		c.lastErr.Store(&e)
 	}
-	if len(ev.Reply) > 0 && !c.reply(ev) {
-		if !c.joined.Load() {
-			c.loginFailed("write_error", res)
-			return "", true
+	if len(ev.Reply) > 0 {
+		if !c.reply(ev) {
+			if !c.joined.Load() {
+				c.loginFailed("write_error", res)
+				return "", true
+			}
+			return "write_error", true
 		}
-		return "write_error", true
+		for _, r := range ev.Replies {
+			cnt.sentFrames[r.Kind].Add(1)
+		}
 	}
 	if ev.Failed != "" && !c.joined.Load() {
 		c.loginFailed(ev.Failed, res)
@@ -342,8 +355,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reaso
 	}
 	if err != nil {
 		reason := reasonProtocol
-		if errors.Is(err, errWSClosed) {
-			reason = "closed_by_relay"
+		var wc *wsClosed
+		if errors.As(err, &wc) {
+			reason = c.wsCloseReason(wc)
 		}
 		if !c.joined.Load() {
 			if reason == reasonProtocol {
@@ -357,27 +371,38 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reaso
 	return "", false
 }
 
-// sendLogin writes the login steps (each its own datagram over UDP) and
-// returns the bytes of the last write, which a UDP login sends again.
+// sendLogin writes the login's first step (each message its own datagram
+// over UDP) and returns the bytes of the last write, which a UDP login
+// sends again; the later steps come back from the profile as replies.
 func (c *client) sendLogin() ([]byte, error) {
 	now := c.f.wallNow()
 	var buf []byte
-	for i := range c.f.player.LoginSteps() {
+	for i := 0; ; i++ {
 		start := len(buf)
 		var k int
-		buf, k = c.pc.AppendStep(buf, i, now)
+		var ok bool
+		if buf, k, ok = c.pc.AppendLogin(buf, i, now); !ok {
+			break
+		}
 		buf = c.frame(buf, start)
 		c.sh.c.sentFrames[k].Add(1)
-		if c.udp || i == c.f.player.LoginSteps()-1 {
+		if c.udp {
 			if _, err := c.conn.Write(buf); err != nil {
 				return nil, err
 			}
 			c.sh.c.sentBytes.Add(int64(len(buf)))
-			if i < c.f.player.LoginSteps()-1 {
+			if _, _, more := c.pc.AppendLogin(nil, i+1, now); more {
 				buf = buf[:0]
 			}
 		}
 	}
+	if !c.udp && len(buf) > 0 {
+		if _, err := c.conn.Write(buf); err != nil {
+			return nil, err
+		}
+		c.sh.c.sentBytes.Add(int64(len(buf)))
+	}
+	c.loginSent = true
 	return buf, nil
 }
 
@@ -386,6 +411,19 @@ func (c *client) sendLogin() ([]byte, error) {
 // after it in order with the shard's writes.
 func (c *client) reply(ev *profile.Events) bool {
 	b := append([]byte(nil), ev.Reply...) // framed already (feedWS)
+	if c.udp && len(ev.Replies) > 1 {
+		// One datagram per message.
+		prev := 0
+		for _, r := range ev.Replies {
+			n, err := c.conn.Write(b[prev:r.End])
+			if err != nil {
+				return false
+			}
+			c.sh.c.sentBytes.Add(int64(n))
+			prev = r.End
+		}
+		return true
+	}
 	if c.udp || !c.joined.Load() {
 		if ev.Relogin && c.retry != nil {
 			c.retry.dgram = b
@@ -558,7 +596,7 @@ func (c *client) readEnded(err error, res chan<- string) string {
 	}
 	switch {
 	case errors.Is(err, io.EOF):
-		return "closed_by_relay"
+		return c.f.closedBy()
 	case errors.Is(err, syscall.ECONNRESET):
 		return "reset"
 	case errors.Is(err, net.ErrClosed):

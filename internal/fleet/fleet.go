@@ -84,6 +84,8 @@ type Fleet struct {
 	// notReprise holds the first bytes of the first login that got
 	// something else than the reprise protocol.
 	notReprise atomic.Pointer[[]byte]
+	// closeLogs counts the server close reasons logged (maxCloseLogs).
+	closeLogs atomic.Int64
 	// startLate is how long after the common start this process began;
 	// cpu0 the host's CPU times then (cpuErr if unreadable).
 	startLate time.Duration
@@ -542,6 +544,14 @@ func (f *Fleet) newClient(i int) (*client, error) {
 		c.wsKey = profile.NewWSKey()
 	}
 	return c, nil
+}
+
+// closedBy names a connection the server closed without a reason.
+func (f *Fleet) closedBy() string {
+	if f.isReprise() {
+		return "closed_by_relay"
+	}
+	return "closed_by_server"
 }
 
 func (f *Fleet) isReprise() bool {

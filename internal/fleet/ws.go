@@ -1,9 +1,13 @@
 package fleet
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
+
+	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/profile"
 )
@@ -90,17 +94,74 @@ func (c *client) feedWS(b []byte, now int64, ev *profile.Events) error {
 			ev.Reply = profile.AppendWSFrame(ev.Reply, profile.WSPong, m.Payload, c.wsKey)
 			return nil
 		case profile.WSClose:
-			return errWSClosed
+			return closeOf(m.Payload)
 		case profile.WSPong:
 			return nil
 		}
-		start := len(ev.Reply)
+		start, r0 := len(ev.Reply), len(ev.Replies)
 		err := c.pc.Feed(m.Payload, now, ev)
 		if len(ev.Reply) > start {
-			ev.Reply = c.frame(ev.Reply, start)
+			c.frameReplies(ev, start, r0)
 		}
 		return err
 	})
 }
 
-var errWSClosed = fmt.Errorf("websocket: closed by the server")
+// frameReplies puts each message the profile added to ev.Reply from
+// start (marked by ev.Replies from r0) into a WebSocket frame of its own.
+func (c *client) frameReplies(ev *profile.Events, start, r0 int) {
+	msgs := append(c.wsScratch[:0], ev.Reply[start:]...)
+	c.wsScratch = msgs
+	ev.Reply = ev.Reply[:start]
+	prev := 0
+	for j := r0; j < len(ev.Replies); j++ {
+		end := ev.Replies[j].End - start
+		s := len(ev.Reply)
+		ev.Reply = c.frame(append(ev.Reply, msgs[prev:end]...), s)
+		ev.Replies[j].End = len(ev.Reply)
+		prev = end
+	}
+	if prev < len(msgs) { // bytes no Reply marks: one more message
+		s := len(ev.Reply)
+		ev.Reply = c.frame(append(ev.Reply, msgs[prev:]...), s)
+	}
+}
+
+// wsClosed is a close frame from the server: its status code (0 when it
+// gave none) and reason text.
+type wsClosed struct {
+	code uint16
+	text string
+}
+
+func (e *wsClosed) Error() string {
+	return fmt.Sprintf("websocket: closed by the server (%d %q)", e.code, e.text)
+}
+
+// closeOf reads a close frame's payload (RFC 6455 §5.5.1).
+func closeOf(p []byte) *wsClosed {
+	if len(p) < 2 {
+		return &wsClosed{}
+	}
+	return &wsClosed{code: binary.BigEndian.Uint16(p), text: string(p[2:])}
+}
+
+// maxCloseLogs bounds the close reasons logged per fleet.
+const maxCloseLogs = 20
+
+// wsCloseReason labels a close frame (ws_<code>, or closed_by_server with
+// no code) and logs its reason text, a bounded number of times.
+func (c *client) wsCloseReason(wc *wsClosed) string {
+	reason := c.f.closedBy()
+	if wc.code != 0 {
+		reason = "ws_" + strconv.Itoa(int(min(wc.code, 4999)))
+		if wc.code < 1000 {
+			reason = "ws_invalid"
+		}
+	}
+	if c.f.closeLogs.Add(1) <= maxCloseLogs {
+		c.f.log.Info("closed by the server", zap.Int("client", c.idx), zap.String("reason", reason),
+			zap.Uint16("code", wc.code), zap.String("text", wc.text))
+	}
+	return reason
+}

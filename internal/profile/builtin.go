@@ -43,7 +43,6 @@ func Lookup(nameOrFile string) (*Profile, error) {
 type hookFuncs struct {
 	recordedFn  func([]Message) ([]byte, []byte)
 	rewriteFn   func([]byte, []sub) []byte
-	replyFn     func(m, dst []byte) []byte
 	failureFn   func([]byte) string
 	successFn   func([]byte) bool
 	templatedFn func([]byte) bool
@@ -61,13 +60,6 @@ func (h *hookFuncs) rewrite(m []byte, subs []sub) []byte {
 		return replaceAll(m, subs)
 	}
 	return h.rewriteFn(m, subs)
-}
-
-func (h *hookFuncs) reply(m, dst []byte) []byte {
-	if h.replyFn == nil {
-		return dst
-	}
-	return h.replyFn(m, dst)
 }
 
 func (h *hookFuncs) failure(m []byte) string {
@@ -212,11 +204,16 @@ func mqtt(t Transport) *Profile {
 		Delivery:  []string{"publish"},
 		Sends:     []string{"publish"},
 		Latency:   &LatencySpec{Send: "publish", SendOffset: -8, Delivery: "publish", DeliveryOffset: -8},
+		// A QoS 1 PUBLISH is acknowledged with a PUBACK of its packet id,
+		// which follows the topic.
+		Reactions: []ReactionSpec{{On: "publish", When: &MatchSpec{Byte: b(0x02), Mask: b(0x06)},
+			Capture: map[string]FieldSpec{"id": {Offset: 1, Skip: []string{"varint", "len16"}, Length: 2}},
+			Send:    TemplateSpec{Hex: "40 02 ${id}"}, As: "puback"}},
 	}
 	if t == WebSocket {
 		s.Name, s.Port = "mqtt-ws", 8080
 	}
 	m := &mqttHooks{}
-	return mustCompile(s, &hookFuncs{recordedFn: m.recorded, rewriteFn: m.rewrite, replyFn: mqttReply,
+	return mustCompile(s, &hookFuncs{recordedFn: m.recorded, rewriteFn: m.rewrite,
 		templatedFn: func(b []byte) bool { return len(b) > 0 && b[0]>>4 == 1 }})
 }

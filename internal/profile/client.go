@@ -13,10 +13,25 @@ import (
 
 // NewClient implements Player.
 func (s *Script) NewClient(id Identity) (Client, error) {
-	c := &client{s: s, vals: make([]atomic.Pointer[[]byte], len(s.corrs))}
+	c := &client{s: s, vals: make([]atomic.Pointer[[]byte], len(s.corrs)), index: id.Index}
 	subs, err := s.subs(id)
 	if err != nil {
 		return nil, err
+	}
+	c.user, c.room = s.user, s.room
+	for _, sb := range subs {
+		switch {
+		case bytes.Equal(sb.old, s.user):
+			c.user = sb.new
+		case bytes.Equal(sb.old, s.room):
+			c.room = sb.new
+		}
+	}
+	if c.user == nil {
+		c.user = []byte(id.User)
+	}
+	if c.room == nil {
+		c.room = []byte(id.Room)
 	}
 	c.own = make([][]byte, 0, s.templates)
 	for i := range s.msgs {
@@ -178,10 +193,17 @@ type client struct {
 	upgrade []byte
 	// vals are the correlated values the server handed this client,
 	// written by the reader, read by the sender.
-	vals     []atomic.Pointer[[]byte]
+	vals []atomic.Pointer[[]byte]
+	// user, room and index are the client's own values, for templates.
+	user, room []byte
+	index      int
+
+	// Owned by the reader.
 	rest     []byte
 	okSeen   bool
 	loggedIn bool
+	stage    int      // the login step awaited
+	caps     [][]byte // a reaction's captures (scratch)
 }
 
 // UpgradeRequest implements Client.
@@ -298,10 +320,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 		}
 		return
 	}
+	c.react(m, k, ev)
 	if !c.loggedIn {
-		if p.accepts(m, k) {
-			c.okSeen = true
-		}
+		c.loginAnswer(m, k, now, ev)
 		if c.okSeen && c.awaitedArrived() {
 			c.loggedIn, ev.LoggedIn = true, true
 		}
@@ -315,9 +336,6 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 				}
 			}
 		}
-	}
-	if p.hooks != nil {
-		ev.Reply = p.hooks.reply(m, ev.Reply)
 	}
 }
 

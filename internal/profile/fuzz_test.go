@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -113,6 +115,7 @@ func FuzzClientFeed(f *testing.F) {
 	f.Add(uint8(0), []byte{0x20, 2, 0, 0, 0x32, 5, 0, 1, 't', 0, 9}, uint16(4))
 	f.Add(uint8(1), []byte("+OK\r\n>3\r\n$7\r\nmessage\r\n$1\r\nc\r\n$2\r\nhi\r\n"), uint16(7))
 	f.Add(uint8(2), acme(0x81, []byte("TOKEN-07")), uint16(3))
+	f.Add(uint8(3), []byte("INFO {}\r\nPING\r\nPONG\r\n+OK joined\r\nMSG a 1 ask.b\r\n"), uint16(9))
 	clients := fuzzClients(f)
 	f.Fuzz(func(t *testing.T, which uint8, data []byte, cut uint16) {
 		mk := clients[int(which)%len(clients)]
@@ -135,7 +138,7 @@ func FuzzClientFeed(f *testing.F) {
 
 func fuzzClients(f *testing.F) []func() Client {
 	var out []func() Client
-	for _, name := range []string{"mqtt", "redis", "../../examples/profiles/acme-binary.yaml"} {
+	for _, name := range []string{"mqtt", "redis", "../../examples/profiles/acme-binary.yaml", "testdata/chat-steps.yaml"} {
 		p, err := Lookup(name)
 		if err != nil {
 			f.Fatal(err)
@@ -146,6 +149,8 @@ func fuzzClients(f *testing.F) []func() Client {
 			rec.Client = []Segment{{0, mqttConnect(4, "a")}, {at(1), mqttPkt(0x30, mqttStr("t"), []byte("12345678"))}}
 		case "redis":
 			rec.Client = []Segment{{0, AppendRESPCommand(nil, []byte("SUBSCRIBE"), []byte("c"))}}
+		case "testdata/chat-steps.yaml":
+			rec.Client = []Segment{{0, []byte("CONNECT {\"name\":\"alice\"}\r\nSUB lobby 1\r\nPUB lobby 1\r\nx\r\n")}}
 		default:
 			rec.Client = []Segment{{0, acme(1, []byte("alice001"))}, {at(1), acme(2, []byte("RECORDED"))}}
 			rec.Server = []Segment{{0, acme(0x81, []byte("RECORDED"))}}
@@ -163,4 +168,37 @@ func fuzzClients(f *testing.F) []func() Client {
 		})
 	}
 	return out
+}
+
+// FuzzTemplate compiles arbitrary templates and renders them with an
+// arbitrary message: an error or bytes, never a panic; a template with
+// no ${ renders as written.
+func FuzzTemplate(f *testing.F) {
+	f.Add("PONG\r\n", false, []byte("PING 12"))
+	f.Add("3${1}[${user},${room},${index}]", false, []byte("2 99"))
+	f.Add("40 02 ${1}", true, []byte("x 7"))
+	f.Add("$${ $$ $ ${", false, []byte(""))
+	_, s := chatSteps(f)
+	c := newChatClient(f, s, "bob")
+	re := regexp.MustCompile(`(\d+)`)
+	resolve := func(name string) (valueSrc, int, error) {
+		if name == "1" {
+			return srcGroup, 1, nil
+		}
+		return s.p.clientResolver(name)
+	}
+	f.Fuzz(func(t *testing.T, text string, isHex bool, msg []byte) {
+		ts := TemplateSpec{Text: text}
+		if isHex {
+			ts = TemplateSpec{Hex: text}
+		}
+		tp, err := parseTemplate(ts, resolve)
+		if err != nil {
+			return
+		}
+		out := tp.render(nil, &tvalues{msg: msg, groups: re.FindSubmatchIndex(msg), c: c})
+		if !isHex && !strings.Contains(text, "${") && string(out) != text {
+			t.Fatalf("%q rendered as %q", text, out)
+		}
+	})
 }

@@ -165,16 +165,3 @@ func (h *mqttHooks) rewrite(m []byte, subs []sub) []byte {
 	out = AppendVarint(out, len(nb))
 	return append(out, nb...)
 }
-
-// mqttReply acknowledges a QoS 1 PUBLISH with a PUBACK.
-func mqttReply(m, dst []byte) []byte {
-	typ, body, ok := mqttPacket(m)
-	if !ok || typ>>4 != 3 || (typ>>1)&3 != 1 {
-		return dst
-	}
-	_, end, ok := mqttString(body, 0)
-	if !ok || end+2 > len(body) {
-		return dst
-	}
-	return append(dst, 0x40, 2, body[end], body[end+1])
-}

@@ -11,8 +11,10 @@ import (
 type Player interface {
 	// Timeline is the script's timing (steps are its messages).
 	Timeline() *session.Timeline
-	// LoginSteps is how many steps the client sends before it waits for
-	// the server's answer to its login (at least 1).
+	// LoginSteps is how many script steps the login takes (all its
+	// steps'): the schedule starts there. The fleet sends the login's
+	// first step (Client.AppendLogin); the profile answers with the later
+	// ones (Events.Reply).
 	LoginSteps() int
 	// Kinds name the sent kinds; AppendStep returns an index into them.
 	Kinds() KindNames
@@ -61,6 +63,12 @@ type Client interface {
 	// UpgradeRequest is the client's WebSocket upgrade request (nil when
 	// the transport is not websocket).
 	UpgradeRequest() []byte
+	// AppendLogin appends message i of the login's first step and returns
+	// its kind; ok false when the step has no message i.
+	AppendLogin(dst []byte, i int, now int64) (out []byte, kind int, ok bool)
+	// LoginStage names the login step the client waits in ("" for a
+	// one-step login), for the failure's label. It runs on the reader.
+	LoginStage() string
 	// AppendStep appends step i's message, stamped with now (Unix ns)
 	// when it carries a latency stamp, and returns its kind.
 	AppendStep(dst []byte, i int, now int64) ([]byte, int)
@@ -96,8 +104,12 @@ type Events struct {
 	// Error names the last error the server reported after the login.
 	Error string
 	// Reply is what to send back now (appended): a pad request's answer,
-	// an acknowledgement.
+	// a reaction's answer, a login's next step.
 	Reply []byte
+	// Replies mark the messages in Reply the profile composed: where each
+	// ends in Reply and the kind it counts under (none for the reprise
+	// profile's padded join, which the fleet counts as a join).
+	Replies []Reply
 	// Confirm is what proves the client's address after the login (a
 	// reprise UDP session's first heartbeat): sent at once and again with
 	// the login's backoff until Confirmed (the server's next message).
@@ -110,5 +122,11 @@ type Events struct {
 
 // Reset clears ev for the next read, keeping its buffers.
 func (ev *Events) Reset() {
-	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0], Confirm: ev.Confirm[:0]}
+	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0], Replies: ev.Replies[:0], Confirm: ev.Confirm[:0]}
+}
+
+// Reply is one message in Events.Reply.
+type Reply struct {
+	// End is its end offset in Reply; Kind the sent kind it counts under.
+	End, Kind int
 }

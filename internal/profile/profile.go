@@ -70,6 +70,13 @@ type Profile struct {
 	stamp       *stampRule
 	identity    identityRule
 	corrs       []corrRule
+	// steps is a login in steps, nil for the one-step login above.
+	steps []loginRule
+	// reacts are the reactions; reactOn lists them by server kind;
+	// reactAs marks kinds only reactions send (not counted as messages).
+	reacts  []reaction
+	reactOn [][]int
+	reactAs map[int]bool
 
 	hooks  hooks
 	labels labelSet
@@ -148,8 +155,63 @@ type fieldRule struct {
 	value  []byte
 	kind   int // -1: any
 	offset int
+	skip   []skipOp
 	length int
 	re     *regexp.Regexp
+}
+
+// skipOp moves a field's offset past a variable-length part.
+type skipOp uint8
+
+const (
+	skipVarint skipOp = iota // MQTT's variable-length integer
+	skipLen8                 // a string after its 1-byte length
+	skipLen16                // a string after its 2-byte big-endian length
+)
+
+func compileSkips(path string, names []string) ([]skipOp, error) {
+	var out []skipOp
+	for i, n := range names {
+		switch n {
+		case "varint":
+			out = append(out, skipVarint)
+		case "len8":
+			out = append(out, skipLen8)
+		case "len16":
+			out = append(out, skipLen16)
+		default:
+			return nil, bad(fmt.Sprintf("%s.skip[%d]", path, i), "%q: varint, len8 or len16", n)
+		}
+	}
+	return out, nil
+}
+
+// skipFrom is off moved past the skips in b, false when b ends first.
+func skipFrom(b []byte, off int, skips []skipOp) (int, bool) {
+	for _, s := range skips {
+		if off < 0 || off > len(b) {
+			return 0, false
+		}
+		switch s {
+		case skipVarint:
+			_, n, err := ReadVarint(b[off:])
+			if err != nil || n == 0 {
+				return 0, false
+			}
+			off += n
+		case skipLen8:
+			if off+1 > len(b) {
+				return 0, false
+			}
+			off += 1 + int(b[off])
+		case skipLen16:
+			if off+2 > len(b) {
+				return 0, false
+			}
+			off += 2 + (int(b[off])<<8 | int(b[off+1]))
+		}
+	}
+	return off, true
 }
 
 // take reads the field from a message of kind k, nil when it is not there.
@@ -167,6 +229,12 @@ func (f *fieldRule) take(b []byte, k int) []byte {
 	off := f.offset
 	if off < 0 {
 		off += len(b)
+	}
+	if len(f.skip) > 0 {
+		var ok bool
+		if off, ok = skipFrom(b, off, f.skip); !ok {
+			return nil
+		}
 	}
 	if off < 0 || f.length <= 0 || off+f.length > len(b) {
 		return nil
@@ -196,8 +264,6 @@ type hooks interface {
 	// rewrite returns m with every old value replaced by its new one
 	// (lengths may differ) and its lengths fixed up.
 	rewrite(m []byte, subs []sub) []byte
-	// reply is what a client answers to server message m (an MQTT PUBACK).
-	reply(m []byte, dst []byte) []byte
 	// failure names a refused login from the answer, "" when m is no
 	// refusal.
 	failure(m []byte) string
@@ -262,6 +328,9 @@ func (s *Spec) compile() (*Profile, error) {
 			p.Kinds = append(p.Kinds, extra)
 		}
 	}
+	if err := s.extraKinds(p); err != nil {
+		return nil, err
+	}
 	if len(p.Kinds) > MaxKinds {
 		return nil, bad("kinds.client", "%d kinds: at most %d", len(p.Kinds), MaxKinds-3)
 	}
@@ -269,6 +338,12 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, err
 	}
 	if err := s.compileMessages(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileLoginSteps(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileReactions(p); err != nil {
 		return nil, err
 	}
 	if err := s.compileIdentity(p); err != nil {
@@ -565,6 +640,13 @@ func (s *Spec) compileMessages(p *Profile) error {
 
 func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRule, error) {
 	r := &fieldRule{kind: -1, offset: f.Offset, length: f.Length}
+	var err error
+	if r.skip, err = compileSkips(path, f.Skip); err != nil {
+		return nil, err
+	}
+	if len(r.skip) > 0 && f.Offset < 0 {
+		return nil, bad(path+".offset", "%d: an offset with skips counts from the start", f.Offset)
+	}
 	if f.Kind != "" {
 		r.kind = p.clientKind(f.Kind)
 		if server {

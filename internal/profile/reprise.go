@@ -131,6 +131,18 @@ func (c *repriseClient) datagram(dst []byte) []byte {
 	return dst
 }
 
+// AppendLogin implements Client: the join.
+func (c *repriseClient) AppendLogin(dst []byte, i int, now int64) ([]byte, int, bool) {
+	if i > 0 {
+		return dst, 0, false
+	}
+	dst, k := c.AppendStep(dst, 0, now)
+	return dst, k, true
+}
+
+// LoginStage implements Client: the join is one step.
+func (c *repriseClient) LoginStage() string { return "" }
+
 // AppendStep implements Client. Room-wide casts carry the sender's
 // sequence in their stamp's sub-µs digits (loss.go).
 func (c *repriseClient) AppendStep(dst []byte, i int, now int64) ([]byte, int) {

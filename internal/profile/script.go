@@ -24,8 +24,9 @@ type Script struct {
 	p    *Profile
 	tl   session.Timeline
 	msgs []step
-	// loginSteps is how many steps form the login.
+	// loginSteps is how many steps form the login; stages are its steps.
 	loginSteps int
+	stages     []stage
 	user, room []byte
 	// corrs are the recorded values of the profile's correlations, nil
 	// when the recording does not show one.
@@ -63,6 +64,12 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 		return nil, fmt.Errorf("profile %s: the flow has no client messages", p.Name)
 	}
 	first, last := p.loginRange(m.Client)
+	if p.steps != nil {
+		first, last = 0, len(m.Client)
+		if k := p.firstLoginKind(); k > 0 {
+			first, last = p.firstOf(m.Client, k), len(m.Client)
+		}
+	}
 	if first < 0 {
 		return nil, fmt.Errorf("profile %s: no login message (kinds %s) in the flow", p.Name, strings.Join(p.loginKinds(), ", "))
 	}
@@ -81,9 +88,21 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 		}
 	}
 	kept := m.Client[first:last]
-	s.loginSteps = 1
-	for s.loginSteps < len(kept) && p.loginSend[kept[s.loginSteps].Kind] {
-		s.loginSteps++
+	if p.steps == nil {
+		s.loginSteps = 1
+		for s.loginSteps < len(kept) && p.loginSend[kept[s.loginSteps].Kind] {
+			s.loginSteps++
+		}
+		st := stage{}
+		for i := range s.loginSteps {
+			st.sends = append(st.sends, stageSend{msg: i})
+		}
+		s.stages = []stage{st}
+	} else {
+		var err error
+		if s.stages, s.loginSteps, err = s.planLogin(kept); err != nil {
+			return nil, err
+		}
 	}
 	firstSend := len(kept)
 	for i := s.loginSteps; i < len(kept); i++ {
@@ -134,6 +153,16 @@ func (p *Profile) loginRange(c []Message) (int, int) {
 	return -1, 0
 }
 
+// firstOf is the index of the first message of kind k, -1 for none.
+func (p *Profile) firstOf(c []Message, k int) int {
+	for i, m := range c {
+		if m.Kind == k {
+			return i
+		}
+	}
+	return -1
+}
+
 func (p *Profile) loginKinds() []string {
 	var out []string
 	for k := range p.loginSend {
@@ -147,7 +176,7 @@ func (p *Profile) counted(k int) bool {
 	if len(p.sends) > 0 {
 		return p.sends[k]
 	}
-	return !p.loginSend[k] && k != p.LeaveKind() && k != p.HeartbeatKind()
+	return !p.loginSend[k] && k != p.LeaveKind() && k != p.HeartbeatKind() && !p.reactAs[k]
 }
 
 // HeartbeatKind is the kind index of heartbeats.

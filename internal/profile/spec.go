@@ -30,6 +30,8 @@ type Spec struct {
 	Latency     *LatencySpec      `yaml:"latency"`
 	Identity    IdentitySpec      `yaml:"identity"`
 	Correlation []CorrelationSpec `yaml:"correlation"`
+	// Reactions answer server messages: every client, in every phase.
+	Reactions []ReactionSpec `yaml:"reactions"`
 }
 
 // FramingSpec says how a stream (or a WebSocket message) splits into
@@ -73,13 +75,71 @@ type KindsSpec struct {
 }
 
 // LoginSpec says which recorded client messages form the login and which
-// server message answers it.
+// server message answers it: in one step (Send, Success, When) or in
+// Steps, each waiting for its answer before the next is sent.
 type LoginSpec struct {
 	Send    []string    `yaml:"send"`
 	Success string      `yaml:"success"`
 	When    *MatchSpec  `yaml:"when"` // an extra condition on the success kind
 	Failure string      `yaml:"failure"`
 	Reason  *ReasonSpec `yaml:"reason"`
+	// Steps is a login in steps; Send, Success and When are then empty.
+	Steps []LoginStepSpec `yaml:"steps"`
+}
+
+// LoginStepSpec is one step of a login: what the client sends, then the
+// server message it waits for before the next step.
+type LoginStepSpec struct {
+	// Name labels the step's failures (default step1, step2, ...).
+	Name string `yaml:"name"`
+	// Send are recorded client kinds (each the run of consecutive
+	// recorded messages of that kind) and templates, in order.
+	Send []SendItem `yaml:"send"`
+	// Success is the server kind that ends the step (empty: the next
+	// server message that is no refusal); When an extra condition on it:
+	// a message of the kind that fails it is waited past, not a refusal.
+	Success string     `yaml:"success"`
+	When    *MatchSpec `yaml:"when"`
+}
+
+// SendItem is a recorded client kind (a YAML string) or a template (a
+// mapping: text or hex, with ${...} values, and as: the kind it counts
+// under).
+type SendItem struct {
+	Kind     string
+	Template *TemplateSpec
+	As       string
+}
+
+// UnmarshalYAML takes a kind name or a template.
+func (s *SendItem) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		s.Kind = n.Value
+		return nil
+	}
+	var t struct {
+		Text string `yaml:"text"`
+		Hex  string `yaml:"hex"`
+		As   string `yaml:"as"`
+	}
+	if err := n.Decode(&t); err != nil {
+		return err
+	}
+	s.Template, s.As = &TemplateSpec{Text: t.Text, Hex: t.Hex}, t.As
+	return nil
+}
+
+// ReactionSpec answers a server message: when one of kind On arrives
+// (and When matches it), Send goes out, its ${...} values filled in from
+// that message (When's regexp groups, Capture) and from the client
+// (user, room, index, correlations). As is the kind the answer counts
+// under (default: the client kind it matches).
+type ReactionSpec struct {
+	On      string               `yaml:"on"`
+	When    *MatchSpec           `yaml:"when"`
+	Capture map[string]FieldSpec `yaml:"capture"`
+	Send    TemplateSpec         `yaml:"send"`
+	As      string               `yaml:"as"`
 }
 
 // ReasonSpec reads a failure's reason: a code at an offset named by a
@@ -113,13 +173,17 @@ type LatencySpec struct {
 }
 
 // FieldSpec places a value: given (value), at an offset and length in a
-// message of a kind, or as the first group of a regular expression.
+// message of a kind, or as the first group of a regular expression. Skip
+// moves the offset past variable-length parts first: "varint" (MQTT's
+// remaining length), "len8" or "len16" (a string after its 1- or 2-byte
+// big-endian length).
 type FieldSpec struct {
-	Value  string `yaml:"value"`
-	Kind   string `yaml:"kind"`
-	Offset int    `yaml:"offset"`
-	Length int    `yaml:"length"`
-	Regexp string `yaml:"regexp"`
+	Value  string   `yaml:"value"`
+	Kind   string   `yaml:"kind"`
+	Offset int      `yaml:"offset"`
+	Skip   []string `yaml:"skip"`
+	Length int      `yaml:"length"`
+	Regexp string   `yaml:"regexp"`
 }
 
 // IdentitySpec says where the recorded user id and room are and how a

@@ -1,0 +1,220 @@
+package profile
+
+import (
+	"strings"
+	"testing"
+)
+
+// chatSteps compiles testdata/chat-steps.yaml over a recording of alice
+// logging in, subscribing and publishing twice.
+func chatSteps(t testing.TB) (*Profile, *Script) {
+	t.Helper()
+	p, err := Lookup("testdata/chat-steps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Recording{
+		Client: []Segment{
+			{at(5), []byte("CONNECT {\"name\":\"alice\",\"nonce\":\"abc123\"}\r\n")},
+			{at(6), []byte("SUB lobby 1\r\n")},
+			{at(100), []byte("PUB lobby 5\r\nhello\r\n")},
+			{at(200), []byte("PUB lobby 5\r\nagain\r\n")},
+		},
+		Server: []Segment{{at(0), []byte("INFO {\"nonce\":\"abc123\"}\r\n")}, {at(7), []byte("+OK joined\r\n")}},
+	}
+	s, err := p.Compile(p.Messages(rec), ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, s
+}
+
+func newChatClient(t testing.TB, s *Script, user string) *client {
+	t.Helper()
+	c, err := s.NewClient(Identity{Index: 7, Clients: 10, User: user, Room: "hall5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*client)
+}
+
+// feed feeds one server message and returns the events.
+func feed(t *testing.T, c Client, m string) Events {
+	t.Helper()
+	var ev Events
+	if err := c.Feed([]byte(m), 0, &ev); err != nil {
+		t.Fatalf("feed %q: %v", m, err)
+	}
+	return ev
+}
+
+// replies splits ev.Reply into its messages, each with its kind's name.
+func replies(p *Profile, ev Events) []string {
+	var out []string
+	prev := 0
+	for _, r := range ev.Replies {
+		out = append(out, p.KindName(r.Kind)+" "+string(ev.Reply[prev:r.End]))
+		prev = r.End
+	}
+	return out
+}
+
+func TestLoginInSteps(t *testing.T) {
+	p, s := chatSteps(t)
+	if s.LoginSteps() != 2 {
+		t.Fatalf("login steps %d, want 2 (connect, sub): the schedule starts at the first pub", s.LoginSteps())
+	}
+	tests := []struct {
+		name   string
+		server []string // fed in order
+		want   []string // the last feed's replies
+		stage  string   // after the last feed
+		in     bool     // logged in by the last feed
+		failed string
+	}{
+		{name: "nothing yet", stage: "hello"},
+		{name: "info answers hello: connect goes out with the client's nonce",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n"},
+			want:   []string{"connect CONNECT {\"name\":\"bob\",\"nonce\":\"zz9\"}\r\n", "heartbeat PING\r\n"},
+			stage:  "connect"},
+		{name: "a message of another kind does not end the step",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "MSG x 1 y\r\n"},
+			stage:  "connect"},
+		{name: "pong answers connect: the join goes out",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "PONG\r\n"},
+			want:   []string{"sub SUB hall5 1\r\n", "sub SUB inbox.bob 2\r\n"},
+			stage:  "join"},
+		{name: "an ok that fails the condition is waited past",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "PONG\r\n", "+OK\r\n"},
+			stage:  "join"},
+		{name: "logged in at the last step's answer",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "PONG\r\n", "+OK joined\r\n"},
+			stage:  "join", in: true},
+		{name: "refused in a step, by the server's reason",
+			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "-ERR 'Authorization Violation'\r\n"},
+			stage:  "connect", failed: "authorization_violation"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newChatClient(t, s, "bob")
+			var ev Events
+			for _, m := range tt.server {
+				ev = feed(t, c, m)
+			}
+			if got := replies(p, ev); strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("replies %q, want %q", got, tt.want)
+			}
+			if c.LoginStage() != tt.stage || ev.LoggedIn != tt.in || ev.Failed != tt.failed {
+				t.Errorf("stage %q logged in %v failed %q, want %q %v %q", c.LoginStage(), ev.LoggedIn, ev.Failed, tt.stage, tt.in, tt.failed)
+			}
+		})
+	}
+	// The first step sends nothing: the fleet writes nothing and waits.
+	if _, _, ok := newChatClient(t, s, "bob").AppendLogin(nil, 0, 0); ok {
+		t.Error("AppendLogin(0) of a step that only waits: ok")
+	}
+}
+
+func TestReactions(t *testing.T) {
+	p, s := chatSteps(t)
+	c := newChatClient(t, s, "bob")
+	// During the login (before INFO) and after it alike.
+	for _, phase := range []string{"login", "after"} {
+		ev := feed(t, c, "PING\r\n")
+		if got := replies(p, ev); len(got) != 1 || got[0] != "pong PONG\r\n" {
+			t.Fatalf("%s: PING answered with %q", phase, got)
+		}
+		for _, m := range []string{"INFO {\"nonce\":\"zz9\"}\r\n", "PONG\r\n", "+OK joined\r\n"} {
+			feed(t, c, m)
+		}
+	}
+	ev := feed(t, c, "MSG ask.carol 12 ask.carol\r\nMSG news 3 x\r\n")
+	if got := replies(p, ev); len(got) != 1 || got[0] != "pub PUB ask.carol carol bob\r\n" {
+		t.Fatalf("MSG answered with %q", got)
+	}
+	if ev.Messages != 2 {
+		t.Fatalf("deliveries %d, want 2", ev.Messages)
+	}
+	if s.Counted(p.Kinds.Index("pong")) || !s.Counted(p.Kinds.Index("pub")) {
+		t.Fatal("a kind only reactions send counts as a sent message, or pub does not")
+	}
+}
+
+func TestMQTTPubackIsAReaction(t *testing.T) {
+	p, _ := Lookup("mqtt")
+	s, err := p.Compile(p.Messages(Recording{Client: []Segment{{0, mqttConnect(4, "a")}}}), ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := s.NewClient(Identity{Index: 0, Clients: 1, User: "b"})
+	qos0 := mqttPkt(0x30, mqttStr("t/a"), []byte("x"))
+	qos1 := mqttPkt(0x32, mqttStr("t/a"), []byte{0x01, 0x02}, []byte("x"))
+	var ev Events
+	if err := c.Feed(append(append([]byte{0x20, 2, 0, 0}, qos0...), qos1...), 0, &ev); err != nil {
+		t.Fatal(err)
+	}
+	if got := replies(p, ev); len(got) != 1 || got[0] != "puback \x40\x02\x01\x02" {
+		t.Fatalf("replies %q, want one puback of packet id 0x0102", got)
+	}
+}
+
+func TestConversationSpecErrors(t *testing.T) {
+	base := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: hi, match: {prefix: HI}}]\n  server: [{name: ping, match: {regexp: \"^PING (\\\\d+)\"}}]\n"
+	tests := []struct{ name, doc, want string }{
+		{"reaction on a client kind", base + "reactions: [{on: hi, send: {text: x}}]\n", "reactions[0].on"},
+		{"unknown value", base + "reactions: [{on: ping, send: {text: \"${nope}\"}}]\n", "${nope}"},
+		{"group without a regexp", base + "reactions: [{on: ping, send: {text: \"${1}\"}}]\n", "no group 1"},
+		{"unclosed value", base + "reactions: [{on: ping, send: {text: \"${1\"}}]\n", "without }"},
+		{"empty answer", base + "reactions: [{on: ping, send: {}}]\n", "empty"},
+		{"bad hex", base + "reactions: [{on: ping, send: {hex: \"4 ${user}\"}}]\n", "hex"},
+		{"bad skip", base + "reactions: [{on: ping, capture: {a: {skip: [x], length: 1}}, send: {text: a}}]\n", "skip[0]"},
+		{"capture named user", base + "reactions: [{on: ping, capture: {user: {offset: 1, length: 1}}, send: {text: a}}]\n", "capture.user"},
+		{"steps beside send", base + "login: {send: [hi], steps: [{send: [hi]}]}\n", "login.steps"},
+		{"step sends a server kind", base + "login: {steps: [{send: [ping]}]}\n", "login.steps[0].send[0]"},
+		{"step name twice", base + "login: {steps: [{name: a}, {name: a}]}\n", "login.steps[1].name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSpec("p.yaml", []byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+	ok := base + "reactions: [{on: ping, when: {regexp: \"^PING (\\\\d+)\"}, send: {text: \"PONG ${1} $$${user} $5\"}, as: pong}]\n"
+	if _, err := ParseSpec("p.yaml", []byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTemplateRender(t *testing.T) {
+	_, s := chatSteps(t)
+	c := newChatClient(t, s, "bob")
+	resolve := func(name string) (valueSrc, int, error) {
+		if name == "1" {
+			return srcGroup, 1, nil
+		}
+		return s.p.clientResolver(name)
+	}
+	msg := []byte("ASK 42 now")
+	groups := []int{0, 10, 4, 6}
+	tests := []struct {
+		tmpl TemplateSpec
+		want string
+	}{
+		{TemplateSpec{Text: "PONG\r\n"}, "PONG\r\n"},
+		{TemplateSpec{Text: "${user}@${room}#${index}:${1}"}, "bob@hall5#7:42"},
+		{TemplateSpec{Text: "$5 $${user} $"}, "$5 ${user} $"},
+		{TemplateSpec{Text: "n=${nonce}"}, "n=abc123"}, // the recorded value until the server sends one
+		{TemplateSpec{Hex: "40 02 ${1} ff"}, "\x40\x0242\xff"},
+	}
+	for _, tt := range tests {
+		tp, err := parseTemplate(tt.tmpl, resolve)
+		if err != nil {
+			t.Fatalf("%+v: %v", tt.tmpl, err)
+		}
+		if got := string(tp.render(nil, &tvalues{msg: msg, groups: groups, c: c})); got != tt.want {
+			t.Errorf("%+v: %q, want %q", tt.tmpl, got, tt.want)
+		}
+	}
+}
