@@ -266,7 +266,7 @@ func TestLiveRecordsClients(t *testing.T) {
 
 // reorderWarning is the reader's note on packets stamped earlier than
 // the one before them.
-var reorderWarning = regexp.MustCompile(`packets were earlier than the packet before them \(first: packet \d+, by up to ([^)]+)\)`)
+var reorderWarning = regexp.MustCompile(`packets were earlier than a packet before them in the file \(first: packet \d+, by up to ([^)]+)\)`)
 
 // cpuReorder reports whether w says packets were out of time order by
 // under a millisecond: the kernel stamps a loopback packet on the CPU that

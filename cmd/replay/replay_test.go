@@ -26,6 +26,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/auth"
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/capture/capturetest"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -582,7 +583,8 @@ func TestMendedCapturesReplay(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	tests := []struct{ file, note string }{
-		{"backwards-2ms.pcap", "earlier than the packet before them"},
+		{"backwards-2ms.pcap", "earlier than a packet before them in the file"},
+		{"reordered", "read in time order"}, // the bundled TCP capture, reordered like a multi-queue NIC
 		{"udp-dup-merged.pcapng", "were copies of one seen just before"},
 		{"dates-2100-1970.pcap", "packet 10: timestamp 2100"},
 	}
@@ -592,7 +594,11 @@ func TestMendedCapturesReplay(t *testing.T) {
 			if strings.HasSuffix(tt.file, ".pcapng") {
 				target = r.UDP
 			}
-			res := replay(t, "--capture", realtool(tt.file), "--target", target, "--clients", "2", "--login-interval", "10ms", "--duration", "1500ms")
+			path := realtool(tt.file)
+			if tt.file == "reordered" {
+				path = reordered(t, filepath.Join("..", "..", "captures", "vr-session.pcap"))
+			}
+			res := replay(t, "--capture", path, "--target", target, "--clients", "2", "--login-interval", "10ms", "--duration", "1500ms")
 			mustOK(t, res)
 			if res.sum.LoginsSucceeded != 2 || res.sum.MessagesSent == 0 {
 				t.Errorf("logins %d, sent %d", res.sum.LoginsSucceeded, res.sum.MessagesSent)
@@ -602,6 +608,26 @@ func TestMendedCapturesReplay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reordered writes a copy of the capture at path reordered like a
+// multi-queue NIC (capturetest.Reorder) and returns its path.
+func reordered(t *testing.T, path string) string {
+	in, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out := filepath.Join(t.TempDir(), "reordered.pcap")
+	w, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := capturetest.Reorder(in, w, capturetest.NIC{Seed: 3}); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // TestInspectHostileDates: inspect of a capture with one packet dated 2100

@@ -197,11 +197,19 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 		return nil, err
 	}
 	d := newDecoder(opts)
+	// Packets go through the clock (timestamps wrong by far), then the
+	// time-order window (reordered packets), then to the decoder.
+	order := &timeOrder{warn: d.warn}
+	decode := func(p rawPacket) { d.packet(p) }
 	clk := newClock(d.warn)
-	out := func(p rawPacket) { d.packet(p.data, p.ci, p.lt) }
+	out := func(p rawPacket) { order.push(p, decode) }
+	flush := func() {
+		clk.flush(out)
+		order.flush(decode)
+	}
 	for n := 1; ; n++ {
 		if n%1024 == 0 && ctx.Err() != nil {
-			clk.flush(out)
+			flush()
 			return d.finish(), fmt.Errorf("stopped after packet %d: %w", n-1, context.Cause(ctx))
 		}
 		data, ci, lt, err := src.next()
@@ -209,16 +217,16 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 			break
 		}
 		if err != nil {
-			clk.flush(out)
+			flush()
 			c := d.finish()
 			if ctx.Err() != nil {
-				err = fmt.Errorf("stopped after packet %d: %w", d.packets, context.Cause(ctx))
+				err = fmt.Errorf("stopped after packet %d: %w", n-1, context.Cause(ctx))
 			}
 			return c, err
 		}
-		clk.push(rawPacket{data, ci, lt}, out)
+		clk.push(rawPacket{data, ci, lt, n}, out)
 	}
-	clk.flush(out)
+	flush()
 	c := d.finish()
 	if t := src.g.tail; t != "" {
 		c.Warnings = append(c.Warnings, t)

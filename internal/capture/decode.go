@@ -43,6 +43,7 @@ type decoder struct {
 	mem       int64
 	memFull   bool
 	lastFlush time.Time
+	current   int // the number of the packet being decoded
 	warnings  []string
 	dropped   int // warnings past maxNotes
 
@@ -84,7 +85,7 @@ func (d *decoder) keep(n int) bool {
 	n += frameOverhead
 	if d.mem+int64(n) > d.opts.MaxMemory/2 {
 		d.memFull = true
-		d.warn("packet %d: memory budget of %d bytes reached: later frames were left out", d.packets, d.opts.MaxMemory)
+		d.warn("packet %d: memory budget of %d bytes reached: later frames were left out", d.current, d.opts.MaxMemory)
 		return false
 	}
 	d.mem += int64(n)
@@ -121,9 +122,10 @@ func linkDecoder(lt layers.LinkType) (gopacket.Decoder, bool) {
 	return nil, false
 }
 
-func (d *decoder) packet(data []byte, ci gopacket.CaptureInfo, lt layers.LinkType) {
+func (d *decoder) packet(p rawPacket) {
+	data, ci, lt, n := p.data, p.ci, p.lt, p.n
 	d.packets++
-	n := d.packets
+	d.current = n
 	dec, ok := linkDecoder(lt)
 	if !ok {
 		d.linkTypes[lt]++
@@ -557,6 +559,11 @@ func (u *udpFlow) flow(serverPort uint16) *Flow {
 	// so frame kinds come before ports; there is no SYN.
 	c, by := clientSide(-1, u.join == 0, u.join == 1, u.client, u.server, u.a.Port(), u.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{u.a, u.b}
+	for i := range u.frames {
+		if n := orderByTrace(u.frames[i]); n > 0 {
+			u.note(fmt.Sprintf("%s -> %s: %d datagrams came out of their sender's order (by the trace stamp) and were put back in it", ends[i], ends[1-i], n))
+		}
+	}
 	f := &Flow{
 		Client: ends[c], Server: ends[1-c], Transport: UDP,
 		Start: u.start, End: u.end, Packets: u.packets,
@@ -567,6 +574,59 @@ func (u *udpFlow) flow(serverPort uint16) *Flow {
 		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", u.dropped))
 	}
 	return f
+}
+
+// orderByTrace puts a direction's traced frames (sends, and deliveries
+// per sender) back in the order of their trace stamps, which their sender
+// set from its clock: datagrams may be reordered on the way or in the
+// capture, a stream's bytes cannot. A frame keeps the time of the slot it
+// moves to, so times stay in capture order. It returns how many frames
+// moved.
+func orderByTrace(frames []Frame) int {
+	type traced struct {
+		slot  int
+		trace int64
+	}
+	groups := map[string][]traced{}
+	var f wire.Frame
+	for i, fr := range frames {
+		if fr.Type != wire.TypeSend && fr.Type != wire.TypeDeliver {
+			continue
+		}
+		if _, err := wire.Decode(fr.Bytes, len(fr.Bytes), &f); err != nil || !f.HasTrace {
+			continue
+		}
+		key := "" // a send: the flow's own client
+		if f.Type == wire.TypeDeliver {
+			key = "deliver " + string(f.User)
+		}
+		groups[key] = append(groups[key], traced{i, f.Trace})
+	}
+	moved := 0
+	for _, g := range groups {
+		if sort.SliceIsSorted(g, func(a, b int) bool { return g[a].trace < g[b].trace }) {
+			continue
+		}
+		slots := make([]int, len(g))
+		orig := make([]Frame, len(g))
+		for k, t := range g {
+			slots[k], orig[k] = t.slot, frames[t.slot]
+		}
+		byTrace := make([]int, len(g)) // byTrace[k]: which of g goes to slot k
+		for k := range byTrace {
+			byTrace[k] = k
+		}
+		sort.SliceStable(byTrace, func(a, b int) bool { return g[byTrace[a]].trace < g[byTrace[b]].trace })
+		for k, from := range byTrace {
+			if from != k {
+				moved++
+			}
+			fr := orig[from]
+			fr.Time = orig[k].Time
+			frames[slots[k]] = fr
+		}
+	}
+	return moved
 }
 
 // clientSide returns the index (0: a, the first sender; 1: b) of a flow's

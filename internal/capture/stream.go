@@ -43,6 +43,9 @@ type halfStream struct {
 	gaps    [][2]int64
 	lastPkt int  // the last packet that brought bytes
 	raw     bool // keep payloads as they come (Options.Raw)
+	// last is the time of the last frame kept: a frame is never earlier
+	// (reordered segments bring bytes whose own time is before it).
+	last time.Time
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -56,7 +59,7 @@ func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 	}
 	if h.raw {
 		if h.keep(len(data)) {
-			h.frames = append(h.frames, Frame{Time: t, Packet: pkt, Bytes: append([]byte(nil), data...)})
+			h.frames = append(h.frames, Frame{Time: h.monotonic(t), Packet: pkt, Bytes: append([]byte(nil), data...)})
 		}
 		return
 	}
@@ -88,7 +91,7 @@ func (h *halfStream) emit(f *wire.Frame) error {
 }
 
 func (h *halfStream) store(t wire.Type, b []byte) {
-	p := h.pieceAt(h.off + int64(len(b)) - 1)
+	p := h.completedBy(h.off, h.off+int64(len(b)))
 	if t == wire.TypeJoin {
 		h.hasJoin = true
 	}
@@ -100,7 +103,39 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 	if !h.keep(len(b)) {
 		return
 	}
-	h.frames = append(h.frames, Frame{Time: p.t, Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})
+	h.frames = append(h.frames, Frame{Time: h.monotonic(p.t), Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})
+}
+
+// monotonic is t, or the time of the frame before when t is earlier.
+func (h *halfStream) monotonic(t time.Time) time.Time {
+	if t.Before(h.last) {
+		return h.last
+	}
+	h.last = t
+	return t
+}
+
+// completedBy finds the packet that completed the stream range [lo, hi)
+// (which is in buf): the one captured last among those that brought its
+// bytes. In stream order that is the last piece, unless segments were
+// reordered: then a piece that filled a hole came after the bytes behind it.
+func (h *halfStream) completedBy(lo, hi int64) piece {
+	var best piece
+	found := false
+	prevEnd := int64(-1) // the first piece may start before h.off
+	for _, p := range h.pieces {
+		if p.end > lo && prevEnd < hi && (!found || p.t.After(best.t)) {
+			best, found = p, true
+		}
+		if p.end >= hi {
+			break
+		}
+		prevEnd = p.end
+	}
+	if !found {
+		return h.pieces[len(h.pieces)-1]
+	}
+	return best
 }
 
 // pieceAt finds the piece holding stream offset o (which is in buf).
