@@ -104,7 +104,7 @@ func redis() *Profile {
 		Leave:     &TemplateSpec{Text: "*1\r\n$4\r\nQUIT\r\n"},
 		Delivery:  []string{"message", "pmessage", "smessage"},
 		Sends:     []string{"publish"},
-		Latency:   &LatencySpec{Send: "publish", SendOffset: -10, Delivery: "message", DeliveryOffset: -10},
+		Latency:   &LatencySpec{Send: "publish", SendOffset: -8, Delivery: "message", DeliveryOffset: -8},
 	}
 	return mustCompile(s, &hookFuncs{recordedFn: redisRecorded, rewriteFn: redisRewrite})
 }
@@ -211,7 +211,9 @@ func mqtt(t Transport) *Profile {
 			Send:    TemplateSpec{Hex: "40 02 ${id}"}, As: "puback"}},
 	}
 	if t == WebSocket {
-		s.Name, s.Port = "mqtt-ws", 8080
+		// MQTT over WebSockets: packets need not align with WebSocket
+		// messages (MQTT 3.1.1 §6).
+		s.Name, s.Port, s.Framing.Span = "mqtt-ws", 8080, true
 	}
 	m := &mqttHooks{}
 	return mustCompile(s, &hookFuncs{recordedFn: m.recorded, rewriteFn: m.rewrite,

@@ -2,7 +2,6 @@ package profile
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -182,6 +181,8 @@ func (p *Profile) fixFraming(m []byte) []byte {
 		out := append([]byte(nil), m[:f.Offset]...)
 		out = AppendVarint(out, len(body))
 		return append(out, body...)
+	case Counted:
+		return f.fix(m)
 	}
 	return m
 }
@@ -225,10 +226,8 @@ func (c *client) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
 		}
 		dst = c.substitute(dst, start, c.s.corrs[k], *v)
 	}
-	if r := c.s.p.stamp; r != nil && r.send == st.kind {
-		if off, ok := stampAt(dst[start:], r.sendOffset); ok {
-			binary.BigEndian.PutUint64(dst[start+off:], uint64(now))
-		}
+	if st.stamp >= 0 {
+		c.s.p.writeStamp(dst[start:], now)
 	}
 	return dst, st.kind
 }
@@ -268,6 +267,9 @@ func (c *client) AppendLeave(dst []byte) []byte {
 
 // Feed implements Client.
 func (c *client) Feed(b []byte, now int64, ev *Events) error {
+	if c.s.p.unit() {
+		return c.feedUnit(b, now, ev)
+	}
 	data := b
 	if len(c.rest) > 0 {
 		c.rest = append(c.rest, b...)
@@ -292,6 +294,28 @@ func (c *client) Feed(b []byte, now int64, ev *Events) error {
 		c.rest = c.rest[:copy(c.rest, data[off:])]
 	default:
 		c.rest = append(c.rest, data[off:]...)
+	}
+	return nil
+}
+
+// feedUnit takes one whole WebSocket message or datagram: the messages in
+// it end with it.
+func (c *client) feedUnit(b []byte, now int64, ev *Events) error {
+	for len(b) > 0 {
+		n, err := c.s.p.framer.Next(b)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			last, err := endUnit(c.s.p.framer, b)
+			if err != nil {
+				return err
+			}
+			c.handle(last, now, ev)
+			return nil
+		}
+		c.handle(b[:n], now, ev)
+		b = b[n:]
 	}
 	return nil
 }
@@ -330,8 +354,8 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 	if p.delivery[k] && k >= 0 {
 		ev.Messages++
 		if r := p.stamp; r != nil && r.delivery == k {
-			if off, ok := stampAt(m, r.deliveryOffset); ok {
-				if age := now - int64(binary.BigEndian.Uint64(m[off:])); age >= 0 && age < maxStampAge {
+			if at, ok := p.readStamp(m); ok {
+				if age := now - at; age >= 0 && age < maxStampAge {
 					ev.Latencies = append(ev.Latencies, age/1000)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 )
 
@@ -238,4 +239,145 @@ func Split(f Framer, b []byte) (msgs [][]byte, rest []byte, err error) {
 		b = b[n:]
 	}
 	return msgs, b, nil
+}
+
+// Counted frames lines ending in Delim, where a line that Count matches
+// announces a payload: its last token (or Count's group named "count",
+// when it has one) is a byte count, and that many bytes and another Delim follow,
+// all one message (NATS `PUB subj 52\r\n` + 52 bytes + `\r\n`, `MSG`,
+// `HMSG`). A payload may hold the delimiter: it is counted, not searched.
+type Counted struct {
+	Delim []byte
+	Count *regexp.Regexp
+	Max   int
+}
+
+// Next implements Framer.
+func (c Counted) Next(b []byte) (int, error) {
+	limit := maxOr(c.Max, DefaultMaxMessage)
+	i := bytes.Index(b, c.Delim)
+	if i < 0 {
+		if len(b) > limit {
+			return 0, framingErr("no delimiter %q in %d bytes", c.Delim, len(b))
+		}
+		return 0, nil
+	}
+	n := i + len(c.Delim)
+	cnt, _, _, ok, err := c.count(b[:i])
+	switch {
+	case err != nil:
+		return 0, err
+	case !ok:
+		return n, nil
+	case cnt > limit:
+		return 0, framingErr("payload of %d bytes over the maximum %d", cnt, limit)
+	}
+	total := n + cnt + len(c.Delim)
+	if len(b) < total {
+		return 0, nil
+	}
+	if !bytes.Equal(b[n+cnt:total], c.Delim) {
+		return 0, framingErr("payload of %d bytes not followed by the delimiter %q", cnt, c.Delim)
+	}
+	return total, nil
+}
+
+// count reads the byte count a line announces and where it sits in the
+// line ([from, to)); ok false when the line announces none.
+func (c Counted) count(line []byte) (n, from, to int, ok bool, err error) {
+	if c.Count == nil {
+		return 0, 0, 0, false, nil
+	}
+	if g := c.Count.SubexpIndex("count"); g > 0 {
+		m := c.Count.FindSubmatchIndex(line)
+		if m == nil || m[2*g] < 0 {
+			return 0, 0, 0, false, nil
+		}
+		from, to = m[2*g], m[2*g+1]
+	} else {
+		if !c.Count.Match(line) {
+			return 0, 0, 0, false, nil
+		}
+		to = len(bytes.TrimRight(line, " \t"))
+		from = bytes.LastIndexAny(line[:to], " \t") + 1
+	}
+	tok := line[from:to]
+	if len(tok) == 0 || len(tok) > 10 {
+		return 0, 0, 0, false, framingErr("line %q: byte count %q is not a number", clip(line), tok)
+	}
+	for _, d := range tok {
+		if d < '0' || d > '9' {
+			return 0, 0, 0, false, framingErr("line %q: byte count %q is not a number", clip(line), tok)
+		}
+		n = n*10 + int(d-'0')
+	}
+	return n, from, to, true, nil
+}
+
+// fix rewrites the byte count of message m (a whole message of this
+// framing) to its payload's length, after a rewrite changed it.
+func (c Counted) fix(m []byte) []byte {
+	i := bytes.Index(m, c.Delim)
+	if i < 0 {
+		return m
+	}
+	_, from, to, ok, err := c.count(m[:i])
+	if !ok || err != nil {
+		return m
+	}
+	payload := len(m) - i - 2*len(c.Delim)
+	if payload < 0 {
+		return m
+	}
+	out := make([]byte, 0, len(m)+4)
+	out = append(out, m[:from]...)
+	out = strconv.AppendInt(out, int64(payload), 10)
+	return append(out, m[to:]...)
+}
+
+func clip(b []byte) []byte {
+	if len(b) > 40 {
+		return b[:40]
+	}
+	return b
+}
+
+// delimOf is the delimiter a framing ends its messages with, nil when it
+// has none.
+func delimOf(f Framer) []byte {
+	switch f := f.(type) {
+	case Delimiter:
+		return f.Delim
+	case Counted:
+		return f.Delim
+	case RESP:
+		return crlf
+	}
+	return nil
+}
+
+// trailer is how many bytes at m's end are the framing's final
+// delimiter: stamp offsets count without them.
+func trailer(f Framer, m []byte) int {
+	if d := delimOf(f); d != nil && bytes.HasSuffix(m, d) {
+		return len(d)
+	}
+	return 0
+}
+
+// endUnit takes the bytes left over at the end of a WebSocket message or
+// a datagram, where no message spans into the next: a line framing's last
+// line needs no delimiter, so a rest without one is a last message;
+// anything else is a message cut short.
+func endUnit(f Framer, rest []byte) ([]byte, error) {
+	if len(rest) == 0 {
+		return nil, nil
+	}
+	switch f.(type) {
+	case Delimiter, Counted:
+		if !bytes.Contains(rest, delimOf(f)) {
+			return rest, nil
+		}
+	}
+	return nil, framingErr("%d bytes at the end of a transport message are not a whole message (framing.span lets messages span them)", len(rest))
 }

@@ -19,6 +19,8 @@ var framers = []Framer{
 	Delimiter{Delim: []byte("\r\n"), BulkPrefix: []byte("$"), Max: 4096},
 	RESP{Max: 4096},
 	Whole{},
+	Counted{Delim: []byte("\r\n"), Count: regexp.MustCompile(`^(PUB|H?MSG) `), Max: 4096},
+	Counted{Delim: []byte("\n"), Count: regexp.MustCompile(`^\$(?P<count>\d+)`), Max: 4096},
 }
 
 // feedFramer cuts chunks as a stream reader does and summarises the
@@ -49,6 +51,7 @@ func FuzzFramers(f *testing.F) {
 	f.Add(uint8(3), []byte("\x30\x03abc\xc0\x00"), uint16(2))
 	f.Add(uint8(5), []byte("$3\r\nabc\r\n+OK\r\n"), uint16(5))
 	f.Add(uint8(6), []byte("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n>1\r\n%1\r\n+a\r\n:1\r\n"), uint16(9))
+	f.Add(uint8(8), []byte("PUB a 5\r\nhe\r\no\r\nPING\r\nHMSG a 1 2 7\r\nxxhello\r\n"), uint16(12))
 	f.Fuzz(func(t *testing.T, which uint8, data []byte, cut uint16) {
 		fr := framers[int(which)%len(framers)]
 		whole := feedFramer(fr, [][]byte{data})
@@ -199,6 +202,59 @@ func FuzzTemplate(f *testing.F) {
 		out := tp.render(nil, &tvalues{msg: msg, groups: re.FindSubmatchIndex(msg), c: c})
 		if !isHex && !strings.Contains(text, "${") && string(out) != text {
 			t.Fatalf("%q rendered as %q", text, out)
+		}
+	})
+}
+
+// FuzzUnit cuts one WebSocket message or datagram with each framing: the
+// messages and what is left cover the input exactly, in order, and a
+// line framing's last line needs no delimiter. Seeds are in
+// testdata/fuzz/FuzzUnit.
+func FuzzUnit(f *testing.F) {
+	f.Add(uint8(4), []byte("a\nb\nlast"))
+	f.Add(uint8(8), []byte("MSG s 1 3\r\nabc\r\nPING"))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		fr := framers[int(which)%len(framers)]
+		msgs, rest, err := splitUnit(fr, data)
+		var all []byte
+		for _, m := range msgs {
+			if len(m) == 0 {
+				t.Fatalf("empty message from %q", data)
+			}
+			all = append(all, m...)
+		}
+		all = append(all, rest...)
+		if string(all) != string(data) {
+			t.Fatalf("%T: messages and rest %q, input %q", fr, all, data)
+		}
+		if err == nil && len(rest) != 0 {
+			t.Fatalf("%T: rest %q without an error", fr, rest)
+		}
+	})
+}
+
+// FuzzStamp decodes arbitrary bytes as every stamp encoding and finds
+// stamp places in arbitrary messages: a written stamp reads back, a place
+// lies inside the message, nothing panics. Seeds are in
+// testdata/fuzz/FuzzStamp.
+func FuzzStamp(f *testing.F) {
+	f.Add(uint8(1), []byte(`{"ts":"0000000000000000000"}`), int16(-19), int64(1764000000000000000))
+	f.Add(uint8(3), []byte(`{"a":"\"ts\":", "ts" : "x\"y"}`), int16(3), int64(-1))
+	f.Add(uint8(2), []byte("PUB a 16\r\n0123456789abcdef\r\n"), int16(-16), int64(42))
+	f.Fuzz(func(t *testing.T, which uint8, data []byte, off int16, now int64) {
+		enc := stampEncoding(which % 4)
+		enc.read(data)
+		if now >= 0 || enc == encBinary {
+			b := make([]byte, enc.width())
+			enc.put(b, now)
+			if got, ok := enc.read(b); !ok || got != now {
+				t.Fatalf("%s: wrote %d as %q, read %d %v", enc, now, b, got, ok)
+			}
+		}
+		for _, r := range []*stampRule{{enc: enc}, {enc: enc, key: []byte(`"ts"`)}, {enc: enc, re: regexp.MustCompile(`ts=(\w*)`)}} {
+			if from, to, ok := r.place(data, int(off)); ok && (from < 0 || to > len(data) || from > to) {
+				t.Fatalf("place [%d, %d) outside %d bytes", from, to, len(data))
+			}
 		}
 	})
 }

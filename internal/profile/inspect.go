@@ -61,12 +61,14 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 		r.Upgrade = string(firstLine(m.Upgrade))
 	}
 	r.Notes = append(r.Notes, m.Notes...)
+	r.Problems = append(r.Problems, m.Dropped...)
 	s, err := p.Compile(m, opts)
 	if err != nil {
 		r.Problems = append(r.Problems, err.Error())
 		return r
 	}
-	r.Notes = append(r.Notes, s.notes...)
+	// The script's notes start with the cut's.
+	r.Notes = append(r.Notes, s.notes[len(m.Notes)+len(m.Dropped):]...)
 	first, _ := p.loginRange(m.Client)
 	r.LoginAt, r.LoginEnd = first, first+s.loginSteps
 	if fs := first + s.tl.HandshakeEnd(); fs < first+s.tl.Len() {
@@ -89,6 +91,7 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	for name, v := range s.CorrelationValues() {
 		r.Correlations[name] = fmt.Sprintf("%q", v)
 	}
+	r.Problems = append(r.Problems, p.stampProblems(m)...)
 	if n := r.ClientKinds["other"]; n > 0 && len(p.client) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d client messages match no kind", n))
 	}
@@ -208,6 +211,36 @@ func quoted(s []string) []string {
 	out := make([]string, len(s))
 	for i, v := range s {
 		out[i] = fmt.Sprintf("%q", v)
+	}
+	return out
+}
+
+// stampProblems checks the latency stamp against the recorded sends and
+// deliveries: the first send it does not fit, the first delivery it
+// cannot be read back from.
+func (p *Profile) stampProblems(m Messages) []string {
+	r := p.stamp
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for i, c := range m.Client {
+		if c.Kind != r.send {
+			continue
+		}
+		if why := p.stampProblem(c.Bytes, m.WSText); why != "" {
+			out = append(out, fmt.Sprintf("latency: client message #%d (%s): %s", i, p.KindName(c.Kind), why))
+			break
+		}
+	}
+	for i, sm := range m.Server {
+		if sm.Kind != r.delivery {
+			continue
+		}
+		if _, _, ok := r.place(p.stampBody(sm.Bytes), r.deliveryOffset); !ok {
+			out = append(out, fmt.Sprintf("latency: server message #%d (%s): no stamp can be read back: its place (%s) is not in it", i, p.ServerKindName(sm.Kind), r.where(r.deliveryOffset)))
+		}
+		break
 	}
 	return out
 }

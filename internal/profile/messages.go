@@ -36,18 +36,21 @@ type Messages struct {
 	Upgrade []byte
 	WSText  bool
 	Notes   []string
+	// Dropped say which recorded bytes the framing could not cut into
+	// messages: a profile that drops any does not fit the flow.
+	Dropped []string
 }
 
 // Messages cuts a recording into messages and names their kinds.
 func (p *Profile) Messages(r Recording) Messages {
 	var out Messages
-	var notes []string
+	var dropped []string
 	var text bool
-	out.Client, out.Upgrade, text, notes = p.cut("client", r.Client)
+	out.Client, out.Upgrade, text, dropped = p.cut("client", r.Client)
 	out.WSText = text
-	out.Notes = append(out.Notes, notes...)
-	out.Server, _, _, notes = p.cut("server", r.Server)
-	out.Notes = append(out.Notes, notes...)
+	out.Dropped = append(out.Dropped, dropped...)
+	out.Server, _, _, dropped = p.cut("server", r.Server)
+	out.Dropped = append(out.Dropped, dropped...)
 	for i := range out.Client {
 		out.Client[i].Kind = p.ClientKind(out.Client[i].Bytes)
 	}
@@ -102,7 +105,7 @@ func (p *Profile) ServerKindName(k int) string {
 	return "other"
 }
 
-// cut cuts one direction into messages.
+// cut cuts one direction into messages; the notes say what it dropped.
 func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, bool, []string) {
 	if p.Raw && p.Transport != WebSocket {
 		out := make([]Message, 0, len(segs))
@@ -115,12 +118,12 @@ func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, bool, []st
 		var out []Message
 		var notes []string
 		for _, s := range segs {
-			msgs, rest, err := Split(p.framer, s.Bytes)
+			msgs, rest, err := splitUnit(p.framer, s.Bytes)
 			for _, m := range msgs {
 				out = append(out, Message{Offset: s.Offset, Bytes: m})
 			}
-			if err != nil || len(rest) > 0 {
-				notes = append(notes, fmt.Sprintf("%s datagram at %v: %d bytes are not whole messages: skipped", dir, s.Offset, len(rest)))
+			if err != nil && len(notes) < maxDropNotes {
+				notes = append(notes, fmt.Sprintf("%s datagram at %v: %d bytes are not whole messages: dropped", dir, s.Offset, len(rest)))
 			}
 		}
 		return out, nil, false, notes
@@ -195,11 +198,47 @@ func (c *streamCutter) feed(s Segment) bool {
 
 var errStop = fmt.Errorf("stop")
 
+// maxDropNotes bounds the notes on dropped bytes of one direction.
+const maxDropNotes = 8
+
+// unit reports whether each transport message (a WebSocket message, a
+// datagram) holds whole messages only, which end with it.
+func (p *Profile) unit() bool {
+	return p.Transport == UDP || (p.Transport == WebSocket && !p.frame.Span)
+}
+
+// splitUnit cuts one WebSocket message or datagram into messages; rest is
+// what could not be cut, with the error.
+func splitUnit(f Framer, b []byte) (msgs [][]byte, rest []byte, err error) {
+	msgs, rest, err = Split(f, b)
+	if err != nil {
+		return msgs, rest, err
+	}
+	last, err := endUnit(f, rest)
+	if err != nil {
+		return msgs, rest, err
+	}
+	if last != nil {
+		msgs = append(msgs, last)
+	}
+	return msgs, nil, nil
+}
+
 // frame adds stream bytes (or one WebSocket message) and emits the whole
 // messages.
 func (c *streamCutter) frame(b []byte, at time.Duration) bool {
 	if c.p.Raw {
 		c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), b...)})
+		return true
+	}
+	if c.p.unit() {
+		msgs, rest, err := splitUnit(c.p.framer, b)
+		for _, m := range msgs {
+			c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...)})
+		}
+		if err != nil {
+			c.note("%s WebSocket message at %v: %d bytes are not whole messages: dropped", c.dir, at, len(rest))
+		}
 		return true
 	}
 	c.buf = append(c.buf, b...)
@@ -224,4 +263,7 @@ func (c *streamCutter) end() {
 
 func (c *streamCutter) note(format string, args ...any) {
 	c.notes = append(c.notes, fmt.Sprintf(format, args...))
+	if len(c.notes) > maxDropNotes {
+		c.notes = append(c.notes[:maxDropNotes-1], "and more")
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -134,20 +135,6 @@ type reasonRule struct {
 	offset, size int
 	names        map[int]string
 	re           *regexp.Regexp
-}
-
-// stampRule places the latency stamp.
-type stampRule struct {
-	send, delivery             int // kind indexes
-	sendOffset, deliveryOffset int
-}
-
-// at resolves a possibly negative offset for an 8-byte stamp in b.
-func stampAt(b []byte, off int) (int, bool) {
-	if off < 0 {
-		off += len(b)
-	}
-	return off, off >= 0 && off+8 <= len(b)
 }
 
 // fieldRule is a compiled FieldSpec.
@@ -385,6 +372,9 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 	if f.Offset < 0 || f.Offset > 1<<16 {
 		return nil, bad("framing.offset", "%d: out of range", f.Offset)
 	}
+	if f.Span && t != WebSocket {
+		return nil, bad("framing.span", "only over websocket: a datagram or a stream has no messages to span")
+	}
 	switch f.Type {
 	case "length":
 		if f.Size != 1 && f.Size != 2 && f.Size != 4 && f.Size != 8 {
@@ -406,6 +396,19 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 			return nil, bad("framing.delimiter", "a delimiter framing needs a delimiter")
 		}
 		return Delimiter{Delim: []byte(f.Delimiter), BulkPrefix: []byte(f.Bulk), Max: f.Max}, nil
+	case "counted":
+		d := f.Delimiter
+		if d == "" {
+			d = "\r\n"
+		}
+		if f.Count == "" {
+			return nil, bad("framing.count", "a counted framing needs count: a regular expression for the lines that announce a payload")
+		}
+		re, err := regexp.Compile(f.Count)
+		if err != nil {
+			return nil, bad("framing.count", "%v", err)
+		}
+		return Counted{Delim: []byte(d), Count: re, Max: f.Max}, nil
 	case "resp":
 		return RESP{Max: f.Max}, nil
 	case "message", "raw":
@@ -414,9 +417,9 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 		if t == UDP || t == WebSocket {
 			return Whole{}, nil
 		}
-		return nil, bad("framing.type", "missing: length, varint, delimiter, resp, message or raw")
+		return nil, bad("framing.type", "missing: length, varint, delimiter, counted, resp, message or raw")
 	}
-	return nil, bad("framing.type", "%q: length, varint, delimiter, resp, message or raw", f.Type)
+	return nil, bad("framing.type", "%q: length, varint, delimiter, counted, resp, message or raw", f.Type)
 }
 
 func compileKinds(path string, ks []KindSpec) ([]kind, error) {
@@ -605,14 +608,9 @@ func (s *Spec) compileMessages(p *Profile) error {
 		return err
 	}
 	if l := s.Latency; l != nil {
-		st := &stampRule{send: p.clientKind(l.Send), delivery: p.serverKind(l.Delivery), sendOffset: l.SendOffset, deliveryOffset: l.DeliveryOffset}
-		if st.send <= 0 {
-			return bad("latency.send", "%q is not a client kind", l.Send)
+		if p.stamp, err = p.compileStamp(l); err != nil {
+			return err
 		}
-		if st.delivery < 0 {
-			return bad("latency.delivery", "%q is not a server kind", l.Delivery)
-		}
-		p.stamp = st
 	}
 	for i, c := range s.Correlation {
 		path := fmt.Sprintf("correlation[%d]", i)
@@ -636,6 +634,46 @@ func (s *Spec) compileMessages(p *Profile) error {
 		p.corrs = append(p.corrs, corrRule{name: c.Name, from: *f, into: into, wait: c.Wait})
 	}
 	return nil
+}
+
+func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
+	st := &stampRule{send: p.clientKind(l.Send), delivery: p.serverKind(l.Delivery), sendOffset: l.SendOffset, deliveryOffset: l.DeliveryOffset}
+	if st.send <= 0 {
+		return nil, bad("latency.send", "%q is not a client kind", l.Send)
+	}
+	if st.delivery < 0 {
+		return nil, bad("latency.delivery", "%q is not a server kind", l.Delivery)
+	}
+	if !p.delivery[st.delivery] {
+		return nil, bad("latency.delivery", "%q is not a delivery kind (list it in delivery): its stamps would never be read", l.Delivery)
+	}
+	if l.Encoding != "" {
+		e, ok := encodingNames[l.Encoding]
+		if !ok {
+			return nil, bad("latency.encoding", "%q: binary, decimal, hex or base64", l.Encoding)
+		}
+		st.enc = e
+	}
+	places := 0
+	if l.Regexp != "" {
+		places++
+		re, err := regexp.Compile(l.Regexp)
+		if err != nil || re.NumSubexp() < 1 {
+			return nil, bad("latency.regexp", "%q: a regular expression with one group (the stamp's place)", l.Regexp)
+		}
+		st.re = re
+	}
+	if l.JSON != "" {
+		places++
+		st.key = strconv.AppendQuote(nil, l.JSON)
+	}
+	if places > 1 || (places == 1 && (l.SendOffset != 0 || l.DeliveryOffset != 0)) {
+		return nil, bad("latency", "give one place: send_offset and delivery_offset, regexp, or json")
+	}
+	if places == 1 && st.enc == encBinary {
+		return nil, bad("latency.encoding", "a stamp in a regexp group or a JSON string is text: give decimal, hex or base64")
+	}
+	return st, nil
 }
 
 func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRule, error) {

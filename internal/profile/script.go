@@ -50,13 +50,13 @@ type step struct {
 	tmpl     int
 	// corr lists the correlations it carries.
 	corr []int
-	// stamp is the latency stamp's offset, -1 for none.
+	// stamp is 0 when the message carries a latency stamp, -1 when not.
 	stamp int
 }
 
 // Compile builds a script from a recording cut into messages.
 func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
-	s := &Script{p: p, upgrade: m.Upgrade, wsText: m.WSText, notes: append([]string(nil), m.Notes...)}
+	s := &Script{p: p, upgrade: m.Upgrade, wsText: m.WSText, notes: append(append([]string(nil), m.Notes...), m.Dropped...)}
 	if p.Transport == WebSocket && m.Upgrade == nil {
 		return nil, fmt.Errorf("profile %s: the recorded flow has no WebSocket upgrade request", p.Name)
 	}
@@ -270,11 +270,26 @@ func (s *Script) step(m Message) step {
 		}
 	}
 	if r := s.p.stamp; r != nil && r.send == m.Kind {
-		if off, ok := stampAt(m.Bytes, r.sendOffset); ok {
-			st.stamp = off
+		// A stamp that would break the message is left out (profile
+		// check says why).
+		if why := s.p.stampProblem(m.Bytes, s.wsText); why != "" {
+			s.stampNote(why)
+		} else if b, err := s.p.makeRoom(m.Bytes); err == nil {
+			st.bytes, st.stamp = b, 0
 		}
 	}
 	return st
+}
+
+// stampNote notes why sends go unstamped, once (the first reason).
+func (s *Script) stampNote(why string) {
+	const head = "latency: some sends are not stamped: "
+	for _, have := range s.notes {
+		if strings.HasPrefix(have, head) {
+			return
+		}
+	}
+	s.notes = append(s.notes, head+why)
 }
 
 // Timeline implements Player.

@@ -47,7 +47,15 @@ type FramingSpec struct {
 	Adjust    int    `yaml:"adjust"`
 	Delimiter string `yaml:"delimiter"` // with Go escapes: "\r\n"
 	Bulk      string `yaml:"bulk"`      // prefix of a line giving a byte count: "$"
-	Max       int    `yaml:"max"`
+	// Count selects the lines of a counted framing that announce a
+	// payload (a regular expression); its group named count, if any, is
+	// the byte count, else the line's last token is.
+	Count string `yaml:"count"`
+	// Span lets a message span WebSocket messages (MQTT over WebSockets);
+	// by default each WebSocket message or datagram ends the messages in
+	// it.
+	Span bool `yaml:"span"`
+	Max  int  `yaml:"max"`
 }
 
 // MatchSpec tells a message's kind: a byte (under a mask) at an offset, a
@@ -163,13 +171,19 @@ type TemplateSpec struct {
 	Hex  string `yaml:"hex"`
 }
 
-// LatencySpec says where a send carries an 8-byte timestamp and where a
-// delivery brings it back. A negative offset counts from the end.
+// LatencySpec says where a send carries the sender's clock and where a
+// delivery brings it back: at an offset (negative counts from the end;
+// both count without the framing's final delimiter), in a regular
+// expression's first group, or in a JSON string field; written as 8 raw
+// bytes (binary, the default) or fixed-width decimal, hex or base64.
 type LatencySpec struct {
 	Send           string `yaml:"send"`
 	SendOffset     int    `yaml:"send_offset"`
 	Delivery       string `yaml:"delivery"`
 	DeliveryOffset int    `yaml:"delivery_offset"`
+	Encoding       string `yaml:"encoding"`
+	Regexp         string `yaml:"regexp"`
+	JSON           string `yaml:"json"`
 }
 
 // FieldSpec places a value: given (value), at an offset and length in a
