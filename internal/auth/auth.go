@@ -26,7 +26,13 @@ const domain = "reprise-join-v1\x00"
 
 // Sign returns a token letting user join until expiry.
 func Sign(secret []byte, user string, expiry time.Time) []byte {
-	tok := binary.BigEndian.AppendUint64(make([]byte, 0, TokenSize), uint64(expiry.Unix()))
+	return SignUntil(secret, user, uint64(max(expiry.Unix(), 0)))
+}
+
+// SignUntil returns a token letting user join until expiry, Unix seconds
+// as the token carries them: any u64 (2^64−1 is "never").
+func SignUntil(secret []byte, user string, expiry uint64) []byte {
+	tok := binary.BigEndian.AppendUint64(make([]byte, 0, TokenSize), expiry)
 	return append(tok, mac(secret, user, tok[:8])...)
 }
 
@@ -42,7 +48,9 @@ func Verify(secret []byte, user string, tok []byte, now time.Time) error {
 	if !hmac.Equal(tok[8:], mac(secret, user, tok[:8])) {
 		return ErrInvalid
 	}
-	if now.Unix() >= int64(binary.BigEndian.Uint64(tok)) {
+	// The expiry is a u64 (docs/protocol.md): compared as one, so one at
+	// or past 2^63 is far in the future, not a negative time long gone.
+	if uint64(max(now.Unix(), 0)) >= binary.BigEndian.Uint64(tok) {
 		return ErrExpired
 	}
 	return nil

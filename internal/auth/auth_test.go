@@ -25,6 +25,10 @@ func TestVerify(t *testing.T) {
 		{"short", "alice", good[:10], ErrInvalid},
 		{"expired", "alice", Sign(secret, "alice", now.Add(-time.Second)), ErrExpired},
 		{"other secret", "alice", Sign([]byte("x"), "alice", now.Add(time.Hour)), ErrInvalid},
+		{"expiry 2^64-1", "alice", SignUntil(secret, "alice", 1<<64-1), nil},
+		{"expiry 2^63", "alice", SignUntil(secret, "alice", 1<<63), nil},
+		{"expiry 0", "alice", SignUntil(secret, "alice", 0), ErrExpired},
+		{"expiry now", "alice", SignUntil(secret, "alice", uint64(now.Unix())), ErrExpired},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -84,40 +84,77 @@ type batch struct {
 	// only): deliveries to confirmed UDP members are queued in its writer
 	// and sent in one sendmmsg after the read. nil, or a
 	// member not confirmed yet: client.deliver, one by one.
-	out     *udpServer
+	out *udpServer
+	// udp queues the deliveries of a TCP reader's batch to confirmed UDP
+	// members, packed per member and sent at flush like out's (made on
+	// first use: most TCP members share no room with a UDP one).
+	udp     *udpWriter
 	queued  int
 	written int // deliveries sent as UDP datagrams
 	// frames dropped by the rate limits
 	limitedMsgs, limitedBytes int
 }
 
-// deliver queues frame to c and remembers to wake c's writer. UDP clients
-// get the frame as a datagram at once.
+// deliver queues frame to c and remembers to wake c's writer. Frames for
+// UDP clients go into a UDP writer, packed per client and sent at the end
+// of the batch.
 func (b *batch) deliver(c *client, frame []byte) {
-	if c.isUDP() && b.out != nil && c.confirmed && len(frame) <= wire.MaxDatagram {
-		if b.out.w.add(frame, c.addr) {
-			b.out.flush() // a huge fan-out: send what is queued now
+	if !c.isUDP() {
+		if c.deliver(frame) {
+			b.pcd = append(b.pcd, c)
 		}
 		return
 	}
-	if c.isUDP() {
-		if !c.confirmed {
-			c.pend.hold(frame, c.s.m)
-			return
+	switch {
+	case !c.confirmed:
+		c.pend.hold(frame, c.s.m)
+	case len(frame) > wire.MaxDatagram:
+		c.s.sendUDP(frame, c.addr) // not sent: counted and logged there
+	case b.out != nil:
+		if b.out.w.add(frame, c.addr) {
+			b.out.flush() // a huge fan-out: send what is queued now
 		}
+	default:
+		b.queueUDP(c, frame)
+	}
+}
+
+// queueUDP queues a frame for UDP client c from a batch that is not a UDP
+// worker's (a TCP reader's), so a TCP member's burst reaches a UDP member
+// packed too (docs/protocol.md).
+func (b *batch) queueUDP(c *client, frame []byte) {
+	w := b.udpWriter(c.s)
+	if w == nil {
 		if c.s.sendUDP(frame, c.addr) && wire.Type(frame[wire.LenSize]) == wire.TypeDeliver {
 			b.written++
 		}
 		return
 	}
-	if c.deliver(frame) {
-		b.pcd = append(b.pcd, c)
+	if w.add(frame, c.addr) {
+		b.flushUDP(c.s.m)
+	}
+}
+
+// udpWriter is the batch's own UDP writer (see batch.udp), nil if the
+// socket is gone.
+func (b *batch) udpWriter(s *Server) *udpWriter {
+	if b.udp == nil && s.udp != nil {
+		b.udp, _ = newUDPWriter(s.udp, s.cfg.UDPCoalesce)
+	}
+	return b.udp
+}
+
+// flushUDP sends what the batch queued for UDP members.
+func (b *batch) flushUDP(m *metrics.Relay) {
+	if b.udp != nil && b.udp.pending() > 0 {
+		sendQueued(b.udp, m)
 	}
 }
 
 // flush wakes the writers of every client that got frames in this batch
 // and adds the batch's counters.
 func (b *batch) flush(m *metrics.Relay) {
+	b.flushUDP(m)
 	for i, c := range b.pcd {
 		c.signal()
 		b.pcd[i] = nil
@@ -391,7 +428,13 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 	c.b.frames++
 	if over := c.lim.allow(c.b.now, f.Size, c.s.rateMsgs, c.s.rateBytes); over != "" {
-		return c.overLimit(over)
+		werr := c.overLimit(over)
+		if werr == nil && f.Type == wire.TypeJoin {
+			// A join is always answered: dropped silently it would look
+			// like a lost frame to its client.
+			werr = refusal(wire.ErrRateLimited, "join over the relay's rate limit ("+over+")")
+		}
+		return werr
 	}
 	c.b.recvMsgs++
 	switch f.Type {

@@ -243,6 +243,7 @@ type Server struct {
 	httpS *http.Server
 
 	nconns atomic.Int64 // TCP connections plus UDP sessions
+	tokens tokenSet     // live UDP sessions' tokens, all workers
 	nextID atomic.Uint64
 
 	bigDatagramLog atomic.Int64 // relay clock of the last such log line

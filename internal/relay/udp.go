@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -188,16 +189,20 @@ func (u *udpServer) flush() {
 	if u.w.pending() == 0 {
 		return
 	}
-	_, bytes, calls, failed, err := u.w.flush()
-	m := u.s.m
-	m.SentBytes.Add(float64(bytes))
-	m.UDPSendCalls.Add(float64(calls))
-	if u.w.delivered > 0 {
-		m.DeliveredMessages.Add(float64(u.w.delivered))
-	}
-	if failed > 0 || err != nil {
+	if failed, err := sendQueued(u.w, u.s.m); failed > 0 || err != nil {
 		u.s.log.Debug("udp send", zap.Int("failed", failed), zap.Error(err))
 	}
+}
+
+// sendQueued flushes w and counts what it sent.
+func sendQueued(w *udpWriter, m *metrics.Relay) (failed int, err error) {
+	_, bytes, calls, failed, err := w.flush()
+	m.SentBytes.Add(float64(bytes))
+	m.UDPSendCalls.Add(float64(calls))
+	if w.delivered > 0 {
+		m.DeliveredMessages.Add(float64(w.delivered))
+	}
+	return failed, err
 }
 
 // datagram handles one client→server datagram. Nothing goes back to a
@@ -219,6 +224,12 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 	if token != 0 {
 		c = u.sessions[token]
 		switch {
+		case c == nil && s.tokens.has(token):
+			// Another worker's session: the kernel hashes a session's own
+			// address to the worker that owns it, so this came from
+			// another source, whichever worker it reached.
+			s.m.Rejected(metrics.ReasonWrongSource)
+			return
 		case c == nil:
 			s.m.Rejected(metrics.ReasonUnknownSession)
 			return
@@ -291,7 +302,8 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	if c := u.byAddr[from]; c != nil && c.room != nil && !c.replaced.Load() && c.user == string(f.User) && c.room.Name() == string(f.Room) {
 		// A client that did not get its joined in time joins again: a lost
 		// datagram, not a second member. It gets its session's joined again.
-		c.lastActive.Store(s.now())
+		c.b.now = s.now()
+		c.lastActive.Store(c.b.now)
 		u.rejoined(c, size)
 		return
 	}
@@ -315,6 +327,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	c.b.now = now
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
+		s.tokens.remove(c.token)
 		u.answer(from, size, werr.Code, werr.Detail)
 		c.b.flush(s.m)
 		return
@@ -365,26 +378,57 @@ func (u *udpServer) confirm(c *client) bool {
 // or late): unconfirmed, the same joined again; confirmed (the address is
 // proven), a joined with the list as it is now, as much as fits. Either
 // within replyLimit bytes, like any join reply.
+//
+// A confirmed session's list is the room as it is now in join order with
+// the joiner moved last, as every member list ends (docs/protocol.md,
+// "Member lists"): the first frame within replyLimit, the rest in further
+// frames (the address is proven). Repeats count against the session's rate
+// limits; one over them is answered rate_limited and ends the session, as
+// a join over them does on TCP.
 func (u *udpServer) rejoined(c *client, replyLimit int) {
-	u.s.m.UDPJoinRepeats.Inc()
-	var reply []byte
+	s := u.s
+	s.m.UDPJoinRepeats.Inc()
+	if over := c.lim.allow(c.b.now, replyLimit, s.rateMsgs, s.rateBytes); over != "" {
+		c.overLimit(over)
+		text := "join repeated over the relay's rate limit (" + over + ")"
+		if c.pend != nil {
+			u.answer(c.addr, replyLimit, wire.ErrRateLimited, text)
+		}
+		u.end(c, wire.ErrRateLimited.String(), wire.AppendError(nil, wire.ErrRateLimited, text))
+		return
+	}
+	c.b.recvMsgs++
 	if c.pend != nil {
-		reply = c.pend.reply
-	} else {
-		sh, rm, b := c.shard, c.room, &c.b
-		sh.Lock()
-		b.names = b.names[:0]
-		for _, m := range rm.Members() {
+		if reply := c.pend.reply; len(reply) > 0 && len(reply) <= replyLimit {
+			s.sendUDP(reply, c.addr)
+		}
+		c.b.flush(s.m)
+		return
+	}
+	sh, rm, b := c.shard, c.room, &c.b
+	sh.Lock()
+	b.names = b.names[:0]
+	for _, m := range rm.Members() {
+		if m.Value != c {
 			b.names = append(b.names, m.ID)
 		}
-		u.reply, _ = wire.AppendJoinedFit(u.reply[:0], c.token, rm.Owner(), b.names, min(replyLimit, wire.UDPJoinPad))
-		clear(b.names)
-		sh.Unlock()
-		reply = u.reply
 	}
-	if len(reply) > 0 && len(reply) <= replyLimit {
-		u.s.sendUDP(reply, c.addr)
+	b.names = append(b.names, c.user)
+	owner := rm.Owner()
+	sh.Unlock()
+	limit := min(replyLimit, wire.UDPJoinPad)
+	for names := b.names; len(names) > 0; limit = wire.UDPJoinPad {
+		var k int
+		u.reply, k = wire.AppendJoinedFit(u.reply[:0], c.token, owner, names, limit)
+		if k <= 0 { // not even one member fits the join's size
+			u.answer(c.addr, replyLimit, wire.ErrPadRequired, strconv.Itoa(wire.JoinedSize(owner, names[:1])))
+			break
+		}
+		s.sendUDP(u.reply, c.addr)
+		names = names[k:]
 	}
+	clear(b.names)
+	c.b.flush(s.m)
 }
 
 // unpend forgets c's pending state (confirmed or ended).
@@ -415,14 +459,52 @@ func (u *udpServer) answer(to netip.AddrPort, limit int, code wire.ErrorCode, te
 	u.s.sendUDP(u.reply, to)
 }
 
+// newToken draws a fresh session token and reserves it in the relay's
+// set of live tokens (all workers).
 func (u *udpServer) newToken() uint64 {
 	var b [8]byte
 	for {
 		rand.Read(b[:]) // never fails on Linux (Go 1.24+ crypto/rand)
-		if t := binary.BigEndian.Uint64(b[:]); t != 0 && u.sessions[t] == nil {
+		if t := binary.BigEndian.Uint64(b[:]); t != 0 && u.s.tokens.add(t) {
 			return t
 		}
 	}
+}
+
+// tokenSet is the tokens of every live UDP session over all workers. A
+// worker consults it only for a token it does not own (not on the hot
+// path), to answer wrong_source rather than unknown_session whichever
+// worker the datagram reached.
+type tokenSet struct {
+	mu sync.Mutex
+	m  map[uint64]struct{}
+}
+
+// add reserves t; false if it is taken.
+func (ts *tokenSet) add(t uint64) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, ok := ts.m[t]; ok {
+		return false
+	}
+	if ts.m == nil {
+		ts.m = make(map[uint64]struct{})
+	}
+	ts.m[t] = struct{}{}
+	return true
+}
+
+func (ts *tokenSet) remove(t uint64) {
+	ts.mu.Lock()
+	delete(ts.m, t)
+	ts.mu.Unlock()
+}
+
+func (ts *tokenSet) has(t uint64) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	_, ok := ts.m[t]
+	return ok
 }
 
 // end closes a session: an optional last error datagram (only to a
@@ -436,6 +518,7 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	c.b.flush(s.m)
 	u.unpend(c)
 	delete(u.sessions, c.token)
+	s.tokens.remove(c.token)
 	if u.byAddr[c.addr] == c {
 		delete(u.byAddr, c.addr)
 	}
