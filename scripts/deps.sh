@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # deps.sh TARGET: make sure the Debian packages TARGET (demo or test) needs
-# are installed (the list is scripts/debian-packages). Missing ones are
+# are installed (the list is scripts/debian-packages), and the programs
+# installed with go install (scripts/go-tools). Missing ones are
 # installed when run as root; otherwise it prints the one command that
 # installs them and exits 2. `deps.sh list TARGET` prints TARGET's list.
 set -euo pipefail
@@ -26,6 +27,20 @@ if ! command -v dpkg-query >/dev/null; then
   echo "deps: not a Debian system; make sure these (Debian names) are installed: $(echo $want)" >&2
   exit 0
 fi
+# Programs installed with go install (scripts/go-tools).
+gomissing=()
+while read -r mod bin targets; do
+  case " $targets " in *" $target "*) ;; *) continue ;; esac
+  command -v "$bin" >/dev/null || gomissing+=("$mod")
+done < <(sed -e 's/#.*//' "$here/go-tools" | awk 'NF >= 3')
+for mod in "${gomissing[@]}"; do
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: make $target needs a program that is missing; run: sudo env PATH=\"\$PATH\" GOBIN=/usr/local/bin go install $mod" >&2
+    exit 2
+  fi
+  echo "deps: make $target: go install $mod" >&2
+  GOBIN=/usr/local/bin go install "$mod" >&2
+done
 missing=()
 for p in $want; do
   if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then

@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -92,10 +91,6 @@ type Fleet struct {
 	startLate time.Duration
 	cpu0      metrics.CPUTimes
 	cpuErr    error
-	// proc0 is this process's own CPU at the start (procErr if
-	// unreadable): the summary reports what the run cost the fleet.
-	proc0   metrics.ProcessUsage
-	procErr error
 }
 
 // ErrUnreachable means the very first login could not connect at all.
@@ -233,36 +228,13 @@ func (f *Fleet) bind() error {
 	}
 	f.target = f.cfg.Target
 	if f.cfg.Metrics != "" {
-		ln, err := listenMetrics(f.cfg.Metrics, f.cfg.Out)
+		ln, err := net.Listen("tcp", f.cfg.Metrics)
 		if err != nil {
-			return err
+			return fmt.Errorf("listen metrics %s: %w", f.cfg.Metrics, err)
 		}
 		f.mln = ln
 	}
 	return nil
-}
-
-// listenMetrics binds /metrics on addr. The default address taken by
-// another program (a second replay on the host) is no reason to fail a
-// run: a free loopback port is taken and said on out. An address asked
-// for is the user's to free, and the error says how.
-func listenMetrics(addr string, out io.Writer) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err == nil {
-		return ln, nil
-	}
-	if !errors.Is(err, syscall.EADDRINUSE) {
-		return nil, fmt.Errorf("listen metrics %s: %w", addr, err)
-	}
-	if addr != DefaultMetrics {
-		return nil, fmt.Errorf("listen metrics %s: the port is in use (another replay?): choose another with --metrics, 127.0.0.1:0 for a free one, or --metrics off", addr)
-	}
-	ln, err2 := net.Listen("tcp", "127.0.0.1:0")
-	if err2 != nil {
-		return nil, fmt.Errorf("listen metrics %s: %w; and on a free port: %w", addr, err, err2)
-	}
-	fmt.Fprintf(out, "replay: metrics: the default %s is in use (another replay?); serving /metrics on %s instead\n", addr, ln.Addr())
-	return ln, nil
 }
 
 // Close releases the metrics listener of a fleet that will not Run (Run
@@ -351,7 +323,6 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.epochUnix = start.UnixNano()
 	f.started = f.epoch
 	f.cpu0, f.cpuErr = metrics.ReadCPUTimes()
-	f.proc0, f.procErr = metrics.ReadProcessUsage()
 	if f.startLate > lateStart {
 		f.warn("WARNING: shard %s began %v after the common start %s: its schedule keeps that start (its first logins are late, not shifted)",
 			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano))
@@ -399,19 +370,6 @@ func (f *Fleet) cpuIdle() float64 {
 		return -1
 	}
 	return metrics.IdlePercent(f.cpu0, cpu1)
-}
-
-// processCost is the fleet process's CPU seconds since the run began and
-// its peak RSS, both -1 when /proc cannot be read.
-func (f *Fleet) processCost() (cpuS float64, peakRSS int64) {
-	if f.procErr != nil {
-		return -1, -1
-	}
-	u, err := metrics.ReadProcessUsage()
-	if err != nil {
-		return -1, -1
-	}
-	return u.CPUSeconds - f.proc0.CPUSeconds, u.PeakRSSBytes
 }
 
 func (f *Fleet) httpServer() *http.Server {

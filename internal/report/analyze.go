@@ -66,59 +66,50 @@ type Plateau struct {
 
 // RunStats are one run's figures.
 type RunStats struct {
-	Scenario                  string    `json:"scenario"`
-	Repeat                    int       `json:"repeat"`
-	Started                   time.Time `json:"started"`
-	DurationS                 Num       `json:"duration_s"`
-	Samples                   int       `json:"samples"`
-	ScrapeErrors              int       `json:"scrape_errors"`
-	MaxLoggedIn               Num       `json:"max_logged_in"`
-	EndLoggedIn               Num       `json:"end_logged_in"`
-	Plateau                   Plateau   `json:"plateau"`
-	LoginAttempts             Num       `json:"login_attempts"`
-	LoginsSucceeded           Num       `json:"logins_succeeded"`
-	LoginsFailed              Num       `json:"logins_failed"`
-	PeakSendGbps              Num       `json:"peak_send_gbps"`
-	PlateauSendGbps           Num       `json:"plateau_send_gbps"`
-	PeakRecvGbps              Num       `json:"peak_recv_gbps"`
-	PlateauRecvGbps           Num       `json:"plateau_recv_gbps"`
-	PlateauCPUIdlePct         Num       `json:"plateau_cpu_idle_pct"`
-	MinCPUIdlePct             Num       `json:"min_cpu_idle_pct"`
-	PlateauRelayProcessCPUPct Num       `json:"plateau_relay_process_cpu_pct"`
-	PlateauFleetProcessCPUPct Num       `json:"plateau_fleet_process_cpu_pct"`
-	MinFleetCPUIdlePct        Num       `json:"min_fleet_cpu_idle_pct"`
-	PlateauMsgsInPerS         Num       `json:"plateau_msgs_in_per_s"`
-	PlateauMsgsDeliveredPerS  Num       `json:"plateau_msgs_delivered_per_s"`
-	LatencyP50Ms              Num       `json:"latency_p50_ms"`
-	LatencyP99Ms              Num       `json:"latency_p99_ms"`
-	ScheduleLagP99Ms          Num       `json:"schedule_lag_p99_ms"`
-	SlowConsumerDisconnects   Num       `json:"slow_consumer_disconnects"`
-	RejectedFrames            Num       `json:"rejected_frames"`
-	RelayUDPReceiveDrops      Num       `json:"relay_udp_receive_drops"`
-	LossPct                   Num       `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
-	MessagesSent              Num       `json:"messages_sent"`
-	MessagesReceived          Num       `json:"messages_received"`
-	BytesSent                 Num       `json:"bytes_sent"`
-	BytesReceived             Num       `json:"bytes_received"`
-	RelaySentBytes            Num       `json:"relay_sent_bytes"`
-	RelayReceivedBytes        Num       `json:"relay_received_bytes"`
-	RelayProcessCPUSeconds    Num       `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
-	FleetProcessCPUSeconds    Num       `json:"fleet_process_cpu_seconds"`
-	// The processes' CPU per thousand messages (ms; the same number as s
-	// per million): the relay's per delivery, the fleet's per message sent
-	// or received; and their peak resident memory: the relay's the most
-	// any scrape saw, the fleet's its own VmHWM from its summary (sampled
-	// like the relay's when the summary lacks it).
-	RelayCPUMSPer1kDelivered Num             `json:"relay_process_cpu_ms_per_1k_delivered"`
-	FleetCPUMSPer1kMessages  Num             `json:"fleet_process_cpu_ms_per_1k_messages"`
-	RelayPeakRSSBytes        Num             `json:"relay_process_peak_rss_bytes"`
-	FleetPeakRSSBytes        Num             `json:"fleet_process_peak_rss_bytes"`
-	KernelDrops              *KernelDrops    `json:"kernel_drops,omitempty"`
-	Linear                   Fit             `json:"fit_linear"`
-	Quadratic                Fit             `json:"fit_quadratic"`
-	Headline                 Headline        `json:"headline"`
-	Warnings                 []string        `json:"warnings"`
-	FleetSummary             json.RawMessage `json:"fleet_summary,omitempty"`
+	Scenario                  string          `json:"scenario"`
+	Repeat                    int             `json:"repeat"`
+	Started                   time.Time       `json:"started"`
+	DurationS                 Num             `json:"duration_s"`
+	Samples                   int             `json:"samples"`
+	ScrapeErrors              int             `json:"scrape_errors"`
+	MaxLoggedIn               Num             `json:"max_logged_in"`
+	EndLoggedIn               Num             `json:"end_logged_in"`
+	Plateau                   Plateau         `json:"plateau"`
+	LoginAttempts             Num             `json:"login_attempts"`
+	LoginsSucceeded           Num             `json:"logins_succeeded"`
+	LoginsFailed              Num             `json:"logins_failed"`
+	PeakSendGbps              Num             `json:"peak_send_gbps"`
+	PlateauSendGbps           Num             `json:"plateau_send_gbps"`
+	PeakRecvGbps              Num             `json:"peak_recv_gbps"`
+	PlateauRecvGbps           Num             `json:"plateau_recv_gbps"`
+	PlateauCPUIdlePct         Num             `json:"plateau_cpu_idle_pct"`
+	MinCPUIdlePct             Num             `json:"min_cpu_idle_pct"`
+	PlateauRelayProcessCPUPct Num             `json:"plateau_relay_process_cpu_pct"`
+	PlateauFleetProcessCPUPct Num             `json:"plateau_fleet_process_cpu_pct"`
+	MinFleetCPUIdlePct        Num             `json:"min_fleet_cpu_idle_pct"`
+	PlateauMsgsInPerS         Num             `json:"plateau_msgs_in_per_s"`
+	PlateauMsgsDeliveredPerS  Num             `json:"plateau_msgs_delivered_per_s"`
+	LatencyP50Ms              Num             `json:"latency_p50_ms"`
+	LatencyP99Ms              Num             `json:"latency_p99_ms"`
+	ScheduleLagP99Ms          Num             `json:"schedule_lag_p99_ms"`
+	SlowConsumerDisconnects   Num             `json:"slow_consumer_disconnects"`
+	RejectedFrames            Num             `json:"rejected_frames"`
+	RelayUDPReceiveDrops      Num             `json:"relay_udp_receive_drops"`
+	LossPct                   Num             `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
+	MessagesSent              Num             `json:"messages_sent"`
+	MessagesReceived          Num             `json:"messages_received"`
+	BytesSent                 Num             `json:"bytes_sent"`
+	BytesReceived             Num             `json:"bytes_received"`
+	RelaySentBytes            Num             `json:"relay_sent_bytes"`
+	RelayReceivedBytes        Num             `json:"relay_received_bytes"`
+	RelayProcessCPUSeconds    Num             `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
+	FleetProcessCPUSeconds    Num             `json:"fleet_process_cpu_seconds"`
+	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
+	Linear                    Fit             `json:"fit_linear"`
+	Quadratic                 Fit             `json:"fit_quadratic"`
+	Headline                  Headline        `json:"headline"`
+	Warnings                  []string        `json:"warnings"`
+	FleetSummary              json.RawMessage `json:"fleet_summary,omitempty"`
 }
 
 // Stat is one figure aggregated over a scenario's repeats.
@@ -285,8 +276,7 @@ func AnalyzeRun(r Run) RunStats {
 		&rs.MessagesReceived, &rs.BytesSent, &rs.BytesReceived, &rs.LatencyP50Ms, &rs.LatencyP99Ms,
 		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
 		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct, &rs.RelayProcessCPUSeconds,
-		&rs.FleetProcessCPUSeconds, &rs.RelayCPUMSPer1kDelivered, &rs.FleetCPUMSPer1kMessages,
-		&rs.RelayPeakRSSBytes, &rs.FleetPeakRSSBytes} {
+		&rs.FleetProcessCPUSeconds} {
 		*p = nan
 	}
 	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
@@ -307,9 +297,7 @@ func AnalyzeRun(r Run) RunStats {
 		}
 		if l.ProcessCPUSeconds > 0 {
 			rs.FleetProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
-			rs.FleetCPUMSPer1kMessages = perThousand(rs.FleetProcessCPUSeconds, rs.MessagesSent+rs.MessagesReceived)
 		}
-		rs.FleetPeakRSSBytes = fleetPeakRSS(r.FleetSummary, last.Fleet)
 	}
 	if f, l := first.Relay, last.Relay; f.Present && l.Present {
 		rs.SlowConsumerDisconnects = Num(delta(f.SlowConsumerDisconnects, l.SlowConsumerDisconnects))
@@ -319,41 +307,12 @@ func AnalyzeRun(r Run) RunStats {
 		rs.RelayUDPReceiveDrops = Num(delta(f.UDPReceiveDrops, l.UDPReceiveDrops))
 		if l.ProcessCPUSeconds > 0 {
 			rs.RelayProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
-			rs.RelayCPUMSPer1kDelivered = perThousand(rs.RelayProcessCPUSeconds, Num(delta(f.DeliveredMessages, l.DeliveredMessages)))
-		}
-		if rss := maxOf(col(func(p Point) float64 { return p.RelayRSSBytes }, nil)); !math.IsNaN(float64(rss)) {
-			rs.RelayPeakRSSBytes = rss
 		}
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
 	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle, r.Series.LastError)...)
 	return rs
-}
-
-// perThousand is CPU seconds per million messages, which is milliseconds
-// per thousand; NaN without messages.
-func perThousand(cpuS, msgs Num) Num {
-	if !(msgs > 0) {
-		return Num(math.NaN())
-	}
-	return cpuS * 1e6 / msgs
-}
-
-// fleetPeakRSS is the fleet process's own peak RSS from its summary
-// (fleet_process_peak_rss_bytes, the sum over shards), else its resident
-// memory at the last scrape; NaN when neither says.
-func fleetPeakRSS(summary json.RawMessage, last FleetValues) Num {
-	var s struct {
-		PeakRSS *float64 `json:"fleet_process_peak_rss_bytes"`
-	}
-	if len(summary) > 0 && json.Unmarshal(summary, &s) == nil && s.PeakRSS != nil && *s.PeakRSS > 0 {
-		return Num(*s.PeakRSS)
-	}
-	if last.ProcessRSSBytes > 0 {
-		return Num(last.ProcessRSSBytes)
-	}
-	return Num(math.NaN())
 }
 
 // runWarnings are the findings that make a run's numbers suspect.
