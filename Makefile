@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare captures observe clean
+.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare captures observe clean k8s-images k8s-e2e
 
 all: build
 
@@ -73,6 +73,16 @@ bench-compare:
 ## observe: Prometheus on 127.0.0.1:9090 (and Grafana on :3000 if installed) with the project's config and dashboards.
 observe:
 	./scripts/observe.sh
+
+## k8s-images: static replay and relay, and their OCI image tarballs in $(BIN)/images (no Docker; README "Kubernetes").
+k8s-images:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/ ./cmd/replay ./cmd/relay
+	$(BIN)/static/replay k8s image --replay $(BIN)/static/replay --relay $(BIN)/static/relay --out $(BIN)/images
+
+## k8s-e2e: opt-in, root: a one-node Kubernetes on this machine (binaries built once into
+## /var/cache/reprise-k8s, ~20 min cold), the sharded runs on it, checks, then everything torn down.
+k8s-e2e: k8s-images
+	./scripts/k8s-e2e.sh
 
 clean:
 	rm -rf $(BIN) out

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -11,43 +13,28 @@ import (
 
 func init() { subcommands = append(subcommands, newK8sCmd) }
 
-// newK8sCmd is `replay k8s render`: the fleet's Kubernetes manifests with
-// a run's flags (internal/k8s).
+// newK8sCmd is `replay k8s`: the fleet on Kubernetes (internal/k8s):
+// image, render and run.
 func newK8sCmd(st *state) *cobra.Command {
-	root := &cobra.Command{Use: "k8s", Short: "Kubernetes manifests for running the fleet as shards"}
-	p := k8s.DefaultParams()
-	var out string
-	render := &cobra.Command{
-		Use:   "render [flags] -- [replay run flags]",
-		Short: "write the Indexed Job (and optionally the relay) that runs a replay as shards",
-		Example: `  replay k8s render --shards 8 --image registry.example/reprise:v1 --relay -- \
-    --clients 16000 --receive-only --login-interval 5ms --duration 10m > fleet.yaml`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		RunE: func(_ *cobra.Command, args []string) error {
-			// Parse the run flags now, so a typo fails here and not in
-			// every pod.
-			var ff fleetFlags
-			fs := pflag.NewFlagSet("replay", pflag.ContinueOnError)
-			addFleetFlags(fs, &ff)
-			fs.SetOutput(st.stderr)
-			if err := fs.Parse(args); err != nil {
-				return usageError(fmt.Errorf("replay run flags after --: %w", err))
-			}
-			if fs.NArg() > 0 {
-				return usageError(fmt.Errorf("replay run flags after --: unexpected %q", fs.Arg(0)))
-			}
-			p.RunArgs, p.Clients = args, ff.cfg.Clients
-			files, err := k8s.Render(p)
-			if err != nil {
-				return usageError(err)
-			}
-			return k8s.Write(files, out, st.stdout)
-		},
-	}
-	f := render.Flags()
+	root := &cobra.Command{Use: "k8s", Short: "run the fleet as shards on Kubernetes: images, manifests, the whole run"}
+	root.AddCommand(newK8sImageCmd(st), newK8sRenderCmd(st))
+	return root
+}
+
+// renderFlags are the manifests' flags, shared by render and run.
+type renderFlags struct {
+	p      k8s.Params
+	images string
+}
+
+func addRenderFlags(f *pflag.FlagSet, rf *renderFlags) {
+	rf.p = k8s.DefaultParams()
+	p := &rf.p
 	f.StringVar(&p.Name, "name", p.Name, "prefix of the objects' names")
-	f.StringVar(&p.Image, "image", p.Image, "container image holding the replay and relay binaries (deploy/kubernetes/Dockerfile)")
+	f.StringVar(&p.Image, "image", p.Image, "container image holding the replay and relay binaries (`replay k8s image`, or deploy/kubernetes/Dockerfile)")
+	f.StringVar(&p.RelayImage, "relay-image", "", "the relay's image (default: --image)")
+	f.StringVar(&p.PullPolicy, "pull-policy", p.PullPolicy, "imagePullPolicy of the containers: Always, IfNotPresent or Never")
+	f.StringVar(&rf.images, "images", "", "run the images `replay k8s image --out DIR` wrote (sets --image, --relay-image and --pull-policy)")
 	f.IntVar(&p.Shards, "shards", p.Shards, "number of shards: the Job's parallelism and completions")
 	f.StringVar(&p.CaptureFile, "capture-file", p.CaptureFile, "the capture's file name in its ConfigMap or volume")
 	f.StringVar(&p.CapturePVC, "capture-pvc", "", "mount the capture from this PersistentVolumeClaim instead of the ConfigMap <name>-capture (over 1 MiB)")
@@ -62,7 +49,134 @@ func newK8sCmd(st *state) *cobra.Command {
 	f.MarkHidden("relay-arg")
 	f.StringVar(&p.RelayCPU, "relay-cpu", p.RelayCPU, "CPU request of the relay")
 	f.StringVar(&p.RelayMemory, "relay-memory", p.RelayMemory, "memory request and limit of the relay")
-	f.StringVar(&out, "out", "", "write fleet.yaml (and relay.yaml) into this directory instead of stdout")
-	root.AddCommand(render)
-	return root
+}
+
+// params checks the run flags after -- and returns the rendering's
+// parameters.
+func (rf *renderFlags) params(st *state, args []string) (k8s.Params, error) {
+	// Parse the run flags now, so a typo fails here and not in every pod.
+	var ff fleetFlags
+	fs := pflag.NewFlagSet("replay", pflag.ContinueOnError)
+	addFleetFlags(fs, &ff)
+	fs.SetOutput(st.stderr)
+	if err := fs.Parse(args); err != nil {
+		return k8s.Params{}, usageError(fmt.Errorf("replay run flags after --: %w", err))
+	}
+	if fs.NArg() > 0 {
+		return k8s.Params{}, usageError(fmt.Errorf("replay run flags after --: unexpected %q", fs.Arg(0)))
+	}
+	p := rf.p
+	p.RunArgs, p.Clients = args, ff.cfg.Clients
+	if rf.images != "" {
+		set, err := k8s.ReadImageSet(rf.images)
+		if err != nil {
+			return k8s.Params{}, usageError(err)
+		}
+		set.Apply(&p)
+	}
+	return p, nil
+}
+
+// newK8sRenderCmd is `replay k8s render`: the fleet's Kubernetes
+// manifests with a run's flags.
+func newK8sRenderCmd(st *state) *cobra.Command {
+	var rf renderFlags
+	var out string
+	render := &cobra.Command{
+		Use:   "render [flags] -- [replay run flags]",
+		Short: "write the Indexed Job (and optionally the relay) that runs a replay as shards",
+		Example: `  replay k8s render --shards 8 --image registry.example/reprise:v1 --relay -- \
+    --clients 16000 --receive-only --login-interval 5ms --duration 10m > fleet.yaml`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			p, err := rf.params(st, args)
+			if err != nil {
+				return err
+			}
+			files, err := k8s.Render(p)
+			if err != nil {
+				return usageError(err)
+			}
+			return k8s.Write(files, out, st.stdout)
+		},
+	}
+	addRenderFlags(render.Flags(), &rf)
+	render.Flags().StringVar(&out, "out", "", "write fleet.yaml (and relay.yaml) into this directory instead of stdout")
+	return render
+}
+
+// newK8sImageCmd is `replay k8s image`: OCI image tarballs of replay and
+// relay from static binaries, without Docker.
+func newK8sImageCmd(st *state) *cobra.Command {
+	var replayBin, relayBin, out, registry, tag string
+	var push bool
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "write OCI image tarballs of replay and relay from static binaries (no Docker needed); push them with --push",
+		Long: `Builds one image per program from its static binary, with no base image, and writes
+DIR/replay.tar and DIR/relay.tar (OCI layout and docker-archive in one: load with
+'ctr -n k8s.io images import' or 'docker load') and DIR/images.json, which
+'replay k8s render --images DIR' and 'replay k8s run --images DIR' read.
+The binaries must be static: CGO_ENABLED=0 go build ./cmd/replay ./cmd/relay (make k8s-images).
+The default tag comes from the binary's content, so a rebuilt binary never hides behind an old tag.`,
+		Example: `  make k8s-images        # CGO_ENABLED=0 builds, then: replay k8s image --out bin/images
+  replay k8s image --replay bin/static/replay --relay bin/static/relay --out bin/images
+  replay k8s image --replay bin/static/replay --relay bin/static/relay --registry registry.example/team --push`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if push && registry == "" {
+				return usageError(fmt.Errorf("--push needs --registry"))
+			}
+			if replayBin == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return usageError(fmt.Errorf("--replay: %w", err))
+				}
+				replayBin = exe
+			}
+			if relayBin == "" {
+				relayBin = filepath.Join(filepath.Dir(replayBin), "relay")
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return fmt.Errorf("image: %w", err)
+			}
+			set := k8s.ImageSet{Pushed: push}
+			for _, b := range []struct {
+				prog, path string
+				ref        *string
+			}{{"replay", replayBin, &set.Replay}, {"relay", relayBin, &set.Relay}} {
+				im, err := k8s.BuildImage(b.prog, b.path, registry, tag)
+				if err != nil {
+					return usageError(err)
+				}
+				tarPath := filepath.Join(out, b.prog+".tar")
+				if err := writeFile(tarPath, im.WriteTarball); err != nil {
+					return err
+				}
+				digest, err := im.Digest()
+				if err != nil {
+					return err
+				}
+				if push {
+					if err := im.Push(c.Context()); err != nil {
+						return err
+					}
+				}
+				*b.ref = im.Ref.String()
+				fmt.Fprintf(st.stdout, "%s  %s  %s\n", im.Ref, digest, tarPath)
+			}
+			return k8s.WriteImageSet(out, set)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&replayBin, "replay", "", "static replay binary (default: this program)")
+	f.StringVar(&relayBin, "relay", "", "static relay binary (default: relay beside --replay)")
+	f.StringVar(&out, "out", "images", "directory for replay.tar, relay.tar and images.json")
+	f.StringVar(&registry, "registry", "", "registry (and path) the images are named in, e.g. registry.example/team (default: "+k8s.LocalRegistry+", load-only)")
+	f.StringVar(&tag, "tag", "", "image tag (default: sha-<first 12 hex of the binary's sha256>)")
+	f.BoolVar(&push, "push", false, "push the images to --registry (credentials from the Docker config, as docker push)")
+	return cmd
 }

@@ -30,8 +30,13 @@ const (
 // `replay k8s render`.
 type Params struct {
 	// Name prefixes every object: <name>-fleet, <name>-relay.
-	Name  string
-	Image string
+	Name string
+	// Image runs the fleet and RelayImage the relay (Image when empty);
+	// PullPolicy is both containers' imagePullPolicy: Never for images
+	// only loaded on the nodes (`replay k8s image` without --registry).
+	Image      string
+	RelayImage string
+	PullPolicy string
 	// Shards is the Job's parallelism and completions.
 	Shards int
 	// Clients is the whole fleet's --clients (memory sizing).
@@ -69,7 +74,7 @@ const MemoryPerClientKiB = 20
 // DefaultParams are the defaults of `replay k8s render`.
 func DefaultParams() Params {
 	return Params{
-		Name: "reprise", Image: "ghcr.io/reprise-harness/reprise:latest", Shards: 4, Clients: 1000,
+		Name: "reprise", Image: "ghcr.io/reprise-harness/reprise:latest", PullPolicy: "IfNotPresent", Shards: 4, Clients: 1000,
 		CaptureFile: "capture.pcap", MemoryPerClientKiB: MemoryPerClientKiB, BaseMemoryMiB: 64, CPU: "1",
 		RelayCPU: "1", RelayMemory: "1Gi",
 	}
@@ -113,6 +118,9 @@ func Render(p Params) ([]File, error) {
 		Params: p, MetricsPort: MetricsPort, BarrierPort: BarrierPort, RelayPort: RelayPort, RelayMetricsPort: RelayMetricsPort,
 		ClientsPerShard: per, MemoryRequest: fmt.Sprintf("%dMi", reqMiB), MemoryLimit: fmt.Sprintf("%dMi", 2*reqMiB),
 		CaptureDir: "/capture", CaptureKind: "configmap", CaptureSource: p.Name + "-capture",
+	}
+	if v.RelayImage == "" {
+		v.RelayImage = p.Image
 	}
 	if p.CapturePVC != "" {
 		v.CaptureKind, v.CaptureSource = "pvc", p.CapturePVC
@@ -158,6 +166,8 @@ func (p Params) check() error {
 		return fmt.Errorf("--clients %d: need at least 1", p.Clients)
 	case p.Image == "":
 		return fmt.Errorf("--image is required")
+	case !slices.Contains([]string{"Always", "IfNotPresent", "Never"}, p.PullPolicy):
+		return fmt.Errorf("--pull-policy %q: Always, IfNotPresent or Never", p.PullPolicy)
 	case p.CaptureFile == "" || strings.Contains(p.CaptureFile, "/"):
 		return fmt.Errorf("--capture-file %q: a file name", p.CaptureFile)
 	}
