@@ -188,18 +188,24 @@ func (d *decoder) addresses(pkt gopacket.Packet, n int) (src, dst netip.Addr, fl
 }
 
 // tcpLife is what the decoder knows of a 4-tuple's connections: how many
-// came before the current one, and whether the current one ended (an RST
-// or a FIN was seen).
+// came before the current one, whether the current one ended (an RST or a
+// FIN was seen), and the ISN of its opening SYN.
 type tcpLife struct {
-	gen   int
-	ended bool
+	gen     int
+	ended   bool
+	haveISN bool
+	isn     uint32
+	data    bool // a segment with payload was seen
 }
 
 // lifetime keys a TCP packet by connection lifetime: a SYN after an RST or
-// FIN on the same 4-tuple starts a new connection (a client port reused),
-// which the reassembler must not take for more data of the old one. Each
-// lifetime after the first gets its own network flow key (same addresses,
-// another endpoint type), so the reassembler keeps them apart.
+// FIN on the same 4-tuple, or a SYN with another ISN than the current
+// connection's (its end was not captured), or a SYN on a connection that
+// had none (the capture began inside it), starts a new connection (a
+// client port reused), which the reassembler must not take for more data
+// of the old one. A retransmitted SYN has the same ISN. Each lifetime
+// after the first gets its own network flow key (same addresses, another
+// endpoint type), so the reassembler keeps them apart.
 func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopacket.Flow) gopacket.Flow {
 	key := [2]netip.AddrPort{src, dst}
 	if src.Compare(dst) > 0 {
@@ -209,14 +215,17 @@ func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopac
 	if l == nil {
 		l = &tcpLife{}
 		d.conns[key] = l
-	}
-	if t.SYN && !t.ACK && l.ended {
+	} else if t.SYN && !t.ACK && (l.ended || (!l.haveISN && l.data) || (l.haveISN && l.isn != t.Seq)) {
 		l.gen++
 		l.ended = false
+	}
+	if t.SYN && !t.ACK {
+		l.haveISN, l.isn = true, t.Seq
 	}
 	if t.RST || t.FIN {
 		l.ended = true
 	}
+	l.data = l.data || len(t.Payload) > 0
 	if l.gen == 0 {
 		return netFlow
 	}

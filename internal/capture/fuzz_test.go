@@ -45,6 +45,9 @@ func FuzzReadCapture(f *testing.F) {
 	for _, tc := range hostileCases {
 		f.Add(tc.file)
 	}
+	for _, tc := range mendedCases(f) {
+		f.Add(tc.file)
+	}
 	// Captures by real tools: timestamps from 2100 and 1970, a port reused
 	// after an RST, duplicated datagrams, a mid-connection start.
 	real, err := filepath.Glob("testdata/realtool/*.pcap*")
@@ -117,6 +120,10 @@ func TestWriteCorpus(t *testing.T) {
 		must(os.WriteFile(filepath.Join("testdata/fuzz/FuzzReadCapture", name), []byte("go test fuzz v1\n[]byte("+quoteGo(data)+")\n"), 0o644))
 	}
 	for _, tc := range hostileCases {
+		must(os.WriteFile(filepath.Join("testdata/hostile", tc.name), tc.file, 0o644))
+		seed(tc.name, tc.file)
+	}
+	for _, tc := range mendedCases(t) {
 		must(os.WriteFile(filepath.Join("testdata/hostile", tc.name), tc.file, 0o644))
 		seed(tc.name, tc.file)
 	}

@@ -306,9 +306,8 @@ func (g *guard) checkPcapHeader(h []byte) error {
 	if major := order.Uint16(h[4:6]); major != 2 {
 		return &FormatError{Reason: fmt.Sprintf("pcap version %d.%d is not 2.4", major, order.Uint16(h[6:8]))}
 	}
-	if snap := order.Uint32(h[16:20]); snap > uint32(g.maxPacket) {
-		return &FormatError{Reason: fmt.Sprintf("snap length %d over the %d-byte limit", snap, g.maxPacket)}
-	}
+	// The header's snap length is advisory (tcpdump and tshark read past
+	// it): each record is bounded by its own captured length and maxPacket.
 	g.order = order
 	return nil
 }

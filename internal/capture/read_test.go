@@ -328,18 +328,39 @@ func TestLongest(t *testing.T) {
 	}
 }
 
+// TestReadReusedPorts: a client port reused for a new connection is a new
+// flow, whether the old one's FINs were captured, or not (a SYN with a new
+// ISN 30 s later), or the old one was seen without its SYN; a
+// retransmitted SYN (same ISN) is not a new connection.
 func TestReadReusedPorts(t *testing.T) {
 	cf, _ := sessionFrames()
-	a := tcpSession(t, cliAddr, srvAddr, 1000, nil)
-	b := tcpSession(t, cliAddr, srvAddr, 900000, nil)
-	for i := range b.pkts {
-		b.pkts[i].t = b.pkts[i].t.Add(time.Minute)
-	}
-	c := readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, append(a.pkts, b.pkts...)))
-	if len(c.Flows) != 2 {
-		t.Fatalf("%d flows, want 2 connections on the same ports", len(c.Flows))
-	}
-	for _, f := range c.Flows {
-		equalFrames(t, "client", f.ClientFrames, cf)
+	for _, tt := range []struct {
+		name  string
+		edit  func(pkts []ipPkt) []ipPkt // the first connection's packets
+		flows int
+	}{
+		{"after FIN", func(p []ipPkt) []ipPkt { return p }, 2},
+		{"no FIN or RST captured", func(p []ipPkt) []ipPkt { return p[:len(p)-2] }, 2},
+		{"no SYN nor FIN captured", func(p []ipPkt) []ipPkt { return p[3 : len(p)-2] }, 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := tcpSession(t, cliAddr, srvAddr, 1000, nil)
+			b := tcpSession(t, cliAddr, srvAddr, 900000, nil)
+			for i := range b.pkts {
+				b.pkts[i].t = b.pkts[i].t.Add(30 * time.Second)
+			}
+			// The second connection's SYN, retransmitted.
+			pkts := append(tt.edit(a.pkts), b.pkts[0])
+			pkts = append(pkts, b.pkts...)
+			c := readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, pkts))
+			if len(c.Flows) != tt.flows {
+				t.Fatalf("%d flows, want %d connections on the same ports", len(c.Flows), tt.flows)
+			}
+			f := c.Flows[1]
+			equalFrames(t, "client", f.ClientFrames, cf)
+			if len(f.Notes) > 0 {
+				t.Errorf("notes %q", f.Notes)
+			}
+		})
 	}
 }
