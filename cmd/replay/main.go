@@ -211,7 +211,7 @@ func newRunCmd(st *state) *cobra.Command {
 				return err
 			}
 			cfg.Shard = shard
-			cfg.Levels, cfg.LevelWait = sf.levels, sf.levelWait
+			cfg.Levels, cfg.AtLevel = sf.levels, sf.atLevel(shard, st.stderr)
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
 				return usageError(err)
@@ -326,7 +326,10 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 		if err := sum.WriteText(st.stderr); err != nil {
 			return err
 		}
-		return sum.WriteJSONLine(st.stdout)
+		if err := sum.WriteJSONLine(st.stdout); err != nil {
+			return err
+		}
+		return sum.CheckLoggedIn()
 	}
 	if err := sum.WriteText(st.stdout); err != nil {
 		return err
@@ -336,7 +339,8 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 			return err
 		}
 	}
-	return nil
+	// A run in which no client logged in measured nothing.
+	return sum.CheckLoggedIn()
 }
 
 // writeFile writes a file through fn and reports the first error, the

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/barrier"
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/fleetrun"
 )
 
 // indexEnv is where a Kubernetes Indexed Job puts the pod's index.
@@ -28,7 +32,6 @@ type shardFlags struct {
 	barrierLead    time.Duration
 	barrierServe   bool
 	levels         []int
-	levelWait      time.Duration
 }
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
@@ -42,15 +45,92 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	fs.BoolVar(&sf.barrierServe, "barrier-serve", true, "shard 0 serves the barrier (false: another program coordinates)")
 	fs.MarkHidden("barrier-serve")
 	// Hidden: `replay capacity --shards` has its shards wait at its levels.
-	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits --level-wait (a capacity search's levels)")
-	fs.DurationVar(&sf.levelWait, "level-wait", 0, "how long the ramp waits at each of --levels")
+	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits at --barrier for the coordinator's go or stop (a capacity search's levels)")
 	fs.MarkHidden("levels")
-	fs.MarkHidden("level-wait")
+}
+
+// shardCommand builds the command line of a shard process of a compare or
+// capacity fleet: this replay binary (exe) with the fleet flags given
+// (given: shardRunArgs), the run's own clients, senders, target and
+// duration, and the shard's metrics, barrier, levels and summary file,
+// as addFleetFlags and addShardFlags define them.
+func shardCommand(exe string, given []string) func(fleetrun.ShardRun) (string, []string) {
+	return func(r fleetrun.ShardRun) (string, []string) {
+		f := r.Fleet
+		args := append(append([]string(nil), given...),
+			"--target", f.Target,
+			"--clients", strconv.Itoa(f.Clients),
+			"--senders", strconv.Itoa(f.Senders),
+			"--receive-only="+strconv.FormatBool(f.ReceiveOnly),
+			"--duration", f.Duration.String(),
+			"--metrics", r.Metrics,
+			"--shard", r.Shard.String(),
+			"--barrier", r.Barrier, "--barrier-serve=false",
+			"--summary", r.Summary)
+		if len(f.Levels) > 0 {
+			args = append(args, "--levels", intList(f.Levels))
+		}
+		return exe, args
+	}
+}
+
+// shardRunArgs are the fleet flags given on the command line, for the
+// shard processes; shardCommand sets the ones each run has of its own.
+func shardRunArgs(fs *pflag.FlagSet) []string {
+	var args []string
+	fs.VisitAll(func(f *pflag.Flag) {
+		switch f.Name {
+		case "clients", "senders", "target", "duration", "metrics", "receive-only":
+			return
+		}
+		if f.Changed {
+			args = append(args, "--"+f.Name+"="+f.Value.String())
+		}
+	})
+	return args
+}
+
+// intList is ns as a comma-separated list.
+func intList(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// atLevel is the shard's wait at each of --levels: at --barrier, until
+// the coordinator says go (at its instant) or stop; nil without levels.
+func (sf *shardFlags) atLevel(shard fleet.Shard, stderr io.Writer) func(context.Context, int) bool {
+	if len(sf.levels) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, attempts int) bool {
+		resume, goOn, err := barrier.AtLevel(ctx, sf.barrier, attempts, shard.Index, shard.Count)
+		if err != nil {
+			fmt.Fprintf(stderr, "replay: shard %v: level %d: %v: stopping\n", shard, attempts, err)
+			return false
+		}
+		if !goOn {
+			return false
+		}
+		t := time.NewTimer(time.Until(resume))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
 }
 
 // resolve returns the shard, from --shard, or --shards and the index in
 // the environment.
 func (sf *shardFlags) resolve() (fleet.Shard, error) {
+	if len(sf.levels) > 0 && sf.barrier == "" {
+		return fleet.Shard{}, usageError(fmt.Errorf("--levels needs --barrier: the shards wait there at each level"))
+	}
 	switch {
 	case sf.shard.Count > 0 && sf.shards > 0 && sf.shards != sf.shard.Count:
 		return fleet.Shard{}, usageError(fmt.Errorf("--shard %v and --shards %d disagree", sf.shard, sf.shards))

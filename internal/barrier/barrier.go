@@ -12,10 +12,19 @@
 // (restarted, scheduled late) learns the instant in the past: it knows how
 // late it is and says so.
 //
-// The protocol is lines of text over TCP:
+// A fleet with levels (a capacity search) meets at the coordinator again
+// at each level (levels.go): every shard waits there until the
+// coordinator, once all are in, answers them all "go" at one instant or
+// "stop", so no shard runs ahead of the decision.
+//
+// The protocol is lines of text over TCP, one connection a meeting:
 //
 //	shard → coordinator: ready <index> <count>
 //	coordinator → shard: start <delay ns> <start, coordinator's Unix ns>
+//	                     error <message>
+//	shard → coordinator: level <attempts> <index> <count>
+//	coordinator → shard: go <delay ns> <resume, coordinator's Unix ns>
+//	                     stop
 //	                     error <message>
 package barrier
 
@@ -52,6 +61,11 @@ type Coordinator struct {
 	waiting map[int]net.Conn // ready shards, by index, until the start
 	start   time.Time        // zero until all were ready
 	started chan struct{}    // closed at the start
+	// atLevel holds the shards waiting at a level (by attempts, then
+	// index) until Resume or Halt; halted answers every later one "stop".
+	atLevel map[int]map[int]net.Conn
+	halted  bool
+	levels  chan int // a level every shard waits at, to the one deciding
 }
 
 // NewCoordinator is a coordinator for count shards that starts them lead
@@ -60,7 +74,8 @@ func NewCoordinator(count int, lead time.Duration) *Coordinator {
 	if lead <= 0 {
 		lead = Lead
 	}
-	return &Coordinator{count: count, lead: lead, waiting: map[int]net.Conn{}, started: make(chan struct{})}
+	return &Coordinator{count: count, lead: lead, waiting: map[int]net.Conn{}, started: make(chan struct{}),
+		atLevel: map[int]map[int]net.Conn{}, levels: make(chan int)}
 }
 
 // Started is closed once every shard was ready and the start was sent.
@@ -100,6 +115,12 @@ func (c *Coordinator) closeWaiting() {
 		conn.Close()
 	}
 	c.waiting = map[int]net.Conn{}
+	for _, m := range c.atLevel {
+		for _, conn := range m {
+			conn.Close()
+		}
+	}
+	c.atLevel = map[int]map[int]net.Conn{}
 }
 
 // handle reads one shard's ready line and registers it; the answer is
@@ -112,6 +133,10 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	conn.SetReadDeadline(time.Time{})
+	if strings.HasPrefix(line, "level ") {
+		c.handleLevel(ctx, conn, line)
+		return
+	}
 	index, count, err := parseReady(line)
 	if err != nil {
 		reply(conn, "error %v", err)
@@ -201,13 +226,16 @@ func parseReady(line string) (index, count int, err error) {
 
 // parseStart reads the coordinator's answer: "start <delay ns> <Unix ns>",
 // or "error <message>".
-func parseStart(line string) (delay, unix int64, err error) {
+func parseStart(line string) (delay, unix int64, err error) { return parseInstant(line, "start") }
+
+// parseInstant reads "<word> <delay ns> <Unix ns>", or "error <message>".
+func parseInstant(line, word string) (delay, unix int64, err error) {
 	line = strings.TrimSpace(line)
 	if msg, ok := strings.CutPrefix(line, "error "); ok {
 		return 0, 0, errors.New(msg)
 	}
 	f := strings.Fields(line)
-	if len(f) != 3 || f[0] != "start" {
+	if len(f) != 3 || f[0] != word {
 		return 0, 0, fmt.Errorf("sent %q", line)
 	}
 	if delay, err = strconv.ParseInt(f[1], 10, 64); err != nil {

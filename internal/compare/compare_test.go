@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
 	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/testproc"
@@ -41,7 +40,8 @@ func poseScript() []session.Frame {
 }
 
 func smallConfig(t *testing.T) Config {
-	fc := fleet.DefaultConfig()
+	cfg := DefaultConfig()
+	fc := &cfg.Fleet
 	fc.Frames = poseScript()
 	fc.Capture = "synthetic pose script"
 	fc.Clients = 24
@@ -49,7 +49,8 @@ func smallConfig(t *testing.T) Config {
 	fc.LoginInterval = 20 * time.Millisecond
 	fc.Duration = 3 * time.Second
 	fc.ProgressInterval = time.Second
-	return Config{Fleet: fc, Senders: 4, Out: t.TempDir(), Interval: 500 * time.Millisecond, DrainTimeout: 5 * time.Second}
+	cfg.Senders, cfg.Out, cfg.Interval, cfg.DrainTimeout = 4, t.TempDir(), 500*time.Millisecond, 5*time.Second
+	return cfg
 }
 
 // withRelay points cfg at a relay process of the test's own.
@@ -226,7 +227,7 @@ func TestWaitDrained(t *testing.T) {
 		fmt.Fprintf(w, "# TYPE relay_connections gauge\nrelay_connections{transport=\"tcp\"} %d\n", conns.Load())
 	}))
 	defer srv.Close()
-	r := &runner{cfg: Config{Interval: 100 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}, relayURL: srv.URL}
+	r := &comparison{driver: &driver{cfg: Config{Interval: 100 * time.Millisecond, DrainTimeout: 300 * time.Millisecond}, relayURL: srv.URL}}
 	start := time.Now()
 	w := r.waitDrained(context.Background(), "after N:N #1")
 	if !strings.Contains(w, "relay not at 0 connections after N:N #1: 3 still open") {

@@ -78,17 +78,16 @@ type Config struct {
 	Duration      time.Duration // whole run; 0: until the context ends
 
 	// Levels are attempt counts (increasing, the last at most Clients)
-	// where the ramp waits for AtLevel: when the next attempt is due (for
-	// Clients, one LoginInterval after the last), the ramp calls
-	// AtLevel(ctx, count) and goes on when it returns, its schedule
-	// shifted by the wait. A capacity search holds and judges each level
-	// in it, and cancels the run to stop. Without AtLevel the ramp waits
-	// exactly LevelWait at each level instead, so that the shards of a
-	// fleet (each waiting when the level's count is due, whether or not
-	// it runs that client) keep one schedule (LevelAt).
-	Levels    []int
-	AtLevel   func(ctx context.Context, attempts int)
-	LevelWait time.Duration
+	// where the ramp waits for AtLevel (required with Levels): when the
+	// next attempt is due (for Clients, one LoginInterval after the last),
+	// the ramp calls AtLevel(ctx, count); true goes on, its schedule
+	// shifted by the time since the level was due, false ends the run there
+	// (drain, leave, summary, as at the end of Duration). A capacity search
+	// holds and judges each level in it; a shard's AtLevel waits at its
+	// coordinator's level barrier, so that every shard goes on, or stops,
+	// on the coordinator's word and none runs ahead of the decision.
+	Levels  []int
+	AtLevel func(ctx context.Context, attempts int) bool
 
 	// Metrics is the listen address of /metrics; empty disables it.
 	Metrics string
@@ -171,6 +170,13 @@ func (c *Config) withDefaults() {
 	}
 }
 
+// Validate checks c as New does, without loading anything: for a command
+// that wants every flag checked before it starts anything.
+func (c Config) Validate() error {
+	c.withDefaults()
+	return c.validate()
+}
+
 // ErrBadConfig marks errors in the configuration (bad flags).
 var ErrBadConfig = errors.New("bad configuration")
 
@@ -202,10 +208,8 @@ func (c *Config) validate() error {
 		return badf("durations must not be negative")
 	case c.MaxFrame < 0:
 		return badf("--max-frame %d: must not be negative", c.MaxFrame)
-	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && (c.AtLevel == nil) == (c.LevelWait <= 0)):
-		return badf("levels %v: want increasing counts up to --clients %d, and either a function to call or a wait", c.Levels, c.Clients)
-	case c.AtLevel != nil && c.Shard.Sharded():
-		return badf("levels with a function to call: not for shards, which wait a fixed time")
+	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && c.AtLevel == nil):
+		return badf("levels %v: want increasing counts up to --clients %d, and a function to call at each", c.Levels, c.Clients)
 	case c.PauseEvery < 0:
 		return badf("--pause-every %d: must not be negative", c.PauseEvery)
 	case c.Transport != "" && c.Transport != "tcp" && c.Transport != "udp" && c.Transport != "websocket":

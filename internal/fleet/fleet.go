@@ -93,6 +93,9 @@ type Fleet struct {
 	cpuErr    error
 }
 
+// errStopped is the ramp's return when AtLevel ended the run at a level.
+var errStopped = errors.New("stopped at a level")
+
 // ErrUnreachable means the very first login could not connect at all.
 var ErrUnreachable = errors.New("target unreachable")
 
@@ -343,7 +346,9 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 		sched.Go(func() { sh.run(schedCtx) })
 	}
 	err := f.ramp(runCtx)
-	if err == nil {
+	if errors.Is(err, errStopped) {
+		err = nil // stopped at a level: the run ends now
+	} else if err == nil {
 		<-runCtx.Done()
 	}
 	// Stop: no new logins (the ramp returned), no new sends, then drain,
@@ -390,12 +395,20 @@ func (f *Fleet) ramp(ctx context.Context) error {
 	levels := f.cfg.Levels
 	// atLevels waits at the levels due by client i (all: Clients); a
 	// shard waits at every level, whether or not it runs that client.
+	// False: stop here (ctx ended, or AtLevel said so).
 	atLevels := func(i int) (bool, error) {
 		for len(levels) > 0 && levels[0] <= i {
-			if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(levels[0])+shift), &first); err != nil || ctx.Err() != nil {
+			due := f.epoch.Add(f.cfg.loginAt(levels[0]) + shift)
+			if err := f.waitUntil(ctx, due, &first); err != nil || ctx.Err() != nil {
 				return false, err
 			}
-			shift += f.atLevel(ctx, levels[0])
+			if !f.cfg.AtLevel(ctx, levels[0]) {
+				return false, errStopped
+			}
+			// From the due instant, not from the call: shards that reach
+			// a level a little apart and go on at one instant keep one
+			// schedule.
+			shift += time.Since(due)
 			levels = levels[1:]
 			if ctx.Err() != nil {
 				return false, nil
@@ -433,24 +446,6 @@ func (f *Fleet) ramp(ctx context.Context) error {
 		return f.waitUntil(ctx, time.Now().Add(f.cfg.LoginTimeout+time.Second), &first)
 	}
 	return nil
-}
-
-// atLevel calls AtLevel with the attempts so far and returns how long it
-// took; without AtLevel it waits LevelWait and returns exactly that, so
-// that every shard shifts its schedule alike.
-func (f *Fleet) atLevel(ctx context.Context, attempts int) time.Duration {
-	if f.cfg.AtLevel == nil {
-		t := time.NewTimer(f.cfg.LevelWait)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		return f.cfg.LevelWait
-	}
-	t0 := time.Now()
-	f.cfg.AtLevel(ctx, attempts)
-	return time.Since(t0)
 }
 
 // waitUntil sleeps until t, ctx's end, or the first login's result (when

@@ -122,10 +122,3 @@ func ShardFromIndex(count int, name, index string) (Shard, error) {
 	}
 	return sh, nil
 }
-
-// LevelAt is when the ramp reaches its k-th level (Levels[k]) on the run's
-// clock, with LevelWait at each level before it: the instant every shard
-// starts waiting there.
-func (c *Config) LevelAt(k int) time.Duration {
-	return c.loginAt(c.Levels[k]) + time.Duration(k)*c.LevelWait
-}

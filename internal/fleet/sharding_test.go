@@ -105,41 +105,28 @@ func TestLoginAt(t *testing.T) {
 	}
 }
 
-// TestLevelAt: the k-th level is reached when its count is due, shifted
-// by the waits at the levels before it.
-func TestLevelAt(t *testing.T) {
-	c := Config{LoginInterval: 100 * time.Millisecond, PauseEvery: 3, Pause: time.Second,
-		Levels: []int{2, 4, 6}, LevelWait: 5 * time.Second}
-	want := []time.Duration{200, 1300 + 5000, 2400 + 10000}
-	for k, w := range want {
-		if got := c.LevelAt(k); got != w*time.Millisecond {
-			t.Errorf("LevelAt(%d) = %v, want %v", k, got, w*time.Millisecond)
-		}
-	}
-}
-
-// TestLevelsConfig: levels need either a function or a fixed wait, and
-// shards only the fixed wait (they keep one schedule).
+// TestLevelsConfig: levels need a function to call at each, sharded or
+// not (a shard's waits at its coordinator's level barrier).
 func TestLevelsConfig(t *testing.T) {
-	at := func(context.Context, int) {}
+	at := func(context.Context, int) bool { return true }
 	sh := Shard{Index: 1, Count: 2}
 	for _, tc := range []struct {
-		name  string
-		at    func(context.Context, int)
-		wait  time.Duration
-		shard Shard
-		ok    bool
+		name   string
+		levels []int
+		at     func(context.Context, int) bool
+		shard  Shard
+		ok     bool
 	}{
-		{"function", at, 0, Shard{}, true},
-		{"wait", nil, time.Second, Shard{}, true},
-		{"wait, sharded", nil, time.Second, sh, true},
-		{"neither", nil, 0, Shard{}, false},
-		{"both", at, time.Second, Shard{}, false},
-		{"function, sharded", at, 0, sh, false},
+		{"function", []int{5, 10}, at, Shard{}, true},
+		{"function, sharded", []int{5, 10}, at, sh, true},
+		{"no function", []int{5, 10}, nil, Shard{}, false},
+		{"not increasing", []int{5, 5}, at, Shard{}, false},
+		{"past clients", []int{5, 11}, at, Shard{}, false},
+		{"no levels", nil, nil, Shard{}, true},
 	} {
 		c := DefaultConfig()
 		c.Capture, c.Target, c.Clients = "x.pcap", "127.0.0.1:1", 10
-		c.Levels, c.AtLevel, c.LevelWait, c.Shard = []int{5, 10}, tc.at, tc.wait, tc.shard
+		c.Levels, c.AtLevel, c.Shard = tc.levels, tc.at, tc.shard
 		err := c.validate()
 		if isLevelsErr := err != nil && strings.Contains(err.Error(), "levels"); isLevelsErr == tc.ok {
 			t.Errorf("%s: validate() = %v", tc.name, err)
