@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -67,8 +68,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "listening tcp=%s udp=%s metrics=%s\n", srv.Addr(), addrOrOff(srv.UDPAddr()), addrOrOff(srv.MetricsAddr()))
+			rc, m := srv.Config(), relay.ReadMachine()
+			fmt.Fprintf(stdout, "limits max-connections=%s max-rooms=%s per-source connections=%s rooms=%s (open files %d, memory %d MiB)\n",
+				capText(rc.MaxConnections), capText(rc.MaxRooms), capText(rc.MaxConnectionsPerSource), capText(rc.MaxRoomsPerSource), m.OpenFiles, m.Memory>>20)
 			log.Info("relay started", zap.Stringer("tcp", srv.Addr()), zap.String("udp", addrOrOff(srv.UDPAddr())),
-				zap.String("metrics", addrOrOff(srv.MetricsAddr())))
+				zap.String("metrics", addrOrOff(srv.MetricsAddr())), zap.Int("max_connections", rc.MaxConnections),
+				zap.Int("max_rooms", rc.MaxRooms), zap.Int("max_connections_per_source", rc.MaxConnectionsPerSource),
+				zap.Int("max_rooms_per_source", rc.MaxRoomsPerSource), zap.Uint64("open_files", m.OpenFiles), zap.Uint64("memory_bytes", m.Memory))
 			err = srv.Run(ctx)
 			log.Info("relay stopped")
 			return err
@@ -91,7 +97,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&cfg.Metrics, "metrics", d.Metrics, `HTTP address of /metrics ("" or "off": none)`)
 	f.IntVar(&cfg.MaxFrame, "max-frame", d.MaxFrame, "largest frame length accepted and sent, bytes (at least 1188, a padded UDP join)")
 	f.IntVar(&cfg.MaxRoomMembers, "max-room-members", d.MaxRoomMembers, "members per room (0: the protocol's cap, 65535)")
-	f.IntVar(&cfg.MaxConnections, "max-connections", d.MaxConnections, "TCP connections plus UDP sessions (0: no limit)")
+	f.IntVar(&cfg.MaxConnections, "max-connections", d.MaxConnections, "TCP connections plus UDP sessions; the default is sized from this machine's open-file limit and memory (negative: no limit)")
+	f.IntVar(&cfg.MaxRooms, "max-rooms", d.MaxRooms, "rooms in all; the default is sized from this machine's memory (negative: no limit)")
+	f.IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", d.MaxConnectionsPerSource, "TCP connections plus UDP sessions from one source address (negative: no limit)")
+	f.IntVar(&cfg.MaxRoomsPerSource, "max-rooms-per-source", d.MaxRoomsPerSource, "rooms the connections and sessions of one source address may be in (negative: no limit)")
+	f.Float64Var(&cfg.RoomRateMessages, "room-rate-messages", d.RoomRateMessages, "frames per second all members together may send into one room, sustained; over it sends are dropped (negative: no limit)")
+	f.IntVar(&cfg.RoomRateMessagesBurst, "room-rate-messages-burst", d.RoomRateMessagesBurst, "frames a room may take at once above --room-rate-messages")
+	f.Float64Var(&cfg.RoomRateBytes, "room-rate-bytes", d.RoomRateBytes, "bytes per second all members together may send into one room, sustained (negative: no limit)")
+	f.IntVar(&cfg.RoomRateBytesBurst, "room-rate-bytes-burst", d.RoomRateBytesBurst, "bytes a room may take at once above --room-rate-bytes (at least one --max-frame frame)")
 	f.IntVar(&cfg.MaxPending, "max-pending", d.MaxPending, "outbound queue cap per connection, bytes; over it a client is a slow consumer")
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", d.WriteTimeout, "deadline of one write to a client; over it a client is a slow consumer")
 	f.DurationVar(&cfg.WriteCoalesce, "write-coalesce", d.WriteCoalesce, "how long a connection's writer waits for more of a burst (other senders of the same tick) before it writes (0: at once)")
@@ -115,6 +128,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.StringVar(&secret.Flag, "auth-secret", "", "the secret itself: visible to every local user in ps, prefer --auth-secret-file or $"+auth.EnvSecret)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd.ExecuteContext(ctx)
+}
+
+// capText is a cap as printed: its value, or "none".
+func capText(n int) string {
+	if n <= 0 {
+		return "none"
+	}
+	return strconv.Itoa(n)
 }
 
 func addrOrOff(a net.Addr) string {

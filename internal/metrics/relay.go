@@ -41,11 +41,25 @@ const (
 	CauseBudget  = "budget"  // the largest partial frame when all of them passed --partial-budget
 )
 
-// Limits of relay_rate_limited_frames_total.
+// Limits of relay_rate_limited_frames_total: the sender's own buckets,
+// and its room's (what all members together send into one room).
 const (
-	LimitMessages = "messages"
-	LimitBytes    = "bytes"
+	LimitMessages     = "messages"
+	LimitBytes        = "bytes"
+	LimitRoomMessages = "room_messages"
+	LimitRoomBytes    = "room_bytes"
 )
+
+// Caps of relay_limit_refusals_total: which cap refused a connection,
+// session or join (each answered server_full).
+const (
+	CapConnections          = "connections"            // --max-connections
+	CapConnectionsPerSource = "connections_per_source" // --max-connections-per-source
+	CapRooms                = "rooms"                  // --max-rooms
+	CapRoomsPerSource       = "rooms_per_source"       // --max-rooms-per-source
+)
+
+var caps = []string{CapConnections, CapConnectionsPerSource, CapRooms, CapRoomsPerSource}
 
 // disconnectReasons and rejectReasons are the label values besides the
 // error code names, which every labelled counter starts with at 0 so a
@@ -80,7 +94,10 @@ type Relay struct {
 	rateLimited   *prometheus.CounterVec
 	limitedMsgs   prometheus.Counter
 	limitedBytes  prometheus.Counter
+	limitedRoomM  prometheus.Counter
+	limitedRoomB  prometheus.Counter
 	rejectLimited prometheus.Counter
+	refusals      *prometheus.CounterVec
 	frameTimeouts *prometheus.CounterVec
 	undelivered   *prometheus.CounterVec
 }
@@ -144,10 +161,15 @@ func NewRelay(reg prometheus.Registerer, rooms func() int, partial func() float6
 	m.undelivered = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "relay_undelivered_frames_total", Help: "Frames for a client that were not sent, by reason (datagram_too_large: over the largest UDP datagram; unconfirmed: a delivery to a UDP session that has not confirmed its address).",
 	}, []string{"reason"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "relay_limit_refusals_total", Help: "Connections, UDP sessions and joins refused with server_full, by the cap they would have passed (connections, connections_per_source, rooms, rooms_per_source).",
+	}, []string{"limit"})
 	m.joinOK = m.joins.WithLabelValues("ok")
 	m.initLabels()
 	m.limitedMsgs = m.rateLimited.WithLabelValues(LimitMessages)
 	m.limitedBytes = m.rateLimited.WithLabelValues(LimitBytes)
+	m.limitedRoomM = m.rateLimited.WithLabelValues(LimitRoomMessages)
+	m.limitedRoomB = m.rateLimited.WithLabelValues(LimitRoomBytes)
 	m.rejectLimited = m.rejected.WithLabelValues(wire.ErrRateLimited.String())
 	roomsGauge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "relay_rooms", Help: "Rooms that exist (rooms with at least one member).",
@@ -161,7 +183,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int, partial func() float6
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.QueuedMessages, m.DeliveredMessages, m.ReceivedBytes,
 		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.Replaced, m.joins, m.rejected, m.disconnects,
-		m.undelivered, m.rateLimited, m.frameTimeouts, roomsGauge, partialGauge, host} {
+		m.undelivered, m.rateLimited, m.frameTimeouts, m.refusals, roomsGauge, partialGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)
 		}
@@ -184,8 +206,12 @@ func (m *Relay) initLabels() {
 	for _, r := range disconnectReasons {
 		m.disconnects.WithLabelValues(r)
 	}
-	m.rateLimited.WithLabelValues(LimitMessages)
-	m.rateLimited.WithLabelValues(LimitBytes)
+	for _, l := range []string{LimitMessages, LimitBytes, LimitRoomMessages, LimitRoomBytes} {
+		m.rateLimited.WithLabelValues(l)
+	}
+	for _, c := range caps {
+		m.refusals.WithLabelValues(c)
+	}
 	m.frameTimeouts.WithLabelValues(CauseTimeout)
 	m.frameTimeouts.WithLabelValues(CauseBudget)
 	for _, r := range undeliveredReasons {
@@ -204,6 +230,22 @@ func (m *Relay) RateLimited(msgs, bytes int) {
 	}
 	m.rejectLimited.Add(float64(msgs + bytes))
 }
+
+// RoomLimited counts frames dropped by their room's rate limits, by
+// limit; they are rejections with reason rate_limited too.
+func (m *Relay) RoomLimited(msgs, bytes int) {
+	if msgs > 0 {
+		m.limitedRoomM.Add(float64(msgs))
+	}
+	if bytes > 0 {
+		m.limitedRoomB.Add(float64(bytes))
+	}
+	m.rejectLimited.Add(float64(msgs + bytes))
+}
+
+// Refused counts a connection, session or join refused by a cap (one of
+// the Cap constants).
+func (m *Relay) Refused(cap string) { m.refusals.WithLabelValues(cap).Inc() }
 
 // FrameTimeouts counts a connection closed for its partial frame; cause is
 // CauseTimeout or CauseBudget.

@@ -31,6 +31,7 @@ type client struct {
 
 	addr  netip.AddrPort // UDP only
 	token uint64         // UDP only
+	src   netip.Addr     // the peer's address, for the per-source caps
 	// confirmed: the UDP session's client sent back its token (udp.go).
 	// Until then frames for it are not sent (notices wait in pend). Written
 	// by the UDP loop with the room's shard locked; read by deliverers,
@@ -91,8 +92,9 @@ type batch struct {
 	udp     *udpWriter
 	queued  int
 	written int // deliveries sent as UDP datagrams
-	// frames dropped by the rate limits
-	limitedMsgs, limitedBytes int
+	// frames dropped by the rate limits: the sender's, its room's
+	limitedMsgs, limitedBytes         int
+	limitedRoomMsgs, limitedRoomBytes int
 }
 
 // deliver queues frame to c and remembers to wake c's writer. Frames for
@@ -180,6 +182,10 @@ func (b *batch) flush(m *metrics.Relay) {
 		m.RateLimited(b.limitedMsgs, b.limitedBytes)
 		b.limitedMsgs, b.limitedBytes = 0, 0
 	}
+	if b.limitedRoomMsgs+b.limitedRoomBytes > 0 {
+		m.RoomLimited(b.limitedRoomMsgs, b.limitedRoomBytes)
+		b.limitedRoomMsgs, b.limitedRoomBytes = 0, 0
+	}
 	b.frames = 0
 }
 
@@ -255,9 +261,29 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 		return werr
 	}
 	name := string(f.Room)
+	if !s.srcs.enter(c.src, name, s.cfg.MaxRoomsPerSource) {
+		s.m.Join(wire.ErrServerFull)
+		s.m.Refused(metrics.CapRoomsPerSource)
+		return refusal(wire.ErrServerFull, "this address is in --max-rooms-per-source ("+strconv.Itoa(s.cfg.MaxRoomsPerSource)+") rooms")
+	}
+	werr := c.joinRoom(f, name, replyLimit)
+	if werr != nil {
+		s.srcs.exit(c.src, name)
+	}
+	return werr
+}
+
+// joinRoom is join once the per-source room cap let it through.
+func (c *client) joinRoom(f *wire.Frame, name string, replyLimit int) *wire.Error {
+	s, user := c.s, string(f.User)
 	sh := s.rooms.Shard(name)
 	sh.Lock()
 	defer sh.Unlock()
+	if max := s.cfg.MaxRooms; max > 0 && sh.Room(name) == nil && s.rooms.Rooms() >= max {
+		s.m.Join(wire.ErrServerFull)
+		s.m.Refused(metrics.CapRooms)
+		return refusal(wire.ErrServerFull, "relay at --max-rooms ("+strconv.Itoa(max)+")")
+	}
 	if replyLimit > 0 {
 		owner := user
 		if rm := sh.Room(name); rm != nil {
@@ -385,6 +411,7 @@ func (c *client) leave() {
 	}
 	c.gone = false // it is in no room now: a later join makes it a member again
 	sh.Unlock()
+	c.s.srcs.exit(c.src, rm.Name())
 	c.room, c.shard = nil, nil
 	c.joined.Store(false)
 	c.unjoinedSince.Store(c.s.now())
@@ -410,6 +437,15 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 		c.shard.Unlock()
 		return nil // replaced: no member any more, and being closed
 	}
+	if over := admitRoom(c.room.Meter(), b.now, f.Size, c.s.roomMsgs, c.s.roomBytes); over != 0 {
+		c.shard.Unlock()
+		if over == overMessages {
+			b.limitedRoomMsgs++
+		} else {
+			b.limitedRoomBytes++
+		}
+		return nil
+	}
 	b.rcpts = c.room.Recipients(b.rcpts[:0], f.Mode, c.user, f.TargetsRaw())
 	if len(b.rcpts) > 0 {
 		b.enc = wire.AppendDeliver(b.enc[:0], f.Mode, c.user, f.HasTrace, f.Trace, f.Payload)
@@ -432,6 +468,7 @@ func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 		if werr == nil && f.Type == wire.TypeJoin {
 			// A join is always answered: dropped silently it would look
 			// like a lost frame to its client.
+			c.s.m.Join(wire.ErrRateLimited)
 			werr = refusal(wire.ErrRateLimited, "join over the relay's rate limit ("+over+")")
 		}
 		return werr

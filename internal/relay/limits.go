@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/metrics"
+	"github.com/reprise-harness/reprise/internal/room"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -74,6 +75,43 @@ func (l *limiter) allow(now int64, size int, msgs, bytes gcra) string {
 	}
 	l.msgs, l.bytes = tm, tb
 	return ""
+}
+
+// Room rate limits: what all of a room's members together send into it
+// (Config.RoomRateMessages, RoomRateBytes), so that one client with many
+// sockets, each under its own limits, cannot multiply a room's traffic.
+// The buckets live in the room (room.Meter), charged with the shard
+// locked; a send over them is dropped and counted
+// (relay_rate_limited_frames_total{limit="room_messages"|"room_bytes"}).
+// Nobody is disconnected for them: the room's honest members would be cut
+// with the flooders.
+
+// Which room bucket a frame would overdraw.
+const (
+	overMessages = 1
+	overBytes    = 2
+)
+
+// admitRoom charges a send of size bytes at now to both of a room's
+// buckets, or to neither; it returns 0 if the send may pass, else which
+// bucket it would overdraw.
+func admitRoom(m *room.Meter, now int64, size int, msgs, bytes gcra) int {
+	tm := max(m.Msgs, now)
+	if msgs.per > 0 {
+		tm += msgs.per
+		if tm-now > msgs.tol {
+			return overMessages
+		}
+	}
+	tb := max(m.Bytes, now)
+	if bytes.per > 0 {
+		tb += int64(size) * bytes.per
+		if tb-now > bytes.tol {
+			return overBytes
+		}
+	}
+	m.Msgs, m.Bytes = tm, tb
+	return 0
 }
 
 // dropped records a dropped frame at now and reports how long the sender

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"runtime"
 	"strconv"
 	"sync"
@@ -49,7 +50,7 @@ type Config struct {
 	Metrics        string        // HTTP address for /metrics, or "" / "off" for none
 	MaxFrame       int           // cap on a frame's length field; default 65536, at least wire.MinMaxFrame
 	MaxRoomMembers int           // 0: the protocol's cap, wire.MaxRoomMembers
-	MaxConnections int           // TCP connections plus UDP sessions; 0: no limit
+	MaxConnections int           // TCP connections plus UDP sessions; default Machine.MaxConnections, negative: no limit
 	MaxPending     int           // outbound queue cap per connection in bytes; default 1 MiB
 	WriteTimeout   time.Duration // deadline of one write; default 2 s
 	// WriteCoalesce is how long a woken connection writer waits for more of
@@ -58,6 +59,22 @@ type Config struct {
 	IdleTimeout   time.Duration // default 180 s
 	JoinTimeout   time.Duration // default 10 s
 	AuthSecret    []byte        // when set, joins need a token signed with it
+
+	// Aggregate caps (sources.go, machine.go): rooms in all, and per source
+	// address its connections (TCP connections plus UDP sessions) and the
+	// rooms they are in. Negative: no cap.
+	MaxRooms                int // default Machine.MaxRooms
+	MaxConnectionsPerSource int // default a quarter of Machine.MaxConnections
+	MaxRoomsPerSource       int // default a quarter of Machine.MaxRooms
+
+	// Rate limits per room (see roomLimits): what all its members together
+	// may send into one room, frames and bytes per second with their
+	// bursts; a negative rate means no limit. Frames over them are dropped
+	// and counted, and nobody is disconnected for them.
+	RoomRateMessages      float64
+	RoomRateMessagesBurst int
+	RoomRateBytes         float64
+	RoomRateBytesBurst    int
 
 	// UDP address validation (udp.go): a session that has not sent back its
 	// token within UDPConfirmTimeout ends; at most UDPPendingPerSource
@@ -102,33 +119,59 @@ type Config struct {
 // about 125 frames and 25 KB a second; bursts of object syncs fit the
 // buckets. They also bound what a flooder can push into its room: 64 KiB/s
 // times the members (docs/protocol.md, Rate limits).
+//
+// The caps on connections and rooms are sized from the machine the relay
+// starts on (ReadMachine). The room rate limits are what a room of the
+// default --max-room-members sends if every member sends what the bundled
+// VR captures do at their peak (vrMessages, vrBytes), in one second's
+// burst: a real room never meets them, and a few members with many
+// sockets each cannot multiply the room's traffic past them.
 func DefaultConfig() Config {
+	m := ReadMachine()
+	const members = 1024
 	return Config{
-		Listen:              ":7400",
-		UDP:                 UDPSameAsTCP,
-		Metrics:             ":9400",
-		MaxFrame:            wire.DefaultMaxFrame,
-		MaxRoomMembers:      1024,
-		MaxPending:          1 << 20,
-		WriteTimeout:        2 * time.Second,
-		WriteCoalesce:       time.Millisecond,
-		IdleTimeout:         180 * time.Second,
-		JoinTimeout:         10 * time.Second,
-		UDPConfirmTimeout:   DefaultUDPConfirmTimeout,
-		UDPPendingPerSource: DefaultUDPPendingPerSource,
-		UDPMaxPending:       DefaultUDPMaxPending,
-		UDPReadBuffer:       DefaultUDPReadBuffer,
-		UDPCoalesce:         DefaultUDPCoalesce,
-		RateMessages:        250,
-		RateMessagesBurst:   500,
-		RateBytes:           64 << 10,
-		RateBytesBurst:      128 << 10,
-		RateLimitGrace:      3 * time.Second,
-		FrameTimeout:        10 * time.Second,
-		PartialBudget:       128 << 20,
-		HeartbeatMisses:     3,
+		MaxConnections:          m.MaxConnections(),
+		MaxRooms:                m.MaxRooms(),
+		MaxConnectionsPerSource: m.MaxConnections() / perSourceShare,
+		MaxRoomsPerSource:       m.MaxRooms() / perSourceShare,
+		RoomRateMessages:        vrMessages * members,
+		RoomRateMessagesBurst:   vrMessages * members,
+		RoomRateBytes:           vrBytes * members,
+		RoomRateBytesBurst:      vrBytes * members,
+		Listen:                  ":7400",
+		UDP:                     UDPSameAsTCP,
+		Metrics:                 ":9400",
+		MaxFrame:                wire.DefaultMaxFrame,
+		MaxRoomMembers:          members,
+		MaxPending:              1 << 20,
+		WriteTimeout:            2 * time.Second,
+		WriteCoalesce:           time.Millisecond,
+		IdleTimeout:             180 * time.Second,
+		JoinTimeout:             10 * time.Second,
+		UDPConfirmTimeout:       DefaultUDPConfirmTimeout,
+		UDPPendingPerSource:     DefaultUDPPendingPerSource,
+		UDPMaxPending:           DefaultUDPMaxPending,
+		UDPReadBuffer:           DefaultUDPReadBuffer,
+		UDPCoalesce:             DefaultUDPCoalesce,
+		RateMessages:            250,
+		RateMessagesBurst:       500,
+		RateBytes:               64 << 10,
+		RateBytesBurst:          128 << 10,
+		RateLimitGrace:          3 * time.Second,
+		FrameTimeout:            10 * time.Second,
+		PartialBudget:           128 << 20,
+		HeartbeatMisses:         3,
 	}
 }
+
+// What one VR client sends at its peak, from the bundled captures
+// (captures/README.md: 72 Hz poses, 50 Hz voice, heartbeats and object
+// syncs; at most 134 frames in a second), rounded up: the per-member share
+// of the room rate limits' defaults.
+const (
+	vrMessages = 150
+	vrBytes    = 25_000
+)
 
 // Defaults of the UDP address validation (flags use them too).
 const (
@@ -145,6 +188,24 @@ func (c *Config) setDefaults() {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = d.MaxFrame
 	}
+	// Caps: 0 takes the default, negative means none (0 from here on).
+	c.MaxConnections = capOr(c.MaxConnections, d.MaxConnections)
+	c.MaxRooms = capOr(c.MaxRooms, d.MaxRooms)
+	c.MaxConnectionsPerSource = capOr(c.MaxConnectionsPerSource, d.MaxConnectionsPerSource)
+	c.MaxRoomsPerSource = capOr(c.MaxRoomsPerSource, d.MaxRoomsPerSource)
+	if c.RoomRateMessages == 0 {
+		c.RoomRateMessages = d.RoomRateMessages
+	}
+	if c.RoomRateMessagesBurst <= 0 {
+		c.RoomRateMessagesBurst = d.RoomRateMessagesBurst
+	}
+	if c.RoomRateBytes == 0 {
+		c.RoomRateBytes = d.RoomRateBytes
+	}
+	if c.RoomRateBytesBurst <= 0 {
+		c.RoomRateBytesBurst = d.RoomRateBytesBurst
+	}
+	c.RoomRateBytesBurst = max(c.RoomRateBytesBurst, c.MaxFrame+wire.LenSize)
 	if c.MaxRoomMembers <= 0 {
 		c.MaxRoomMembers = wire.MaxRoomMembers
 	}
@@ -207,6 +268,17 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// capOr is v, or def when v is 0; negative (no cap) becomes 0.
+func capOr(v, def int) int {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
+}
+
 // check refuses values the protocol cannot honour.
 func (c *Config) check() error {
 	if c.MaxFrame < wire.MinMaxFrame {
@@ -249,6 +321,8 @@ type Server struct {
 	bigDatagramLog atomic.Int64 // relay clock of the last such log line
 
 	rateMsgs, rateBytes gcra
+	roomMsgs, roomBytes gcra
+	srcs                sources
 	abuseLog            logLimiter
 	partial             atomic.Int64  // bytes held in partial frames, all connections
 	evict               chan struct{} // readers ask the sweeper to enforce PartialBudget
@@ -284,6 +358,7 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 	}
 	s := &Server{cfg: cfg, log: log, reg: reg, rooms: room.NewRegistry[*client](cfg.MaxRoomMembers), epoch: time.Now(),
 		rateMsgs: newGCRA(cfg.RateMessages, cfg.RateMessagesBurst), rateBytes: newGCRA(cfg.RateBytes, cfg.RateBytesBurst),
+		roomMsgs: newGCRA(cfg.RoomRateMessages, cfg.RoomRateMessagesBurst), roomBytes: newGCRA(cfg.RoomRateBytes, cfg.RoomRateBytesBurst),
 		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery}
 	s.abuseLog.every = int64(time.Second)
 	for i := range s.conns {
@@ -368,6 +443,10 @@ func (s *Server) MetricsAddr() net.Addr {
 	}
 	return s.mln.Addr()
 }
+
+// Config is the configuration the relay runs with, defaults filled in (a
+// cap of 0 is none).
+func (s *Server) Config() Config { return s.cfg }
 
 // Rooms is the number of rooms that exist.
 func (s *Server) Rooms() int { return s.rooms.Rooms() }
@@ -561,9 +640,11 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 			continue
 		}
 		delay = 0
-		if max := s.cfg.MaxConnections; max > 0 && s.nconns.Load() >= int64(max) {
+		src := tcpSource(nc)
+		if text, cap := s.admit(src); text != "" {
 			s.m.Rejected(wire.ErrServerFull.String())
-			if !s.goFn(func() { s.refuse(nc, wire.ErrServerFull, "relay at --max-connections") }) {
+			s.m.Refused(cap)
+			if !s.goFn(func() { s.refuse(nc, wire.ErrServerFull, text) }) {
 				nc.Close()
 			}
 			continue
@@ -573,16 +654,39 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 		// silence, also from clients that never heartbeat.
 		nc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
 		c := newTCPClient(s, nc)
+		c.src = src
 		s.nconns.Add(1)
 		s.m.ConnectionsTCP.Inc()
 		s.addClient(c)
 		if !s.goFn(c.serve) {
 			s.removeClient(c)
+			s.srcs.disconnect(src)
 			s.nconns.Add(-1)
 			s.m.ConnectionsTCP.Dec()
 			nc.Close()
 		}
 	}
+}
+
+// admit counts a new connection or UDP session from src against
+// --max-connections and src's share. If a cap refuses it, admit returns
+// the error text and the cap's metric label, and counts nothing.
+func (s *Server) admit(src netip.Addr) (text, cap string) {
+	if max := s.cfg.MaxConnections; max > 0 && s.nconns.Load() >= int64(max) {
+		return "relay at --max-connections (" + strconv.Itoa(max) + ")", metrics.CapConnections
+	}
+	if !s.srcs.connect(src, s.cfg.MaxConnectionsPerSource) {
+		return "this address holds --max-connections-per-source (" + strconv.Itoa(s.cfg.MaxConnectionsPerSource) + ") connections and sessions", metrics.CapConnectionsPerSource
+	}
+	return "", ""
+}
+
+// tcpSource is a TCP peer's address (v4-mapped addresses unmapped).
+func tcpSource(nc *net.TCPConn) netip.Addr {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 // refuse sends one error frame to a connection that never becomes a client

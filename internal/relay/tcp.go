@@ -151,6 +151,7 @@ func (c *client) finish() {
 	c.tcp.Close()
 	_, reason := c.out.state()
 	s.removeClient(c)
+	s.srcs.disconnect(c.src)
 	s.nconns.Add(-1)
 	s.m.ConnectionsTCP.Dec()
 	s.m.Disconnect(reason)

@@ -308,10 +308,6 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		return
 	}
 	switch {
-	case s.cfg.MaxConnections > 0 && s.nconns.Load() >= int64(s.cfg.MaxConnections):
-		s.m.Join(wire.ErrServerFull)
-		u.answer(from, size, wire.ErrServerFull, "relay at --max-connections")
-		return
 	case u.perSource[from.Addr()] >= u.maxPerSource:
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions from this address")
@@ -321,13 +317,20 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions")
 		return
 	}
+	if text, cap := s.admit(from.Addr()); text != "" {
+		s.m.Join(wire.ErrServerFull)
+		s.m.Refused(cap)
+		u.answer(from, size, wire.ErrServerFull, text)
+		return
+	}
 	now := s.now()
-	c := &client{s: s, id: s.nextID.Add(1), addr: from, token: u.newToken(), pend: &pending{since: now}}
+	c := &client{s: s, id: s.nextID.Add(1), addr: from, src: from.Addr(), token: u.newToken(), pend: &pending{since: now}}
 	c.b.out = u // what c casts goes out in this worker's sendmmsg
 	c.b.now = now
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
 		s.tokens.remove(c.token)
+		s.srcs.disconnect(c.src)
 		u.answer(from, size, werr.Code, werr.Detail)
 		c.b.flush(s.m)
 		return
@@ -519,6 +522,7 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	u.unpend(c)
 	delete(u.sessions, c.token)
 	s.tokens.remove(c.token)
+	s.srcs.disconnect(c.src)
 	if u.byAddr[c.addr] == c {
 		delete(u.byAddr, c.addr)
 	}

@@ -34,7 +34,17 @@ type Room[T comparable] struct {
 	name    string
 	members []Member[T]
 	byID    map[string]T
+	meter   Meter
 }
+
+// Meter is the state of a room's own rate limits, kept with the room so it
+// lives and dies with it: the caller's (the relay's) token buckets of what
+// is sent into the room, as GCRA arrival times. Touched with the shard
+// locked.
+type Meter struct{ Msgs, Bytes int64 }
+
+// Meter returns the room's meter.
+func (r *Room[T]) Meter() *Meter { return &r.meter }
 
 func newRoom[T comparable](name string) *Room[T] {
 	return &Room[T]{name: name, byID: make(map[string]T)}
