@@ -91,6 +91,10 @@ type Fleet struct {
 	startLate time.Duration
 	cpu0      metrics.CPUTimes
 	cpuErr    error
+	// proc0 is this process's own CPU at the start (procErr if
+	// unreadable): the summary reports what the run cost the fleet.
+	proc0   metrics.ProcessUsage
+	procErr error
 }
 
 // errStopped is the ramp's return when AtLevel ended the run at a level.
@@ -326,6 +330,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.epochUnix = start.UnixNano()
 	f.started = f.epoch
 	f.cpu0, f.cpuErr = metrics.ReadCPUTimes()
+	f.proc0, f.procErr = metrics.ReadProcessUsage()
 	if f.startLate > lateStart {
 		f.warn("WARNING: shard %s began %v after the common start %s: its schedule keeps that start (its first logins are late, not shifted)",
 			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano))
@@ -375,6 +380,19 @@ func (f *Fleet) cpuIdle() float64 {
 		return -1
 	}
 	return metrics.IdlePercent(f.cpu0, cpu1)
+}
+
+// processCost is the fleet process's CPU seconds since the run began and
+// its peak RSS, both -1 when /proc cannot be read.
+func (f *Fleet) processCost() (cpuS float64, peakRSS int64) {
+	if f.procErr != nil {
+		return -1, -1
+	}
+	u, err := metrics.ReadProcessUsage()
+	if err != nil {
+		return -1, -1
+	}
+	return u.CPUSeconds - f.proc0.CPUSeconds, u.PeakRSSBytes
 }
 
 func (f *Fleet) httpServer() *http.Server {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"strings"
@@ -68,6 +69,16 @@ func TestFleetNN(t *testing.T) {
 	t.Log(out.String())
 	if s.LoginsSucceeded != 4 || s.MessagesReceived != 3*s.MessagesSent {
 		t.Errorf("summary %+v", s)
+	}
+	// Its own cost, read from /proc/self: a run that handled messages
+	// used some CPU and holds at least its heap resident.
+	msgs := s.MessagesSent + s.MessagesReceived
+	if s.ProcessCPUSeconds <= 0 || s.ProcessPeakRSSBytes < 1<<20 ||
+		math.Abs(s.ProcessCPUMSPer1k-s.ProcessCPUSeconds*1e6/float64(msgs)) > 1e-9 {
+		t.Errorf("process cost: cpu %v s, peak rss %d B, %v ms per 1k of %d messages", s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k, msgs)
+	}
+	if !strings.Contains(out.String(), "fleet process") {
+		t.Errorf("text summary lacks the fleet process's cost:\n%s", out.String())
 	}
 }
 

@@ -25,11 +25,17 @@ type ShardResult struct {
 	CPUIdlePct       float64        `json:"cpu_idle_pct"`
 	Saturated        bool           `json:"saturated"`
 	Saturation       map[string]int `json:"saturation"`
+	// The shard process's own cost (Summary.ProcessCPUSeconds...).
+	ProcessCPUSeconds   float64 `json:"fleet_process_cpu_seconds"`
+	ProcessPeakRSSBytes int64   `json:"fleet_process_peak_rss_bytes"`
 }
 
 func (r ShardResult) line() string {
 	s := fmt.Sprintf("clients %d, logged in %d, sent %d, received %d, latency p99 %.3f ms, cpu idle %.0f%%, start late %.1f ms",
 		r.ClientsRequested, r.LoginsSucceeded, r.MessagesSent, r.MessagesReceived, r.LatencyMS.P99, r.CPUIdlePct, r.StartLateMS)
+	if r.ProcessCPUSeconds >= 0 {
+		s += fmt.Sprintf(", process CPU %.2f s, peak RSS %.1f MiB", r.ProcessCPUSeconds, float64(r.ProcessPeakRSSBytes)/(1<<20))
+	}
 	if r.Saturated {
 		s += ", SATURATED (" + byKind(r.Saturation) + ")"
 	}
@@ -140,6 +146,7 @@ func Merge(sums []Summary) (Summary, error) {
 		return Summary{}, fmt.Errorf("encode merged lag histogram: %w", err)
 	}
 	out.Histograms = Histograms{LatencyUS: string(lb), ScheduleLagUS: string(gb)}
+	out.ProcessCPUMSPer1k = perThousand(out.ProcessCPUSeconds, out.MessagesSent+out.MessagesReceived)
 	return out, nil
 }
 
@@ -196,6 +203,14 @@ func addCounts(out *Summary, s Summary) {
 	for k, v := range s.Saturation {
 		out.Saturation[k] += v
 	}
+	// A shard whose own cost is unknown makes the fleet's unknown: a sum
+	// of the others would understate it.
+	if s.ProcessCPUSeconds < 0 || out.ProcessCPUSeconds < 0 {
+		out.ProcessCPUSeconds, out.ProcessPeakRSSBytes = -1, -1
+	} else {
+		out.ProcessCPUSeconds += s.ProcessCPUSeconds
+		out.ProcessPeakRSSBytes += s.ProcessPeakRSSBytes
+	}
 	if s.CPUIdlePct >= 0 && (out.CPUIdlePct < 0 || s.CPUIdlePct < out.CPUIdlePct) {
 		out.CPUIdlePct = s.CPUIdlePct // the busiest shard's host
 	}
@@ -217,6 +232,7 @@ func shardResult(sh Shard, s Summary) ShardResult {
 		MessagesSent: s.MessagesSent, MessagesReceived: s.MessagesReceived, LatencyMS: s.LatencyMS,
 		StartUnixNS: s.StartUnixNS, StartLateMS: s.StartLateMS, CPUIdlePct: s.CPUIdlePct,
 		Saturated: len(sat) > 0, Saturation: sat,
+		ProcessCPUSeconds: s.ProcessCPUSeconds, ProcessPeakRSSBytes: s.ProcessPeakRSSBytes,
 	}
 }
 

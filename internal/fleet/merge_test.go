@@ -106,6 +106,38 @@ func TestMergeExact(t *testing.T) {
 	}
 }
 
+// TestMergeProcessCost: the shards' own CPU and peak RSS add up, the CPU
+// per thousand messages is the sums', each shard keeps its own, and one
+// unknown shard makes the fleet's unknown rather than understated.
+func TestMergeProcessCost(t *testing.T) {
+	var sums []Summary
+	for i, sh := range []string{"0/3", "1/3", "2/3"} {
+		s := shardSummary(t, sh, []int64{100, 200, 300}, []int64{10})
+		s.ProcessCPUSeconds = float64(i + 1)
+		s.ProcessPeakRSSBytes = int64(i+1) << 20
+		sums = append(sums, s)
+	}
+	m, err := Merge(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := m.MessagesSent + m.MessagesReceived
+	if m.ProcessCPUSeconds != 6 || m.ProcessPeakRSSBytes != 6<<20 || m.ProcessCPUMSPer1k != 6*1e6/float64(msgs) {
+		t.Errorf("merged cost: cpu %v s, rss %d, %v ms per 1k of %d messages; want 6 s, 6 MiB, %v",
+			m.ProcessCPUSeconds, m.ProcessPeakRSSBytes, m.ProcessCPUMSPer1k, msgs, 6*1e6/float64(msgs))
+	}
+	if m.Shards[2].ProcessCPUSeconds != 3 || m.Shards[2].ProcessPeakRSSBytes != 3<<20 || !strings.Contains(m.Shards[2].line(), "process CPU 3.00 s, peak RSS 3.0 MiB") {
+		t.Errorf("shard 2/3 lost its own cost: %+v: %s", m.Shards[2], m.Shards[2].line())
+	}
+	sums[1].ProcessCPUSeconds, sums[1].ProcessPeakRSSBytes = -1, -1
+	if m, err = Merge(sums); err != nil {
+		t.Fatal(err)
+	}
+	if m.ProcessCPUSeconds != -1 || m.ProcessPeakRSSBytes != -1 || m.ProcessCPUMSPer1k != -1 {
+		t.Errorf("one unknown shard: merged cost %v s, %d B, %v; want all -1", m.ProcessCPUSeconds, m.ProcessPeakRSSBytes, m.ProcessCPUMSPer1k)
+	}
+}
+
 func (s Summary) histP99(t *testing.T) float64 {
 	h, err := hdrhistogram.Decode([]byte(s.Histograms.LatencyUS))
 	if err != nil {

@@ -60,6 +60,17 @@ type Summary struct {
 	StartLateMS float64 `json:"start_late_ms"`
 	// CPUIdlePct is the host's CPU idle share over the run (-1: unknown).
 	CPUIdlePct float64 `json:"cpu_idle_pct"`
+	// ProcessCPUSeconds is the fleet process's own CPU (user + system)
+	// from the run's start to its summary (logins, sends, receipt, drain
+	// and leave); ProcessPeakRSSBytes its peak resident memory (VmHWM);
+	// ProcessCPUMSPer1k its CPU in milliseconds per thousand messages it
+	// handled (sent + received; the same number as seconds per million),
+	// 0 when none. Read from /proc/self; -1 when unreadable. Merged: the
+	// sums over the shards (the RSS one an upper bound, as the shards may
+	// peak at different instants) and the per-thousand of the sums.
+	ProcessCPUSeconds   float64 `json:"fleet_process_cpu_seconds"`
+	ProcessPeakRSSBytes int64   `json:"fleet_process_peak_rss_bytes"`
+	ProcessCPUMSPer1k   float64 `json:"fleet_process_cpu_ms_per_1k_messages"`
 	// Saturation counts the progress intervals in which the fleet was
 	// saturated, by kind (lag, cpu); empty when it never was.
 	Saturation map[string]int `json:"saturation"`
@@ -105,37 +116,61 @@ func (f *Fleet) summary() (Summary, error) {
 	if saturation == nil {
 		saturation = map[string]int{}
 	}
+	cpuS, rss := f.processCost()
 	return Summary{
-		ClientsRequested: f.cfg.Shard.Clients(f.cfg.Clients),
-		LoginAttempts:    t.LoginAttempts,
-		LoginsSucceeded:  t.LoginsSucceeded,
-		LoginsFailed:     f.stats.failed.snapshot(),
-		PeakLoggedIn:     t.PeakLoggedIn,
-		MessagesSent:     t.MessagesSent,
-		MessagesReceived: t.MessagesReceived,
-		BytesSent:        t.BytesSent,
-		BytesReceived:    t.BytesReceived,
-		LatencyMS:        Quantiles{P50: lat[0], P90: &lat[1], P99: lat[2], Max: &lat[3]},
-		ScheduleLagMS:    Quantiles{P50: lag[0], P99: lag[1]},
-		LoopsCompleted:   f.loops(),
-		DurationS:        f.ended.Sub(f.started).Seconds(),
-		Disconnects:      f.stats.disconn.snapshot(),
-		SendsDelayed:     t.SendsDelayed,
-		MessagesLost:     t.MessagesLost,
-		LossPercent:      lossPercent(t.NumberedReceived, t.MessagesLost),
-		UDPJoinRetries:   t.UDPJoinRetries,
-		NumberedReceived: t.NumberedReceived,
-		FramesSent:       f.stats.framesByType(),
-		Target:           f.target,
-		Warnings:         nonNil(warnings),
-		Notes:            nonNil(f.notes),
-		Shard:            f.cfg.Shard.label(),
-		StartUnixNS:      f.epochUnix,
-		StartLateMS:      millis(f.startLate),
-		CPUIdlePct:       f.cpuIdle(),
-		Saturation:       saturation,
-		Histograms:       hists,
+		ClientsRequested:    f.cfg.Shard.Clients(f.cfg.Clients),
+		LoginAttempts:       t.LoginAttempts,
+		LoginsSucceeded:     t.LoginsSucceeded,
+		LoginsFailed:        f.stats.failed.snapshot(),
+		PeakLoggedIn:        t.PeakLoggedIn,
+		MessagesSent:        t.MessagesSent,
+		MessagesReceived:    t.MessagesReceived,
+		BytesSent:           t.BytesSent,
+		BytesReceived:       t.BytesReceived,
+		LatencyMS:           Quantiles{P50: lat[0], P90: &lat[1], P99: lat[2], Max: &lat[3]},
+		ScheduleLagMS:       Quantiles{P50: lag[0], P99: lag[1]},
+		LoopsCompleted:      f.loops(),
+		DurationS:           f.ended.Sub(f.started).Seconds(),
+		Disconnects:         f.stats.disconn.snapshot(),
+		SendsDelayed:        t.SendsDelayed,
+		MessagesLost:        t.MessagesLost,
+		LossPercent:         lossPercent(t.NumberedReceived, t.MessagesLost),
+		UDPJoinRetries:      t.UDPJoinRetries,
+		NumberedReceived:    t.NumberedReceived,
+		FramesSent:          f.stats.framesByType(),
+		Target:              f.target,
+		Warnings:            nonNil(warnings),
+		Notes:               nonNil(f.notes),
+		Shard:               f.cfg.Shard.label(),
+		StartUnixNS:         f.epochUnix,
+		StartLateMS:         millis(f.startLate),
+		CPUIdlePct:          f.cpuIdle(),
+		ProcessCPUSeconds:   cpuS,
+		ProcessPeakRSSBytes: rss,
+		ProcessCPUMSPer1k:   perThousand(cpuS, t.MessagesSent+t.MessagesReceived),
+		Saturation:          saturation,
+		Histograms:          hists,
 	}, nil
+}
+
+// perThousand is CPU seconds per million messages, which is milliseconds
+// per thousand: 0 without messages, -1 when the CPU is unknown.
+func perThousand(cpuS float64, msgs int64) float64 {
+	switch {
+	case cpuS < 0:
+		return -1
+	case msgs <= 0:
+		return 0
+	}
+	return cpuS * 1e6 / float64(msgs)
+}
+
+// processLine prints the fleet process's cost for the text summary.
+func processLine(cpuS float64, rss int64, per1k float64) string {
+	if cpuS < 0 {
+		return "unknown (/proc unreadable)"
+	}
+	return fmt.Sprintf("CPU %.2f s (%.3f ms per 1k messages sent+received), peak RSS %.1f MiB", cpuS, per1k, float64(rss)/(1<<20))
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -188,6 +223,7 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("disconnects", byReason(s.Disconnects))
 	row("sends delayed by backpressure", s.SendsDelayed)
 	row("frames sent", byReason(s.FramesSent))
+	row("fleet process", processLine(s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k))
 	if s.Shard != "" {
 		row("shard", s.Shard)
 	}

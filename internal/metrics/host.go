@@ -129,3 +129,29 @@ func IdlePercent(before, after CPUTimes) float64 {
 	}
 	return 100 * (after.Idle - before.Idle) / dt
 }
+
+// ProcessUsage is one reading of this process's own cost: CPU seconds
+// (user and system, as in /proc/self/stat) and its peak resident set
+// (VmHWM in /proc/self/status: the high-water mark since it started).
+type ProcessUsage struct {
+	CPUSeconds   float64
+	PeakRSSBytes int64
+}
+
+// ReadProcessUsage reads this process's CPU seconds and peak RSS from
+// /proc/self, so a load generator can report what it cost itself.
+func ReadProcessUsage() (ProcessUsage, error) {
+	p, err := procfs.Self()
+	if err != nil {
+		return ProcessUsage{}, fmt.Errorf("open /proc/self: %w", err)
+	}
+	stat, err := p.Stat()
+	if err != nil {
+		return ProcessUsage{}, fmt.Errorf("read /proc/self/stat: %w", err)
+	}
+	status, err := p.NewStatus()
+	if err != nil {
+		return ProcessUsage{}, fmt.Errorf("read /proc/self/status: %w", err)
+	}
+	return ProcessUsage{CPUSeconds: stat.CPUTime(), PeakRSSBytes: int64(status.VmHWM)}, nil
+}

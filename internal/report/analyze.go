@@ -104,6 +104,15 @@ type RunStats struct {
 	RelayReceivedBytes        Num             `json:"relay_received_bytes"`
 	RelayProcessCPUSeconds    Num             `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
 	FleetProcessCPUSeconds    Num             `json:"fleet_process_cpu_seconds"`
+	// The processes' CPU per thousand messages (ms; the same number as s
+	// per million): the relay's per delivery, the fleet's per message sent
+	// or received; and their peak resident memory: the relay's the most
+	// any scrape saw, the fleet's its own VmHWM from its summary (sampled
+	// like the relay's when the summary lacks it).
+	RelayCPUMSPer1kDelivered Num `json:"relay_process_cpu_ms_per_1k_delivered"`
+	FleetCPUMSPer1kMessages  Num `json:"fleet_process_cpu_ms_per_1k_messages"`
+	RelayPeakRSSBytes        Num `json:"relay_process_peak_rss_bytes"`
+	FleetPeakRSSBytes        Num `json:"fleet_process_peak_rss_bytes"`
 	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
 	Linear                    Fit             `json:"fit_linear"`
 	Quadratic                 Fit             `json:"fit_quadratic"`
@@ -276,7 +285,8 @@ func AnalyzeRun(r Run) RunStats {
 		&rs.MessagesReceived, &rs.BytesSent, &rs.BytesReceived, &rs.LatencyP50Ms, &rs.LatencyP99Ms,
 		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
 		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct, &rs.RelayProcessCPUSeconds,
-		&rs.FleetProcessCPUSeconds} {
+		&rs.FleetProcessCPUSeconds, &rs.RelayCPUMSPer1kDelivered, &rs.FleetCPUMSPer1kMessages,
+		&rs.RelayPeakRSSBytes, &rs.FleetPeakRSSBytes} {
 		*p = nan
 	}
 	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
@@ -297,7 +307,9 @@ func AnalyzeRun(r Run) RunStats {
 		}
 		if l.ProcessCPUSeconds > 0 {
 			rs.FleetProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
+			rs.FleetCPUMSPer1kMessages = perThousand(rs.FleetProcessCPUSeconds, rs.MessagesSent+rs.MessagesReceived)
 		}
+		rs.FleetPeakRSSBytes = fleetPeakRSS(r.FleetSummary, last.Fleet)
 	}
 	if f, l := first.Relay, last.Relay; f.Present && l.Present {
 		rs.SlowConsumerDisconnects = Num(delta(f.SlowConsumerDisconnects, l.SlowConsumerDisconnects))
@@ -307,12 +319,41 @@ func AnalyzeRun(r Run) RunStats {
 		rs.RelayUDPReceiveDrops = Num(delta(f.UDPReceiveDrops, l.UDPReceiveDrops))
 		if l.ProcessCPUSeconds > 0 {
 			rs.RelayProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
+			rs.RelayCPUMSPer1kDelivered = perThousand(rs.RelayProcessCPUSeconds, Num(delta(f.DeliveredMessages, l.DeliveredMessages)))
+		}
+		if rss := maxOf(col(func(p Point) float64 { return p.RelayRSSBytes }, nil)); !math.IsNaN(float64(rss)) {
+			rs.RelayPeakRSSBytes = rss
 		}
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
 	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle, r.Series.LastError)...)
 	return rs
+}
+
+// perThousand is CPU seconds per million messages, which is milliseconds
+// per thousand; NaN without messages.
+func perThousand(cpuS, msgs Num) Num {
+	if !(msgs > 0) {
+		return Num(math.NaN())
+	}
+	return cpuS * 1e6 / msgs
+}
+
+// fleetPeakRSS is the fleet process's own peak RSS from its summary
+// (fleet_process_peak_rss_bytes, the sum over shards), else its resident
+// memory at the last scrape; NaN when neither says.
+func fleetPeakRSS(summary json.RawMessage, last FleetValues) Num {
+	var s struct {
+		PeakRSS *float64 `json:"fleet_process_peak_rss_bytes"`
+	}
+	if len(summary) > 0 && json.Unmarshal(summary, &s) == nil && s.PeakRSS != nil && *s.PeakRSS > 0 {
+		return Num(*s.PeakRSS)
+	}
+	if last.ProcessRSSBytes > 0 {
+		return Num(last.ProcessRSSBytes)
+	}
+	return Num(math.NaN())
 }
 
 // runWarnings are the findings that make a run's numbers suspect.

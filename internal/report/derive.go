@@ -28,6 +28,7 @@ type Point struct {
 	RelayConnections     float64
 	SlowConsumerDiscards float64 // cumulative since the run started
 	FleetDisconnects     float64 // logged-in clients lost, cumulative since the run started
+	RelayRSSBytes        float64 // relay process resident memory at the interval's end
 }
 
 // Derive computes the point for the interval from prev to cur; base is the
@@ -40,7 +41,7 @@ func Derive(base, prev, cur Snapshot) Point {
 		LoggedIn: nan, LoginAttempts: nan, LoginFailures: nan, MsgsInPerS: nan,
 		MsgsDeliveredPerS: nan, LatencyP50Ms: nan, LatencyP99Ms: nan, ScheduleLagP99Ms: nan,
 		FleetCPUIdlePct: nan, FleetProcessCPUPct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
-		FleetDisconnects: nan,
+		FleetDisconnects: nan, RelayRSSBytes: nan,
 	}
 	if dt := roleDT(prev.At, cur.At, prev.Relay.At, cur.Relay.At); dt > 0 {
 		deriveRelay(&p, base, prev, cur, dt)
@@ -69,6 +70,9 @@ func deriveRelay(p *Point, base, prev, cur Snapshot, dt float64) {
 		p.MsgsInPerS = delta(r.ReceivedMessages, q.ReceivedMessages) / dt
 		p.MsgsDeliveredPerS = delta(r.DeliveredMessages, q.DeliveredMessages) / dt
 		p.RelayConnections = q.Connections
+		if q.ProcessRSSBytes > 0 {
+			p.RelayRSSBytes = q.ProcessRSSBytes
+		}
 		if base.Relay.Present {
 			p.SlowConsumerDiscards = delta(base.Relay.SlowConsumerDisconnects, q.SlowConsumerDisconnects)
 		}

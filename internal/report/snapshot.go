@@ -35,6 +35,7 @@ const (
 	mRelayUDPDrops      = "relay_udp_receive_drops_total"
 	mRelayHostCPU       = "relay_host_cpu_seconds_total"
 	mProcessCPU         = "process_cpu_seconds_total"
+	mProcessRSS         = "process_resident_memory_bytes"
 	mFleetLoggedIn      = "replay_clients_logged_in"
 	mFleetAttempts      = "replay_login_attempts_total"
 	mFleetLogins        = "replay_logins_total"
@@ -85,6 +86,7 @@ type RelayValues struct {
 	UDPReceiveDrops         float64 // datagrams the kernel dropped at the relay's UDP sockets
 	HostCPU                 CPUTimes
 	ProcessCPUSeconds       float64
+	ProcessRSSBytes         float64 // resident memory at the scrape
 }
 
 // FleetValues are the raw counters and gauges of one fleet scrape (summed
@@ -108,8 +110,10 @@ type FleetValues struct {
 	// Disconnects are logged-in clients that lost their connection (any
 	// reason).
 	Disconnects float64
-	// ProcessCPUSeconds is the fleet processes' own CPU (summed).
+	// ProcessCPUSeconds is the fleet processes' own CPU (summed);
+	// ProcessRSSBytes their resident memory at the scrape (summed).
 	ProcessCPUSeconds float64
+	ProcessRSSBytes   float64
 }
 
 // Snapshot is one scrape of every endpoint at one instant.
@@ -175,6 +179,7 @@ func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
 	v.UDPReceiveDrops += sum(fams[mRelayUDPDrops], nil)
 	v.HostCPU = addCPU(v.HostCPU, fams[mRelayHostCPU])
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
+	v.ProcessRSSBytes += sum(fams[mProcessRSS], nil)
 }
 
 func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
@@ -196,6 +201,7 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
 	v.Disconnects += sum(fams[mFleetDisconnects], nil)
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
+	v.ProcessRSSBytes += sum(fams[mProcessRSS], nil)
 }
 
 // isSuccess names the result label values that count as a login that
