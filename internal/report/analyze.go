@@ -66,59 +66,59 @@ type Plateau struct {
 
 // RunStats are one run's figures.
 type RunStats struct {
-	Scenario                  string          `json:"scenario"`
-	Repeat                    int             `json:"repeat"`
-	Started                   time.Time       `json:"started"`
-	DurationS                 Num             `json:"duration_s"`
-	Samples                   int             `json:"samples"`
-	ScrapeErrors              int             `json:"scrape_errors"`
-	MaxLoggedIn               Num             `json:"max_logged_in"`
-	EndLoggedIn               Num             `json:"end_logged_in"`
-	Plateau                   Plateau         `json:"plateau"`
-	LoginAttempts             Num             `json:"login_attempts"`
-	LoginsSucceeded           Num             `json:"logins_succeeded"`
-	LoginsFailed              Num             `json:"logins_failed"`
-	PeakSendGbps              Num             `json:"peak_send_gbps"`
-	PlateauSendGbps           Num             `json:"plateau_send_gbps"`
-	PeakRecvGbps              Num             `json:"peak_recv_gbps"`
-	PlateauRecvGbps           Num             `json:"plateau_recv_gbps"`
-	PlateauCPUIdlePct         Num             `json:"plateau_cpu_idle_pct"`
-	MinCPUIdlePct             Num             `json:"min_cpu_idle_pct"`
-	PlateauRelayProcessCPUPct Num             `json:"plateau_relay_process_cpu_pct"`
-	PlateauFleetProcessCPUPct Num             `json:"plateau_fleet_process_cpu_pct"`
-	MinFleetCPUIdlePct        Num             `json:"min_fleet_cpu_idle_pct"`
-	PlateauMsgsInPerS         Num             `json:"plateau_msgs_in_per_s"`
-	PlateauMsgsDeliveredPerS  Num             `json:"plateau_msgs_delivered_per_s"`
-	LatencyP50Ms              Num             `json:"latency_p50_ms"`
-	LatencyP99Ms              Num             `json:"latency_p99_ms"`
-	ScheduleLagP99Ms          Num             `json:"schedule_lag_p99_ms"`
-	SlowConsumerDisconnects   Num             `json:"slow_consumer_disconnects"`
-	RejectedFrames            Num             `json:"rejected_frames"`
-	RelayUDPReceiveDrops      Num             `json:"relay_udp_receive_drops"`
-	LossPct                   Num             `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
-	MessagesSent              Num             `json:"messages_sent"`
-	MessagesReceived          Num             `json:"messages_received"`
-	BytesSent                 Num             `json:"bytes_sent"`
-	BytesReceived             Num             `json:"bytes_received"`
-	RelaySentBytes            Num             `json:"relay_sent_bytes"`
-	RelayReceivedBytes        Num             `json:"relay_received_bytes"`
-	RelayProcessCPUSeconds    Num             `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
-	FleetProcessCPUSeconds    Num             `json:"fleet_process_cpu_seconds"`
+	Scenario                  string    `json:"scenario"`
+	Repeat                    int       `json:"repeat"`
+	Started                   time.Time `json:"started"`
+	DurationS                 Num       `json:"duration_s"`
+	Samples                   int       `json:"samples"`
+	ScrapeErrors              int       `json:"scrape_errors"`
+	MaxLoggedIn               Num       `json:"max_logged_in"`
+	EndLoggedIn               Num       `json:"end_logged_in"`
+	Plateau                   Plateau   `json:"plateau"`
+	LoginAttempts             Num       `json:"login_attempts"`
+	LoginsSucceeded           Num       `json:"logins_succeeded"`
+	LoginsFailed              Num       `json:"logins_failed"`
+	PeakSendGbps              Num       `json:"peak_send_gbps"`
+	PlateauSendGbps           Num       `json:"plateau_send_gbps"`
+	PeakRecvGbps              Num       `json:"peak_recv_gbps"`
+	PlateauRecvGbps           Num       `json:"plateau_recv_gbps"`
+	PlateauCPUIdlePct         Num       `json:"plateau_cpu_idle_pct"`
+	MinCPUIdlePct             Num       `json:"min_cpu_idle_pct"`
+	PlateauRelayProcessCPUPct Num       `json:"plateau_relay_process_cpu_pct"`
+	PlateauFleetProcessCPUPct Num       `json:"plateau_fleet_process_cpu_pct"`
+	MinFleetCPUIdlePct        Num       `json:"min_fleet_cpu_idle_pct"`
+	PlateauMsgsInPerS         Num       `json:"plateau_msgs_in_per_s"`
+	PlateauMsgsDeliveredPerS  Num       `json:"plateau_msgs_delivered_per_s"`
+	LatencyP50Ms              Num       `json:"latency_p50_ms"`
+	LatencyP99Ms              Num       `json:"latency_p99_ms"`
+	ScheduleLagP99Ms          Num       `json:"schedule_lag_p99_ms"`
+	SlowConsumerDisconnects   Num       `json:"slow_consumer_disconnects"`
+	RejectedFrames            Num       `json:"rejected_frames"`
+	RelayUDPReceiveDrops      Num       `json:"relay_udp_receive_drops"`
+	LossPct                   Num       `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
+	MessagesSent              Num       `json:"messages_sent"`
+	MessagesReceived          Num       `json:"messages_received"`
+	BytesSent                 Num       `json:"bytes_sent"`
+	BytesReceived             Num       `json:"bytes_received"`
+	RelaySentBytes            Num       `json:"relay_sent_bytes"`
+	RelayReceivedBytes        Num       `json:"relay_received_bytes"`
+	RelayProcessCPUSeconds    Num       `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
+	FleetProcessCPUSeconds    Num       `json:"fleet_process_cpu_seconds"`
 	// The processes' CPU per thousand messages (ms; the same number as s
 	// per million): the relay's per delivery, the fleet's per message sent
 	// or received; and their peak resident memory: the relay's the most
 	// any scrape saw, the fleet's its own VmHWM from its summary (sampled
 	// like the relay's when the summary lacks it).
-	RelayCPUMSPer1kDelivered Num `json:"relay_process_cpu_ms_per_1k_delivered"`
-	FleetCPUMSPer1kMessages  Num `json:"fleet_process_cpu_ms_per_1k_messages"`
-	RelayPeakRSSBytes        Num `json:"relay_process_peak_rss_bytes"`
-	FleetPeakRSSBytes        Num `json:"fleet_process_peak_rss_bytes"`
-	KernelDrops               *KernelDrops    `json:"kernel_drops,omitempty"`
-	Linear                    Fit             `json:"fit_linear"`
-	Quadratic                 Fit             `json:"fit_quadratic"`
-	Headline                  Headline        `json:"headline"`
-	Warnings                  []string        `json:"warnings"`
-	FleetSummary              json.RawMessage `json:"fleet_summary,omitempty"`
+	RelayCPUMSPer1kDelivered Num             `json:"relay_process_cpu_ms_per_1k_delivered"`
+	FleetCPUMSPer1kMessages  Num             `json:"fleet_process_cpu_ms_per_1k_messages"`
+	RelayPeakRSSBytes        Num             `json:"relay_process_peak_rss_bytes"`
+	FleetPeakRSSBytes        Num             `json:"fleet_process_peak_rss_bytes"`
+	KernelDrops              *KernelDrops    `json:"kernel_drops,omitempty"`
+	Linear                   Fit             `json:"fit_linear"`
+	Quadratic                Fit             `json:"fit_quadratic"`
+	Headline                 Headline        `json:"headline"`
+	Warnings                 []string        `json:"warnings"`
+	FleetSummary             json.RawMessage `json:"fleet_summary,omitempty"`
 }
 
 // Stat is one figure aggregated over a scenario's repeats.
