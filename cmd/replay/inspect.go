@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 
@@ -70,6 +69,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			if interrupted {
 				return fmt.Errorf("interrupted: the output covers the packets read before (%w)", err)
 			}
+			if _, uerr := c.Usable(); uerr != nil {
+				return fmt.Errorf("%s: %w", args[0], uerr)
+			}
 			return nil
 		},
 	}
@@ -99,7 +101,8 @@ func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
 	case flow < 0:
 		fl = c.Longest()
 		if fl == nil {
-			return errors.New("the capture has no flow with client frames")
+			_, err := c.Usable()
+			return err
 		}
 		for i, f := range c.Flows {
 			if f == fl {
@@ -112,10 +115,19 @@ func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
 		fl = c.Flows[flow]
 	}
 	list := capture.Script(fl)
+	var err error
 	if asJSON {
-		return capture.WriteScriptJSON(st.stdout, list)
+		err = capture.WriteScriptJSON(st.stdout, list)
+	} else {
+		err = capture.WriteScriptText(st.stdout, fl, flow, list)
 	}
-	return capture.WriteScriptText(st.stdout, fl, flow, list)
+	if err != nil {
+		return err
+	}
+	if ok, why := fl.Usable(); !ok {
+		return fmt.Errorf("%w: flow %d: %s", capture.ErrUnusable, flow, why)
+	}
+	return nil
 }
 
 // profileOpts are the flags that read a capture through a profile.

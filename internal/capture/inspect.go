@@ -3,6 +3,7 @@ package capture
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -61,6 +62,9 @@ type FlowSummary struct {
 	ClientBy string `json:"client_by"`
 	// HasJoin says the client frames hold a join, which a replay needs.
 	HasJoin bool `json:"has_join"`
+	// Usable says a replay can play this flow; Unusable says why not.
+	Usable   bool   `json:"usable"`
+	Unusable string `json:"unusable,omitempty"`
 
 	Resynced bool     `json:"resynced"`
 	Notes    []string `json:"notes,omitempty"`
@@ -120,7 +124,58 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 		}
 	}
 	fs.Users, fs.Rooms = sortedKeys(users), sortedKeys(rooms)
+	fs.Usable, fs.Unusable = f.Usable()
 	return fs
+}
+
+// Why a flow cannot be replayed.
+const (
+	UnusableNoClient = "no client frames: only the server spoke"
+	UnusableNoJoin   = "no join frame: the capture starts after its login, or the join was cut"
+)
+
+// Usable says whether a replay can play a reprise flow, and why not.
+func (f *Flow) Usable() (bool, string) {
+	if len(f.ClientFrames) == 0 {
+		return false, UnusableNoClient
+	}
+	for _, fr := range f.ClientFrames {
+		if fr.Type == wire.TypeJoin {
+			return true, ""
+		}
+	}
+	return false, UnusableNoJoin
+}
+
+// ErrUnusable marks a capture, or a chosen flow, that a replay cannot
+// play: every command that reads one exits with the same code for it.
+var ErrUnusable = errors.New("unusable capture")
+
+// Usable returns the indexes of the flows a replay can play, or an error
+// wrapping ErrUnusable that says why none can.
+func (c *Capture) Usable() ([]int, error) {
+	var ok []int
+	why := map[string]int{}
+	for i, f := range c.Flows {
+		if u, reason := f.Usable(); u {
+			ok = append(ok, i)
+		} else {
+			why[reason]++
+		}
+	}
+	if len(ok) > 0 {
+		return ok, nil
+	}
+	if len(c.Flows) == 0 {
+		return nil, fmt.Errorf("%w: no flow carried protocol frames", ErrUnusable)
+	}
+	reasons := make([]string, 0, len(why))
+	for _, r := range sortedKeys(map[string]bool{UnusableNoClient: why[UnusableNoClient] > 0, UnusableNoJoin: why[UnusableNoJoin] > 0}) {
+		if why[r] > 0 {
+			reasons = append(reasons, fmt.Sprintf("%d with %s", why[r], r))
+		}
+	}
+	return nil, fmt.Errorf("%w: none of its %d flows can be replayed (%s)", ErrUnusable, len(c.Flows), strings.Join(reasons, "; "))
 }
 
 // rateBucket is the width in seconds of a flow's rate buckets.
@@ -186,8 +241,8 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	if f.ClientBy != "" {
 		fmt.Fprintf(w, "  client side told by: %s\n", f.ClientBy)
 	}
-	if !f.HasJoin && f.ClientFrames > 0 {
-		fmt.Fprintln(w, "  no join frame: replay cannot use this flow (the capture starts after its login, or the join was cut)")
+	if !f.Usable {
+		fmt.Fprintf(w, "  not usable: %s\n", f.Unusable)
 	} else if f.LoginEndFrame >= 0 {
 		fmt.Fprintf(w, "  login ends at %.3fs (client frame #%d)", f.LoginEndS, f.LoginEndFrame)
 		// A second of margin after the login and before the end.

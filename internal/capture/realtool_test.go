@@ -112,7 +112,7 @@ func TestMidConnectionServerFirst(t *testing.T) {
 	}
 	var text strings.Builder
 	Inspect(c).WriteText(&text)
-	if !strings.Contains(text.String(), "no join frame: replay cannot use this flow") || !strings.Contains(text.String(), "client side told by: frame kinds") {
+	if !strings.Contains(text.String(), "not usable: no join frame") || !strings.Contains(text.String(), "client side told by: frame kinds") {
 		t.Errorf("inspect:\n%s", text.String())
 	}
 }

@@ -34,7 +34,8 @@ func readCapture(path string, flow int, opts capture.Options) (recorded, error) 
 	case flow < 0:
 		fl = c.Longest()
 		if fl == nil {
-			return recorded{}, fmt.Errorf("read capture %s: no flow with client frames", path)
+			_, err := c.Usable()
+			return recorded{}, fmt.Errorf("read capture %s: %w", path, err)
 		}
 	case flow >= len(c.Flows):
 		return recorded{}, fmt.Errorf("%w: --flow %d: the capture has %d flows (see replay inspect)", ErrBadConfig, flow, len(c.Flows))

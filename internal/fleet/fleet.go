@@ -177,6 +177,10 @@ func (f *Fleet) loadReprise(loop *session.Loop) error {
 	}
 	f.udp = transport == "udp"
 	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end, MaxFrame: f.cfg.MaxFrame})
+	if errors.Is(err, session.ErrNoJoin) {
+		// The capture, not the flags: the same failure as inspect's.
+		return fmt.Errorf("%w: %v", capture.ErrUnusable, err)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
