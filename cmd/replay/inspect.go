@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -250,6 +251,21 @@ func newProfileCmd(st *state) *cobra.Command {
 	}
 	check.Flags().StringVar(&capturePath, "capture", "", "capture file to check the profile against (required)")
 	po.flags(check, true)
-	cmd.AddCommand(check)
+	show := &cobra.Command{
+		Use:           "show NAME",
+		Short:         "print a built-in profile's file, a starting point for your own (socketio, nats)",
+		Args:          cobra.ExactArgs(1),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			data, ok := profile.BuiltinFile(args[0])
+			if !ok {
+				return usageError(fmt.Errorf("profile %q: no built-in profile file (the files are %s; reprise, mqtt, mqtt-ws and redis are Go code)", args[0], strings.Join(profile.BuiltinFiles(), ", ")))
+			}
+			_, err := st.stdout.Write(data)
+			return err
+		},
+	}
+	cmd.AddCommand(check, show)
 	return cmd
 }

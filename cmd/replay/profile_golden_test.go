@@ -6,19 +6,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/profiles/*.golden")
 
 // TestInspectProfileGolden: `replay inspect --profile` on a recording of
 // each shipped profile (real paho-mqtt and RESP3 sessions with mosquitto
-// and redis-server, recorded with record proxy; the example file
+// and redis-server, socket.io-client and nats.go sessions with a
+// socket.io app and nats-server, recorded with record proxy; the example file
 // profile's session written here) against testdata/profiles/*.golden.
 // make golden (go test -update) rewrites them.
 func TestInspectProfileGolden(t *testing.T) {
@@ -27,6 +30,11 @@ func TestInspectProfileGolden(t *testing.T) {
 		{"mqtt", "mqtt", "testdata/profiles/mqtt.pcap"},
 		{"mqtt-ws", "mqtt-ws", "testdata/profiles/mqtt-ws.pcap"},
 		{"redis", "redis", "testdata/profiles/redis.pcap"},
+		// socket.io-client 4.8.1 with the room app (testdata/socketio),
+		// pingInterval 300 ms; nats.go 1.55.0 (bench/cmd/natsrec) with
+		// nats-server 2.15.2, ping_interval 300ms.
+		{"socketio", "socketio", "testdata/profiles/socketio.pcap"},
+		{"nats", "nats", "testdata/profiles/nats.pcap"},
 		{"acme-binary", "../../examples/profiles/acme-binary.yaml", acme},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,4 +101,27 @@ func writeAcmeCapture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// TestProfileShow: `replay profile show NAME` prints a built-in profile's
+// file, which loads as a profile file of its own; a Go built-in has none.
+func TestProfileShow(t *testing.T) {
+	for _, name := range []string{"socketio", "nats"} {
+		out, err := exec.Command(bins["replay"], "profile", "show", name).Output()
+		if err != nil {
+			t.Fatalf("profile show %s: %v", name, err)
+		}
+		path := filepath.Join(t.TempDir(), name+".yaml")
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		p, err := profile.Lookup(path)
+		if err != nil || p.Name != name {
+			t.Fatalf("the printed %s does not load as a file: %v", name, err)
+		}
+	}
+	out, err := exec.Command(bins["replay"], "profile", "show", "mqtt").CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "Go code") {
+		t.Fatalf("profile show mqtt: %v\n%s", err, out)
+	}
 }

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"embed"
 	"fmt"
 	"os"
 	"sort"
@@ -8,7 +9,34 @@ import (
 )
 
 // Builtin names the built-in profiles.
-var Builtin = []string{"reprise", "mqtt", "mqtt-ws", "redis"}
+var Builtin = []string{"reprise", "mqtt", "mqtt-ws", "redis", "socketio", "nats"}
+
+// builtinFiles are the built-in profiles written in the file syntax
+// users write (docs/profiles.md), with no Go code of their own.
+//
+//go:embed builtin/*.yaml
+var builtinFiles embed.FS
+
+// BuiltinFiles names the built-in profiles that are files.
+func BuiltinFiles() []string {
+	var out []string
+	for _, n := range Builtin {
+		if _, ok := BuiltinFile(n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// BuiltinFile returns a built-in profile's file; false for a profile
+// that is Go code (reprise, mqtt, mqtt-ws, redis) or no built-in.
+func BuiltinFile(name string) ([]byte, bool) {
+	if strings.ContainsAny(name, "/.") {
+		return nil, false
+	}
+	b, err := builtinFiles.ReadFile("builtin/" + name + ".yaml")
+	return b, err == nil
+}
 
 // Default is the profile of a replay that names none.
 const Default = "reprise"
@@ -26,6 +54,13 @@ func Lookup(nameOrFile string) (*Profile, error) {
 		return mqtt(WebSocket), nil
 	case "redis":
 		return redis(), nil
+	}
+	if data, ok := BuiltinFile(nameOrFile); ok {
+		s, err := ParseSpec("built-in "+nameOrFile+".yaml", data)
+		if err != nil {
+			return nil, err
+		}
+		return Compile(s)
 	}
 	if !strings.ContainsAny(nameOrFile, "/.") {
 		if _, err := os.Stat(nameOrFile); err != nil {

@@ -68,7 +68,7 @@ func (s *Script) subs(id Identity) ([]sub, error) {
 // needs no other fix-up.
 func (s *Script) framedLength() bool {
 	switch s.p.framer.(type) {
-	case Delimiter, Whole:
+	case Delimiter, Counted, Whole:
 		return true
 	}
 	return false
