@@ -19,6 +19,28 @@ import (
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
+// compare and capacity drive fleets alike (newDriveCmd); each gives its
+// own flags, check and run (compare.go, capacity.go).
+func init() {
+	for _, spec := range []driveSpec{{
+		use:   "compare --capture FILE --clients N --senders K --loop=A,B --duration D [flags]",
+		short: "run N:N (all send) and 1:N (K send) with the same ramp and write a side-by-side report",
+		example: `  replay compare --capture captures/vr-session.pcap --clients 200 --senders 20 --loop=1s,39s \
+    --login-interval 250ms --pause-every 100 --pause 10s --duration 80s --repeat 3`,
+		setHere: []string{"metrics"}, // each fleet's metrics are the runner's
+		flags:   compareFlags, check: checkCompare, run: runCompare,
+	}, {
+		use:   "capacity --capture FILE --loop=A,B --start N --step N --max N --hold D [flags]",
+		short: "find how many users the target holds: step up the clients until a level breaks the objectives",
+		example: `  replay capacity --capture captures/vr-session.pcap --loop=12s,48s --start 50 --step 25 --max 2000 --hold 20s
+  replay capacity --capture captures/vr-session.pcap --loop=12s,48s --senders 20 --slo 'p99<50ms,drops=0'`,
+		setHere: []string{"clients", "duration", "metrics"}, // the levels set them
+		flags:   capacityFlags, check: (*compare.Config).CheckCapacity, run: searchCapacity,
+	}} {
+		subcommands = append(subcommands, func(st *state) *cobra.Command { return newDriveCmd(st, spec) })
+	}
+}
+
 // driveFlags are what `replay compare` and `replay capacity` share: the
 // fleet's flags, how the fleet runs (--shards), the server's metrics and
 // the report; every default from compare.DefaultConfig.
@@ -77,8 +99,13 @@ func hide(fs *pflag.FlagSet, names ...string) {
 
 // config is the driver's configuration from the flags, checked by check
 // before anything starts (no relay child, no report folder yet).
-func (d *driveFlags) config(cmd *cobra.Command, st *state, check func(*compare.Config) error) (compare.Config, error) {
+func (d *driveFlags) config(cmd *cobra.Command, st *state, spec driveSpec) (compare.Config, error) {
 	cc := d.cc
+	for _, name := range spec.setHere {
+		if cmd.Flags().Changed(name) {
+			return cc, usageError(fmt.Errorf("--%s: %s sets it itself", name, d.kind))
+		}
+	}
 	log, err := newLogger(d.logLevel, st.stderr)
 	if err != nil {
 		return cc, usageError(err)
@@ -101,7 +128,7 @@ func (d *driveFlags) config(cmd *cobra.Command, st *state, check func(*compare.C
 	}
 	cc.Params = []report.Param{{Name: "flags", Value: setFlags(cmd)}}
 	cc.Progress = st.stderr
-	if err := check(&cc); err != nil {
+	if err := spec.check(&cc); err != nil {
 		return cc, usageError(err)
 	}
 	return cc, nil
@@ -124,12 +151,59 @@ func (d *driveFlags) runner() (fleetrun.Runner, error) {
 	return fleetrun.Shards{N: d.shards, Command: shardCommand(exe, shardRunArgs(d.fleetFS))}, nil
 }
 
+// driven is what a run gives to print: its report's summary and folder,
+// what comes before the warnings (head) and after where the report is
+// (tail, may be nil).
+type driven struct {
+	sum        report.Summary
+	dir        string
+	head, tail func(io.Writer) error
+}
+
+// driveSpec is compare's or capacity's part of its command.
+type driveSpec struct {
+	use, short, example string
+	// setHere are fleet flags the command sets itself: hidden, and
+	// refused when given.
+	setHere []string
+	// flags adds the command's own flags, defaults from cc
+	// (compare.DefaultConfig).
+	flags func(fs *pflag.FlagSet, cc *compare.Config)
+	// check finishes the configuration from the flags and checks it.
+	check func(*compare.Config) error
+	run   func(context.Context, compare.Config) (driven, error)
+}
+
+// newDriveCmd builds compare's or capacity's command: the shared flags
+// and its own, and a RunE that checks every flag, then starts the relay
+// child without --target, runs and prints.
+func newDriveCmd(st *state, spec driveSpec) *cobra.Command {
+	d := &driveFlags{kind: strings.Fields(spec.use)[0]}
+	cmd := &cobra.Command{
+		Use:           spec.use,
+		Short:         spec.short,
+		Example:       spec.example,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cc, err := d.config(cmd, st, spec)
+			if err != nil {
+				return err
+			}
+			return d.drive(cmd.Context(), st, cc, spec.run)
+		},
+	}
+	addDriveFlags(cmd, d)
+	spec.flags(cmd.Flags(), &d.cc)
+	hide(cmd.Flags(), spec.setHere...)
+	return cmd
+}
+
 // drive runs a checked configuration: it starts the relay child without
-// --target, runs (compare.Run or compare.RunCapacity through run), and
-// prints the result (head), the warnings, where the report is, and the
-// answer (tail, may be nil), even when run failed after writing it.
-func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, run func(context.Context, compare.Config) (report.Summary, string, error),
-	head, tail func(io.Writer) error) error {
+// --target, runs, and prints the result, the warnings and where the
+// report is, even when the run failed after writing it.
+func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, run func(context.Context, compare.Config) (driven, error)) error {
 	defer cc.Log.Sync()
 	if cc.Fleet.Target == "" {
 		child, err := startChildRelay(ctx, st, d.ff.relay, filepath.Join(cc.Out, "relay.log"))
@@ -141,26 +215,26 @@ func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, ru
 		defer child.stop(st)
 		cc.Fleet.Target, cc.RelayMetrics, cc.RelayProcess = child.TCP, child.MetricsURL(), child.describe()
 	}
-	sum, dir, err := run(ctx, cc)
+	res, err := run(ctx, cc)
 	if errors.Is(err, compare.ErrBadConfig) {
 		return usageError(err)
 	}
-	if sum.Runs == nil {
+	if res.sum.Runs == nil {
 		return err
 	}
-	if werr := head(st.stdout); werr != nil {
+	if werr := res.head(st.stdout); werr != nil {
 		return werr
 	}
-	for _, w := range sum.Warnings {
+	for _, w := range res.sum.Warnings {
 		fmt.Fprintln(st.stdout, "warning:", w)
 	}
-	abs, aerr := filepath.Abs(filepath.Join(dir, report.IndexFile))
+	abs, aerr := filepath.Abs(filepath.Join(res.dir, report.IndexFile))
 	if aerr != nil {
-		abs = filepath.Join(dir, report.IndexFile)
+		abs = filepath.Join(res.dir, report.IndexFile)
 	}
 	fmt.Fprintln(st.stdout, "report:", abs)
-	if tail != nil {
-		if werr := tail(st.stdout); werr != nil {
+	if res.tail != nil {
+		if werr := res.tail(st.stdout); werr != nil {
 			return werr
 		}
 	}
