@@ -223,7 +223,8 @@ func (c *client) close(code wire.ErrorCode, text string) bool {
 	if c.isUDP() {
 		return false // UDP sessions are closed by the UDP loop
 	}
-	if c.out.closeWith(wire.AppendError(nil, code, text), code.String()) {
+	r := closeFor(code)
+	if c.out.closeWith(wire.AppendError(nil, r.Code(), text), r) {
 		c.signal()
 		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
 		return true
@@ -252,7 +253,7 @@ func (c *client) join(f *wire.Frame, replyLimit int) *wire.Error {
 		return nil
 	}
 	if c.room != nil {
-		s.m.Rejected(wire.ErrAlreadyJoined.String())
+		s.reject(rejectFor(wire.ErrAlreadyJoined))
 		return refusal(wire.ErrAlreadyJoined, "this connection is in room "+strconv.Quote(c.room.Name())+" already")
 	}
 	user := string(f.User)
@@ -422,13 +423,13 @@ func (c *client) leave() {
 // queue.
 func (c *client) cast(f *wire.Frame) *wire.Error {
 	if c.room == nil {
-		c.s.m.Rejected(wire.ErrNotJoined.String())
+		c.s.reject(rejectFor(wire.ErrNotJoined))
 		return refusal(wire.ErrNotJoined, "send before join")
 	}
 	if n := wire.DeliverSize(c.user, f.HasTrace, len(f.Payload)) - wire.LenSize; n > c.s.cfg.MaxFrame {
 		// Every frame the relay sends fits --max-frame, which is all a
 		// client is told about.
-		c.s.m.Rejected(wire.ErrOversized.String())
+		c.s.reject(rejectFor(wire.ErrOversized))
 		return refusal(wire.ErrOversized, "its deliver would have length "+strconv.Itoa(n)+", over the limit of "+strconv.Itoa(c.s.cfg.MaxFrame))
 	}
 	b := &c.b
@@ -479,7 +480,7 @@ func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 		return c.cast(f)
 	case wire.TypeHeartbeat:
 		if c.room == nil {
-			c.s.m.Rejected(wire.ErrNotJoined.String())
+			c.s.reject(rejectFor(wire.ErrNotJoined))
 			return refusal(wire.ErrNotJoined, "heartbeat before join")
 		}
 		c.beat(c.b.now)
@@ -489,12 +490,12 @@ func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 		return c.join(f, replyLimit)
 	case wire.TypeLeave:
 		if c.room == nil {
-			c.s.m.Rejected(wire.ErrNotJoined.String())
+			c.s.reject(rejectFor(wire.ErrNotJoined))
 			return refusal(wire.ErrNotJoined, "leave before join")
 		}
 		c.leave()
 	default:
-		c.s.m.Rejected(wire.ErrUnknownType.String())
+		c.s.reject(rejectFor(wire.ErrUnknownType))
 		return refusal(wire.ErrUnknownType, f.Type.String()+" frames travel server to client only")
 	}
 	return nil

@@ -29,9 +29,14 @@ const (
 	// perSourceShare: one source address may hold this fraction of the
 	// relay's connections and rooms (1/perSourceShare), so a few clients
 	// with many sockets cannot take it all, and a load generator on one
-	// address can still fill a quarter of it.
+	// address can still fill a quarter of it; but never fewer than
+	// minPerSource (a small machine's relay is for few clients anyway).
 	perSourceShare = 4
+	minPerSource   = 1024
 )
+
+// perSource is a source's default share of a cap.
+func perSource(n int) int { return max(n/perSourceShare, min(n, minPerSource)) }
 
 // Machine is what the relay's caps are sized from.
 type Machine struct {

@@ -51,7 +51,7 @@ type outbound struct {
 	// the wake-up after its batch; the writer clears it when it takes q.
 	flagged bool
 	closing bool
-	reason  string // why closing, a bounded label: an error code name or "closed"
+	reason  CloseReason // why closing
 	// closed mirrors closing for readers that must not take the mutex (the
 	// connection's own reader checks it after every read).
 	closed atomic.Bool
@@ -80,7 +80,7 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 	case o.closing:
 		signal, ok = false, true
 	case o.pendingLocked()+int64(len(b)) > int64(o.max):
-		o.closeLocked(wire.ErrSlowConsumer.String())
+		o.closeLocked(closeFor(wire.ErrSlowConsumer))
 		o.dropLocked()
 		o.pushLocked(slowConsumerFrame)
 		o.flagged = true
@@ -99,7 +99,7 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 
 // closeWith queues a last frame (if any, regardless of max) and marks the
 // queue closing. It reports false if the queue was closing already.
-func (o *outbound) closeWith(last []byte, reason string) bool {
+func (o *outbound) closeWith(last []byte, reason CloseReason) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.closing {
@@ -111,7 +111,7 @@ func (o *outbound) closeWith(last []byte, reason string) bool {
 	return true
 }
 
-func (o *outbound) closeLocked(reason string) {
+func (o *outbound) closeLocked(reason CloseReason) {
 	o.closing = true
 	o.reason = reason
 	o.closed.Store(true)
@@ -173,7 +173,7 @@ func (o *outbound) backlog() (pending int64, frames int) {
 // fail closes the queue (if it was not) with reason and drops what is
 // queued; first says whether this call closed it (reason is then the
 // queue's reason), so a cause is counted once.
-func (o *outbound) fail(reason string) (first bool) {
+func (o *outbound) fail(reason CloseReason) (first bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	first = !o.closing
@@ -185,7 +185,7 @@ func (o *outbound) fail(reason string) (first bool) {
 }
 
 // state reports whether the queue is closing and why.
-func (o *outbound) state() (closing bool, reason string) {
+func (o *outbound) state() (closing bool, reason CloseReason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.closing, o.reason

@@ -129,8 +129,8 @@ func TestOutboundCap(t *testing.T) {
 	if accepted != 33 {
 		t.Errorf("accepted %d frames of 300 bytes under a 10000-byte cap, want 33", accepted)
 	}
-	if closing, reason := o.state(); !closing || reason != "slow_consumer" {
-		t.Errorf("closing %v reason %q", closing, reason)
+	if closing, reason := o.state(); !closing || reason.String() != "slow_consumer" {
+		t.Errorf("closing %v reason %v", closing, reason)
 	}
 	if o.Pending() != len(slowConsumerFrame) {
 		t.Errorf("pending %d after drop, want the error frame's %d", o.Pending(), len(slowConsumerFrame))

@@ -64,8 +64,8 @@ type Config struct {
 	// address its connections (TCP connections plus UDP sessions) and the
 	// rooms they are in. Negative: no cap.
 	MaxRooms                int // default Machine.MaxRooms
-	MaxConnectionsPerSource int // default a quarter of Machine.MaxConnections
-	MaxRoomsPerSource       int // default a quarter of Machine.MaxRooms
+	MaxConnectionsPerSource int // default a quarter of Machine.MaxConnections (perSource)
+	MaxRoomsPerSource       int // default a quarter of Machine.MaxRooms (perSource)
 
 	// Rate limits per room (see roomLimits): what all its members together
 	// may send into one room, frames and bytes per second with their
@@ -132,8 +132,8 @@ func DefaultConfig() Config {
 	return Config{
 		MaxConnections:          m.MaxConnections(),
 		MaxRooms:                m.MaxRooms(),
-		MaxConnectionsPerSource: m.MaxConnections() / perSourceShare,
-		MaxRoomsPerSource:       m.MaxRooms() / perSourceShare,
+		MaxConnectionsPerSource: perSource(m.MaxConnections()),
+		MaxRoomsPerSource:       perSource(m.MaxRooms()),
 		RoomRateMessages:        vrMessages * members,
 		RoomRateMessagesBurst:   vrMessages * members,
 		RoomRateBytes:           vrBytes * members,
@@ -642,7 +642,7 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 		delay = 0
 		src := tcpSource(nc)
 		if text, cap := s.admit(src); text != "" {
-			s.m.Rejected(wire.ErrServerFull.String())
+			s.reject(rejectFor(wire.ErrServerFull))
 			s.m.Refused(cap)
 			if !s.goFn(func() { s.refuse(nc, wire.ErrServerFull, text) }) {
 				nc.Close()

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -45,7 +44,7 @@ func newTCPClient(s *Server, nc *net.TCPConn) *client {
 func (c *client) serve() {
 	if !c.s.goFn(c.writeLoop) {
 		close(c.writerDone)
-		c.out.fail(wire.ErrShuttingDown.String())
+		c.out.fail(closeFor(wire.ErrShuttingDown))
 	}
 	c.readLoop()
 	c.finish()
@@ -131,7 +130,7 @@ func (c *client) refuse(err error) {
 	switch werr.Code {
 	case wire.ErrMalformed, wire.ErrOversized, wire.ErrUnknownType, wire.ErrBadName, wire.ErrBadVersion, wire.ErrBadTarget:
 		if werr.Snippet != nil { // from the decoder, not counted yet
-			c.s.m.Rejected(werr.Code.String())
+			c.s.reject(rejectFor(werr.Code))
 		}
 	}
 	c.s.log.Debug("refused", zap.Uint64("conn", c.id), zap.String("code", werr.Code.String()), zap.String("detail", werr.Detail))
@@ -145,7 +144,7 @@ func (c *client) finish() {
 	s := c.s
 	c.leave()
 	c.b.flush(s.m)
-	c.out.closeWith(nil, metrics.ReasonClosed)
+	c.out.closeWith(nil, CloseClosed)
 	c.signal() // also when the queue closed without a wake-up (slow consumer)
 	<-c.writerDone
 	c.tcp.Close()
@@ -154,7 +153,8 @@ func (c *client) finish() {
 	s.srcs.disconnect(c.src)
 	s.nconns.Add(-1)
 	s.m.ConnectionsTCP.Dec()
-	s.m.Disconnect(reason)
+	s.disconnected(reason)
+	s.log.Debug("disconnected", zap.Uint64("conn", c.id), zap.Stringer("reason", reason))
 }
 
 // writeLoop writes c's queue whenever woken: every queued chunk in one
@@ -310,11 +310,11 @@ func (w *writer) armDeadline(now time.Time) {
 // writeFailed closes c after a failed write: a deadline overrun is a slow
 // consumer, anything else a closed peer.
 func (c *client) writeFailed(err error) {
-	reason := metrics.ReasonClosed
+	reason := CloseClosed
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		reason = wire.ErrSlowConsumer.String()
+		reason = closeFor(wire.ErrSlowConsumer)
 	}
-	if first := c.out.fail(reason); first && reason == wire.ErrSlowConsumer.String() {
+	if first := c.out.fail(reason); first && reason == closeFor(wire.ErrSlowConsumer) {
 		c.s.m.SlowConsumers.Inc()
 		c.s.log.Info("slow consumer: write over --write-timeout", zap.Uint64("conn", c.id),
 			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout))

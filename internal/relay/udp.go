@@ -97,7 +97,7 @@ func (p *pending) hold(frame []byte, m *metrics.Relay) {
 		}
 		p.notices = append(p.notices, frame...)
 	default:
-		m.Undelivered(metrics.ReasonUnconfirmed)
+		m.Undelivered(UndeliveredUnconfirmed.String())
 	}
 }
 
@@ -126,7 +126,7 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 // datagram went out.
 func (s *Server) sendUDP(frame []byte, to netip.AddrPort) bool {
 	if len(frame) > wire.MaxDatagram {
-		s.m.Undelivered(metrics.ReasonDatagramTooLarge)
+		s.m.Undelivered(UndeliveredDatagramTooLarge.String())
 		s.logLimited(&s.bigDatagramLog, "frame larger than a UDP datagram not sent", zap.Int("bytes", len(frame)), zap.Stringer("to", to))
 		return false
 	}
@@ -161,7 +161,7 @@ func (u *udpServer) loop(ctx context.Context) {
 			for i := range n {
 				d, from, ok := u.r.datagram(i)
 				if !ok {
-					s.m.Rejected(metrics.ReasonGarbage) // truncated: over any frame we accept
+					s.reject(RejectGarbage) // truncated: over any frame we accept
 					continue
 				}
 				u.datagram(d, from)
@@ -213,11 +213,11 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 	s.m.ReceivedBytes.Add(float64(len(d)))
 	token, fr, err := wire.SplitDatagram(d, s.cfg.MaxFrame)
 	if err != nil {
-		s.m.Rejected(metrics.ReasonGarbage)
+		s.reject(RejectGarbage)
 		return
 	}
 	if t := wire.Type(fr[wire.LenSize]); !t.FromClient() {
-		s.m.Rejected(wire.ErrUnknownType.String()) // refused from the header, as on TCP
+		s.reject(rejectFor(wire.ErrUnknownType)) // refused from the header, as on TCP
 		return
 	}
 	var c *client
@@ -228,13 +228,13 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 			// Another worker's session: the kernel hashes a session's own
 			// address to the worker that owns it, so this came from
 			// another source, whichever worker it reached.
-			s.m.Rejected(metrics.ReasonWrongSource)
+			s.reject(RejectWrongSource)
 			return
 		case c == nil:
-			s.m.Rejected(metrics.ReasonUnknownSession)
+			s.reject(RejectUnknownSession)
 			return
 		case c.addr != from:
-			s.m.Rejected(metrics.ReasonWrongSource)
+			s.reject(RejectWrongSource)
 			return
 		case c.replaced.Load():
 			u.endReplaced(c)
@@ -250,10 +250,10 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 	if err := wire.DecodeBody(wire.Type(fr[wire.LenSize]), fr[wire.HeaderSize:], &f); err != nil {
 		var werr *wire.Error
 		if !errors.As(err, &werr) {
-			s.m.Rejected(metrics.ReasonGarbage)
+			s.reject(RejectGarbage)
 			return
 		}
-		s.m.Rejected(werr.Code.String())
+		s.reject(rejectFor(werr.Code))
 		if c == nil {
 			u.answer(from, len(d), werr.Code, werr.Detail)
 		} else {
@@ -268,13 +268,13 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 	c.b.recvBytes = 0 // counted above
 	if f.Type == wire.TypeLeave {
 		c.b.recvMsgs++
-		u.end(c, metrics.ReasonLeave, nil)
+		u.end(c, CloseLeave, "")
 		return
 	}
 	if werr := c.handle(&f, 0); werr != nil {
 		if werr.Code == wire.ErrRateLimited {
 			c.b.flush(s.m)
-			u.end(c, werr.Code.String(), wire.AppendError(nil, werr.Code, werr.Detail))
+			u.end(c, closeFor(werr.Code), werr.Detail)
 			return
 		}
 		u.refused(c, werr)
@@ -295,7 +295,7 @@ func (u *udpServer) refused(c *client, werr *wire.Error) {
 func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	s := u.s
 	if f.Type != wire.TypeJoin {
-		s.m.Rejected(wire.ErrNotJoined.String())
+		s.reject(rejectFor(wire.ErrNotJoined))
 		u.answer(from, size, wire.ErrNotJoined, f.Type.String()+" before join (token 0)")
 		return
 	}
@@ -357,7 +357,7 @@ func (u *udpServer) confirm(c *client) bool {
 	if p.overflow {
 		sh.Unlock()
 		u.unpend(c)
-		u.end(c, wire.ErrSlowConsumer.String(), wire.AppendError(nil, wire.ErrSlowConsumer, "membership changed too much before the session was confirmed; join again"))
+		u.end(c, closeFor(wire.ErrSlowConsumer), "membership changed too much before the session was confirmed; join again")
 		return false
 	}
 	c.confirmed = true // deliverers, holding sh, no longer touch p
@@ -397,7 +397,7 @@ func (u *udpServer) rejoined(c *client, replyLimit int) {
 		if c.pend != nil {
 			u.answer(c.addr, replyLimit, wire.ErrRateLimited, text)
 		}
-		u.end(c, wire.ErrRateLimited.String(), wire.AppendError(nil, wire.ErrRateLimited, text))
+		u.end(c, closeFor(wire.ErrRateLimited), text)
 		return
 	}
 	c.b.recvMsgs++
@@ -510,12 +510,13 @@ func (ts *tokenSet) has(t uint64) bool {
 	return ok
 }
 
-// end closes a session: an optional last error datagram (only to a
-// confirmed address), then it leaves its room.
-func (u *udpServer) end(c *client, reason string, last []byte) {
+// end closes a session for r: r's error frame with text, if r has a code
+// (only to a confirmed address), then it leaves its room.
+func (u *udpServer) end(c *client, r CloseReason, text string) {
 	s := u.s
-	if last != nil && c.pend == nil {
-		s.sendUDP(last, c.addr)
+	if code := r.Code(); code != 0 && c.pend == nil {
+		u.reply = wire.AppendError(u.reply[:0], code, text)
+		s.sendUDP(u.reply, c.addr)
 	}
 	c.leave()
 	c.b.flush(s.m)
@@ -528,13 +529,13 @@ func (u *udpServer) end(c *client, reason string, last []byte) {
 	}
 	s.nconns.Add(-1)
 	s.m.ConnectionsUDP.Dec()
-	s.m.Disconnect(reason)
+	s.disconnected(r)
 }
 
 // endReplaced ends a session whose user joined again elsewhere; it is no
 // room member any more (see client.replace).
 func (u *udpServer) endReplaced(c *client) {
-	u.end(c, wire.ErrReplaced.String(), wire.AppendError(nil, wire.ErrReplaced, "user "+strconv.Quote(c.user)+" joined again from another connection"))
+	u.end(c, closeFor(wire.ErrReplaced), "user "+strconv.Quote(c.user)+" joined again from another connection")
 }
 
 // sweep ends sessions that stayed unconfirmed or idle too long (their
@@ -545,11 +546,11 @@ func (u *udpServer) sweep(now int64) {
 		bound := c.idleBound()
 		switch {
 		case c.pend != nil && now-c.pend.since > unconfirmed:
-			u.end(c, metrics.ReasonUnconfirmed, nil)
+			u.end(c, CloseUnconfirmed, "")
 		case c.replaced.Load():
 			u.endReplaced(c)
 		case now-c.lastActive.Load() > int64(bound):
-			u.end(c, wire.ErrIdleTimeout.String(), wire.AppendError(nil, wire.ErrIdleTimeout, idleText(bound)))
+			u.end(c, closeFor(wire.ErrIdleTimeout), idleText(bound))
 		}
 	}
 	u.flush() // the member_left notices
@@ -557,9 +558,8 @@ func (u *udpServer) sweep(now int64) {
 
 // closeAll ends every session at shutdown.
 func (u *udpServer) closeAll() {
-	bye := wire.AppendError(nil, wire.ErrShuttingDown, "relay is stopping")
 	for _, c := range u.sessions {
-		u.end(c, wire.ErrShuttingDown.String(), bye)
+		u.end(c, closeFor(wire.ErrShuttingDown), "relay is stopping")
 	}
 	u.flush()
 }

@@ -41,8 +41,8 @@ type Config struct {
 	// Bin is the relay binary (Beside finds the one next to replay).
 	Bin string
 	// Args are extra relay flags; they come after the loopback defaults
-	// (--listen 127.0.0.1:0 --metrics 127.0.0.1:0), so they may override
-	// them.
+	// (--listen 127.0.0.1:0 --metrics 127.0.0.1:0, no per-source caps), so
+	// they may override them.
 	Args []string
 	// Log receives the relay's log (its stderr, and its stdout after the
 	// listening line); nil discards it.
@@ -92,7 +92,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = StartTimeout
 	}
-	args := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, cfg.Args...)
+	// The fleet is one source address on loopback: the relay's per-source
+	// caps (a quarter of its connections and rooms) would cap the fleet.
+	args := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+		"--max-connections-per-source", "-1", "--max-rooms-per-source", "-1"}, cfg.Args...)
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	r := &Relay{cmd: cmd, args: args, tail: &tailBuffer{max: 4096}, done: make(chan struct{})}

@@ -94,6 +94,11 @@ var listenLine = regexp.MustCompile(`^listening tcp=(\S+) udp=\S+ metrics=(\S+)`
 func startRelay(o options) (*relayProc, error) {
 	args := []string{"--listen", "127.0.0.1:0", "--udp", "off", "--metrics", "127.0.0.1:0", "--log-level", "warn",
 		"--max-room-members", "0", "--idle-timeout", "10m"}
+	if o.mode == "idle" {
+		// Every connection comes from 127.0.0.1: the relay's per-source
+		// caps would stop them at a quarter of --max-connections.
+		args = append(args, "--max-connections-per-source", "-1")
+	}
 	args = append(args, strings.Fields(o.relayArgs)...)
 	cmd := exec.Command(o.relayBin, args...)
 	cmd.Stderr = os.Stderr
