@@ -147,7 +147,9 @@ type Summary struct {
 	Generated time.Time `json:"generated"`
 	// Headline is the answer in one line: how many users each scenario
 	// held and why it stopped there (or the capacity search's answer).
-	Headline  string          `json:"headline"`
+	Headline string `json:"headline"`
+	// SLO is the objectives the headline judged (--slo's syntax).
+	SLO       string          `json:"slo"`
 	Capacity  *Capacity       `json:"capacity,omitempty"`
 	Params    []Param         `json:"params"`
 	Warnings  []string        `json:"warnings"`
@@ -164,6 +166,7 @@ func Analyze(in Input) Summary {
 	if in.SLO != nil {
 		slo = *in.SLO
 	}
+	s.SLO = slo.String()
 	var order []string
 	byScenario := map[string][]int{}
 	for i, r := range in.Runs {
@@ -391,8 +394,8 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 	return w
 }
 
-// DetectPlateau finds the maximum of logged-in clients, the stretch where
-// it stayed within 1% (at least one client) of it, and whether login
+// DetectPlateau finds the maximum of logged-in clients, the first stretch
+// where it stayed within 1% (at least one client) of it, and whether login
 // attempts went on there without raising it: attempts beyond the clients
 // that were still gained count, and at least 3 (or 2% of the maximum) of
 // them over at least PlateauMinS seconds make a plateau, as in "logins
@@ -410,11 +413,21 @@ func DetectPlateau(pts []Point) Plateau {
 		return pl
 	}
 	tol := math.Max(1, 0.01*maxIn)
+	// The window is the first unbroken stretch near the maximum: clients
+	// lost inside it (logged-in falling out of tolerance) end it, so a
+	// drop is never read as a flat line.
 	i0, i1 := -1, -1
 	for i, p := range pts {
-		if !math.IsNaN(p.LoggedIn) && p.LoggedIn >= maxIn-tol {
-			if i0 < 0 {
-				i0 = i
+		if math.IsNaN(p.LoggedIn) {
+			continue
+		}
+		near := p.LoggedIn >= maxIn-tol
+		if near && i0 < 0 {
+			i0 = i
+		}
+		if i0 >= 0 {
+			if !near {
+				break
 			}
 			i1 = i
 		}

@@ -103,8 +103,7 @@ func EvaluateLevel(w LevelWindow, slo SLO) Level {
 	l.Saturated = (slo.MinFleetIdlePct > 0 && float64(l.FleetCPUIdlePct) < slo.MinFleetIdlePct) ||
 		(slo.MaxLagP99 > 0 && float64(l.ScheduleLagP99Ms) > ms(slo.MaxLagP99.Seconds()))
 	if l.Saturated {
-		l.Breaches = append(l.Breaches, Breach{ReasonSaturated, fmt.Sprintf("load generator saturated (fleet host CPU idle %s %%, schedule lag p99 %s ms)",
-			fmtNum(l.FleetCPUIdlePct, 0), fmtNum(l.ScheduleLagP99Ms, 1))})
+		l.Breaches = append(l.Breaches, Breach{ReasonSaturated, "load generator saturated (" + saturationFigures(l.FleetCPUIdlePct, l.ScheduleLagP99Ms, slo) + ")"})
 	}
 	return l
 }
@@ -133,16 +132,19 @@ func levelBreaches(l Level, slo SLO) []Breach {
 // Capacity is a capacity search's answer: the users the relay held under
 // the objectives, why the search stopped, and every level it ran.
 type Capacity struct {
-	Scenario  string  `json:"scenario"`
-	Requested int     `json:"requested"` // --max
-	Held      Num     `json:"held"`
-	Reason    Reason  `json:"reason"`
-	Detail    string  `json:"detail"`
-	Saturated bool    `json:"saturated"`
-	BrokeAt   int     `json:"broke_at"` // clients of the breaking level; 0: none broke
-	SLO       string  `json:"slo"`
-	Answer    string  `json:"answer"`
-	Levels    []Level `json:"levels"`
+	Scenario  string `json:"scenario"`
+	Requested int    `json:"requested"` // --max
+	Held      Num    `json:"held"`
+	Reason    Reason `json:"reason"`
+	Detail    string `json:"detail"`
+	Saturated bool   `json:"saturated"`
+	BrokeAt   int    `json:"broke_at"` // clients of the breaking level; 0: none broke
+	SLO       string `json:"slo"`
+	Answer    string `json:"answer"`
+	// Coverage: which objectives the levels judged, which they could
+	// not, which were off.
+	Coverage Coverage `json:"coverage"`
+	Levels   []Level  `json:"levels"`
 }
 
 // Decide answers a capacity search from its levels (the last one is where
@@ -151,13 +153,14 @@ type Capacity struct {
 // in just before the first sample of the level that broke the same
 // objective, between the previous level's and this one's; broken only
 // once all its clients were in, the previous level's count stands.
-func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO) Capacity {
-	c := Capacity{Scenario: scenario, Requested: requested, Held: Num(math.NaN()), Reason: ReasonAllHeld,
-		SLO: slo.String(), Levels: levels}
+func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO) (c Capacity) {
+	c = Capacity{Scenario: scenario, Requested: requested, Held: Num(math.NaN()), Reason: ReasonAllHeld,
+		SLO: slo.String(), Levels: levels, Coverage: coverage(slo, levelsMeasure(levels))}
 	if len(levels) == 0 {
 		c.Answer = fmt.Sprintf("%s: no level completed", scenario)
 		return c
 	}
+	defer func() { c.Answer += "; " + c.Coverage.String() }()
 	k := len(levels) - 1
 	for i, l := range levels {
 		if !l.OK() {
@@ -168,10 +171,10 @@ func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO
 	last := levels[k]
 	if last.OK() {
 		c.Held, c.Saturated = last.LoggedIn, last.Saturated
-		c.Answer = fmt.Sprintf("%s: held %s; all %d requested held", scenario, heldText(c, last), requested)
+		c.Answer = fmt.Sprintf("%s: held %s; all %d requested held", scenario, heldText(c, last, slo), requested)
 		if last.Clients < requested {
 			c.Detail = fmt.Sprintf("stopped at %d of %d requested (interrupted)", last.Clients, requested)
-			c.Answer = fmt.Sprintf("%s: held %s; %s", scenario, heldText(c, last), c.Detail)
+			c.Answer = fmt.Sprintf("%s: held %s; %s", scenario, heldText(c, last, slo), c.Detail)
 		}
 		return c
 	}
@@ -203,22 +206,35 @@ func Decide(scenario string, requested int, levels []Level, pts []Point, slo SLO
 	if k == 0 {
 		ref = last
 	}
-	c.Answer = fmt.Sprintf("%s: held %s; broke at %d: %s", scenario, heldText(c, ref), last.Clients, b.Text)
+	c.Answer = fmt.Sprintf("%s: held %s; broke at %d: %s", scenario, heldText(c, ref, slo), last.Clients, b.Text)
 	return c
 }
 
 // heldText is "150 users (p99 41 ms, 0 drops, idle 23 %)", or "≥ 150
 // users (load generator saturated: add fleet machines; ...)".
-func heldText(c Capacity, l Level) string {
+func heldText(c Capacity, l Level, slo SLO) string {
 	if c.Saturated {
-		return fmt.Sprintf("≥ %s users (load generator saturated: add fleet machines; %s)", fmtNum(c.Held, 0), figures(l))
+		return fmt.Sprintf("≥ %s users (load generator saturated: add fleet machines; %s)", fmtNum(c.Held, 0), figures(l, slo))
 	}
-	return fmt.Sprintf("%s users (%s)", fmtNum(c.Held, 0), figures(l))
+	return fmt.Sprintf("%s users (%s)", fmtNum(c.Held, 0), figures(l, slo))
 }
 
-// figures are a level's measured p99, drops and relay CPU idle.
-func figures(l Level) string {
-	parts := []string{"p99 " + fmtNum(l.LatencyP99Ms, 0) + " ms", fmtNum(l.Drops, 0) + " drops", "idle " + fmtNum(l.RelayCPUIdlePct, 0) + " %"}
+// figures are a level's measured p99, drops and relay CPU idle, each only
+// when its objective is on.
+func figures(l Level, slo SLO) string {
+	var parts []string
+	if slo.on(ReasonLatency) {
+		parts = append(parts, "p99 "+fmtNum(l.LatencyP99Ms, 0)+" ms")
+	}
+	if slo.on(ReasonDisconnects) {
+		parts = append(parts, fmtNum(l.Drops, 0)+" drops")
+	}
+	if slo.on(ReasonCPUIdle) {
+		parts = append(parts, "idle "+fmtNum(l.RelayCPUIdlePct, 0)+" %")
+	}
+	if slo.on(ReasonLoginFailures) {
+		parts = append(parts, fmtNum(l.LoginFailPct, 0)+" % logins failed")
+	}
 	return strings.Join(parts, ", ")
 }
 

@@ -53,9 +53,9 @@ func TestDecide(t *testing.T) {
 		answer  string
 	}{
 		{"all held", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 5, 50, 60, 5, 10)},
-			points(in, calm, calm), 100, ReasonAllHeld, false, 0, "N:N: held 100 users (p99 5 ms, 0 drops, idle 50 %); all 100 requested held"},
+			points(in, calm, calm), 100, ReasonAllHeld, false, 0, "N:N: held 100 users (p99 5 ms, 0 drops, idle 50 %, 0 % logins failed); all 100 requested held; judged: plateau, drops, login failures, latency p99, relay CPU idle, load generator"},
 		{"login failures", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 64, 36, 0, 5, 50, 60, 5, 10)},
-			points(in, calm, calm), 64, ReasonLoginFailures, false, 100, "N:N: held 64 users (p99 5 ms, 0 drops, idle 50 %); broke at 100: 36% of 100 logins failed"},
+			points(in, calm, calm), 64, ReasonLoginFailures, false, 100, "N:N: held 64 users (p99 5 ms, 0 drops, idle 50 %, 0 % logins failed); broke at 100: 36% of 100 logins failed"},
 		{"latency placed in the level", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)},
 			points(in, slow, calm), 70, ReasonLatency, false, 100, "broke at 100: latency p99 250.0 ms > 100ms"},
 		{"drops placed in the level", []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 96, 0, 4, 5, 50, 60, 5, 10)},

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +28,32 @@ func FuzzParseMetrics(f *testing.F) {
 			t.Fatalf("histogram with %d bounds and %d counts", len(h.Bounds), len(h.Counts))
 		}
 		_ = Quantile(0.99, h)
+	})
+}
+
+// FuzzReadSeriesCSV feeds arbitrary files to the series reader: a report
+// directory may hold anything, and reading it back must give runs or an
+// error, never a panic.
+func FuzzReadSeriesCSV(f *testing.F) {
+	head := strings.Join(SeriesHeader, ",") + "\n"
+	for _, seed := range []string{
+		head,
+		head + "N:N,1,1.007,0.001604,0.000385,0,8.92,7,7,0,458.9,1739.6,3.1,4.2,1.5,50,7,0,12.5,0\n",
+		head + "1:N,1,1,,,,,,,,,,,,,,,,,\n",
+		head + "N:N,x,1,,,,,,,,,,,,,,,,,\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		runs, err := ReadSeriesCSV(bytes.NewReader(data))
+		if err != nil {
+			return
+		}
+		for _, r := range runs {
+			if len(r.Series.Points) == 0 {
+				t.Fatalf("run %s #%d with no points", r.Scenario, r.Repeat)
+			}
+			_ = RunHeadline(r, AnalyzeRun(r), DefaultSLO())
+		}
 	})
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -35,6 +36,9 @@ type Headline struct {
 	FiguresAt       string `json:"figures_at"`
 	SendGbps        Num    `json:"send_gbps"`
 	RelayCPUIdlePct Num    `json:"relay_cpu_idle_pct"`
+	// Coverage: which objectives were judged, which could not be, which
+	// were off.
+	Coverage Coverage `json:"coverage"`
 }
 
 // Number is Held as the headline writes it: "≥ N" when saturated.
@@ -48,19 +52,29 @@ func (h Headline) Number() string {
 	return fmt.Sprintf("%.0f", float64(h.Held))
 }
 
-// Why is the reason with its detail and the figures at that point.
+// Why is the objective that decided with its detail and time, the
+// figures at that point, and which objectives were judged.
 func (h Headline) Why() string {
 	why := h.Reason.String()
-	if h.Reason == ReasonAllHeld {
-		why = fmt.Sprintf("no plateau: all %d requested held", h.Requested)
+	switch {
+	case h.Reason == ReasonAllHeld && h.Requested > 0:
+		why = fmt.Sprintf("no limit reached: all %d requested held", h.Requested)
+	case h.Reason == ReasonAllHeld:
+		why = "no limit reached"
+	case !math.IsNaN(float64(h.AtS)):
+		why += fmt.Sprintf(" at %.0f s", float64(h.AtS))
 	}
 	if h.Detail != "" {
 		why += ": " + h.Detail
 	}
-	if h.Saturated {
+	if h.Saturated && h.Reason != ReasonSaturated {
 		why += "; load generator saturated: add fleet machines"
 	}
-	return fmt.Sprintf("%s; send %s Gbps, relay CPU idle %s %% %s", why, fmtNum(h.SendGbps, 3), fmtNum(h.RelayCPUIdlePct, 0), h.FiguresAt)
+	figures := "send " + fmtNum(h.SendGbps, 3) + " Gbps"
+	if !slices.Contains(h.Coverage.Off, ReasonCPUIdle) {
+		figures += ", relay CPU idle " + fmtNum(h.RelayCPUIdlePct, 0) + " %"
+	}
+	return fmt.Sprintf("%s; %s %s; %s", why, figures, h.FiguresAt, h.Coverage)
 }
 
 func fmtNum(n Num, digits int) string {
@@ -90,15 +104,21 @@ func HeadlineText(hs []Headline) string {
 	return strings.Join(parts, ", ")
 }
 
-// RunHeadline decides how many users one run's relay held: the earliest
-// of a plateau (logged-in flat for PlateauMinS while attempts went on),
-// the first disconnects or login failures past the objectives, and the
-// first latency p99 over slo.P99 for sustain samples; with none of them,
-// everyone requested was held.
+// RunHeadline decides how many users one run's relay held, from its
+// samples alone: the earliest of a plateau (logged-in flat for
+// PlateauMinS while attempts went on), the first disconnects or login
+// failures past the objectives, and the first latency p99 over slo.P99 or
+// relay host CPU idle under slo.MinIdlePct for sustain samples (at one
+// sample, a breach beats the plateau: it is why logins stopped counting).
+// With none of them everyone requested was held, or, when the load
+// generator was saturated for sustain samples, at least the most seen
+// logged in. Objectives slo turns off decide nothing; those whose figure
+// was never measured are named as not judged.
 func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 	pts := r.Series.Points
 	h := Headline{Scenario: r.Scenario, Requested: r.Requested, Held: rs.MaxLoggedIn, Reason: ReasonAllHeld,
-		AtS: Num(math.NaN()), FiguresAt: "at peak", SendGbps: rs.PlateauSendGbps, RelayCPUIdlePct: rs.PlateauCPUIdlePct}
+		AtS: Num(math.NaN()), FiguresAt: "at peak", SendGbps: rs.PlateauSendGbps, RelayCPUIdlePct: rs.PlateauCPUIdlePct,
+		Coverage: coverage(slo, pointsMeasure(pts))}
 	event := len(pts) // index of the deciding sample; len: none
 	if pl := rs.Plateau; pl.Detected {
 		for i, p := range pts {
@@ -111,7 +131,7 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 		h.Detail = fmt.Sprintf("logged-in flat from %.0f s while attempts went on to %.0f", float64(pl.WindowFromS),
 			float64(pl.AttemptsAt+pl.AttemptsAfter))
 	}
-	if b, ok := firstBreach(pts, slo); ok && b.idx < event {
+	if b, ok := firstBreach(pts, slo); ok && b.idx <= event {
 		event = b.idx
 		h.Reason, h.Detail, h.AtS = b.reason, b.detail, Num(pts[b.idx].T)
 		h.Held = Num(heldBefore(pts, b))
@@ -126,7 +146,31 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 		h.Detail = fmt.Sprintf("the run ended with %.0f of %d logged in, before any limit", float64(rs.MaxLoggedIn), r.Requested)
 	}
 	h.Saturated = saturatedNear(pts, min(event, len(pts)-1), slo)
+	if h.Reason == ReasonAllHeld {
+		// Nothing broke, but a saturated load generator may have hidden
+		// what would have: "all held" would claim too much.
+		if i, ok := sustainedSaturation(pts, slo); ok {
+			h.Reason, h.Saturated, h.AtS = ReasonSaturated, true, Num(pts[i].T)
+			h.Detail = saturationFigures(Num(pts[i].FleetCPUIdlePct), Num(pts[i].ScheduleLagP99Ms), slo) + fmt.Sprintf(" for %d s: add fleet machines", sustain)
+		}
+	}
 	return h
+}
+
+// sustainedSaturation is the first of sustain samples in a row that show
+// the load generator saturated.
+func sustainedSaturation(pts []Point, slo SLO) (int, bool) {
+	run := 0
+	for i, p := range pts {
+		if !isSaturated(p, slo) {
+			run = 0
+			continue
+		}
+		if run++; run == sustain {
+			return i - sustain + 1, true
+		}
+	}
+	return 0, false
 }
 
 // breach is the first sample that broke an objective.
@@ -137,13 +181,15 @@ type breach struct {
 }
 
 // firstBreach scans a run's samples for the first that breaks slo's
-// disconnect, login failure or (sustained) latency objective.
+// disconnect, login failure or (sustained) latency or relay CPU idle
+// objective.
 func firstBreach(pts []Point, slo SLO) (breach, bool) {
-	over := 0
+	over, busy := 0, 0
 	for i, p := range pts {
 		drops := math.Max(nz(p.SlowConsumerDiscards), nz(p.FleetDisconnects))
 		if slo.MaxDrops >= 0 && drops > float64(slo.MaxDrops) {
-			return breach{ReasonDisconnects, i, fmt.Sprintf("%.0f logged-in clients lost (%.0f slow-consumer disconnects)", drops, nz(p.SlowConsumerDiscards))}, true
+			return breach{ReasonDisconnects, i, fmt.Sprintf("%.0f logged-in client%s lost (%.0f slow-consumer disconnect%s)", drops, plural(int(drops)),
+				nz(p.SlowConsumerDiscards), plural(int(nz(p.SlowConsumerDiscards))))}, true
 		}
 		if slo.MaxLoginFailPct >= 0 && nz(p.LoginFailures) > 0 && p.LoginAttempts > 0 &&
 			100*p.LoginFailures/p.LoginAttempts > slo.MaxLoginFailPct {
@@ -157,6 +203,15 @@ func firstBreach(pts []Point, slo SLO) (breach, bool) {
 			}
 		} else {
 			over = 0
+		}
+		if slo.MinIdlePct >= 0 && p.RelayCPUIdlePct < slo.MinIdlePct {
+			busy++
+			if busy == sustain {
+				j := i - sustain + 1
+				return breach{ReasonCPUIdle, j, fmt.Sprintf("relay host CPU idle %.0f %% < %s for %d s", pts[j].RelayCPUIdlePct, fmtPct(slo.MinIdlePct), sustain)}, true
+			}
+		} else {
+			busy = 0
 		}
 	}
 	return breach{}, false

@@ -29,7 +29,7 @@ func TestRunHeadline(t *testing.T) {
 		reason Reason
 		text   string
 	}{
-		{"all held", mk(up, up, z, z, fast), 100, ReasonAllHeld, "no plateau: all 100 requested held"},
+		{"all held", mk(up, up, z, z, fast), 100, ReasonAllHeld, "no limit reached: all 100 requested held"},
 		{"plateau", mk(flat, up, []float64{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, z, fast), 50, ReasonPlateau, "at plateau"},
 		{"disconnects", mk(up, up, z, []float64{0, 0, 0, 0, 0, 0, 3, 5, 9, 9, 9, 9}, fast), 60, ReasonDisconnects, "3 logged-in clients lost"},
 		{"sustained latency", mk(up, up, z, z, []float64{5, 5, 5, 500, 5, 5, 300, 300, 300, 5, 5, 5}), 60, ReasonLatency, "p99 300 ms > 100ms for 3 s"},
@@ -44,5 +44,30 @@ func TestRunHeadline(t *testing.T) {
 		if !strings.Contains(h.Line(), tt.text) || !strings.HasPrefix(h.Line(), "N:N held ") {
 			t.Errorf("%s: %q lacks %q", tt.name, h.Line(), tt.text)
 		}
+	}
+}
+
+// TestDisconnectsBeatAPlateauTheyEnd: the demo's run as the issue found
+// it: 150 logged in at 47 s, 50 slow-consumer disconnects at 48 s (103
+// left) while attempts went on. Logged-in was not flat from 47 s: the
+// disconnects decide, at 48 s, and the plateau window ends at the drop.
+func TestDisconnectsBeatAPlateauTheyEnd(t *testing.T) {
+	var pts []Point
+	for s := 40; s <= 60; s++ {
+		in, att, slow := float64(min(150, 80+10*(s-40))), float64(min(200, 80+10*(s-40))), 0.0
+		if s >= 48 {
+			in, slow = 103, 50
+		}
+		pts = append(pts, Point{T: float64(s), LoggedIn: in, LoginAttempts: att, LoginFailures: 0, SlowConsumerDiscards: slow,
+			FleetDisconnects: slow, LatencyP99Ms: 20, SendGbps: 1, RelayCPUIdlePct: 50, FleetCPUIdlePct: 80, ScheduleLagP99Ms: 1})
+	}
+	r := Run{Scenario: "N:N", Requested: 200, Series: Series{Points: pts}}
+	rs := AnalyzeRun(r)
+	h := RunHeadline(r, rs, DefaultSLO())
+	if h.Reason != ReasonDisconnects || float64(h.AtS) != 48 || float64(h.Held) != 150 {
+		t.Errorf("%s: want disconnects at 48 s, 150 held", h.Line())
+	}
+	if rs.Plateau.Detected || float64(rs.Plateau.WindowToS) != 47 {
+		t.Errorf("plateau %+v: the window must end at the drop (47 s) and not count as flat", rs.Plateau)
 	}
 }

@@ -32,6 +32,9 @@ func Verify(dir string) (Summary, error) {
 	if err := verifyCSV(filepath.Join(dir, SeriesFile)); err != nil {
 		return sum, err
 	}
+	if err := VerifyHeadline(dir, sum); err != nil {
+		return sum, err
+	}
 	html, err := os.ReadFile(filepath.Join(dir, IndexFile))
 	if err != nil {
 		return sum, fmt.Errorf("verify: %w", err)
@@ -105,4 +108,40 @@ func pngContent(img image.Image) (colors, inked int) {
 		}
 	}
 	return len(seen), inked
+}
+
+// VerifyHeadline checks that a compare report's headline is what its own
+// series.csv says: each scenario judged again from the samples written,
+// with the requested counts and objectives of summary.json, must give the
+// same line. A capacity search's answer comes from its levels and is not
+// checked here.
+func VerifyHeadline(dir string, sum Summary) error {
+	if sum.Capacity != nil {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(dir, SeriesFile))
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	runs, err := ReadSeriesCSV(f)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", SeriesFile, err)
+	}
+	slo := DefaultSLO()
+	if err := slo.Set(sum.SLO); err != nil {
+		return fmt.Errorf("verify %s: %w", SummaryFile, err)
+	}
+	requested := map[string]int{}
+	for _, sc := range sum.Scenarios {
+		requested[sc.Scenario] = sc.Headline.Requested
+	}
+	for i := range runs {
+		runs[i].Requested = requested[runs[i].Scenario]
+	}
+	again := Analyze(Input{Runs: runs, SLO: &slo})
+	if again.Headline != sum.Headline {
+		return fmt.Errorf("verify: the headline is not what %s says:\n  %s: %s\n  %s: %s", SeriesFile, SummaryFile, sum.Headline, SeriesFile, again.Headline)
+	}
+	return nil
 }

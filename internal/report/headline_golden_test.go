@@ -1,0 +1,142 @@
+package report
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// readRecorded reads one scenario's first run from a series.csv in
+// testdata/headline.
+func readRecorded(t *testing.T, file, scenario string) Run {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "headline", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	runs, err := ReadSeriesCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		if r.Scenario == scenario {
+			return r
+		}
+	}
+	t.Fatalf("%s has no %s run", file, scenario)
+	return Run{}
+}
+
+// TestHeadlineGolden judges runs recorded by replay compare on this
+// project's 2-core test machine (testdata/headline/README.md says how
+// each was made) for every reason a headline can give, and compares the
+// headline with its golden file: the deciding objective, when, the
+// figures, and which objectives were judged, not judged or off.
+func TestHeadlineGolden(t *testing.T) {
+	noHost := "idle=off,fleet_idle=off,lag=off" // the shared host's CPU aside
+	tests := []struct {
+		name, file, scenario string
+		requested            int
+		slo                  string
+		reason               Reason
+		held                 float64
+		saturated            bool
+	}{
+		// The relay refused joins past 30 members of the room.
+		{"login-failures", "roomcap.csv", "N:N", 60, noHost, ReasonLoginFailures, 30, false},
+		{"plateau", "roomcap.csv", "N:N", 60, noHost + ",login_fail=off", ReasonPlateau, 30, false},
+		// The host had no idle CPU from the first second (load ~18 on 2 cores).
+		{"cpu-idle", "roomcap.csv", "N:N", 60, "fleet_idle=off,lag=off", ReasonCPUIdle, 0, false},
+		{"cpu-idle-saturated", "roomcap.csv", "N:N", 60, "", ReasonCPUIdle, 0, true},
+		// make demo on that loaded host: p99 over 100 ms from 22 s, then
+		// slow-consumer disconnects from 44.6 s.
+		{"latency", "demo-loaded.csv", "N:N", 200, noHost, ReasonLatency, 85, false},
+		{"disconnects", "demo-loaded.csv", "N:N", 200, noHost + ",p99=off", ReasonDisconnects, 127, false},
+		// 10 clients, everyone held.
+		{"none", "small.csv", "N:N", 10, noHost, ReasonAllHeld, 10, false},
+		{"saturated", "small.csv", "N:N", 10, "idle=off", ReasonSaturated, 10, true},
+		// The same run as a server without stamps records it: latency
+		// cannot be judged, and the answer says so.
+		{"latency-not-judged", "small-nostamps.csv", "N:N", 10, noHost, ReasonAllHeld, 10, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := readRecorded(t, tt.file, tt.scenario)
+			r.Requested = tt.requested
+			slo := DefaultSLO()
+			if err := slo.Set(tt.slo); err != nil {
+				t.Fatal(err)
+			}
+			h := RunHeadline(r, AnalyzeRun(r), slo)
+			if h.Reason != tt.reason || float64(h.Held) != tt.held || h.Saturated != tt.saturated {
+				t.Errorf("%s: %v, held %v, saturated %v; want %v, %v, %v", h.Line(), h.Reason, h.Held, h.Saturated, tt.reason, tt.held, tt.saturated)
+			}
+			for _, off := range h.Coverage.Off {
+				if name := offFigure[off]; name != "" && bytes.Contains([]byte(h.Detail), []byte(name)) {
+					t.Errorf("the reason %q names %q, whose objective is off", h.Detail, name)
+				}
+			}
+			got := []byte(fmt.Sprintf("--slo %s\n%s\n", slo.String(), h.Line()))
+			golden(t, filepath.Join("testdata", "headline", tt.name+".golden"), got)
+		})
+	}
+}
+
+// offFigure is the words of each objective's figure in a reason.
+var offFigure = map[Reason]string{ReasonLatency: "p99", ReasonCPUIdle: "relay host CPU idle", ReasonSaturated: "fleet host CPU idle"}
+
+// golden compares got with the file at path (rewritten with -update).
+func golden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs (if intended: go test ./internal/report -run Golden -update)\n%s", path, firstDiff(got, want))
+	}
+}
+
+// TestReadSeriesCSVRoundTrip: series.csv read back gives the points that
+// were written, unmeasured cells as NaN.
+func TestReadSeriesCSVRoundTrip(t *testing.T) {
+	in := synthInput()
+	var buf bytes.Buffer
+	if err := WriteSeriesCSV(&buf, in); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := ReadSeriesCSV(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != len(in.Runs) {
+		t.Fatalf("%d runs, want %d", len(runs), len(in.Runs))
+	}
+	for i, r := range runs {
+		want := in.Runs[i]
+		if r.Scenario != want.Scenario || r.Repeat != want.Repeat || len(r.Series.Points) != len(want.Series.Points) {
+			t.Fatalf("run %d: %s #%d with %d points, want %s #%d with %d", i, r.Scenario, r.Repeat, len(r.Series.Points), want.Scenario, want.Repeat, len(want.Series.Points))
+		}
+		for j, p := range r.Series.Points {
+			w := want.Series.Points[j]
+			for k, pair := range [][2]float64{{p.T, w.T}, {p.SendGbps, w.SendGbps}, {p.LoggedIn, w.LoggedIn}, {p.LatencyP99Ms, w.LatencyP99Ms},
+				{p.FleetDisconnects, w.FleetDisconnects}, {p.FleetProcessCPUPct, w.FleetProcessCPUPct}, {p.SlowConsumerDiscards, w.SlowConsumerDiscards}} {
+				if math.IsNaN(pair[0]) != math.IsNaN(pair[1]) || math.Abs(pair[0]-pair[1]) > 1e-3*math.Max(1, math.Abs(pair[1])) {
+					t.Fatalf("run %d point %d column %d: %v, want %v", i, j, k, pair[0], pair[1])
+				}
+			}
+		}
+	}
+	if _, err := ReadSeriesCSV(bytes.NewReader([]byte("a,b\n"))); err == nil {
+		t.Error("a file with another header was read")
+	}
+}
