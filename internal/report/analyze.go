@@ -274,8 +274,8 @@ func AnalyzeRun(r Run) RunStats {
 	send := func(p Point) float64 { return p.SendGbps }
 	recv := func(p Point) float64 { return p.RecvGbps }
 	idle := func(p Point) float64 { return p.RelayCPUIdlePct }
-	rs.PeakSendGbps, rs.PlateauSendGbps = maxOf(col(send, nil)), meanOf(col(send, in))
-	rs.PeakRecvGbps, rs.PlateauRecvGbps = maxOf(col(recv, nil)), meanOf(col(recv, in))
+	rs.PeakSendGbps, rs.PlateauSendGbps = RollingPeak(pts, send), meanOf(col(send, in))
+	rs.PeakRecvGbps, rs.PlateauRecvGbps = RollingPeak(pts, recv), meanOf(col(recv, in))
 	rs.PlateauCPUIdlePct, rs.MinCPUIdlePct = meanOf(col(idle, in)), minOf(col(idle, nil))
 	rs.PlateauRelayProcessCPUPct = meanOf(col(func(p Point) float64 { return p.RelayProcessCPUPct }, in))
 	rs.PlateauFleetProcessCPUPct = meanOf(col(func(p Point) float64 { return p.FleetProcessCPUPct }, in))
@@ -453,22 +453,54 @@ func DetectPlateau(pts []Point) Plateau {
 	return pl
 }
 
+// PeakWindowS is the window of a peak rate: a rate is over each sample's
+// real interval, and a sample cut short (a scrape answered late, then
+// one early) can show a rate its neighbours never saw; over a few
+// seconds that artifact averages out and a real peak stays.
+const PeakWindowS = 5
+
+// RollingPeak is the highest mean of get over PeakWindowS seconds of
+// samples, each weighted by its own interval (the time since the sample
+// before; the first one's since the run's start). A run shorter than the
+// window gives its mean over the whole run.
+func RollingPeak(pts []Point, get func(Point) float64) Num {
+	type sample struct{ v, dt float64 }
+	var ss []sample
+	prevT := 0.0
+	for _, p := range pts {
+		dt := p.T - prevT
+		prevT = p.T
+		if v := get(p); !math.IsNaN(v) && dt > 0 {
+			ss = append(ss, sample{v, dt})
+		}
+	}
+	if len(ss) == 0 {
+		return Num(math.NaN())
+	}
+	peak, covered := math.Inf(-1), false
+	lo, sum, span := 0, 0.0, 0.0
+	for _, s := range ss {
+		sum, span = sum+s.v*s.dt, span+s.dt
+		// Drop the oldest samples while the rest still cover the window.
+		for lo < len(ss) && span-ss[lo].dt >= PeakWindowS {
+			sum, span = sum-ss[lo].v*ss[lo].dt, span-ss[lo].dt
+			lo++
+		}
+		if span >= PeakWindowS {
+			peak, covered = math.Max(peak, sum/span), true
+		}
+	}
+	if !covered {
+		return Num(sum / span)
+	}
+	return Num(peak)
+}
+
 func meanOf(v []float64) Num {
 	if len(v) == 0 {
 		return Num(math.NaN())
 	}
 	return Num(stat.Mean(v, nil))
-}
-
-func maxOf(v []float64) Num {
-	if len(v) == 0 {
-		return Num(math.NaN())
-	}
-	m := v[0]
-	for _, x := range v[1:] {
-		m = math.Max(m, x)
-	}
-	return Num(m)
 }
 
 func minOf(v []float64) Num {

@@ -196,3 +196,42 @@ func TestUDPDropAndLossWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestRollingPeak: a peak is the highest PeakWindowS-second mean, each
+// sample weighted by its real interval, so one short sample cannot make
+// it (the report once showed 6.09 Gbps: a 0.80 s sample after a 1.15 s
+// one, its neighbours 3.8).
+func TestRollingPeak(t *testing.T) {
+	mk := func(dts, vals []float64) []Point {
+		var pts []Point
+		at := 0.0
+		for i := range dts {
+			at += dts[i]
+			pts = append(pts, Point{T: at, SendGbps: vals[i]})
+		}
+		return pts
+	}
+	send := func(p Point) float64 { return p.SendGbps }
+	nan := math.NaN()
+	tests := []struct {
+		name string
+		pts  []Point
+		want float64
+	}{
+		{"steady", mk([]float64{1, 1, 1, 1, 1, 1, 1}, []float64{2, 2, 2, 2, 2, 2, 2}), 2},
+		// Whole samples only: every window of at least 5 s holding the
+		// short one spans six samples, 5.95 s; 3.90, not 6.09.
+		{"one short sample", mk([]float64{1, 1, 1, 1.15, 0.8, 1, 1, 1}, []float64{3.8, 3.8, 3.8, 2.7, 6.09, 3.8, 3.8, 3.8}),
+			(2.7*1.15 + 6.09*0.8 + 3.8*4) / 5.95},
+		{"a real step stays", mk([]float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, []float64{1, 1, 1, 1, 1, 5, 5, 5, 5, 5}), 5},
+		{"shorter than the window: the run's mean", mk([]float64{1, 2}, []float64{1, 4}), 3},
+		{"unmeasured samples skipped", mk([]float64{1, 1, 1, 1, 1, 1}, []float64{1, nan, 1, 1, 1, 1}), 1},
+		{"nothing measured", mk([]float64{1}, []float64{nan}), nan},
+	}
+	for _, tt := range tests {
+		got := float64(RollingPeak(tt.pts, send))
+		if math.IsNaN(got) != math.IsNaN(tt.want) || math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

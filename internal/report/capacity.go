@@ -279,14 +279,16 @@ func crossing(pts []Point, l Level, r Reason, slo SLO, fallback float64) (before
 // WriteLevels prints the answer and the per-level table for a terminal.
 func WriteLevels(w io.Writer, c Capacity) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "clients\tlogged in\tlogin fail %\tdrops\tp50 ms\tp99 ms\tsend Gbps\trelay idle %\trelay CPU %\tfleet CPU %\tfleet idle %\tlag p99 ms\t")
+	// Logged in is the total at the level's end; attempts, failures and
+	// drops are the level's own: the header says which.
+	fmt.Fprintln(tw, "clients\tlogged in (total)\tattempts (level)\tlogin fail % (level)\tdrops (level)\tp50 ms\tp99 ms\tsend Gbps\trelay idle %\trelay CPU %\tfleet CPU %\tfleet idle %\tlag p99 ms\t")
 	for _, l := range c.Levels {
 		result := "held"
 		if !l.OK() {
 			result = "broke: " + l.Breaches[0].Reason.String()
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", l.Clients, fmtNum(l.LoggedIn, 0),
-			fmtNum(l.LoginFailPct, 1), fmtNum(l.Drops, 0), fmtNum(l.LatencyP50Ms, 1), fmtNum(l.LatencyP99Ms, 1),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", l.Clients, fmtNum(l.LoggedIn, 0),
+			fmtNum(l.Attempts, 0), fmtNum(l.LoginFailPct, 1), fmtNum(l.Drops, 0), fmtNum(l.LatencyP50Ms, 1), fmtNum(l.LatencyP99Ms, 1),
 			fmtNum(l.SendGbps, 4), fmtNum(l.RelayCPUIdlePct, 0), fmtNum(l.RelayProcessCPUPct, 0),
 			fmtNum(l.FleetProcessCPUPct, 0), fmtNum(l.FleetCPUIdlePct, 0), fmtNum(l.ScheduleLagP99Ms, 1), result)
 	}

@@ -130,3 +130,37 @@ func TestEvaluateLevel(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityReportCaptions: a capacity search's report has its own
+// words: no side-by-side of scenarios, no N:N-versus-1:N captions, holds
+// called holds, and the levels table says which columns are the level's
+// own and which are totals.
+func TestCapacityReportCaptions(t *testing.T) {
+	in := synthInput()
+	in.Runs = in.Runs[:1]
+	levels := []Level{level(30, 30, 0, 0, 5, 50, 60, 0, 5), level(60, 55, 8, 0, 5, 50, 60, 5, 10)}
+	c := Decide("N:N", 60, levels, in.Runs[0].Series.Points, DefaultSLO())
+	in.Capacity = &c
+	var buf strings.Builder
+	if err := WriteHTML(&buf, Analyze(in)); err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, bad := range []string{"Side by side", "N:N should", "1:N linear", "ramp pause"} {
+		if strings.Contains(html, bad) {
+			t.Errorf("a capacity report says %q", bad)
+		}
+	}
+	for _, want := range []string{"The whole search", "grey bands are the levels", "logged in (total at the level's end)", "login attempts (this level)", "5 s rolling mean"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("a capacity report lacks %q", want)
+		}
+	}
+	var text strings.Builder
+	if err := WriteLevels(&text, c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "logged in (total)") || !strings.Contains(text.String(), "attempts (level)") {
+		t.Errorf("levels table:\n%s", text.String())
+	}
+}

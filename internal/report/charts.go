@@ -22,18 +22,40 @@ type Chart struct {
 	File    string // name inside the report directory
 	Title   string
 	Caption string
+	// CapacityCaption replaces Caption in a capacity search's report
+	// (one fleet stepping up, no scenarios side by side); empty: the same.
+	CapacityCaption string
 }
 
 // Charts are the report's pictures, in the order index.html shows them.
-// Shaded bands are the ramp's pauses (a capacity search's holds): login
+// Shaded bands are the ramp's pauses, or a capacity search's holds: login
 // attempts stood still there. Legends sit right of the data.
 var Charts = []Chart{
-	{"logged_in.png", "Login attempts and logged-in clients over time", "Logged-in clients (solid) and login attempts (dashed); grey bands are ramp pauses. Attempts going on while logged-in stays flat is a plateau: the relay refused or lost the rest."},
-	{"send_gbps.png", "Relay send Gbps over time", "Bytes the relay wrote to clients, per second. N:N should climb much faster than 1:N as clients log in."},
-	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host."},
-	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy."},
-	{"gbps_vs_clients.png", "Send Gbps against logged-in clients", "One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table). N:N should come out quadratic, 1:N linear."},
-	{"latency_vs_clients.png", "Delivery latency p99 against logged-in clients (log scale)", "Send → deliver latency p99 per second, from the fleet's histogram, on a log axis so fast and slow scenarios both show."},
+	{"logged_in.png", "Login attempts and logged-in clients over time",
+		"Logged-in clients (solid) and login attempts (dashed); grey bands are ramp pauses. Attempts going on while logged-in stays flat is a plateau: the relay refused or lost the rest.",
+		"Logged-in clients (solid) and login attempts (dashed); grey bands are the levels' holds, where each level is judged (no logins). Attempts going on while logged-in stays flat: the server refused or lost the rest."},
+	{"send_gbps.png", "Relay send Gbps over time",
+		"Bytes the relay wrote to clients, per second. N:N should climb much faster than 1:N as clients log in.",
+		"Bytes the relay wrote to clients, per second, as the levels step up; grey bands are the holds."},
+	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host.", ""},
+	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy.", ""},
+	{"gbps_vs_clients.png", "Send Gbps against logged-in clients",
+		"One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table). N:N should come out quadratic, 1:N linear.",
+		"One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table): how the relay's output grows with users."},
+	{"latency_vs_clients.png", "Delivery latency p99 against logged-in clients (log scale)", "Send → deliver latency p99 per second, from the fleet's histogram, on a log axis so fast and slow scenarios both show.",
+		"Send → deliver latency p99 per second, from the fleet's histogram, on a log axis; the objective's bound is the answer's."},
+}
+
+// chartsFor are the charts with the captions of a compare or, capacity
+// true, of a capacity search.
+func chartsFor(capacity bool) []Chart {
+	out := append([]Chart(nil), Charts...)
+	for i, c := range out {
+		if capacity && c.CapacityCaption != "" {
+			out[i].Caption = c.CapacityCaption
+		}
+	}
+	return out
 }
 
 const chartW, chartH = 9 * vg.Inch, 4.5 * vg.Inch
@@ -55,14 +77,17 @@ func scenarioColor(i int) color.Color {
 // WriteCharts renders every chart into dir.
 func WriteCharts(dir string, in Input, sum Summary) error {
 	idx := scenarioIndex(in)
-	bands := pauseBands(in)
+	bands, bandName := pauseBands(in), "ramp pause"
+	if sum.Capacity != nil {
+		bands, bandName = holdBands(sum.Capacity.Levels), "level hold"
+	}
 	pct := func(p *chart) { p.Y.Max = math.Max(p.Y.Max, 100) }
 	builders := map[string]func() (*chart, error){
 		"send_gbps.png": func() (*chart, error) {
-			return timeChart(in, idx, bands, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
+			return timeChart(in, idx, bands, bandName, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
 		},
 		"cpu_idle.png": func() (*chart, error) {
-			c, err := timeChart(in, idx, bands, "% idle", []series{
+			c, err := timeChart(in, idx, bands, bandName, "% idle", []series{
 				{get: func(p Point) float64 { return p.RelayCPUIdlePct }, suffix: "relay host idle"},
 				{get: func(p Point) float64 { return p.FleetCPUIdlePct }, suffix: "fleet host idle", dashed: true},
 			})
@@ -72,13 +97,13 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 			return c, err
 		},
 		"process_cpu.png": func() (*chart, error) {
-			return timeChart(in, idx, bands, "% of one core", []series{
+			return timeChart(in, idx, bands, bandName, "% of one core", []series{
 				{get: func(p Point) float64 { return p.RelayProcessCPUPct }, suffix: "relay process"},
 				{get: func(p Point) float64 { return p.FleetProcessCPUPct }, suffix: "fleet process", dashed: true},
 			})
 		},
 		"logged_in.png": func() (*chart, error) {
-			return timeChart(in, idx, bands, "clients", []series{
+			return timeChart(in, idx, bands, bandName, "clients", []series{
 				{get: func(p Point) float64 { return p.LoggedIn }, suffix: "logged in"},
 				{get: func(p Point) float64 { return p.LoginAttempts }, suffix: "attempts", dashed: true},
 			})
@@ -198,11 +223,11 @@ func xy(pts []Point, x, y func(Point) float64) plotter.XYs {
 	return out
 }
 
-func timeChart(in Input, idx map[string]int, bands []band, yLabel string, ss []series) (*chart, error) {
+func timeChart(in Input, idx map[string]int, bands []band, bandName, yLabel string, ss []series) (*chart, error) {
 	c := newChart("seconds since the run started", yLabel)
 	if len(bands) > 0 {
 		c.Add(bandPlotter(bands))
-		c.legend.Add("ramp pause", bandPlotter(bands))
+		c.legend.Add(bandName, bandPlotter(bands))
 	}
 	t := func(pt Point) float64 { return pt.T }
 	legend := map[string]bool{}
@@ -313,9 +338,19 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
 // band is a stretch of a run's clock, in seconds.
 type band struct{ from, to float64 }
 
+// holdBands are a capacity search's holds, where each level was judged.
+func holdBands(levels []Level) []band {
+	var out []band
+	for _, l := range levels {
+		if from, to := float64(l.HoldFromS), float64(l.ToS); !math.IsNaN(from) && to > from {
+			out = append(out, band{from, to})
+		}
+	}
+	return out
+}
+
 // pauseBands are the stretches where the first run's login attempts stood
-// still before the last attempt: the ramp's pauses, or a capacity
-// search's holds.
+// still before the last attempt: the ramp's pauses.
 func pauseBands(in Input) []band {
 	if len(in.Runs) == 0 {
 		return nil

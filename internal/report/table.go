@@ -31,7 +31,7 @@ var tableMetrics = []metric{
 	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
 	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
 	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
-	{"peak_send_gbps", "peak send Gbps (one second)", 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
+	{"peak_send_gbps", fmt.Sprintf("peak send Gbps (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
 	{"plateau_send_gbps", "send Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
 	{"plateau_recv_gbps", "receive Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
 	{"plateau_cpu_idle_pct", "relay host CPU idle at peak logins %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},

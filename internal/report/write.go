@@ -144,13 +144,15 @@ type htmlView struct {
 	Table  Table
 	Charts []Chart
 	Files  []string
+	// PeakWindowS names the peak rates' window.
+	PeakWindowS int
 }
 
 // WriteHTML writes index.html: parameters, warnings, the side-by-side
 // table, each run's figures and the charts (relative image paths).
 func WriteHTML(w io.Writer, s Summary) error {
-	v := htmlView{Summary: s, Table: SideBySide(s), Charts: Charts,
-		Files: []string{SummaryFile, SeriesFile}}
+	v := htmlView{Summary: s, Table: SideBySide(s), Charts: chartsFor(s.Capacity != nil),
+		Files: []string{SummaryFile, SeriesFile}, PeakWindowS: PeakWindowS}
 	if err := indexTemplate.Execute(w, v); err != nil {
 		return fmt.Errorf("render html: %w", err)
 	}
