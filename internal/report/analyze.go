@@ -503,6 +503,17 @@ func meanOf(v []float64) Num {
 	return Num(stat.Mean(v, nil))
 }
 
+func maxOf(v []float64) Num {
+	if len(v) == 0 {
+		return Num(math.NaN())
+	}
+	m := v[0]
+	for _, x := range v[1:] {
+		m = math.Max(m, x)
+	}
+	return Num(m)
+}
+
 func minOf(v []float64) Num {
 	if len(v) == 0 {
 		return Num(math.NaN())
