@@ -276,17 +276,31 @@ func (c *Config) roomMembers(i int) (lo, hi int) {
 // room's size, onto ids beyond the fleet (never present, so casts to them
 // reach no one, as the relay skips absent targets).
 func (c *Config) peers(i, others int) []string {
+	idx := c.peerIndexes(i, others)
+	if idx == nil {
+		return nil
+	}
+	out := make([]string, len(idx))
+	for k, j := range idx {
+		out[k] = c.userID(j)
+	}
+	return out
+}
+
+// peerIndexes are the fleet indexes of client i's peers (see peers); an
+// index past the fleet stands for a user who is not there.
+func (c *Config) peerIndexes(i, others int) []int {
 	if others == 0 {
 		return nil
 	}
 	lo, hi := c.roomMembers(i)
 	m := hi - lo
-	out := make([]string, others)
+	out := make([]int, others)
 	for k := range out {
 		if k < m-1 {
-			out[k] = c.userID(lo + (i-lo+1+k)%m)
+			out[k] = lo + (i-lo+1+k)%m
 		} else {
-			out[k] = c.userID(c.Clients + k - (m - 1))
+			out[k] = c.Clients + k - (m - 1)
 		}
 	}
 	return out

@@ -539,10 +539,11 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	_, room, others := f.player.Recorded()
 	id := profile.Identity{
 		Index: i, Clients: cfg.Clients,
-		User:  cfg.userID(i),
-		Room:  cfg.roomName(i, room),
-		Peers: cfg.peers(i, others),
-		Steps: plan.Frames(),
+		User:        cfg.userID(i),
+		Room:        cfg.roomName(i, room),
+		Peers:       cfg.peers(i, others),
+		PeerIndexes: cfg.peerIndexes(i, others),
+		Steps:       plan.Frames(),
 	}
 	if cfg.AuthSecret != "" {
 		id.Auth = auth.Sign([]byte(cfg.AuthSecret), id.User, time.Now().Add(24*time.Hour+cfg.Duration))

@@ -12,7 +12,8 @@ import (
 
 // NewClient implements Player.
 func (s *Script) NewClient(id Identity) (Client, error) {
-	c := &client{s: s, vals: make([]atomic.Pointer[[]byte], len(s.corrs)), index: id.Index}
+	c := &client{s: s, vals: make([]atomic.Pointer[[]byte], len(s.corrs)), index: id.Index, clients: id.Clients,
+		fresh: make([]atomic.Int64, len(s.p.fresh))}
 	subs, err := s.subs(id)
 	if err != nil {
 		return nil, err
@@ -48,7 +49,7 @@ func (s *Script) NewClient(id Identity) (Client, error) {
 func (s *Script) subs(id Identity) ([]sub, error) {
 	var out []sub
 	if s.user != nil {
-		u, err := s.userID(id)
+		u, err := s.idFor(s.user, id)
 		if err != nil {
 			return nil, err
 		}
@@ -59,6 +60,20 @@ func (s *Script) subs(id Identity) ([]sub, error) {
 			return nil, fmt.Errorf("profile %s: room %q is %d bytes, the recorded %q %d: without length fix-ups (identity.length_before) the length must stay", s.p.Name, id.Room, len(id.Room), s.room, len(s.room))
 		}
 		out = append(out, sub{s.room, []byte(id.Room)})
+	}
+	for k, o := range s.others {
+		if k >= len(id.Peers) {
+			break
+		}
+		pid := Identity{Index: k, Clients: id.Clients, User: id.Peers[k]}
+		if k < len(id.PeerIndexes) {
+			pid.Index = id.PeerIndexes[k]
+		}
+		v, err := s.idFor(o, pid) // derived from the peer's own recorded id
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sub{o, v})
 	}
 	return out, nil
 }
@@ -74,17 +89,17 @@ func (s *Script) framedLength() bool {
 	return false
 }
 
-// userID is a client's id: the profile's format, the fleet's id when the
-// protocol fixes lengths up, else the recorded id with its tail replaced
-// by the client's index (same length).
-func (s *Script) userID(id Identity) ([]byte, error) {
+// idFor is the id of the client id names, recorded as rec: the
+// profile's format, the fleet's id when the protocol fixes lengths up,
+// else rec with its tail replaced by the client's index (same length).
+func (s *Script) idFor(rec []byte, id Identity) ([]byte, error) {
 	switch {
 	case s.p.identity.format != "":
 		return []byte(fmt.Sprintf(s.p.identity.format, id.Index)), nil
-	case s.p.hooks != nil || s.p.identity.lengthBefore > 0 || s.framedLength() || len(id.User) == len(s.user):
+	case s.p.hooks != nil || s.p.identity.lengthBefore > 0 || s.framedLength() || len(id.User) == len(rec):
 		return []byte(id.User), nil
 	}
-	return SameLength(s.user, id.Index, id.Clients)
+	return SameLength(rec, id.Index, id.Clients)
 }
 
 // SameLength is recorded with its tail replaced by index, zero padded to
@@ -196,8 +211,11 @@ type client struct {
 	// written by the reader, read by the sender.
 	vals []atomic.Pointer[[]byte]
 	// user, room and index are the client's own values, for templates.
-	user, room []byte
-	index      int
+	user, room     []byte
+	index, clients int
+	// fresh are the fresh fields' counters (the sender's, and the
+	// reader's while it sends the later login steps).
+	fresh []atomic.Int64
 
 	// Owned by the reader.
 	rest     []byte
@@ -225,6 +243,9 @@ func (c *client) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
 			continue
 		}
 		dst = c.substitute(dst, start, c.s.corrs[k], *v)
+	}
+	for _, k := range st.fresh {
+		dst = c.freshen(dst, start, k)
 	}
 	if st.stamp >= 0 {
 		c.s.p.writeStamp(dst[start:], now)

@@ -1,8 +1,12 @@
 package profile
 
 import (
+	"os"
+	"reflect"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // chatSteps compiles testdata/chat-steps.yaml over a recording of alice
@@ -217,4 +221,171 @@ func TestTemplateRender(t *testing.T) {
 			t.Errorf("%+v: %q, want %q", tt.tmpl, got, tt.want)
 		}
 	}
+}
+
+func conversationDoc(t *testing.T, doc string, client ...string) *Script {
+	t.Helper()
+	sp, err := ParseSpec("p.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec Recording
+	for i, m := range client {
+		rec.Client = append(rec.Client, Segment{at(i), []byte(m)})
+	}
+	s, err := p.Compile(p.Messages(rec), ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestFreshIDs(t *testing.T) {
+	const head = "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: hi, match: {prefix: HI}}, {name: cmd, match: {prefix: CMD}}]\n"
+	tests := []struct {
+		name, fresh string
+		recorded    string
+		want        []string // three sends of the recorded message, on through loops
+	}{
+		{"counter in a regexp, width grows", `[{regexp: "\"id\":(\\d+)", into: [cmd]}]`, `CMD {"id":7,"x":1}`,
+			[]string{`CMD {"id":1,"x":1}`, `CMD {"id":2,"x":1}`, `CMD {"id":3,"x":1}`}},
+		{"unique in the fleet", `[{regexp: "id=(\\d+)", value: unique}]`, `CMD id=100`,
+			[]string{`CMD id=17`, `CMD id=27`, `CMD id=37`}},
+		{"decimal at an offset keeps its width", `[{offset: 4, length: 4}]`, `CMD 0042 x`,
+			[]string{`CMD 0001 x`, `CMD 0002 x`, `CMD 0003 x`}},
+		{"binary at an offset", `[{offset: 4, length: 2}]`, "CMD \xff\xfe x",
+			[]string{"CMD \x00\x01 x", "CMD \x00\x02 x", "CMD \x00\x03 x"}},
+		{"another kind keeps its id", `[{regexp: "id=(\\d+)", into: [hi]}]`, `CMD id=5`,
+			[]string{`CMD id=5`, `CMD id=5`, `CMD id=5`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := conversationDoc(t, head+"fresh: "+tt.fresh+"\n", "HI\n", tt.recorded+"\n")
+			c, err := s.NewClient(Identity{Index: 7, Clients: 10, User: "u"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, want := range tt.want {
+				b, _ := c.AppendStep(nil, 1, 0)
+				if string(b) != want+"\n" {
+					t.Errorf("send %d: %q, want %q", i, b, want+"\n")
+				}
+			}
+		})
+	}
+}
+
+func TestPeersMapped(t *testing.T) {
+	doc := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: hi, match: {prefix: HI}}, {name: msg, match: {prefix: MSG}}]\n" +
+		"identity:\n  user: {regexp: \"FROM (\\\\w+)\"}\n  peers: {kind: msg, regexp: \"TO (\\\\w+)\"}\n"
+	s := conversationDoc(t, doc, "HI FROM alice01\n", "MSG FROM alice01 TO bob0001 hi\n", "MSG FROM alice01 TO carol01 hi\n", "MSG FROM alice01 TO bob0001 again\n")
+	if _, _, others := s.Recorded(); others != 2 {
+		t.Fatalf("others %d, want 2 (bob0001, carol01)", others)
+	}
+	c, err := s.NewClient(Identity{Index: 2, Clients: 10, User: "replay-2", Peers: []string{"replay-3", "replay-4"}, PeerIndexes: []int{3, 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for i := range 4 {
+		b, _ := c.AppendStep(nil, i, 0)
+		got = append(got, string(b))
+	}
+	want := "HI FROM replay-2\n|MSG FROM replay-2 TO replay-3 hi\n|MSG FROM replay-2 TO replay-4 hi\n|MSG FROM replay-2 TO replay-3 again\n"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("sent %q, want %q", strings.Join(got, "|"), want)
+	}
+}
+
+// docBlocks are the YAML examples of docs/profiles.md.
+func docBlocks(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/profiles.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, part := range strings.Split(string(b), "```yaml\n")[1:] {
+		block, _, _ := strings.Cut(part, "```")
+		out = append(out, block)
+	}
+	return out
+}
+
+func docBlock(t *testing.T, prefix string) string {
+	t.Helper()
+	for _, b := range docBlocks(t) {
+		if strings.HasPrefix(b, prefix) {
+			return b
+		}
+	}
+	t.Fatalf("docs/profiles.md has no example starting %q", prefix)
+	return ""
+}
+
+// TestDocsConversationExamples runs the examples docs/profiles.md gives
+// for reactions, logins in steps, fresh fields and peers.
+func TestDocsConversationExamples(t *testing.T) {
+	t.Run("login steps", func(t *testing.T) {
+		var doc, file map[string]any
+		if err := yaml.Unmarshal([]byte(docBlock(t, "login:\n  steps:")), &doc); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile("testdata/chat-steps.yaml")
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			t.Fatal(err)
+		}
+		// TestLoginInSteps runs testdata/chat-steps.yaml's login.
+		if !reflect.DeepEqual(doc["login"], file["login"]) {
+			t.Fatalf("the docs' login in steps is not testdata/chat-steps.yaml's:\n%v\n%v", doc["login"], file["login"])
+		}
+	})
+	t.Run("reactions", func(t *testing.T) {
+		head := "name: x\ntransport: udp\nframing: {type: message}\nkinds:\n" +
+			"  client: [{name: hello, match: {prefix: HELLO}}, {name: puback, match: {byte: 0x40, mask: 0xf0}}]\n" +
+			"  server: [{name: ping, match: {prefix: PING}}, {name: eio_ping, match: {regexp: \"^2$\"}}, {name: event, match: {prefix: \"42\"}},\n" +
+			"    {name: json_ping, match: {prefix: \"{\"}}, {name: publish, match: {byte: 0x30, mask: 0xf0}}]\n"
+		s := conversationDoc(t, head+docBlock(t, "reactions:"), "HELLO")
+		c, err := s.NewClient(Identity{Index: 0, Clients: 1, User: "bob"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tt := range []struct{ in, want string }{
+			{"PING\r\n", "pong PONG\r\n"},
+			{"2", "other 3"},
+			{`4212["chat","hi"]`, "other 4312[]"},
+			{`42["chat","hi"]`, ""},
+			{`{"type":"ping","id":77}`, `other {"type":"pong","id":77,"user":"bob"}`},
+			{string(mqttPkt(0x32, mqttStr("t"), []byte{0, 9}, []byte("x"))), "puback \x40\x02\x00\x09"},
+		} {
+			if got := strings.Join(replies(s.p, feed(t, c, tt.in)), "|"); got != tt.want {
+				t.Errorf("%q answered %q, want %q", tt.in, got, tt.want)
+			}
+		}
+	})
+	t.Run("fresh", func(t *testing.T) {
+		head := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: hello, match: {prefix: HELLO}}, {name: command, match: {prefix: \"{\"}}, {name: request, match: {prefix: REQ}}]\n"
+		s := conversationDoc(t, head+docBlock(t, "fresh:"), "HELLO\n", `{"id":41,"m":"msg-5","n":"x"}`+"\n", "REQ 0042 x\n")
+		c, _ := s.NewClient(Identity{Index: 3, Clients: 10, User: "u"})
+		b, _ := c.AppendStep(nil, 1, 0)
+		if want := `{"id":1,"m":"msg-13","n":"x"}` + "\n"; string(b) != want {
+			t.Fatalf("sent %q, want %q", b, want)
+		}
+		if b, _ = c.AppendStep(nil, 2, 0); string(b) != "REQ 0001 x\n" {
+			t.Fatalf("sent %q, want %q", b, "REQ 0001 x\n")
+		}
+	})
+	t.Run("peers", func(t *testing.T) {
+		head := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: direct, match: {prefix: \"{\"}}]\n"
+		s := conversationDoc(t, head+docBlock(t, "identity:\n  user: {regexp: \"\\\"from"), `{"from":"ann","to":"joe"}`+"\n")
+		c, _ := s.NewClient(Identity{Index: 0, Clients: 2, User: "c0", Peers: []string{"c1"}, PeerIndexes: []int{1}})
+		b, _ := c.AppendStep(nil, 0, 0)
+		if want := `{"from":"c0","to":"c1"}` + "\n"; string(b) != want {
+			t.Fatalf("sent %q, want %q", b, want)
+		}
+	})
 }

@@ -101,6 +101,9 @@ func FuzzParseSpec(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("name: x\nframing: {type: resp}\n"))
+	if b, err := os.ReadFile(filepath.Join("testdata", "chat-steps.yaml")); err == nil {
+		f.Add(b) // reactions, a login in steps
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := ParseSpec("fuzz.yaml", data)
 		if err != nil {

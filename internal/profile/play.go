@@ -47,6 +47,9 @@ type Identity struct {
 	User  string
 	Room  string
 	Peers []string
+	// PeerIndexes are the peers' indexes in the fleet (an index past it
+	// stands for a user who is not there), for ids derived from an index.
+	PeerIndexes []int
 	// Auth is a login token to put in the login, when the protocol has one.
 	Auth []byte
 	// Steps is how many script steps the client can ever play (a prefix:

@@ -78,6 +78,7 @@ type Profile struct {
 	reacts  []reaction
 	reactOn [][]int
 	reactAs map[int]bool
+	fresh   []freshRule
 
 	hooks  hooks
 	labels labelSet
@@ -231,6 +232,7 @@ func (f *fieldRule) take(b []byte, k int) []byte {
 
 type identityRule struct {
 	user, room   *fieldRule
+	peers        *fieldRule
 	format       string
 	lengthBefore int
 	little       bool
@@ -331,6 +333,9 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, err
 	}
 	if err := s.compileReactions(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileFresh(p); err != nil {
 		return nil, err
 	}
 	if err := s.compileIdentity(p); err != nil {
@@ -727,6 +732,14 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	if id.Room != nil {
 		if p.identity.room, err = p.compileField("identity.room", id.Room, false); err != nil {
 			return err
+		}
+	}
+	if id.Peers != nil {
+		if p.identity.peers, err = p.compileField("identity.peers", id.Peers, false); err != nil {
+			return err
+		}
+		if p.identity.peers.value != nil {
+			return bad("identity.peers", "peers are found in the messages: give a regexp, or kind with offset and length")
 		}
 	}
 	if id.Format != "" {

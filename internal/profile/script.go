@@ -30,7 +30,10 @@ type Script struct {
 	user, room []byte
 	// corrs are the recorded values of the profile's correlations, nil
 	// when the recording does not show one.
-	corrs     [][]byte
+	corrs [][]byte
+	// others are the recorded ids of other users (identity.peers), in
+	// the order they first appear.
+	others    [][]byte
 	upgrade   []byte
 	notes     []string
 	templates int
@@ -52,6 +55,8 @@ type step struct {
 	corr []int
 	// stamp is 0 when the message carries a latency stamp, -1 when not.
 	stamp int
+	// fresh lists the fresh fields it carries.
+	fresh []int
 }
 
 // Compile builds a script from a recording cut into messages.
@@ -217,6 +222,19 @@ func (s *Script) findRecorded(kept, server []Message, opts ScriptOptions) {
 	if opts.Room != "" {
 		s.room = []byte(opts.Room)
 	}
+	if f := p.identity.peers; f != nil {
+		for _, m := range kept {
+			v := f.take(m.Bytes, m.Kind)
+			if len(v) == 0 || bytes.Equal(v, s.user) || containsValue(s.others, v) {
+				continue
+			}
+			if len(s.others) == maxPeers {
+				s.notes = append(s.notes, fmt.Sprintf("more than %d other users: the rest keep their recorded ids", maxPeers))
+				break
+			}
+			s.others = append(s.others, append([]byte(nil), v...))
+		}
+	}
 	for _, v := range [][]byte{s.user, s.room} {
 		if v != nil && !containsAny(kept, v) {
 			s.notes = append(s.notes, fmt.Sprintf("recorded value %q appears in no client message: nothing to rewrite", v))
@@ -225,6 +243,18 @@ func (s *Script) findRecorded(kept, server []Message, opts ScriptOptions) {
 	if s.user == nil {
 		s.notes = append(s.notes, "no recorded user id: every client sends the recorded one (give --recorded-user or identity.user)")
 	}
+}
+
+// maxPeers bounds the other users a script maps.
+const maxPeers = 64
+
+func containsValue(vs [][]byte, v []byte) bool {
+	for _, x := range vs {
+		if bytes.Equal(x, v) {
+			return true
+		}
+	}
+	return false
 }
 
 func containsAny(msgs []Message, v []byte) bool {
@@ -256,9 +286,14 @@ func (s *Script) findCorrelations(server []Message) {
 
 func (s *Script) step(m Message) step {
 	st := step{bytes: m.Bytes, kind: m.Kind, stamp: -1}
-	for _, v := range [][]byte{s.user, s.room} {
+	for _, v := range append([][]byte{s.user, s.room}, s.others...) {
 		if v != nil && bytes.Contains(m.Bytes, v) {
 			st.template = true
+		}
+	}
+	for i := range s.p.fresh {
+		if s.p.fresh[i].applies(m.Bytes, m.Kind) {
+			st.fresh = append(st.fresh, i)
 		}
 	}
 	if s.p.hooks != nil && s.p.hooks.templated(m.Bytes) {
@@ -320,7 +355,9 @@ func (s *Script) WSText() bool { return s.wsText }
 func (s *Script) Notes() []string { return s.notes }
 
 // Recorded implements Player.
-func (s *Script) Recorded() (string, string, int) { return string(s.user), string(s.room), 0 }
+func (s *Script) Recorded() (string, string, int) {
+	return string(s.user), string(s.room), len(s.others)
+}
 
 // Step is script message i's recorded bytes and kind (for inspect).
 func (s *Script) Step(i int) ([]byte, int) { return s.msgs[i].bytes, s.msgs[i].kind }

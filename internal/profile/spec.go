@@ -32,6 +32,8 @@ type Spec struct {
 	Correlation []CorrelationSpec `yaml:"correlation"`
 	// Reactions answer server messages: every client, in every phase.
 	Reactions []ReactionSpec `yaml:"reactions"`
+	// Fresh are fields rewritten with a new value at every send.
+	Fresh []FreshSpec `yaml:"fresh"`
 }
 
 // FramingSpec says how a stream (or a WebSocket message) splits into
@@ -212,6 +214,25 @@ type IdentitySpec struct {
 	// replaced value (MQTT strings: 2), fixed up when lengths differ.
 	LengthBefore int    `yaml:"length_before"`
 	Endian       string `yaml:"endian"`
+	// Peers places other users' ids in client messages (a unicast's
+	// target): each distinct recorded one is mapped onto another client
+	// of the same room.
+	Peers *FieldSpec `yaml:"peers"`
+}
+
+// FreshSpec is a field every send must carry a new value in (a request
+// id): a per-connection counter, or a value unique in the fleet.
+type FreshSpec struct {
+	// Into are the client kinds carrying it (empty: all).
+	Into   []string `yaml:"into"`
+	Regexp string   `yaml:"regexp"` // its first group, written in decimal
+	// Offset and Length place it instead: decimal when the recorded bytes
+	// are digits, else a big-endian integer.
+	Offset int `yaml:"offset"`
+	Length int `yaml:"length"`
+	// Value is counter (default: 1, 2, ... per connection, on through
+	// every loop) or unique (counter x clients + the client's index).
+	Value string `yaml:"value"`
 }
 
 // CorrelationSpec is a value the server hands out that later client

@@ -1,0 +1,147 @@
+package profile
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"regexp"
+	"strconv"
+)
+
+// Fresh ids: a field declared fresh (a per-connection request id, a
+// message id the server must not have seen) is rewritten at every send
+// with the client's next value, so a loop never repeats one.
+
+// freshRule is a compiled FreshSpec.
+type freshRule struct {
+	into   map[int]bool // nil: all kinds
+	re     *regexp.Regexp
+	offset int
+	length int
+	unique bool
+}
+
+// maxFresh bounds a profile's fresh fields.
+const maxFresh = 8
+
+func (s *Spec) compileFresh(p *Profile) error {
+	if len(s.Fresh) > maxFresh {
+		return bad("fresh", "%d fresh fields: at most %d", len(s.Fresh), maxFresh)
+	}
+	for i, f := range s.Fresh {
+		path := fmt.Sprintf("fresh[%d]", i)
+		r := freshRule{offset: f.Offset, length: f.Length}
+		into, err := p.kindList(path+".into", f.Into, false)
+		if err != nil {
+			return err
+		}
+		if len(into) > 0 {
+			r.into = into
+		}
+		switch f.Value {
+		case "", "counter":
+		case "unique":
+			r.unique = true
+		default:
+			return bad(path+".value", "%q: counter or unique", f.Value)
+		}
+		switch {
+		case f.Regexp != "":
+			if f.Length != 0 {
+				return bad(path, "give a regexp, or offset and length, not both")
+			}
+			re, err := regexp.Compile(f.Regexp)
+			if err != nil || re.NumSubexp() < 1 {
+				return bad(path+".regexp", "%q: a regular expression with one group", f.Regexp)
+			}
+			r.re = re
+		case f.Length < 1 || f.Length > 20:
+			return bad(path+".length", "%d: give a length from 1 to 20 with an offset, or a regexp", f.Length)
+		}
+		p.fresh = append(p.fresh, r)
+	}
+	return nil
+}
+
+// place is where the field is in m, false when m does not hold it.
+func (r *freshRule) place(m []byte) (int, int, bool) {
+	if r.re != nil {
+		loc := r.re.FindSubmatchIndex(m)
+		if loc == nil || loc[2] < 0 {
+			return 0, 0, false
+		}
+		return loc[2], loc[3], true
+	}
+	off := r.offset
+	if off < 0 {
+		off += len(m)
+	}
+	if off < 0 || off+r.length > len(m) {
+		return 0, 0, false
+	}
+	return off, off + r.length, true
+}
+
+// applies reports whether the rule rewrites recorded message m of kind k.
+func (r *freshRule) applies(m []byte, k int) bool {
+	if r.into != nil && !r.into[k] {
+		return false
+	}
+	_, _, ok := r.place(m)
+	return ok
+}
+
+// freshen writes the next value of fresh field i into the message at
+// dst[start:], returning dst (longer or shorter when a decimal value's
+// width changed, with the framing's length fixed up).
+func (c *client) freshen(dst []byte, start, i int) []byte {
+	r := &c.s.p.fresh[i]
+	m := dst[start:]
+	a, b, ok := r.place(m)
+	if !ok {
+		return dst
+	}
+	v := c.fresh[i].Add(1)
+	if r.unique {
+		v = v*int64(max(c.clients, 1)) + int64(c.index)
+	}
+	if r.re == nil {
+		f := m[a:b]
+		if !allDigits(f) {
+			putUintN(f, uint64(v))
+			return dst
+		}
+		// Zero-padded to the recorded width, the lowest digits kept.
+		d := strconv.AppendInt(make([]byte, 0, 20), v, 10)
+		for j := range f {
+			f[j] = '0'
+		}
+		copy(f[max(0, len(f)-len(d)):], d[max(0, len(d)-len(f)):])
+		return dst
+	}
+	var buf [20]byte
+	d := strconv.AppendInt(buf[:0], v, 10)
+	if len(d) == b-a {
+		copy(m[a:], d)
+		return dst
+	}
+	out := make([]byte, 0, len(m)+len(d))
+	out = append(append(append(out, m[:a]...), d...), m[b:]...)
+	return append(dst[:start], c.s.p.fixFraming(out)...)
+}
+
+func allDigits(b []byte) bool {
+	return len(b) > 0 && bytes.IndexFunc(b, func(r rune) bool { return r < '0' || r > '9' }) < 0
+}
+
+// putUintN writes v big-endian into f (its low bytes when f is longer
+// than 8).
+func putUintN(f []byte, v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	for j := range f {
+		f[j] = 0
+	}
+	n := min(len(f), 8)
+	copy(f[len(f)-n:], b[8-n:])
+}
