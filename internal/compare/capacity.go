@@ -63,8 +63,8 @@ func RunCapacity(ctx context.Context, cfg Config) (CapacityResult, error) {
 	if err != nil || res.Interrupted {
 		return res, err
 	}
-	if err := d.checkRead("capacity", r); err != nil {
-		return res, err
+	if err := r.sum.CheckLoggedIn(); err != nil {
+		return res, fmt.Errorf("capacity: %w", err)
 	}
 	if len(s.levels) == 0 {
 		why := "the fleet ended before its first level was judged"
@@ -73,7 +73,7 @@ func RunCapacity(ctx context.Context, cfg Config) (CapacityResult, error) {
 		}
 		return res, fmt.Errorf("capacity: %w: %s", ErrNoLevel, why)
 	}
-	return res, nil
+	return res, d.checkRead("capacity", r)
 }
 
 // levels are the client counts of each step: start, start+step, ..., max.
