@@ -77,7 +77,7 @@ observe:
 ## k8s-images: static replay and relay, and their OCI image tarballs in $(BIN)/images (no Docker; README "Kubernetes").
 k8s-images:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/ ./cmd/replay ./cmd/relay
-	$(BIN)/static/replay k8s image --replay $(BIN)/static/replay --relay $(BIN)/static/relay --out $(BIN)/images
+	$(BIN)/static/replay k8s image --replay $(BIN)/static/replay --relay $(BIN)/static/relay --capture captures/vr-session.pcap --out $(BIN)/images
 
 ## k8s-e2e: opt-in, root: a one-node Kubernetes on this machine (binaries built once into
 ## /var/cache/reprise-k8s, ~20 min cold), the sharded runs on it, checks, then everything torn down.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -17,7 +18,7 @@ func init() { subcommands = append(subcommands, newK8sCmd) }
 // image, render and run.
 func newK8sCmd(st *state) *cobra.Command {
 	root := &cobra.Command{Use: "k8s", Short: "run the fleet as shards on Kubernetes: images, manifests, the whole run"}
-	root.AddCommand(newK8sImageCmd(st), newK8sRenderCmd(st))
+	root.AddCommand(newK8sImageCmd(st), newK8sRenderCmd(st), newK8sRunCmd(st))
 	return root
 }
 
@@ -38,6 +39,7 @@ func addRenderFlags(f *pflag.FlagSet, rf *renderFlags) {
 	f.IntVar(&p.Shards, "shards", p.Shards, "number of shards: the Job's parallelism and completions")
 	f.StringVar(&p.CaptureFile, "capture-file", p.CaptureFile, "the capture's file name in its ConfigMap or volume")
 	f.StringVar(&p.CapturePVC, "capture-pvc", "", "mount the capture from this PersistentVolumeClaim instead of the ConfigMap <name>-capture (over 1 MiB)")
+	f.StringVar(&p.CaptureInImage, "image-capture", "", "replay this capture inside the image (`replay k8s image --capture`, e.g. "+k8s.CaptureDir+"/x.pcap): no volume (default with --images: the image's only capture)")
 	f.IntVar(&p.MemoryPerClientKiB, "memory-per-client", p.MemoryPerClientKiB, "KiB of memory requested per client of a shard")
 	f.IntVar(&p.BaseMemoryMiB, "memory-base", p.BaseMemoryMiB, "MiB of memory requested per shard besides its clients")
 	f.StringVar(&p.CPU, "cpu", p.CPU, "CPU request of each shard")
@@ -110,6 +112,8 @@ func newK8sRenderCmd(st *state) *cobra.Command {
 // relay from static binaries, without Docker.
 func newK8sImageCmd(st *state) *cobra.Command {
 	var replayBin, relayBin, out, registry, tag string
+	var captures []string
+	var program string
 	var push bool
 	cmd := &cobra.Command{
 		Use:   "image",
@@ -120,7 +124,7 @@ DIR/replay.tar and DIR/relay.tar (OCI layout and docker-archive in one: load wit
 'replay k8s render --images DIR' and 'replay k8s run --images DIR' read.
 The binaries must be static: CGO_ENABLED=0 go build ./cmd/replay ./cmd/relay (make k8s-images).
 The default tag comes from the binary's content, so a rebuilt binary never hides behind an old tag.`,
-		Example: `  make k8s-images        # CGO_ENABLED=0 builds, then: replay k8s image --out bin/images
+		Example: `  make k8s-images        # CGO_ENABLED=0 builds, then: replay k8s image --capture captures/vr-session.pcap --out bin/images
   replay k8s image --replay bin/static/replay --relay bin/static/relay --out bin/images
   replay k8s image --replay bin/static/replay --relay bin/static/relay --registry registry.example/team --push`,
 		Args:          cobra.NoArgs,
@@ -129,6 +133,12 @@ The default tag comes from the binary's content, so a rebuilt binary never hides
 		RunE: func(c *cobra.Command, _ []string) error {
 			if push && registry == "" {
 				return usageError(fmt.Errorf("--push needs --registry"))
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return fmt.Errorf("image: %w", err)
+			}
+			if program != "" {
+				return otherImage(st, program, out, registry, tag)
 			}
 			if replayBin == "" {
 				exe, err := os.Executable()
@@ -140,15 +150,23 @@ The default tag comes from the binary's content, so a rebuilt binary never hides
 			if relayBin == "" {
 				relayBin = filepath.Join(filepath.Dir(replayBin), "relay")
 			}
-			if err := os.MkdirAll(out, 0o755); err != nil {
-				return fmt.Errorf("image: %w", err)
-			}
 			set := k8s.ImageSet{Pushed: push}
+			var files []k8s.ImageFile
+			for _, c := range captures {
+				data, err := os.ReadFile(c)
+				if err != nil {
+					return usageError(fmt.Errorf("--capture: %w", err))
+				}
+				f := k8s.ImageFile{Path: k8s.CaptureDir + "/" + filepath.Base(c), Data: data}
+				files = append(files, f)
+				set.Captures = append(set.Captures, f.Path)
+			}
 			for _, b := range []struct {
 				prog, path string
+				files      []k8s.ImageFile
 				ref        *string
-			}{{"replay", replayBin, &set.Replay}, {"relay", relayBin, &set.Relay}} {
-				im, err := k8s.BuildImage(b.prog, b.path, registry, tag)
+			}{{"replay", replayBin, files, &set.Replay}, {"relay", relayBin, nil, &set.Relay}} {
+				im, err := k8s.BuildImage(b.prog, b.path, b.files, registry, tag)
 				if err != nil {
 					return usageError(err)
 				}
@@ -177,6 +195,28 @@ The default tag comes from the binary's content, so a rebuilt binary never hides
 	f.StringVar(&out, "out", "images", "directory for replay.tar, relay.tar and images.json")
 	f.StringVar(&registry, "registry", "", "registry (and path) the images are named in, e.g. registry.example/team (default: "+k8s.LocalRegistry+", load-only)")
 	f.StringVar(&tag, "tag", "", "image tag (default: sha-<first 12 hex of the binary's sha256>)")
+	f.StringSliceVar(&captures, "capture", nil, "put this capture in the replay image as "+k8s.CaptureDir+"/<file name> (repeatable; for captures over a ConfigMap's 1 MiB)")
 	f.BoolVar(&push, "push", false, "push the images to --registry (credentials from the Docker config, as docker push)")
+	// Hidden: scripts/k8s-e2e.sh makes the cluster's pause image with it.
+	f.StringVar(&program, "program", "", "only write NAME.tar, the image of the static binary PATH (NAME=PATH)")
+	f.MarkHidden("program")
 	return cmd
+}
+
+// otherImage writes the image of one more static program (NAME=PATH).
+func otherImage(st *state, program, out, registry, tag string) error {
+	name, path, ok := strings.Cut(program, "=")
+	if !ok || name == "" || strings.ContainsAny(name, "/: ") {
+		return usageError(fmt.Errorf("--program %q: want NAME=PATH", program))
+	}
+	im, err := k8s.BuildImage(name, path, nil, registry, tag)
+	if err != nil {
+		return usageError(err)
+	}
+	tarPath := filepath.Join(out, name+".tar")
+	if err := writeFile(tarPath, im.WriteTarball); err != nil {
+		return err
+	}
+	fmt.Fprintln(st.stdout, im.Ref)
+	return nil
 }

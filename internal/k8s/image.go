@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -74,11 +75,22 @@ func ContentTag(binary []byte) string {
 	return "sha-" + hex.EncodeToString(s[:6])
 }
 
+// ImageFile is a file added to an image beside the binary (a capture).
+type ImageFile struct {
+	// Path is absolute, in a directory of its own (not BinDir).
+	Path string
+	Data []byte
+}
+
+// CaptureDir is where `replay k8s image --capture` puts captures in the
+// replay image.
+const CaptureDir = "/captures"
+
 // BuildImage makes the image of one static Linux binary: one layer holding
-// BinDir/<prog> and an empty /tmp, with the binary as the entrypoint.
-// registry is where the image will live ("" is LocalRegistry) and tag ""
-// means ContentTag.
-func BuildImage(prog, binaryPath, registry, tag string) (Image, error) {
+// BinDir/<prog>, the files and an empty /tmp, with the binary as the
+// entrypoint. registry is where the image will live ("" is LocalRegistry)
+// and tag "" means ContentTag of the binary and the files.
+func BuildImage(prog, binaryPath string, files []ImageFile, registry, tag string) (Image, error) {
 	bin, err := os.ReadFile(binaryPath)
 	if err != nil {
 		return Image{}, fmt.Errorf("image %s: %w", prog, err)
@@ -91,13 +103,17 @@ func BuildImage(prog, binaryPath, registry, tag string) (Image, error) {
 		registry = LocalRegistry
 	}
 	if tag == "" {
-		tag = ContentTag(bin)
+		all := bin
+		for _, f := range files {
+			all = append(append(slices.Clip(all), f.Path...), f.Data...)
+		}
+		tag = ContentTag(all)
 	}
 	ref, err := name.NewTag(fmt.Sprintf("%s/reprise-%s:%s", strings.TrimSuffix(registry, "/"), prog, tag), name.WeakValidation)
 	if err != nil {
 		return Image{}, fmt.Errorf("image %s: %w", prog, err)
 	}
-	layer, err := binaryLayer(prog, bin)
+	layer, err := binaryLayer(prog, bin, files)
 	if err != nil {
 		return Image{}, fmt.Errorf("image %s: %w", prog, err)
 	}
@@ -145,24 +161,41 @@ func staticArch(bin []byte) (string, error) {
 }
 
 // binaryLayer is the gzipped tar of the image's only layer.
-func binaryLayer(prog string, bin []byte) (v1.Layer, error) {
+func binaryLayer(prog string, bin []byte, files []ImageFile) (v1.Layer, error) {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	hdrs := []*tar.Header{
-		{Typeflag: tar.TypeDir, Name: "tmp/", Mode: 0o1777},
-		{Typeflag: tar.TypeDir, Name: "usr/", Mode: 0o755},
-		{Typeflag: tar.TypeDir, Name: "usr/local/", Mode: 0o755},
-		{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(BinDir, "/") + "/", Mode: 0o755},
-		{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(path.Join(BinDir, prog), "/"), Mode: 0o755, Size: int64(len(bin))},
+	dirs := []string{"tmp/", "usr/", "usr/local/", strings.TrimPrefix(BinDir, "/") + "/"}
+	all := append([]ImageFile{{Path: path.Join(BinDir, prog), Data: bin}}, files...)
+	for _, f := range files {
+		d := strings.TrimPrefix(path.Dir(f.Path), "/") + "/"
+		if !path.IsAbs(f.Path) || d == "/" || d == dirs[3] || strings.Contains(d, "/./") || strings.Contains(d, "..") || strings.Count(d, "/") != 1 {
+			return nil, fmt.Errorf("image file %s: want /dir/name", f.Path)
+		}
+		if !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
 	}
-	for _, h := range hdrs {
-		h.ModTime, h.Format = epoch, tar.FormatPAX
-		if err := tw.WriteHeader(h); err != nil {
+	for _, d := range dirs {
+		mode := int64(0o755)
+		if d == "tmp/" {
+			mode = 0o1777
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d, Mode: mode, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, err
+	for i, f := range all {
+		mode := int64(0o644)
+		if i == 0 {
+			mode = 0o755
+		}
+		h := &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(f.Path, "/"), Mode: mode, Size: int64(len(f.Data)), ModTime: epoch, Format: tar.FormatPAX}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.Data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err
@@ -296,6 +329,8 @@ type ImageSet struct {
 	// Pushed: the images are in a registry; otherwise they exist only
 	// where they were loaded, and must never be pulled.
 	Pushed bool `json:"pushed"`
+	// Captures are the captures in the replay image (CaptureDir/<file>).
+	Captures []string `json:"captures,omitempty"`
 }
 
 // ImageSetFile is the ImageSet's file name in the output directory.
@@ -304,10 +339,15 @@ const ImageSetFile = "images.json"
 // Apply points the manifests at the set's images, with the pull policy
 // that works for them: IfNotPresent when pushed (the tag is the content's,
 // so a node's copy is never stale), Never when only loaded.
+// With one capture in the image and no other capture source, the fleet
+// replays that one.
 func (s ImageSet) Apply(p *Params) {
 	p.Image, p.RelayImage, p.PullPolicy = s.Replay, s.Relay, "Never"
 	if s.Pushed {
 		p.PullPolicy = "IfNotPresent"
+	}
+	if len(s.Captures) == 1 && p.CapturePVC == "" && p.CaptureInImage == "" {
+		p.CaptureInImage = s.Captures[0]
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -93,12 +94,13 @@ func TestImageTarball(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im, err := BuildImage("replay", binPath, "", "")
+	capture := ImageFile{Path: CaptureDir + "/a.pcap", Data: []byte("not really a pcap")}
+	im, err := BuildImage("replay", binPath, []ImageFile{capture}, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "localhost/reprise-replay:" + ContentTag(bin); im.Ref.String() != want {
-		t.Errorf("ref %s, want %s", im.Ref, want)
+	if !strings.HasPrefix(im.Ref.String(), "localhost/reprise-replay:sha-") || im.Ref.TagStr() == ContentTag(bin) {
+		t.Errorf("ref %s, want a localhost name and a tag from the binary and the capture", im.Ref)
 	}
 	var buf bytes.Buffer
 	if err := im.WriteTarball(&buf); err != nil {
@@ -147,7 +149,7 @@ func TestImageTarball(t *testing.T) {
 		t.Errorf("diff ids %v do not name the layer", cf.RootFS.DiffIDs)
 	}
 	tr := tar.NewReader(bytes.NewReader(raw))
-	var found bool
+	var found, foundCapture bool
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -156,14 +158,19 @@ func TestImageTarball(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if "/"+h.Name != entry {
-			continue
-		}
 		got, _ := io.ReadAll(tr)
-		found = bytes.Equal(got, bin) && h.Mode&0o111 == 0o111
+		switch "/" + h.Name {
+		case entry:
+			found = bytes.Equal(got, bin) && h.Mode&0o111 == 0o111
+		case capture.Path:
+			foundCapture = bytes.Equal(got, capture.Data)
+		}
 	}
 	if !found {
 		t.Errorf("the layer has no executable %s holding the binary", entry)
+	}
+	if !foundCapture {
+		t.Errorf("the layer has no %s", capture.Path)
 	}
 	if !strings.HasPrefix(entry, BinDir+"/") || !strings.Contains(strings.Join(cf.Config.Env, " "), "PATH="+BinDir) {
 		t.Errorf("entrypoint %s, env %v: the binary must be on the PATH (the manifests run `replay`)", entry, cf.Config.Env)
@@ -186,7 +193,7 @@ func TestImageTarball(t *testing.T) {
 	}
 
 	// Same binary, same image.
-	again, err := BuildImage("replay", binPath, "", "")
+	again, err := BuildImage("replay", binPath, []ImageFile{capture}, "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,14 +207,14 @@ func TestImageRefuses(t *testing.T) {
 	if _, err := os.Stat(dynamic); err != nil {
 		t.Skip("no /bin/sh")
 	}
-	if _, err := BuildImage("replay", dynamic, "", ""); !errors.Is(err, ErrNotStatic) {
+	if _, err := BuildImage("replay", dynamic, nil, "", ""); !errors.Is(err, ErrNotStatic) {
 		t.Errorf("a dynamic binary: err %v, want ErrNotStatic", err)
 	}
 	notELF := filepath.Join(t.TempDir(), "script")
 	if err := os.WriteFile(notELF, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := BuildImage("replay", notELF, "", ""); err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
+	if _, err := BuildImage("replay", notELF, nil, "", ""); err == nil || !strings.Contains(err.Error(), "not a Linux executable") {
 		t.Errorf("a script: err %v", err)
 	}
 }
@@ -218,7 +225,7 @@ func TestImagePush(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
-	im, err := BuildImage("relay", staticBinary(t), host+"/team", "v1")
+	im, err := BuildImage("relay", staticBinary(t), nil, host+"/team", "v1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,12 +248,12 @@ func TestImagePush(t *testing.T) {
 
 func TestImageSetApply(t *testing.T) {
 	dir := t.TempDir()
-	want := ImageSet{Replay: "localhost/reprise-replay:sha-1", Relay: "localhost/reprise-relay:sha-2"}
+	want := ImageSet{Replay: "localhost/reprise-replay:sha-1", Relay: "localhost/reprise-relay:sha-2", Captures: []string{"/captures/a.pcap"}}
 	if err := WriteImageSet(dir, want); err != nil {
 		t.Fatal(err)
 	}
 	got, err := ReadImageSet(dir)
-	if err != nil || got != want {
+	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("read %+v %v, wrote %+v", got, err, want)
 	}
 	p := DefaultParams()
@@ -261,5 +268,8 @@ func TestImageSetApply(t *testing.T) {
 	rc := o.deploys[0].Spec.Template.Spec.Containers[0]
 	if fc.Image != want.Replay || rc.Image != want.Relay || fc.ImagePullPolicy != "Never" || rc.ImagePullPolicy != "Never" {
 		t.Errorf("fleet %s (%s), relay %s (%s): want the set's images, never pulled", fc.Image, fc.ImagePullPolicy, rc.Image, rc.ImagePullPolicy)
+	}
+	if argAfter(fc.Args, "--capture") != "/captures/a.pcap" || len(fc.VolumeMounts) != 0 {
+		t.Errorf("--capture %s, mounts %v: want the image's only capture, no volume", argAfter(fc.Args, "--capture"), fc.VolumeMounts)
 	}
 }

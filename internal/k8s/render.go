@@ -51,6 +51,9 @@ type Params struct {
 	// ConfigMap <name>-capture.
 	CaptureFile string
 	CapturePVC  string
+	// CaptureInImage, when set, is the capture's path inside the image
+	// (`replay k8s image --capture`): no volume is mounted.
+	CaptureInImage string
 
 	// MemoryPerClientKiB and BaseMemoryMiB size each shard's memory
 	// request; the limit is twice the request.
@@ -122,11 +125,15 @@ func Render(p Params) ([]File, error) {
 	if v.RelayImage == "" {
 		v.RelayImage = p.Image
 	}
-	if p.CapturePVC != "" {
+	capture := v.CaptureDir + "/" + p.CaptureFile
+	switch {
+	case p.CaptureInImage != "":
+		v.CaptureKind, capture = "image", p.CaptureInImage
+	case p.CapturePVC != "":
 		v.CaptureKind, v.CaptureSource = "pvc", p.CapturePVC
 	}
 	v.FleetArgs = append([]string{
-		"--capture", v.CaptureDir + "/" + p.CaptureFile,
+		"--capture", capture,
 		"--shards", fmt.Sprint(p.Shards),
 		"--barrier", fmt.Sprintf("%s-fleet-0.%s-fleet:%d", p.Name, p.Name, BarrierPort),
 		"--metrics", fmt.Sprintf(":%d", MetricsPort),
@@ -170,6 +177,10 @@ func (p Params) check() error {
 		return fmt.Errorf("--pull-policy %q: Always, IfNotPresent or Never", p.PullPolicy)
 	case p.CaptureFile == "" || strings.Contains(p.CaptureFile, "/"):
 		return fmt.Errorf("--capture-file %q: a file name", p.CaptureFile)
+	case p.CaptureInImage != "" && p.CapturePVC != "":
+		return fmt.Errorf("--image-capture and --capture-pvc: pick one")
+	case p.CaptureInImage != "" && !strings.HasPrefix(p.CaptureInImage, "/"):
+		return fmt.Errorf("--image-capture %q: an absolute path in the image", p.CaptureInImage)
 	}
 	for _, a := range p.RunArgs {
 		name, _, _ := strings.Cut(a, "=")
@@ -203,4 +214,31 @@ func Write(files []File, dir string, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// MaxConfigMapCapture is the largest capture CaptureConfigMap takes: a
+// ConfigMap holds at most 1 MiB, and the object needs some of it.
+const MaxConfigMapCapture = 1<<20 - 16<<10
+
+// CaptureConfigMap is the manifest (capture.yaml) of the ConfigMap
+// <name>-capture the fleet's pods mount the capture from.
+func CaptureConfigMap(p Params, capture []byte) (File, error) {
+	if len(capture) > MaxConfigMapCapture {
+		return File{}, fmt.Errorf("the capture is %d bytes, over a ConfigMap's %d: put it in the image (replay k8s image --capture) or on a volume (--capture-pvc)", len(capture), MaxConfigMapCapture)
+	}
+	cm := map[string]any{
+		"apiVersion": "v1",
+		"kind":       "ConfigMap",
+		"metadata": map[string]any{
+			"name":   p.Name + "-capture",
+			"labels": map[string]string{"app.kubernetes.io/part-of": "reprise"},
+		},
+		// JSON is YAML, and a []byte is base64 as binaryData wants.
+		"binaryData": map[string][]byte{p.CaptureFile: capture},
+	}
+	b, err := json.MarshalIndent(cm, "", "  ")
+	if err != nil {
+		return File{}, err
+	}
+	return File{Name: "capture.yaml", Data: append(b, '\n')}, nil
 }

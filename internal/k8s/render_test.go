@@ -25,6 +25,7 @@ type objects struct {
 	jobs     []batchv1.Job
 	services []corev1.Service
 	deploys  []appsv1.Deployment
+	configs  []corev1.ConfigMap
 }
 
 // decode splits YAML streams into documents and decodes each strictly
@@ -63,6 +64,10 @@ func decode(t *testing.T, files []File) objects {
 				var d appsv1.Deployment
 				strict(&d)
 				o.deploys = append(o.deploys, d)
+			case corev1.SchemeGroupVersion.WithKind("ConfigMap"):
+				var c corev1.ConfigMap
+				strict(&c)
+				o.configs = append(o.configs, c)
 			default:
 				t.Fatalf("%s document %d: unexpected %v", f.Name, i, gvk)
 			}
@@ -111,6 +116,7 @@ func TestManifests(t *testing.T) {
 		p    func(*Params)
 	}{
 		{"defaults", func(*Params) {}},
+		{"capture in the image", func(p *Params) { p.CaptureInImage = "/captures/x.pcap" }},
 		{"relay and pvc", func(p *Params) {
 			p.Relay, p.CapturePVC, p.Shards, p.Clients, p.Name = true, "captures", 16, 19000, "big"
 			p.RunArgs = []string{"--clients", "19000", "--receive-only"}
@@ -193,9 +199,9 @@ func checkFleet(t *testing.T, p Params, o objects) {
 		t.Errorf("memory request %v (limit %v) for %d clients per shard: want at least %v", req.Memory(), lim.Memory(), per, &need)
 	}
 
-	// The capture is mounted where --capture reads it.
+	// The capture is mounted where --capture reads it (or is in the image).
 	capture := argAfter(c.Args, "--capture")
-	var mounted bool
+	mounted := p.CaptureInImage != "" && capture == p.CaptureInImage && len(pod.Volumes) == 0
 	for _, m := range c.VolumeMounts {
 		if !strings.HasPrefix(capture, m.MountPath+"/") {
 			continue
@@ -311,5 +317,38 @@ func TestDeployDirUpToDate(t *testing.T) {
 		if !bytes.Equal(got, f.Data) {
 			t.Errorf("%s differs from the rendering: go test ./internal/k8s -update", path)
 		}
+	}
+}
+
+// TestCaptureConfigMap: the capture's ConfigMap decodes strictly, holds
+// the bytes, and is the one the shard pods mount.
+func TestCaptureConfigMap(t *testing.T) {
+	p := DefaultParams()
+	// Every byte value, over the size of a small capture.
+	capture := make([]byte, 300<<10)
+	for i := range capture {
+		capture[i] = byte(i * 7)
+	}
+	cm, err := CaptureConfigMap(p, capture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := decode(t, append([]File{cm}, files...))
+	if len(o.configs) != 1 || !bytes.Equal(o.configs[0].BinaryData[p.CaptureFile], capture) {
+		t.Fatalf("the ConfigMap does not hold the capture as %s", p.CaptureFile)
+	}
+	var mounted bool
+	for _, v := range o.jobs[0].Spec.Template.Spec.Volumes {
+		mounted = mounted || v.ConfigMap != nil && v.ConfigMap.Name == o.configs[0].Name
+	}
+	if !mounted {
+		t.Errorf("the pods do not mount ConfigMap %s", o.configs[0].Name)
+	}
+	if _, err := CaptureConfigMap(p, make([]byte, MaxConfigMapCapture+1)); err == nil || !strings.Contains(err.Error(), "--capture-pvc") {
+		t.Errorf("an oversized capture: %v", err)
 	}
 }

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/k8s"
+)
+
+// `replay k8s run` drives kubectl rather than linking client-go: the user's
+// kubectl already knows their cluster (kubeconfig contexts, exec credential
+// plugins for EKS/GKE/AKS, proxies), its version skew policy is the
+// cluster's, and client-go would add tens of MB to this binary and a second
+// copy of the Kubernetes module graph to pin. What a typed watch would give
+// is a poll of `kubectl get pods -o json` once a second here: a run lasts
+// minutes, and a second of latency in noticing a finished pod costs nothing.
+
+// k8sRunner is one `replay k8s run`.
+type k8sRunner struct {
+	st           *state
+	kubectl      string
+	namespace    string
+	out          string
+	keep         bool
+	poll         time.Duration
+	startTimeout time.Duration
+	p            k8s.Params
+	// created are the manifests created so far, deleted in reverse.
+	created []string
+}
+
+func newK8sRunCmd(st *state) *cobra.Command {
+	var rf renderFlags
+	r := &k8sRunner{st: st, poll: time.Second}
+	var capture, summary string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- [replay run flags]",
+		Short: "run the fleet as shards on a Kubernetes cluster: apply, wait, collect each shard's summary, merge, clean up",
+		Long: `Creates the capture's ConfigMap and the rendered manifests with kubectl (the
+current context, or --namespace), waits for the relay (--relay) and for every
+shard of the Indexed Job, streams their progress, reads each shard's summary
+from its pod log, merges them exactly (as 'replay merge') and prints the
+answer. The shard logs, their summaries, the merged summary and the
+manifests go to --out. Everything created is deleted at the end, on failure
+and on Ctrl-C (unless --keep). A shard that fails, or does not start within
+--start-timeout, is named with the cluster's reason.`,
+		Example: `  make k8s-images    # then load bin/images/*.tar on the nodes, or use --registry and --push
+  replay k8s run --images bin/images --relay --shards 4 -- \
+    --clients 2000 --receive-only --login-interval 5ms --duration 30s`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			p, err := rf.params(st, args)
+			if err != nil {
+				return err
+			}
+			if n := btoi(capture != "") + btoi(p.CapturePVC != "") + btoi(p.CaptureInImage != ""); n != 1 {
+				return usageError(fmt.Errorf("want one capture: --capture (a local file, sent as a ConfigMap), --capture-pvc or --image-capture"))
+			}
+			r.p = p
+			if r.out == "" {
+				r.out = filepath.Join("out", "k8s-"+time.Now().UTC().Format("20060102-150405"))
+			}
+			ctx := c.Context()
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeoutCause(ctx, timeout, fmt.Errorf("the run took longer than --timeout %v", timeout))
+				defer cancel()
+			}
+			return r.run(ctx, capture, summary)
+		},
+	}
+	addRenderFlags(cmd.Flags(), &rf)
+	f := cmd.Flags()
+	f.StringVar(&capture, "capture", "", "the capture to replay (a local file, at most 1 MiB: created as the ConfigMap <name>-capture)")
+	f.StringVar(&r.kubectl, "kubectl", "kubectl", "the kubectl program (it uses $KUBECONFIG and its current context)")
+	f.StringVarP(&r.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	f.StringVar(&r.out, "out", "", "directory for the manifests, the shards' logs and summaries, and merged.json (default out/k8s-<time>)")
+	f.StringVar(&summary, "summary", "", "also write the merged summary as JSON to this file")
+	f.BoolVar(&r.keep, "keep", false, "leave the objects in the cluster at the end (to look at them; delete with kubectl delete -f OUT/manifests)")
+	f.DurationVar(&r.startTimeout, "start-timeout", 3*time.Minute, "fail when a pod is not running within this")
+	f.DurationVar(&timeout, "timeout", time.Hour, "fail when the whole run takes longer")
+	return cmd
+}
+
+func (r *k8sRunner) logf(format string, a ...any) {
+	fmt.Fprintf(r.st.stderr, "k8s: "+format+"\n", a...)
+}
+
+// run is the whole run; created objects are deleted however it ends.
+func (r *k8sRunner) run(ctx context.Context, capture, summary string) (err error) {
+	files, err := k8s.Render(r.p)
+	if err != nil {
+		return usageError(err)
+	}
+	if capture != "" {
+		data, err := os.ReadFile(capture)
+		if err != nil {
+			return usageError(fmt.Errorf("--capture: %w", err))
+		}
+		cm, err := k8s.CaptureConfigMap(r.p, data)
+		if err != nil {
+			return usageError(err)
+		}
+		files = append([]k8s.File{cm}, files...)
+	}
+	mdir := filepath.Join(r.out, "manifests")
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return fmt.Errorf("k8s run: %w", err)
+	}
+	if err := k8s.Write(files, mdir, nil); err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := r.cleanup(ctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	for _, f := range files {
+		if f.Name == "fleet.yaml" {
+			continue
+		}
+		if err := r.create(ctx, filepath.Join(mdir, f.Name)); err != nil {
+			return err
+		}
+	}
+	if r.p.Relay {
+		if err := r.waitRelay(ctx); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := r.create(ctx, filepath.Join(mdir, "fleet.yaml")); err != nil {
+		return err
+	}
+	pods, err := r.waitShards(ctx, start)
+	if err != nil {
+		return err
+	}
+	if _, err := r.kubectlRun(ctx, "wait", "--for=condition=complete", "--timeout=60s", "job/"+r.p.Name+"-fleet"); err != nil {
+		return fmt.Errorf("every shard succeeded but the Job is not complete: %w", err)
+	}
+	r.logf("job %s-fleet complete (%v)", r.p.Name, time.Since(start).Round(time.Second))
+	return r.answer(ctx, pods, summary)
+}
+
+// kubectlRun runs kubectl; its error carries kubectl's own message.
+func (r *k8sRunner) kubectlRun(ctx context.Context, args ...string) ([]byte, error) {
+	if r.namespace != "" {
+		args = append([]string{"--namespace", r.namespace}, args...)
+	}
+	cmd := exec.CommandContext(ctx, r.kubectl, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if ctx.Err() != nil {
+			return out, context.Cause(ctx)
+		}
+		if msg == "" {
+			return out, fmt.Errorf("%s %s: %w", r.kubectl, args[0], err)
+		}
+		return out, fmt.Errorf("%s %s: %s", r.kubectl, args[0], msg)
+	}
+	return out, nil
+}
+
+func (r *k8sRunner) create(ctx context.Context, path string) error {
+	if _, err := r.kubectlRun(ctx, "create", "-f", path); err != nil {
+		return err
+	}
+	r.created = append(r.created, path)
+	r.logf("created %s", filepath.Base(path))
+	return nil
+}
+
+// cleanup deletes what was created, in reverse, waiting until the pods
+// are gone, even when ctx was cancelled (Ctrl-C).
+func (r *k8sRunner) cleanup(ctx context.Context) error {
+	if r.keep {
+		if len(r.created) > 0 {
+			r.logf("kept: kubectl delete -f %s", filepath.Join(r.out, "manifests"))
+		}
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	for i := len(r.created) - 1; i >= 0; i-- {
+		if _, err := r.kubectlRun(dctx, "delete", "--ignore-not-found", "--cascade=foreground", "--wait=true", "-f", r.created[i]); err != nil {
+			errs = append(errs, fmt.Errorf("clean up: %w", err))
+		}
+	}
+	if len(r.created) > 0 && len(errs) == 0 {
+		r.logf("deleted everything it created")
+	}
+	r.created = nil
+	return errors.Join(errs...)
+}
+
+// pods lists the pods of one app label.
+func (r *k8sRunner) pods(ctx context.Context, app string) ([]k8s.Pod, error) {
+	b, err := r.kubectlRun(ctx, "get", "pods", "-l", "app.kubernetes.io/name="+app, "-o", "json")
+	if err != nil {
+		return nil, err
+	}
+	return k8s.DecodePods(b)
+}
+
+// waitRelay waits until a relay pod is ready.
+func (r *k8sRunner) waitRelay(ctx context.Context) error {
+	app := r.p.Name + "-relay"
+	deadline := time.Now().Add(r.startTimeout)
+	for {
+		pods, err := r.pods(ctx, app)
+		if err != nil {
+			return err
+		}
+		var why string
+		for _, p := range pods {
+			st, reason := p.State()
+			switch {
+			case st == k8s.PodRunning && p.Ready():
+				r.logf("relay %s ready", p.Metadata.Name)
+				return nil
+			case st == k8s.PodFailed || st == k8s.PodSucceeded:
+				return fmt.Errorf("relay pod %s %s: %s", p.Metadata.Name, st, or(reason, "it exited"))
+			}
+			why = fmt.Sprintf("relay pod %s: %s", p.Metadata.Name, or(reason, "not ready"))
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the relay was not ready within --start-timeout %v: %s", r.startTimeout, or(why, "no pod was created (kubectl describe deployment "+app+")"))
+		}
+		if err := sleepCtx(ctx, r.poll); err != nil {
+			return err
+		}
+	}
+}
+
+// waitShards follows the shard pods until every one succeeded, and
+// returns them by index. It names a shard that failed or did not start.
+func (r *k8sRunner) waitShards(ctx context.Context, start time.Time) ([]k8s.Pod, error) {
+	app := r.p.Name + "-fleet"
+	seen := map[string]k8s.PodState{}
+	lastStatus := time.Now()
+	for {
+		pods, err := r.pods(ctx, app)
+		if err != nil {
+			return nil, err
+		}
+		byIndex := make([]k8s.Pod, r.p.Shards)
+		var n [4]int
+		var starting []string
+		for _, p := range pods {
+			i := p.CompletionIndex()
+			if i < 0 || i >= r.p.Shards {
+				continue
+			}
+			byIndex[i] = p
+			st, reason := p.State()
+			n[st]++
+			if old, ok := seen[p.Metadata.Name]; !ok || old != st {
+				seen[p.Metadata.Name] = st
+				r.logf("shard %d/%d %s: %s", i, r.p.Shards, p.Metadata.Name, st)
+			}
+			switch st {
+			case k8s.PodFailed:
+				r.logTail(ctx, p.Metadata.Name)
+				return nil, fmt.Errorf("shard %d (pod %s) failed: %s", i, p.Metadata.Name, reason)
+			case k8s.PodStarting:
+				starting = append(starting, fmt.Sprintf("shard %d (pod %s): %s", i, p.Metadata.Name, reason))
+			}
+		}
+		if n[k8s.PodSucceeded] == r.p.Shards {
+			return byIndex, nil
+		}
+		if (len(starting) > 0 || len(pods) < r.p.Shards) && time.Since(start) > r.startTimeout {
+			if len(pods) < r.p.Shards {
+				starting = append(starting, fmt.Sprintf("%d of %d shard pods were never created (kubectl describe job %s)", r.p.Shards-len(pods), r.p.Shards, app))
+			}
+			return nil, fmt.Errorf("not every shard started within --start-timeout %v: %s", r.startTimeout, strings.Join(starting, "; "))
+		}
+		if time.Since(lastStatus) >= 10*time.Second {
+			lastStatus = time.Now()
+			r.logf("%d starting, %d running, %d succeeded of %d shards (%v)", n[k8s.PodStarting], n[k8s.PodRunning], n[k8s.PodSucceeded], r.p.Shards, time.Since(start).Round(time.Second))
+		}
+		if err := sleepCtx(ctx, r.poll); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// logTail shows the end of a failed pod's log.
+func (r *k8sRunner) logTail(ctx context.Context, pod string) {
+	b, err := r.kubectlRun(ctx, "logs", "--tail=20", pod)
+	if err != nil || len(b) == 0 {
+		return
+	}
+	r.logf("the end of %s's log:\n%s", pod, bytes.TrimRight(b, "\n"))
+}
+
+// answer collects each shard's summary from its log, merges them and
+// prints the merged answer.
+func (r *k8sRunner) answer(ctx context.Context, pods []k8s.Pod, summary string) error {
+	sums := make([]fleet.Summary, 0, len(pods))
+	for i, p := range pods {
+		b, err := r.kubectlRun(ctx, "logs", p.Metadata.Name)
+		if err != nil {
+			return fmt.Errorf("shard %d log: %w", i, err)
+		}
+		path := filepath.Join(r.out, fmt.Sprintf("shard-%d.log", i))
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return fmt.Errorf("k8s run: %w", err)
+		}
+		s, err := loadSummary(path)
+		if err != nil {
+			return fmt.Errorf("shard %d (pod %s): %w", i, p.Metadata.Name, err)
+		}
+		if err := writeFile(filepath.Join(r.out, fmt.Sprintf("shard-%d.json", i)), s.WriteJSON); err != nil {
+			return err
+		}
+		sums = append(sums, s)
+	}
+	m, err := fleet.Merge(sums)
+	if err != nil {
+		return err
+	}
+	if err := m.WriteText(r.st.stdout); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(r.out, "merged.json"), m.WriteJSON); err != nil {
+		return err
+	}
+	if summary != "" {
+		if err := writeFile(summary, m.WriteJSON); err != nil {
+			return err
+		}
+	}
+	r.logf("shards' logs and summaries, merged.json and the manifests: %s", r.out)
+	if m.LoginsSucceeded == 0 {
+		return fmt.Errorf("no client of any shard logged in: nothing was measured (see %s/shard-*.log)", r.out)
+	}
+	return nil
+}
+
+func or(s, dflt string) string {
+	if s == "" {
+		return dflt
+	}
+	return s
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
