@@ -128,6 +128,12 @@ func (c *Config) heartbeat(profileInterval time.Duration) time.Duration {
 	return DefaultHeartbeat
 }
 
+// DefaultMetrics is where a fleet serves /metrics unless told: loopback
+// only (a load generator's counters are not for the whole network; pass
+// --metrics :9401 to serve every interface). Taken already (another
+// replay on this host), a free loopback port is used and printed instead.
+const DefaultMetrics = "127.0.0.1:9401"
+
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {
 	return Config{
@@ -138,7 +144,7 @@ func DefaultConfig() Config {
 		UserIDFormat:  "replay-%d",
 		LoginInterval: 8 * time.Second,
 		LoginTimeout:  10 * time.Second,
-		Metrics:       ":9401",
+		Metrics:       DefaultMetrics,
 		DrainTimeout:  2 * time.Second,
 	}
 }

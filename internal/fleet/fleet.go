@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -239,13 +240,36 @@ func (f *Fleet) bind() error {
 	}
 	f.target = f.cfg.Target
 	if f.cfg.Metrics != "" {
-		ln, err := net.Listen("tcp", f.cfg.Metrics)
+		ln, err := listenMetrics(f.cfg.Metrics, f.cfg.Out)
 		if err != nil {
-			return fmt.Errorf("listen metrics %s: %w", f.cfg.Metrics, err)
+			return err
 		}
 		f.mln = ln
 	}
 	return nil
+}
+
+// listenMetrics binds /metrics on addr. The default address taken by
+// another program (a second replay on the host) is no reason to fail a
+// run: a free loopback port is taken and said on out. An address asked
+// for is the user's to free, and the error says how.
+func listenMetrics(addr string, out io.Writer) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err == nil {
+		return ln, nil
+	}
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("listen metrics %s: %w", addr, err)
+	}
+	if addr != DefaultMetrics {
+		return nil, fmt.Errorf("listen metrics %s: the port is in use (another replay?): choose another with --metrics, 127.0.0.1:0 for a free one, or --metrics off", addr)
+	}
+	ln, err2 := net.Listen("tcp", "127.0.0.1:0")
+	if err2 != nil {
+		return nil, fmt.Errorf("listen metrics %s: %w; and on a free port: %w", addr, err, err2)
+	}
+	fmt.Fprintf(out, "replay: metrics: the default %s is in use (another replay?); serving /metrics on %s instead\n", addr, ln.Addr())
+	return ln, nil
 }
 
 // Close releases the metrics listener of a fleet that will not Run (Run

@@ -46,7 +46,7 @@ func (f *Fleet) tick(ctx context.Context) {
 				cpu0 = cpu1
 			}
 		}
-		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | sent %.0f msg/s %.2f Mbit/s | recv %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | cpu idle %.0f%%%s\n",
+		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | clients sent %.0f msg/s %.2f Mbit/s | clients received %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | fleet host cpu idle %.0f%%%s\n",
 			time.Since(f.started).Round(time.Second), now.LoggedIn, now.LoginAttempts, now.LoginsFailed,
 			progressReasons(" / disconnected", f.stats.disconn.snapshot()),
 			float64(now.MessagesSent-last.MessagesSent)/dt, mbit(now.BytesSent-last.BytesSent, dt),
@@ -100,19 +100,24 @@ func (f *Fleet) checkSaturation(lagP99 time.Duration, lagN int64, idle float64) 
 	}
 }
 
-// saturated prints a saturation warning every time and keeps the first of
-// each kind, with how often it recurred, for the summary.
+// saturated prints the first saturation warning of each kind and counts
+// the rest: repeated every progress interval it would bury the progress
+// lines (each shows the lag and CPU idle anyway). The summary says how
+// often it recurred.
 func (f *Fleet) saturated(kind, msg string) {
-	fmt.Fprintln(f.cfg.Out, msg)
 	f.warnMu.Lock()
-	defer f.warnMu.Unlock()
 	if f.satCount == nil {
 		f.satCount, f.satFirst = map[string]int{}, map[string]string{}
 	}
-	if f.satCount[kind] == 0 {
+	first := f.satCount[kind] == 0
+	if first {
 		f.satFirst[kind] = msg
 	}
 	f.satCount[kind]++
+	f.warnMu.Unlock()
+	if first {
+		fmt.Fprintln(f.cfg.Out, msg+" (said once; the summary counts the intervals)")
+	}
 }
 
 // saturationWarnings are the summary's lines for the saturation warnings;

@@ -215,6 +215,11 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("messages received", s.MessagesReceived)
 	row("bytes sent", s.BytesSent)
 	row("bytes received", s.BytesReceived)
+	// Whose side: the clients'. Their send is what the server receives,
+	// and the report's relay send Gbps is what these clients receive.
+	row("clients send Gbps (clients -> server)", gbps(s.BytesSent, s.DurationS))
+	row("clients receive Gbps (server -> clients)", gbps(s.BytesReceived, s.DurationS))
+	row("fleet host CPU idle %", pctOrUnknown(s.CPUIdlePct))
 	row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
 	row("messages lost", fmt.Sprintf("%d (%.3f%%)", s.MessagesLost, s.LossPercent))
 	row("udp join retries", s.UDPJoinRetries)
@@ -240,6 +245,22 @@ func (s Summary) WriteText(w io.Writer) error {
 		return fmt.Errorf("write summary: %w", err)
 	}
 	return nil
+}
+
+// gbps is bytes over seconds in Gbit/s, "-" with no duration.
+func gbps(bytes int64, seconds float64) string {
+	if seconds <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", float64(bytes)*8/1e9/seconds)
+}
+
+// pctOrUnknown prints a percentage measured as -1 when unknown.
+func pctOrUnknown(v float64) string {
+	if v < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 func deref(p *float64) float64 {
