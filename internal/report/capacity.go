@@ -281,7 +281,7 @@ func WriteLevels(w io.Writer, c Capacity) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	// Logged in is the total at the level's end; attempts, failures and
 	// drops are the level's own: the header says which.
-	fmt.Fprintln(tw, "clients\tlogged in (total)\tattempts (level)\tlogin fail % (level)\tdrops (level)\tp50 ms\tp99 ms\tsend Gbps\trelay idle %\trelay CPU %\tfleet CPU %\tfleet idle %\tlag p99 ms\t")
+	fmt.Fprintln(tw, "clients\tlogged in (total)\tattempts (level)\tlogin fail % (level)\tdrops (level)\tp50 ms\tp99 ms\trelay send Gbps\trelay idle %\trelay CPU %\tfleet CPU %\tfleet idle %\tlag p99 ms\t")
 	for _, l := range c.Levels {
 		result := "held"
 		if !l.OK() {

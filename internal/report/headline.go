@@ -70,7 +70,7 @@ func (h Headline) Why() string {
 	if h.Saturated && h.Reason != ReasonSaturated {
 		why += "; load generator saturated: add fleet machines"
 	}
-	figures := "send " + fmtNum(h.SendGbps, 3) + " Gbps"
+	figures := "relay send " + fmtNum(h.SendGbps, 3) + " Gbps"
 	if !slices.Contains(h.Coverage.Off, ReasonCPUIdle) {
 		figures += ", relay CPU idle " + fmtNum(h.RelayCPUIdlePct, 0) + " %"
 	}

@@ -31,9 +31,9 @@ var tableMetrics = []metric{
 	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
 	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
 	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
-	{"peak_send_gbps", fmt.Sprintf("peak send Gbps (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
-	{"plateau_send_gbps", "send Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
-	{"plateau_recv_gbps", "receive Gbps at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
+	{"peak_send_gbps", fmt.Sprintf("peak relay send Gbps, relay → clients (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
+	{"plateau_send_gbps", "relay send Gbps (relay → clients) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
+	{"plateau_recv_gbps", "relay receive Gbps (clients → relay) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
 	{"plateau_cpu_idle_pct", "relay host CPU idle at peak logins %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
 	{"plateau_relay_process_cpu_pct", "relay process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
 	{"plateau_fleet_process_cpu_pct", "fleet process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauFleetProcessCPUPct) }},
@@ -89,8 +89,8 @@ func SideBySide(s Summary) Table {
 		label string
 		get   func(ScenarioStats) Fit
 	}{
-		{"send Gbps fit, quadratic", func(sc ScenarioStats) Fit { return sc.Quadratic }},
-		{"send Gbps fit, linear", func(sc ScenarioStats) Fit { return sc.Linear }},
+		{"relay send Gbps fit, quadratic", func(sc ScenarioStats) Fit { return sc.Quadratic }},
+		{"relay send Gbps fit, linear", func(sc ScenarioStats) Fit { return sc.Linear }},
 	}
 	for _, f := range fits {
 		row := Row{Label: f.label}
