@@ -240,12 +240,12 @@ func TestReadSizer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r readSizer
-			buf := make([]byte, tt.size)
+			size := tt.size
 			for _, n := range tt.reads {
-				buf = r.next(buf, n)
+				size = r.next(size, n)
 			}
-			if len(buf) != tt.wantSize || r.small != tt.wantSmall {
-				t.Errorf("size %d small %d, want %d and %d", len(buf), r.small, tt.wantSize, tt.wantSmall)
+			if size != tt.wantSize || r.small != tt.wantSmall {
+				t.Errorf("size %d small %d, want %d and %d", size, r.small, tt.wantSize, tt.wantSmall)
 			}
 		})
 	}

@@ -32,23 +32,23 @@ const (
 // receive-only clients keep a small one.
 type readSizer struct{ small int }
 
-// next returns the buffer for the next read after a read of n bytes into
-// buf; buf is no longer referenced by then (the parser copies partial
-// frames).
-func (r *readSizer) next(buf []byte, n int) []byte {
+// next returns the buffer size for the next read after a read of n bytes
+// into a buffer of size bytes; that buffer is no longer referenced by
+// then (the parser copies partial frames).
+func (r *readSizer) next(size, n int) int {
 	switch {
-	case n == len(buf) && len(buf) < maxReadBuf:
+	case n == size && size < maxReadBuf:
 		r.small = 0
-		return make([]byte, 2*len(buf))
-	case len(buf) > readBuf && n < len(buf)/4:
+		return 2 * size
+	case size > readBuf && n < size/4:
 		if r.small++; r.small >= shrinkAfter {
 			r.small = 0
-			return make([]byte, len(buf)/2)
+			return size / 2
 		}
 	default:
 		r.small = 0
 	}
-	return buf
+	return size
 }
 
 // client is one replayed client. Its fields are set before its login and
@@ -234,8 +234,6 @@ func (c *client) leave(deadline time.Time) {
 // WebSocket upgrade's answer.
 func (c *client) read(res chan<- string, early []byte) string {
 	defer func() { c.confirming.stop() }()
-	buf := make([]byte, readBuf)
-	var sizer readSizer
 	var ev profile.Events
 	if len(early) > 0 {
 		if reason, done := c.consume(early, &ev, res); done {
@@ -244,19 +242,23 @@ func (c *client) read(res chan<- string, early []byte) string {
 	}
 	if uc, ok := c.conn.(*net.UDPConn); ok && !c.ws {
 		if ur, err := newUDPReader(uc); err == nil {
+			defer ur.release()
 			return c.readUDP(ur, &ev, res)
 		}
 	}
+	r := newStreamReader(c.conn, c.raw)
+	defer r.release()
 	for {
-		n, err := c.conn.Read(buf)
+		b, err := r.read()
+		n := len(b)
 		if n > 0 && !c.joined.Load() && len(c.first) < firstBytes {
-			c.first = append(c.first, buf[:min(n, firstBytes-len(c.first))]...)
+			c.first = append(c.first, b[:min(n, firstBytes-len(c.first))]...)
 		}
 		if n > 0 {
-			if reason, done := c.consume(buf[:n], &ev, res); done {
+			if reason, done := c.consume(b, &ev, res); done {
 				return reason
 			}
-			buf = sizer.next(buf, n)
+			r.adapt(n)
 		}
 		if err != nil {
 			if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -66,4 +67,70 @@ func TestUDPReaderBatches(t *testing.T) {
 	if _, err := ur.read(); !isTimeout(err) {
 		t.Errorf("read past its deadline: %v, want a timeout", err)
 	}
+	// It waited on an empty socket: its slots went back to the pool.
+	if ur.slots != nil {
+		t.Errorf("the reader kept %d slots while it waited", len(ur.slots.bufs))
+	}
+}
+
+// TestStreamReaderLends: a TCP reader returns what was written, in order
+// across reads, grows its buffer when a read fills it, holds no buffer
+// while it waits on an empty socket, and reports the peer's close as EOF.
+func TestStreamReaderLends(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	snd, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newStreamReader(c, rc)
+	want := make([]byte, 3*readBuf)
+	for i := range want {
+		want[i] = byte(i % 251)
+	}
+	if _, err := snd.Write(want); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for len(got) < len(want) {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		b, err := r.read()
+		if err != nil {
+			t.Fatalf("after %d bytes: %v", len(got), err)
+		}
+		got = append(got, b...)
+		r.adapt(len(b))
+	}
+	if string(got) != string(want) {
+		t.Fatal("bytes differ from those written")
+	}
+	if r.size <= readBuf {
+		t.Errorf("buffer of %d bytes after reads of %d waiting bytes", r.size, len(want))
+	}
+	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if _, err := r.read(); !isTimeout(err) {
+		t.Errorf("read past its deadline: %v, want a timeout", err)
+	}
+	if r.buf != nil {
+		t.Errorf("the reader kept a buffer of %d bytes while it waited", len(*r.buf))
+	}
+	snd.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.read(); err != io.EOF {
+		t.Errorf("after the peer closed: %v, want EOF", err)
+	}
+	r.release()
 }
