@@ -344,3 +344,56 @@ func unhex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// TestPartialBudgetCountsBytesReceived: --partial-budget counts the bytes
+// a partial frame has brought (its buffer), not the length it declares.
+func TestPartialBudgetCountsBytesReceived(t *testing.T) {
+	p := startRelay(t)
+	c := dial(t, p.TCP)
+	join := wire.AppendJoin(nil, "partial", "p", nil, 0)
+	head := cat([]byte{0, 0, 0xea, 0x60, 0x03}, make([]byte, 10)) // declares 60,000 bytes, sends 15
+	if err := c.WriteRaw(cat(join, head)); err != nil {
+		t.Fatal(err)
+	}
+	p.waitMetric(t, "relay_partial_frame_bytes", 1)
+	if got := p.metric(t, "relay_partial_frame_bytes"); got > 1024 {
+		t.Fatalf("relay_partial_frame_bytes = %v for a frame declaring 60,000 bytes and bringing 15", got)
+	}
+}
+
+// TestRemovalLag: a member the relay closes with an error (here
+// idle_timeout) and that does not close its end leaves its room within the
+// relay's 1 s linger of its error frame, not at once (docs/protocol.md,
+// "When things happen").
+func TestRemovalLag(t *testing.T) {
+	p := startRelay(t, "--idle-timeout", "1s")
+	a := join(t, p.TCP, "lag", "a")
+	b := join(t, p.TCP, "lag", "b")
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a stays alive
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+				a.Heartbeat(1)
+			}
+		}
+	}()
+	f, err := b.RecvType(wire.TypeError)
+	if err != nil || f.Code != wire.ErrIdleTimeout {
+		t.Fatalf("b: %v %v, want idle_timeout", f, err)
+	}
+	errAt := time.Now()
+	if _, err := a.RecvType(wire.TypeMemberLeft); err != nil {
+		t.Fatal(err)
+	}
+	lag := time.Since(errAt)
+	t.Logf("member_left %v after the error frame", lag.Round(time.Millisecond))
+	if lag > 1500*time.Millisecond {
+		t.Errorf("member_left %v after b's error frame: over the 1 s linger", lag)
+	}
+}
