@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -376,28 +377,25 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 	return s, nil
 }
 
+// portTries is how many ports bind tries when --listen's port is 0 and UDP
+// shares it: the kernel picks a free TCP port, which another program may
+// hold for UDP.
+const portTries = 16
+
 func (s *Server) bind() error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen tcp %s: %w", s.cfg.Listen, err)
+	var err error
+	for try := 1; ; try++ {
+		err = s.bindListeners()
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || s.cfg.UDP != UDPSameAsTCP || !anyPort(s.cfg.Listen) || try == portTries {
+			break
+		}
+		s.closeSockets()
+		s.ln, s.udps, s.udp = nil, nil, nil
 	}
-	s.ln = ln.(*net.TCPListener)
-	if addr := s.cfg.UDP; addr != "" && addr != "off" {
-		if addr == UDPSameAsTCP {
-			host, _, err := net.SplitHostPort(s.cfg.Listen)
-			if err != nil {
-				return fmt.Errorf("udp address from --listen %q: %w", s.cfg.Listen, err)
-			}
-			addr = net.JoinHostPort(host, strconv.Itoa(s.ln.Addr().(*net.TCPAddr).Port))
-		}
-		ua, err := net.ResolveUDPAddr("udp", addr)
-		if err != nil {
-			return fmt.Errorf("udp address %s: %w", addr, err)
-		}
-		if s.udps, err = listenUDP(ua, s.cfg.UDPWorkers, s.cfg.UDPReadBuffer); err != nil {
-			return err
-		}
-		s.udp = s.udps[0]
+	if err != nil {
+		return err
+	}
+	if s.udp != nil {
 		if err := s.registerUDPDrops(); err != nil {
 			return err
 		}
@@ -411,6 +409,41 @@ func (s *Server) bind() error {
 		s.httpS = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	}
 	return nil
+}
+
+// bindListeners binds the TCP listener and the UDP sockets.
+func (s *Server) bindListeners() error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen tcp %s: %w", s.cfg.Listen, err)
+	}
+	s.ln = ln.(*net.TCPListener)
+	addr := s.cfg.UDP
+	if addr == "" || addr == "off" {
+		return nil
+	}
+	if addr == UDPSameAsTCP {
+		host, _, err := net.SplitHostPort(s.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("udp address from --listen %q: %w", s.cfg.Listen, err)
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(s.ln.Addr().(*net.TCPAddr).Port))
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return fmt.Errorf("udp address %s: %w", addr, err)
+	}
+	if s.udps, err = listenUDP(ua, s.cfg.UDPWorkers, s.cfg.UDPReadBuffer); err != nil {
+		return err
+	}
+	s.udp = s.udps[0]
+	return nil
+}
+
+// anyPort reports whether addr asks for any free port (port 0).
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && (port == "0" || port == "")
 }
 
 func (s *Server) closeSockets() {
