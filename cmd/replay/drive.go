@@ -15,8 +15,8 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/compare"
 	"github.com/reprise-harness/reprise/internal/fleetrun"
-	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/report"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // compare and capacity drive fleets alike (newDriveCmd); each gives its
@@ -65,7 +65,8 @@ func addDriveFlags(cmd *cobra.Command, d *driveFlags) {
 	fs.IntVar(&d.shards, "shards", 1, "run the fleet as N shard processes started together (with --local), sampling every shard's metrics")
 	fs.BoolVar(&d.local, "local", false, "the shards are local processes of this replay binary")
 	fs.StringVar(&d.cc.Out, "out", "", "report directory (default out/"+d.kind+"-<time>)")
-	fs.Var(metricsAddr{&d.cc.RelayMetrics}, "relay-metrics", "the server's metrics with --target: host:port (its /metrics) or a URL (default <target host>:9400 for --profile reprise, none for another server: its columns are then absent; without --target, the relay child's)")
+	fs.Var(metricsAddr{&d.cc.RelayMetrics}, "relay-metrics", fmt.Sprintf("the server's metrics with --target: host:port (its /metrics) or a URL "+
+		"(default <target host>:%d for --profile reprise, none for another server: its columns are then absent; without --target, the relay child's)", wire.DefaultMetricsPort))
 	fs.DurationVar(&d.cc.Interval, "sample-interval", d.cc.Interval, "how often the server's and the fleet's metrics are sampled")
 	fs.StringVar(&d.logLevel, "log-level", "warn", "debug, info, warn or error")
 }
@@ -117,8 +118,10 @@ func (d *driveFlags) config(cmd *cobra.Command, st *state, spec driveSpec) (comp
 	if cc.Out == "" {
 		cc.Out = compare.DefaultOut(d.kind, time.Now())
 	}
-	if cc.Fleet.Target == "" && cc.Fleet.Profile != "" && cc.Fleet.Profile != profile.Default {
-		return cc, usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", cc.Fleet.Profile))
+	if cc.Fleet.Target == "" {
+		if err := childRelayFits(cc.Fleet); err != nil {
+			return cc, err
+		}
 	}
 	if cc.Fleet.Target == "" && cc.RelayMetrics != "" {
 		return cc, usageError(errors.New("--relay-metrics goes with --target: the relay child's metrics are known"))

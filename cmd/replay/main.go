@@ -176,6 +176,11 @@ func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 	if c.Metrics == "off" { // as the relay's --metrics off
 		c.Metrics = ""
 	}
+	// The profile is resolved here, once: the fleet, compare and the
+	// checks below use what it is, not its name.
+	if c.Prof, err = profile.Lookup(c.Profile); err != nil {
+		return c, usageError(fmt.Errorf("--profile: %w", err))
+	}
 	if ff.sourceIPs != "" {
 		for _, ip := range strings.Split(ff.sourceIPs, ",") {
 			c.SourceIPs = append(c.SourceIPs, strings.TrimSpace(ip))
@@ -226,8 +231,8 @@ func newRunCmd(st *state) *cobra.Command {
 				defer stop()
 			}
 			if cfg.Target == "" {
-				if cfg.Profile != "" && cfg.Profile != profile.Default {
-					return usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", cfg.Profile))
+				if err := childRelayFits(cfg); err != nil {
+					return err
 				}
 				if cfg.Shard.Sharded() {
 					return usageError(fmt.Errorf("--shard/--shards need --target: every shard must load the same relay"))

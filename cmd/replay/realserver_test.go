@@ -57,12 +57,24 @@ func python(t *testing.T) string {
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Free for both TCP and UDP: `record proxy` and servers listen on
+	// both at one port, and a port free for TCP may be a busy UDP one
+	// (relays of parallel tests bind UDP on random ports).
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		ln.Close()
+		if err == nil {
+			pc.Close()
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no port free for both TCP and UDP in 50 tries")
+	return 0
 }
 
 // waitListening waits until addr accepts TCP connections.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/relayproc"
 )
 
@@ -35,6 +36,15 @@ func (a *argList) Set(s string) error {
 		return fmt.Errorf("%q: flags are split on spaces; quotes and backslashes are not understood", s)
 	}
 	*a = append(*a, strings.Fields(s)...)
+	return nil
+}
+
+// childRelayFits refuses a fleet the relay child cannot serve: one of
+// another protocol than the relay's.
+func childRelayFits(c fleet.Config) error {
+	if c.Prof != nil && !c.Prof.IsReprise {
+		return usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", c.Prof.Name))
+	}
 	return nil
 }
 

@@ -103,7 +103,7 @@ func (c *Capture) Longest() *Flow {
 
 // Defaults for Options.
 const (
-	DefaultServerPort = 7400
+	DefaultServerPort = wire.DefaultPort
 	// DefaultMaxPacket caps a record's captured length: libpcap's largest
 	// snap length.
 	DefaultMaxPacket = 256 << 10

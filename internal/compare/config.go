@@ -137,6 +137,10 @@ func (c *Config) checkCommon(f fleet.Config) error {
 			return badf("--relay-metrics: %v", err)
 		}
 	}
+	if err := c.resolveProfile(); err != nil {
+		return err
+	}
+	f.Prof = c.Fleet.Prof
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -188,7 +192,7 @@ func (c *Config) relayMetricsURL() (string, error) {
 	if c.RelayMetrics != "" {
 		return MetricsURL(c.RelayMetrics)
 	}
-	if !isReprise(c.Fleet.Profile) {
+	if !c.Fleet.Prof.IsReprise {
 		return "", nil
 	}
 	host, err := hostPort(c.Fleet.Target)
@@ -198,6 +202,16 @@ func (c *Config) relayMetricsURL() (string, error) {
 	return MetricsURL(net.JoinHostPort(host, strconv.Itoa(wire.DefaultMetricsPort)))
 }
 
-// isReprise reports whether a fleet's profile is the bundled relay's
-// protocol, the only server whose /metrics compare knows by default.
-func isReprise(name string) bool { return name == "" || name == profile.Default }
+// resolveProfile resolves the fleet's profile once, unless the caller
+// (the command, at its edge) did: every fleet of the run shares it.
+func (c *Config) resolveProfile() error {
+	if c.Fleet.Prof != nil {
+		return nil
+	}
+	p, err := profile.Lookup(c.Fleet.Profile)
+	if err != nil {
+		return badf("--profile: %v", err)
+	}
+	c.Fleet.Prof = p
+	return nil
+}

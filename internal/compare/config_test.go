@@ -68,6 +68,7 @@ func TestChecks(t *testing.T) {
 		{"max below start", func(c *Config) { c.Max = c.Start - 1 }, true, false},
 		{"no hold", func(c *Config) { c.Hold = 0 }, true, false},
 		{"bad loop", func(c *Config) { c.Fleet.Loop = "x" }, false, false},
+		{"unknown profile", func(c *Config) { c.Fleet.Profile = "nosuch" }, false, false},
 	} {
 		c := valid()
 		tc.edit(&c)
@@ -97,6 +98,9 @@ func TestRelayMetricsURL(t *testing.T) {
 	} {
 		c := DefaultConfig()
 		c.Fleet.Target, c.Fleet.Profile, c.RelayMetrics = tc.target, tc.profile, tc.flag
+		if err := c.resolveProfile(); err != nil {
+			t.Fatal(err)
+		}
 		got, err := c.relayMetricsURL()
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: %q, %v; want %q", tc, got, err, tc.want)

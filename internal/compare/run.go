@@ -100,7 +100,7 @@ func (d *driver) noServerMetrics() string {
 	}
 	return fmt.Sprintf("no server metrics: the target speaks --profile %s and --relay-metrics was not given, so the server's columns "+
 		"(its messages in and delivered, send Gbps, its CPU, slow-consumer disconnects, connections between runs) are absent; "+
-		"logins, latency, drops and CPU are the fleet's view", d.cfg.Fleet.Profile)
+		"logins, latency, drops and CPU are the fleet's view", d.cfg.Fleet.Prof.Name)
 }
 
 // relayMetricsParam is the report's line for the server's metrics.
@@ -160,6 +160,7 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 		// The last scrape comes just after the run's duration, when the
 		// sends have stopped but the fleet is still draining (it waits for
 		// 200 ms without deliveries before its clients leave).
+		stopSampling()
 		sampCtx, stopSampling = context.WithDeadline(ctx, start.Add(sampleFor))
 	}
 	defer stopSampling()
@@ -172,7 +173,10 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 		case onLevel != nil && onLevel(ctx, l, sampler, base):
 			fr.Resume(l)
 		default:
+			// The decision is made: the series ends here, not with the
+			// parts' exits (shards that exited answer no scrape).
 			stopped = true
+			stopSampling()
 			fr.Stop()
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
 
@@ -38,8 +39,11 @@ type Config struct {
 	Target    string
 	Transport string
 	// Profile names the protocol: a built-in profile (reprise, mqtt,
-	// mqtt-ws, redis) or a profile file; empty is reprise.
+	// mqtt-ws, redis) or a profile file; empty is reprise. Prof, when set,
+	// is that profile already resolved (the command resolves --profile
+	// once, at its edge) and wins over Profile.
 	Profile string
+	Prof    *profile.Profile
 	// RecordedUser and RecordedRoom give the recorded user id and room by
 	// value, for profiles that cannot place them.
 	RecordedUser, RecordedRoom string

@@ -142,10 +142,14 @@ func New(cfg Config) (*Fleet, error) {
 // loadScript builds the script from the capture or cfg.Frames through
 // the profile.
 func (f *Fleet) loadScript() error {
-	prof, err := profile.Lookup(f.cfg.Profile)
-	if err != nil {
-		return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
+	prof := f.cfg.Prof
+	if prof == nil {
+		var err error
+		if prof, err = profile.Lookup(f.cfg.Profile); err != nil {
+			return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
+		}
 	}
+	var err error
 	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())

@@ -16,14 +16,16 @@ import (
 	"slices"
 	"strings"
 	"text/template"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Ports the manifests use; the fleet's and the relay's defaults.
 const (
 	MetricsPort      = 9401
 	BarrierPort      = 9402
-	RelayPort        = 7400
-	RelayMetricsPort = 9400
+	RelayPort        = wire.DefaultPort
+	RelayMetricsPort = wire.DefaultMetricsPort
 )
 
 // Params are one rendering. DefaultParams gives the defaults of

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Builtin names the built-in profiles.
@@ -47,7 +49,7 @@ const Default = "reprise"
 func Lookup(nameOrFile string) (*Profile, error) {
 	switch nameOrFile {
 	case "", "reprise":
-		return &Profile{Name: "reprise", Transport: TCP, Port: 7400, IsReprise: true}, nil
+		return &Profile{Name: "reprise", Transport: TCP, Port: wire.DefaultPort, IsReprise: true}, nil
 	case "mqtt":
 		return mqtt(TCP), nil
 	case "mqtt-ws":
