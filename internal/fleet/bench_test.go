@@ -143,8 +143,8 @@ func BenchmarkReadDeliveries(b *testing.B) {
 	reason := c.read(nil, nil)
 	b.StopTimer()
 	wg.Wait()
-	if reason != "closed_by_relay" {
-		b.Fatalf("read ended with %q", reason)
+	if reason.Code() != DisconnectClosedByRelay {
+		b.Fatalf("read ended with %v", reason)
 	}
 	if got := c.sh.c.recvMsgs.Load(); got < int64(b.N) {
 		b.Fatalf("received %d delivers, want ≥ %d", got, b.N)

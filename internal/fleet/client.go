@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
@@ -114,7 +116,7 @@ const firstBytes = 48
 // login timeout; it reports the result on res (the first attempt is
 // awaited by the ramp) and then stays the client's reader until the
 // connection ends.
-func (c *client) attempt(ctx context.Context, res chan<- string) {
+func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	f := c.f
 	deadline := time.Now().Add(f.cfg.LoginTimeout)
 	conn, err := f.dial(ctx, c.idx, deadline)
@@ -129,13 +131,13 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if c.raw, err = tc.SyscallConn(); err != nil {
 			conn.Close()
-			c.loginFailed("connect_error", res)
+			c.loginFailed(loginFail(LoginConnectError), res)
 			return
 		}
 	}
 	if !f.track(c) {
 		conn.Close()
-		report(res, "stopped")
+		report(res, loginFail(LoginStopped))
 		return
 	}
 	defer f.untrack(c)
@@ -152,7 +154,7 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 	login, err := c.sendLogin()
 	if err != nil {
 		conn.Close()
-		c.loginFailed("write_error", res)
+		c.loginFailed(loginFail(LoginWriteError), res)
 		return
 	}
 	if c.udp && len(login) > 0 {
@@ -161,14 +163,14 @@ func (c *client) attempt(ctx context.Context, res chan<- string) {
 	}
 	reason := c.read(res, early)
 	conn.Close()
-	if reason != "" && c.joined.Load() {
+	if reason.code != DisconnectNone && c.joined.Load() {
 		c.disconnect(reason)
 	}
 }
 
 // report tells the ramp how the first login went; only the first result
 // of an attempt counts.
-func report(res chan<- string, reason string) {
+func report(res chan<- LoginResult, reason LoginResult) {
 	if res != nil {
 		select {
 		case res <- reason:
@@ -177,26 +179,26 @@ func report(res chan<- string, reason string) {
 	}
 }
 
-func (c *client) loginFailed(reason string, res chan<- string) {
-	if step := c.pc.LoginStage(); c.loginSent && step != "" {
-		reason = step + "_" + reason
+func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
+	if c.loginSent {
+		reason.step = c.pc.LoginStage()
 	}
-	c.f.stats.failed.add(reason)
-	c.f.log.Debug("login failed")
-	if reason == "port_exhausted" {
+	c.f.stats.failed.add(reason.String())
+	c.f.log.Debug("login failed", zap.Int("client", c.idx), zap.Stringer("reason", reason))
+	if reason.code == LoginPortExhausted {
 		c.f.warnOnce(&c.f.warnedPorts, "WARNING: local ports exhausted (EADDRNOTAVAIL): the kernel has no free ephemeral port towards the target; spread clients with --source-ips or widen net.ipv4.ip_local_port_range")
 	}
 	report(res, reason)
 }
 
 // disconnect marks a logged-in client gone for reason, once.
-func (c *client) disconnect(reason string) {
+func (c *client) disconnect(reason Disconnect) {
 	c.once.Do(func() {
 		c.dead.Store(true)
 		if c.stopping.Load() {
 			return
 		}
-		c.f.stats.disconn.add(reason)
+		c.f.stats.disconn.add(reason.String())
 		c.f.stats.loggedIn.Add(-1)
 		c.conn.Close()
 	})
@@ -230,9 +232,9 @@ func (c *client) leave(deadline time.Time) {
 }
 
 // read is the client's reader: it returns the reason the connection ended
-// ("" when the fleet stopped it). early are bytes that came with the
+// (DisconnectNone when the fleet stopped it). early are bytes that came with the
 // WebSocket upgrade's answer.
-func (c *client) read(res chan<- string, early []byte) string {
+func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 	defer func() { c.confirming.stop() }()
 	var ev profile.Events
 	if len(early) > 0 {
@@ -271,7 +273,7 @@ func (c *client) read(res chan<- string, early []byte) string {
 
 // readUDP is read for a UDP client: up to udpBatchMax datagrams per
 // recvmmsg (udpread.go), each consumed as it came.
-func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- string) string {
+func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResult) Disconnect {
 	for {
 		n, err := ur.read()
 		for i := range n {
@@ -296,7 +298,7 @@ func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- string) s
 // consume hands bytes read to the profile and acts on what they meant;
 // done says the reader must stop (a refused login, bytes that are not the
 // protocol), with the reason the connection ends.
-func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reason string, done bool) {
+func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
 	mono := c.f.now()
 	c.f.nudge(mono)
 	now := c.f.wall(mono)
@@ -329,18 +331,18 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reaso
 	if len(ev.Reply) > 0 {
 		if !c.reply(ev) {
 			if !c.joined.Load() {
-				c.loginFailed("write_error", res)
-				return "", true
+				c.loginFailed(loginFail(LoginWriteError), res)
+				return Disconnect{}, true
 			}
-			return "write_error", true
+			return disconnectBy(DisconnectWriteError), true
 		}
 		for _, r := range ev.Replies {
 			cnt.sentFrames[r.Kind].Add(1)
 		}
 	}
 	if ev.Failed != "" && !c.joined.Load() {
-		c.loginFailed(ev.Failed, res)
-		return "", true
+		c.loginFailed(refusedBy(ev.Failed), res)
+		return Disconnect{}, true
 	}
 	if ev.Confirmed && c.confirming != nil {
 		c.confirming.stop() // the server answered: confirmed
@@ -348,29 +350,29 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- string) (reaso
 	}
 	if len(ev.Confirm) > 0 && !c.joined.Load() {
 		if err := c.confirm(ev.Confirm); err != nil {
-			c.loginFailed("write_error", res)
-			return "", true
+			c.loginFailed(loginFail(LoginWriteError), res)
+			return Disconnect{}, true
 		}
 	}
 	if ev.LoggedIn && !c.joined.Load() {
 		c.loggedIn(res)
 	}
 	if err != nil {
-		reason := reasonProtocol
+		login, reason := loginFail(LoginProtocolError), disconnectBy(DisconnectProtocolError)
 		var wc *wsClosed
 		if errors.As(err, &wc) {
-			reason = c.wsCloseReason(wc)
+			login, reason = c.wsClose(wc)
 		}
 		if !c.joined.Load() {
-			if reason == reasonProtocol {
+			if login.code == LoginProtocolError {
 				c.f.notReprise.CompareAndSwap(nil, &c.first)
 			}
-			c.loginFailed(reason, res)
-			return "", true
+			c.loginFailed(login, res)
+			return Disconnect{}, true
 		}
 		return reason, true
 	}
-	return "", false
+	return Disconnect{}, false
 }
 
 // sendLogin writes the login's first step (each message its own datagram
@@ -555,7 +557,7 @@ func (k *confirmer) stop() {
 // looks at joined: whichever runs second sees the other's store, so a
 // client that logs in during the stop still leaves and never keeps an
 // unbounded read.
-func (c *client) loggedIn(res chan<- string) {
+func (c *client) loggedIn(res chan<- LoginResult) {
 	c.retry = nil
 	c.conn.SetReadDeadline(time.Time{})
 	// The shard's TCP writes never wait, and a raw write fails once a
@@ -563,7 +565,7 @@ func (c *client) loggedIn(res chan<- string) {
 	c.conn.SetWriteDeadline(time.Time{})
 	c.joined.Store(true)
 	c.f.stats.loginOK()
-	report(res, "")
+	report(res, LoginResult{})
 	if c.stopping.Load() {
 		c.leave(time.Now().Add(time.Second))
 		return
@@ -573,38 +575,38 @@ func (c *client) loggedIn(res chan<- string) {
 	c.sh.add(c)
 }
 
-func (c *client) readEnded(err error, res chan<- string) string {
+func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
 	if !c.joined.Load() {
-		reason := "closed"
+		reason := LoginClosed
 		switch {
 		case c.stopping.Load():
-			report(res, "stopped")
-			return ""
+			report(res, loginFail(LoginStopped))
+			return Disconnect{}
 		case isTimeout(err):
-			reason = "timeout"
+			reason = LoginTimeout
 		case errors.Is(err, syscall.ECONNREFUSED):
-			reason = "connect_refused"
+			reason = LoginConnectRefused
 		case errors.Is(err, syscall.ECONNRESET):
-			reason = "reset"
+			reason = LoginReset
 		}
-		c.loginFailed(reason, res)
-		return ""
+		c.loginFailed(loginFail(reason), res)
+		return Disconnect{}
 	}
 	if c.stopping.Load() {
-		return ""
+		return Disconnect{}
 	}
 	if e := c.lastErr.Load(); e != nil {
-		return *e
+		return Disconnect{code: DisconnectServerError, said: *e}
 	}
 	switch {
 	case errors.Is(err, io.EOF):
 		return c.f.closedBy()
 	case errors.Is(err, syscall.ECONNRESET):
-		return "reset"
+		return disconnectBy(DisconnectReset)
 	case errors.Is(err, net.ErrClosed):
-		return "write_error" // the shard closed it after a failed write
+		return disconnectBy(DisconnectWriteError) // the shard closed it after a failed write
 	}
-	return "read_error"
+	return disconnectBy(DisconnectReadError)
 }
 
 func isTimeout(err error) bool {
@@ -612,21 +614,21 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, os.ErrDeadlineExceeded)
 }
 
-// dialReason names a failed dial with a bounded label.
-func dialReason(err error) string {
+// dialReason names a failed dial.
+func dialReason(err error) LoginResult {
 	switch {
 	case errors.Is(err, syscall.EADDRNOTAVAIL), errors.Is(err, syscall.EADDRINUSE):
-		return "port_exhausted"
+		return loginFail(LoginPortExhausted)
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connect_refused"
+		return loginFail(LoginConnectRefused)
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		return "too_many_open_files"
+		return loginFail(LoginTooManyFiles)
 	case errors.Is(err, context.Canceled):
-		return "stopped"
+		return loginFail(LoginStopped)
 	case isTimeout(err):
-		return "connect_timeout"
+		return loginFail(LoginConnectTimeout)
 	}
-	return "connect_error"
+	return loginFail(LoginConnectError)
 }
 
 // send writes the due steps of a scheduled client, coalesced into one
@@ -705,11 +707,11 @@ func (c *client) writeUDP(b []byte) bool {
 	n, err := c.conn.Write(b)
 	c.sh.c.sentBytes.Add(int64(n))
 	if err != nil {
-		reason := "write_error"
+		reason := DisconnectWriteError
 		if isTimeout(err) {
-			reason = "write_timeout"
+			reason = DisconnectWriteTimeout
 		}
-		c.disconnect(reason)
+		c.disconnect(disconnectBy(reason))
 		return false
 	}
 	return true

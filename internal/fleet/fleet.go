@@ -462,8 +462,8 @@ func (f *Fleet) httpServer() *http.Server {
 // the run is pointless.
 func (f *Fleet) ramp(ctx context.Context) error {
 	step := f.cfg.Shard.count()
-	var first chan string   // until the first login's result is in
-	var shift time.Duration // the waits for AtLevel so far
+	var first chan LoginResult // until the first login's result is in
+	var shift time.Duration    // the waits for AtLevel so far
 	levels := f.cfg.Levels
 	// atLevels waits at the levels due by client i (all: Clients); a
 	// shard waits at every level, whether or not it runs that client.
@@ -501,9 +501,9 @@ func (f *Fleet) ramp(ctx context.Context) error {
 		}
 		f.stats.attempts.Add(1)
 		f.log.Debug("login attempt", zap.Int("client", i), zap.String("user", c.user), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
-		var res chan string
+		var res chan LoginResult
 		if f.stats.attempts.Load() == 1 {
-			res = make(chan string, 1)
+			res = make(chan LoginResult, 1)
 			first = res
 		}
 		f.wg.Go(func() { c.attempt(ctx, res) })
@@ -523,7 +523,7 @@ func (f *Fleet) ramp(ctx context.Context) error {
 // waitUntil sleeps until t, ctx's end, or the first login's result (when
 // *first is not nil) if that says the target is unreachable; a good first
 // result clears *first (and, when the ramp is done, ends the wait).
-func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) error {
+func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginResult) error {
 	timer := time.NewTimer(time.Until(t))
 	defer timer.Stop()
 	for {
@@ -533,10 +533,10 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan string) 
 		case <-timer.C:
 			return nil
 		case r := <-*first: // a nil channel never receives
-			switch r {
-			case "connect_refused", "connect_error", "connect_timeout":
+			switch r.Code() {
+			case LoginConnectRefused, LoginConnectError, LoginConnectTimeout:
 				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
-			case reasonProtocol:
+			case LoginProtocolError:
 				return fmt.Errorf("%w: %s answered the first login with %s, which is not the %s protocol", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()), f.profileName)
 			}
 			*first = nil
@@ -614,12 +614,12 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	return c, nil
 }
 
-// closedBy names a connection the server closed without a reason.
-func (f *Fleet) closedBy() string {
+// closedBy is a connection the server closed without a reason.
+func (f *Fleet) closedBy() Disconnect {
 	if f.isReprise() {
-		return "closed_by_relay"
+		return disconnectBy(DisconnectClosedByRelay)
 	}
-	return "closed_by_server"
+	return disconnectBy(DisconnectClosedByServer)
 }
 
 func (f *Fleet) isReprise() bool {

@@ -87,7 +87,7 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 			return
 		}
 		if len(c.backlog)+len(b) > maxBacklog {
-			c.disconnect("send_backlog_full")
+			c.disconnect(disconnectBy(DisconnectBacklogFull))
 			return
 		}
 	}
@@ -121,7 +121,7 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 // is allocated only while it is needed.
 func (c *client) queue(b []byte) {
 	if len(b) > maxBacklog {
-		c.disconnect("send_backlog_full")
+		c.disconnect(disconnectBy(DisconnectBacklogFull))
 		return
 	}
 	if c.backlog == nil {
@@ -148,7 +148,7 @@ func (c *client) drain(w *rawWriter, now int64) bool {
 	rest := copy(c.backlog, c.backlog[n:])
 	c.backlog = c.backlog[:rest]
 	if now-c.stuckSince > int64(c.f.cfg.WriteTimeout) {
-		c.disconnect("write_timeout")
+		c.disconnect(disconnectBy(DisconnectWriteTimeout))
 		return false
 	}
 	return true
@@ -162,7 +162,7 @@ func (c *client) writeRaw(w *rawWriter, b []byte) (int, bool) {
 		c.sh.c.sentBytes.Add(int64(n))
 	}
 	if err != nil {
-		c.disconnect("write_error")
+		c.disconnect(disconnectBy(DisconnectWriteError))
 		return n, false
 	}
 	return n, true

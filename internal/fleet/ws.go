@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strconv"
 
 	"go.uber.org/zap"
 
@@ -50,22 +49,22 @@ func wsHandshake(conn net.Conn, req []byte) ([]byte, error) {
 	}
 }
 
-// upgradeReason names a failed upgrade with a bounded label.
-func upgradeReason(err error) string {
+// upgradeReason names a failed upgrade.
+func upgradeReason(err error) LoginResult {
 	var r *profile.UpgradeRefused
 	switch {
 	case errors.As(err, &r):
-		return "upgrade_refused_" + r.Status
+		return LoginResult{code: LoginUpgradeRefused, said: r.Status}
 	case isTimeout(err):
-		return "timeout"
+		return loginFail(LoginTimeout)
 	case errors.Is(err, profile.ErrFraming):
-		return "upgrade_error"
+		return loginFail(LoginUpgradeError)
 	}
 	var ne net.Error
 	if errors.As(err, &ne) {
-		return "reset"
+		return loginFail(LoginReset)
 	}
-	return "upgrade_error"
+	return loginFail(LoginUpgradeError)
 }
 
 // frame puts the message at b[start:] into a WebSocket frame (nothing to
@@ -149,19 +148,17 @@ func closeOf(p []byte) *wsClosed {
 // maxCloseLogs bounds the close reasons logged per fleet.
 const maxCloseLogs = 20
 
-// wsCloseReason labels a close frame (ws_<code>, or closed_by_server with
-// no code) and logs its reason text, a bounded number of times.
-func (c *client) wsCloseReason(wc *wsClosed) string {
-	reason := c.f.closedBy()
+// wsClose is what a close frame means for a login and for a logged-in
+// client (ws_<code>, or closed by the server when it gave no code); its
+// reason text goes to the log, a bounded number of times.
+func (c *client) wsClose(wc *wsClosed) (LoginResult, Disconnect) {
+	login, reason := loginFail(LoginClosedByServer), c.f.closedBy()
 	if wc.code != 0 {
-		reason = "ws_" + strconv.Itoa(int(min(wc.code, 4999)))
-		if wc.code < 1000 {
-			reason = "ws_invalid"
-		}
+		login, reason = LoginResult{code: LoginClosedWS, ws: wc.code}, Disconnect{code: DisconnectClosedWS, ws: wc.code}
 	}
 	if c.f.closeLogs.Add(1) <= maxCloseLogs {
-		c.f.log.Info("closed by the server", zap.Int("client", c.idx), zap.String("reason", reason),
+		c.f.log.Info("closed by the server", zap.Int("client", c.idx), zap.Stringer("reason", reason),
 			zap.Uint16("code", wc.code), zap.String("text", wc.text))
 	}
-	return reason
+	return login, reason
 }

@@ -1,0 +1,144 @@
+package fleet
+
+import "strconv"
+
+// Reasons are types, one per family, as internal/report's Reason: a
+// login's result and why a logged-in client was disconnected. String is
+// the one spelling used for the metric label, the summary and the log.
+// A reason the server gave (a profile's refusal or error, a WebSocket
+// close code) rides along as bounded data: the profile bounds its
+// labels, a close code is a number.
+
+// LoginResult is how a login attempt ended.
+type LoginResult struct {
+	code LoginCode
+	// said is the server's reason (LoginRefused: the profile's label;
+	// LoginUpgradeRefused: the HTTP status).
+	said string
+	ws   uint16 // LoginClosedWS: the close code
+	// step is the login step it failed in, for a login in steps.
+	step string
+}
+
+// LoginCode is the kind of a login's result.
+type LoginCode uint8
+
+// Login results.
+const (
+	LoginOK LoginCode = iota
+	LoginStopped
+	LoginConnectRefused
+	LoginConnectError
+	LoginConnectTimeout
+	LoginPortExhausted
+	LoginTooManyFiles
+	LoginTimeout
+	LoginClosed
+	LoginReset
+	LoginWriteError
+	LoginProtocolError
+	LoginUpgradeError
+	LoginUpgradeRefused // said: the HTTP status
+	LoginRefused        // said: the server's reason
+	LoginClosedWS       // a WebSocket close with a code
+	LoginClosedByServer // a WebSocket close without one
+)
+
+var loginNames = [...]string{
+	LoginOK: "ok", LoginStopped: "stopped", LoginConnectRefused: "connect_refused",
+	LoginConnectError: "connect_error", LoginConnectTimeout: "connect_timeout",
+	LoginPortExhausted: "port_exhausted", LoginTooManyFiles: "too_many_open_files",
+	LoginTimeout: "timeout", LoginClosed: "closed", LoginReset: "reset",
+	LoginWriteError: "write_error", LoginProtocolError: reasonProtocol,
+	LoginUpgradeError: "upgrade_error", LoginUpgradeRefused: "upgrade_refused",
+	LoginRefused: "refused", LoginClosedWS: "ws", LoginClosedByServer: "closed_by_server",
+}
+
+// Code is the result's kind.
+func (r LoginResult) Code() LoginCode { return r.code }
+
+// OK reports a successful login.
+func (r LoginResult) OK() bool { return r.code == LoginOK }
+
+func (r LoginResult) String() string {
+	s := loginNames[r.code]
+	switch r.code {
+	case LoginUpgradeRefused:
+		s += "_" + r.said
+	case LoginRefused:
+		if r.said != "" {
+			s = r.said
+		}
+	case LoginClosedWS:
+		s = wsLabel(r.ws)
+	}
+	if r.step != "" {
+		s = r.step + "_" + s
+	}
+	return s
+}
+
+func loginFail(code LoginCode) LoginResult { return LoginResult{code: code} }
+
+// refusedBy is a login the server refused, with its reason.
+func refusedBy(said string) LoginResult { return LoginResult{code: LoginRefused, said: said} }
+
+// Disconnect is why a logged-in client's connection ended.
+type Disconnect struct {
+	code DisconnectCode
+	said string // DisconnectServerError: the profile's label
+	ws   uint16 // DisconnectClosedWS: the close code
+}
+
+// DisconnectCode is the kind of a disconnect.
+type DisconnectCode uint8
+
+// Disconnect reasons.
+const (
+	DisconnectNone DisconnectCode = iota // the fleet stopped it
+	DisconnectClosedByRelay
+	DisconnectClosedByServer
+	DisconnectReset
+	DisconnectWriteError
+	DisconnectWriteTimeout
+	DisconnectReadError
+	DisconnectBacklogFull
+	DisconnectProtocolError
+	DisconnectServerError // said: the server's reason, from the profile
+	DisconnectClosedWS    // a WebSocket close with a code
+)
+
+var disconnectNames = [...]string{
+	DisconnectNone: "none", DisconnectClosedByRelay: "closed_by_relay",
+	DisconnectClosedByServer: "closed_by_server", DisconnectReset: "reset",
+	DisconnectWriteError: "write_error", DisconnectWriteTimeout: "write_timeout",
+	DisconnectReadError: "read_error", DisconnectBacklogFull: "send_backlog_full",
+	DisconnectProtocolError: reasonProtocol, DisconnectServerError: "server_error",
+	DisconnectClosedWS: "ws",
+}
+
+// Code is the disconnect's kind.
+func (d Disconnect) Code() DisconnectCode { return d.code }
+
+func (d Disconnect) String() string {
+	switch d.code {
+	case DisconnectServerError:
+		if d.said != "" {
+			return d.said
+		}
+	case DisconnectClosedWS:
+		return wsLabel(d.ws)
+	}
+	return disconnectNames[d.code]
+}
+
+func disconnectBy(code DisconnectCode) Disconnect { return Disconnect{code: code} }
+
+// wsLabel is a WebSocket close code's label: ws_<code> (codes under
+// 1000 are not valid close codes; over 4999 none are defined).
+func wsLabel(code uint16) string {
+	if code < 1000 || code > 4999 {
+		return "ws_invalid"
+	}
+	return "ws_" + strconv.Itoa(int(code))
+}
