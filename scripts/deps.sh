@@ -27,7 +27,28 @@ if ! command -v dpkg-query >/dev/null; then
   echo "deps: not a Debian system; make sure these (Debian names) are installed: $(echo $want)" >&2
   exit 0
 fi
-# Programs installed with go install (scripts/go-tools).
+missing=()
+for p in $want; do
+  # A package named after a program already on PATH counts as there: npm
+  # comes with NodeSource's nodejs, which conflicts with Debian's npm.
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ] && ! command -v "$p" >/dev/null; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  install="apt-get install -y --no-install-recommends ${missing[*]}"
+  if [ "$(id -u)" != 0 ]; then
+    echo "deps: make $target needs Debian packages that are missing; run: sudo apt-get update && sudo $install" >&2
+    exit 2
+  fi
+  echo "deps: make $target: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  # A fresh machine has no package lists yet.
+  apt-get update -q >&2
+  $install >&2
+fi
+# Programs installed with go install (scripts/go-tools), after the Debian
+# packages: go install needs ca-certificates.
 gomissing=()
 while read -r mod bin targets; do
   case " $targets " in *" $target "*) ;; *) continue ;; esac
@@ -41,20 +62,3 @@ for mod in "${gomissing[@]}"; do
   echo "deps: make $target: go install $mod" >&2
   GOBIN=/usr/local/bin go install "$mod" >&2
 done
-missing=()
-for p in $want; do
-  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
-    missing+=("$p")
-  fi
-done
-[ ${#missing[@]} -eq 0 ] && exit 0
-install="apt-get install -y --no-install-recommends ${missing[*]}"
-if [ "$(id -u)" != 0 ]; then
-  echo "deps: make $target needs Debian packages that are missing; run: sudo apt-get update && sudo $install" >&2
-  exit 2
-fi
-echo "deps: make $target: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-# A fresh machine has no package lists yet.
-apt-get update -q >&2
-$install >&2

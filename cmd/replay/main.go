@@ -131,7 +131,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
 	fs.StringVar(&c.RecordedRoom, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
-	fs.IntVar(&c.Senders, "senders", 0, "the first K clients play the loop, the rest only receive (1:N); 0: all send (N:N)")
+	fs.IntVar(&c.Senders, "senders", 0, "K clients play the loop, the rest only receive (1:N): spread over the rooms of --room-size (the first of each room), else the first K; 0: all send (N:N)")
 	fs.Var(session.LoopValue{Text: &c.Loop, Points: &c.LoopPoints}, "loop", "A,B: repeat [A,B) of the flow (offsets like 12s, 1m30s or frame indexes like #120); empty: play once")
 	fs.Float64Var(&c.Speed, "speed", c.Speed, "replay speed factor (2: twice as fast)")
 	fs.BoolVar(&c.ReceiveOnly, "receive-only", false, "every client plays the login part, then only heartbeats and receives")

@@ -43,6 +43,8 @@ var debianPkg = map[string]string{
 	"redis-cli":        "redis-tools",
 	"python3":          "python3",
 	"mosquitto_passwd": "mosquitto",
+	"node":             "nodejs",
+	"npm":              "npm",
 }
 
 // python is Debian's python3, which has python3-paho-mqtt (a pyenv shim

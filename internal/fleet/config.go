@@ -52,8 +52,9 @@ type Config struct {
 	// of its Shard among them.
 	Clients int
 	Shard   Shard
-	// Senders are the first clients, which play the loop; the rest are
-	// receive-only (1:N). 0 means every client sends (N:N).
+	// Senders play the loop; the rest are receive-only (1:N). 0 means
+	// every client sends (N:N). With RoomSize they are spread over the
+	// rooms (isSender), else they are the first clients.
 	Senders int
 	// ReceiveOnly makes every client receive-only.
 	ReceiveOnly bool
@@ -270,6 +271,48 @@ func (c *Config) roomName(i int, recorded string) string {
 		return base
 	}
 	return fmt.Sprintf("%s-%d", base, i/c.RoomSize)
+}
+
+// isSender reports whether client i plays the loop. Senders are spread
+// over the rooms of --room-size as evenly as they go (room r gets
+// Senders/rooms, one more for the first Senders%rooms rooms): the first
+// clients of each room send. It depends only on i and the config, so the
+// shards of a fleet agree.
+func (c *Config) isSender(i int) bool {
+	switch {
+	case c.ReceiveOnly:
+		return false
+	case c.Senders == 0:
+		return true
+	case c.RoomSize <= 0:
+		return i < c.Senders
+	}
+	return i%c.RoomSize < c.roomSenders(i/c.RoomSize)
+}
+
+// rooms is how many rooms --room-size makes (1 without it).
+func (c *Config) rooms() int {
+	if c.RoomSize <= 0 {
+		return 1
+	}
+	return (c.Clients + c.RoomSize - 1) / c.RoomSize
+}
+
+// roomSenders is how many senders room r holds (with RoomSize).
+func (c *Config) roomSenders(r int) int {
+	n := c.Senders / c.rooms()
+	if r < c.Senders%c.rooms() {
+		n++
+	}
+	return n
+}
+
+// silentRooms is how many rooms hold listeners but no sender.
+func (c *Config) silentRooms() int {
+	if c.ReceiveOnly || c.Senders == 0 || c.RoomSize <= 0 {
+		return 0
+	}
+	return max(c.rooms()-c.Senders, 0)
 }
 
 // roomMembers is the range [lo, hi) of client indexes sharing i's room.

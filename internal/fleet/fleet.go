@@ -120,6 +120,9 @@ func New(cfg Config) (*Fleet, error) {
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
+	if n := cfg.silentRooms(); n > 0 {
+		f.warn("WARNING: %d of %d rooms hold listeners but no sender (--senders %d over rooms of --room-size %d): they receive nothing; give at least one sender per room", n, cfg.rooms(), cfg.Senders, cfg.RoomSize)
+	}
 	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients)); err != nil {
 		return nil, err
 	}
@@ -580,7 +583,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // newClient prepares client i: its identity, plan and own bytes.
 func (f *Fleet) newClient(i int) (*client, error) {
 	cfg := &f.cfg
-	sender := !cfg.ReceiveOnly && (cfg.Senders == 0 || i < cfg.Senders)
+	sender := cfg.isSender(i)
 	tl := f.player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)
 	if !sender {

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ type clientID struct {
 
 func identity(c *Config, i int) clientID {
 	return clientID{user: c.userID(i), room: c.roomName(i, "lobby"), peers: strings.Join(c.peers(i, 2), ","),
-		sender: !c.ReceiveOnly && (c.Senders == 0 || i < c.Senders), at: c.loginAt(i)}
+		sender: c.isSender(i), at: c.loginAt(i)}
 }
 
 // TestShardsPartitionTheFleet: for any shard count, the shards' clients are
@@ -130,6 +131,42 @@ func TestLevelsConfig(t *testing.T) {
 		err := c.validate()
 		if isLevelsErr := err != nil && strings.Contains(err.Error(), "levels"); isLevelsErr == tc.ok {
 			t.Errorf("%s: validate() = %v", tc.name, err)
+		}
+	}
+}
+
+// TestSendersSpreadOverRooms: --senders with --room-size puts senders in
+// every room as evenly as they go, the first clients of each room; fewer
+// senders than rooms leaves rooms silent, which the fleet warns of.
+func TestSendersSpreadOverRooms(t *testing.T) {
+	tests := []struct {
+		clients, senders, roomSize int
+		want                       []int // senders per room
+		silent                     int
+	}{
+		{200, 10, 50, []int{3, 3, 2, 2}, 0},
+		{200, 10, 0, []int{10}, 0},
+		{200, 3, 50, []int{1, 1, 1, 0}, 1},
+		{10, 4, 3, []int{1, 1, 1, 1}, 0},
+		{7, 0, 3, []int{3, 3, 1}, 0},
+	}
+	for _, tt := range tests {
+		c := Config{Clients: tt.clients, Senders: tt.senders, RoomSize: tt.roomSize}
+		got := make([]int, c.rooms())
+		for i := range tt.clients {
+			if c.isSender(i) {
+				r := 0
+				if tt.roomSize > 0 {
+					r = i / tt.roomSize
+					if i%tt.roomSize >= got[r]+1 {
+						t.Errorf("%+v: client %d sends but an earlier one of its room does not", tt, i)
+					}
+				}
+				got[r]++
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) || c.silentRooms() != tt.silent {
+			t.Errorf("clients %d senders %d room size %d: senders per room %v, silent %d; want %v, %d", tt.clients, tt.senders, tt.roomSize, got, c.silentRooms(), tt.want, tt.silent)
 		}
 	}
 }

@@ -4,7 +4,7 @@
 // messages 50 ms apart (each ending in 19 zeros, where a replay puts its
 // decimal latency stamp), and closes. It is a test fixture, not a tool.
 //
-//	natsrec -url nats://127.0.0.1:4222 -user rec-user-01 -room lobby -n 20
+//	natsrec -port 4222 -user rec-user-01 -room lobby -n 20
 package main
 
 import (
@@ -25,14 +25,14 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("natsrec", flag.ContinueOnError)
-	url := fs.String("url", "nats://127.0.0.1:4222", "server URL (loopback only)")
+	port := fs.Int("port", 4222, "the server's port on 127.0.0.1")
 	user := fs.String("user", "rec-user-01", "connection name: the user id")
 	room := fs.String("room", "lobby", "subject to subscribe and publish to")
 	n := fs.Int("n", 20, "messages to publish")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	nc, err := nats.Connect(*url, nats.Name(*user), nats.NoReconnect(), nats.Timeout(5*time.Second))
+	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", *port), nats.Name(*user), nats.NoReconnect(), nats.Timeout(5*time.Second))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -1,0 +1,196 @@
+package main
+
+// socket.io 4.x, a real server no one here wrote: testdata/socketio/app.js
+// (a room app using only the library's documented API, run by Debian's
+// nodejs, npm packages locked in package-lock.json), recorded from
+// socket.io-client through `record proxy` and replayed with the built-in
+// socketio profile; the fleet's counts are checked against the app's own.
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+// The app's Engine.IO ping: every sioPing, answered within sioTimeout or
+// the connection is closed ("ping timeout").
+const (
+	sioPing    = time.Second
+	sioTimeout = 3 * time.Second
+)
+
+var sioDir = filepath.Join("testdata", "socketio")
+
+// npmCI installs the app's locked packages (npm ci) unless they are.
+func npmCI(t *testing.T) {
+	t.Helper()
+	npm := needTool(t, "npm")
+	lock, err := os.Stat(filepath.Join(sioDir, "package-lock.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(sioDir, "node_modules", ".package-lock.json")); err == nil && !st.ModTime().Before(lock.ModTime()) {
+		return
+	}
+	cmd := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+	cmd.Dir = sioDir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", sioDir, err, b)
+	}
+}
+
+// startSocketIO starts the room app and returns its port.
+func startSocketIO(t *testing.T, node string) int {
+	t.Helper()
+	port := freePort(t)
+	p := testproc.Start(t, node, filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
+		strconv.Itoa(int(sioPing/time.Millisecond)), strconv.Itoa(int(sioTimeout/time.Millisecond)))
+	p.StopSignal = os.Interrupt
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	return port
+}
+
+// sioStats are the app's own counters.
+type sioStats struct {
+	Connected   int              `json:"connected"`
+	Peak        int              `json:"peak"`
+	Users       int              `json:"users"`
+	Joins       int              `json:"joins"`
+	Chats       int64            `json:"chats"`
+	Delivered   int64            `json:"delivered"`
+	Refused     map[string]int   `json:"refused"`
+	Disconnects map[string]int64 `json:"disconnects"`
+}
+
+func sioGet(t *testing.T, port int, path string) sioStats {
+	t.Helper()
+	var s sioStats
+	if path == "/reset" {
+		var ok string
+		if err := fetchText(fmt.Sprintf("http://127.0.0.1:%d/reset", port), &ok); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	getJSON(t, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), &s)
+	return s
+}
+
+// settledStats waits until the app holds no connection (every client's
+// close arrived) and returns its counters.
+func settledStats(t *testing.T, port int) sioStats {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s := sioGet(t, port, "/stats")
+		if s.Connected == 0 || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestSocketIO: 200 clients (10 senders over 4 rooms), then 200
+// receive-only, hold past three ping deadlines with no disconnect (every
+// client answers Engine.IO's ping); the app saw 200 distinct users, and
+// its chats and deliveries match the fleet's sent and received within
+// 1 %; latency comes from the decimal stamp in the chat's "ts". Refused
+// logins count by connect_error's message; without the pong reaction the
+// app drops every client for "ping timeout".
+func TestSocketIO(t *testing.T) {
+	node := needTool(t, "node")
+	npmCI(t)
+	port := startSocketIO(t, node)
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	capPath := recordThrough(t, target, node, filepath.Join(sioDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
+	insp := inspectProfile(t, "socketio", capPath)
+	for _, want := range []string{`user id: "rec-user-01"`, `room: "lobby"`, "server answer: accepted", "chat 20", "connect 1", "join 1"} {
+		if !strings.Contains(insp, want) {
+			t.Fatalf("inspect --profile socketio lacks %q:\n%s", want, insp)
+		}
+	}
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	if loop == nil {
+		t.Fatalf("inspect suggests no loop:\n%s", insp)
+	}
+	hold := 3*(sioPing+sioTimeout) + 4*time.Second
+
+	t.Run("senders", func(t *testing.T) {
+		sioGet(t, port, "/reset")
+		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
+			"--clients", "200", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1],
+			"--login-interval", "10ms", "--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", "30s")
+		mustOK(t, res)
+		s := res.sum
+		app := settledStats(t, port)
+		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+			t.Fatalf("logins %d failed %v disconnects %v sent %d; the app's disconnects %v\n%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, app.Disconnects, res.stdout)
+		}
+		if app.Users != 200 || app.Peak != 200 || app.Joins != 200 || app.Disconnects["ping timeout"] != 0 {
+			t.Errorf("the app saw %d distinct users, %d at once, %d joins, disconnects %v; want 200, 200, 200, no ping timeout", app.Users, app.Peak, app.Joins, app.Disconnects)
+		}
+		if !within(float64(app.Chats), float64(s.MessagesSent), 1) || !within(float64(app.Delivered), float64(s.MessagesReceived), 1) {
+			t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want within 1%%)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+		}
+		if s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 <= 0 || s.FramesSent["pong"] == 0 {
+			t.Errorf("latency %+v, pongs %d", s.LatencyMS, s.FramesSent["pong"])
+		}
+		t.Logf("socket.io senders: %v held; fleet sent %d received %d; app chats %d delivered %d users %d; latency p50 %.2f p99 %.2f ms; pongs %d; app disconnects %v",
+			hold, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Users, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"], app.Disconnects)
+	})
+	t.Run("receive-only", func(t *testing.T) {
+		sioGet(t, port, "/reset")
+		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
+			"--clients", "200", "--receive-only", "--login-interval", "10ms", "--login-timeout", "30s", "--duration", hold.String())
+		mustOK(t, res)
+		s := res.sum
+		app := settledStats(t, port)
+		if s.LoginsSucceeded != 200 || len(s.Disconnects) != 0 || s.MessagesSent != 0 || app.Chats != 0 || s.FramesSent["pong"] == 0 {
+			t.Fatalf("logins %d disconnects %v sent %d, app chats %d, frames %v", s.LoginsSucceeded, s.Disconnects, s.MessagesSent, app.Chats, s.FramesSent)
+		}
+		if app.Users != 200 || app.Peak != 200 || app.Disconnects["ping timeout"] != 0 {
+			t.Errorf("the app saw %d distinct users, %d at once, disconnects %v", app.Users, app.Peak, app.Disconnects)
+		}
+	})
+	t.Run("refused", func(t *testing.T) {
+		sioGet(t, port, "/reset")
+		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
+			"--clients", "20", "--user-id-format", "banned-%d", "--login-interval", "2ms", "--duration", "2s")
+		app := sioGet(t, port, "/stats")
+		if got := res.sum.LoginsFailed["connect_not_authorized"]; got != 20 || res.sum.LoginsSucceeded != 0 || app.Refused["not authorized"] != 20 {
+			t.Fatalf("refused logins by reason %v, succeeded %d, the app refused %v (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, app.Refused, res.code, res.stdout, res.stderr)
+		}
+	})
+	t.Run("no pong", func(t *testing.T) {
+		data, _ := profile.BuiltinFile("socketio")
+		cut := regexp.MustCompile(`(?m)^  - \{on: ping, .*\n`).ReplaceAll(data, nil)
+		if len(cut) == len(data) {
+			t.Fatal("the socketio profile has no ping reaction to remove")
+		}
+		path := filepath.Join(t.TempDir(), "socketio-no-pong.yaml")
+		if err := os.WriteFile(path, cut, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sioGet(t, port, "/reset")
+		res := replay(t, "--profile", path, "--capture", capPath, "--target", target,
+			"--clients", "20", "--receive-only", "--login-interval", "2ms", "--duration", (sioPing + sioTimeout + 3*time.Second).String())
+		app := settledStats(t, port)
+		var fleetDrops int64
+		for _, n := range res.sum.Disconnects {
+			fleetDrops += n
+		}
+		if app.Disconnects["ping timeout"] != 20 || fleetDrops != 20 {
+			t.Fatalf("without the pong reaction: the app's disconnects %v, the fleet's %v; want ping timeout=20 and 20 (exit %d)\n%s%s", app.Disconnects, res.sum.Disconnects, res.code, res.stdout, res.stderr)
+		}
+		t.Logf("without the pong reaction: the app's disconnects %v, the fleet's %v", app.Disconnects, res.sum.Disconnects)
+	})
+}
