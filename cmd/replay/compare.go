@@ -43,6 +43,7 @@ func runCompare(ctx context.Context, cc compare.Config) (driven, error) {
 func compareFlags(fs *pflag.FlagSet, cc *compare.Config) {
 	fs.IntVar(&cc.Repeat, "repeat", cc.Repeat, "run each scenario this many times (3 or more gives mean ± sd)")
 	fs.DurationVar(&cc.DrainTimeout, "drain-timeout", cc.DrainTimeout, "how long to wait for the relay to get back to 0 connections between runs")
+	fs.Var(&cc.SLO, "slo", "objectives the headline judges, as capacity's: p99 (latency), drops, login_fail (%), idle (relay host CPU idle %), fleet_idle and lag (the load generator's saturation); KEY=off drops one")
 	// One scenario receive-only for all makes no comparison (refused).
 	hide(fs, "receive-only")
 	// Two fleet flags mean something slightly different here.

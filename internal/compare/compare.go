@@ -81,6 +81,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Title:     fmt.Sprintf("reprise compare: N:N vs 1:N, %d clients, %d senders", cfg.Fleet.Clients, cfg.Senders),
 		Generated: time.Now(),
 		Params:    c.params(),
+		SLO:       &cfg.SLO,
 	}
 	if w := c.noServerMetrics(); w != "" {
 		c.input.Warnings = append(c.input.Warnings, w)
