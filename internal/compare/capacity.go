@@ -113,6 +113,8 @@ func scenarioName(f fleet.Config) string {
 func (s *search) fleetConfig() fleet.Config {
 	fc := s.cfg.Fleet
 	fc.Clients, fc.Levels = s.cfg.Max, s.steps
+	// For the progress line's time to the last login: each level waits its hold and a last scrape.
+	fc.LevelHold = s.cfg.Hold + 2*s.cfg.Interval
 	fc.Duration = searchBound(fc, s.steps, s.cfg.Hold)
 	fc.Out = fleetrun.Prefixed(s.out, "[fleet] ")
 	fc.Log = s.log.Named("fleet")

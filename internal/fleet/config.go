@@ -93,6 +93,11 @@ type Config struct {
 	// on the coordinator's word and none runs ahead of the decision.
 	Levels  []int
 	AtLevel func(ctx context.Context, attempts int) bool
+	// LevelHold is about how long AtLevel holds each level (a capacity
+	// search's hold and last scrape), for the progress line's time to the
+	// last login only; 0: not known, and the line counts the holds to come
+	// instead.
+	LevelHold time.Duration
 
 	// Metrics is the listen address of /metrics; empty disables it.
 	Metrics string

@@ -50,6 +50,12 @@ import (
 // once.
 type Fleet struct {
 	cfg Config
+	// rampShift (ns) and levelsDone are the ramp's waits at levels so far
+	// and how many levels it passed; holding is set while it waits at one.
+	// The progress line reads them.
+	rampShift  atomic.Int64
+	levelsDone atomic.Int32
+	holding    atomic.Bool
 	log *zap.Logger
 	// player is the compiled script: the protocol comes in through it.
 	player      profile.Player
@@ -477,7 +483,10 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			if err := f.waitUntil(ctx, due, &first); err != nil || ctx.Err() != nil {
 				return false, err
 			}
-			if !f.cfg.AtLevel(ctx, levels[0]) {
+			f.holding.Store(true)
+			goOn := f.cfg.AtLevel(ctx, levels[0])
+			f.holding.Store(false)
+			if !goOn {
 				return false, errStopped
 			}
 			// From the due instant, not from the call: shards that reach
@@ -485,6 +494,8 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			// schedule.
 			shift += time.Since(due)
 			levels = levels[1:]
+			f.rampShift.Store(int64(shift))
+			f.levelsDone.Add(1)
 			if ctx.Err() != nil {
 				return false, nil
 			}

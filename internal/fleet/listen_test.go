@@ -5,6 +5,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestListenMetricsBusy: the default /metrics address taken (a second
@@ -65,5 +66,39 @@ func TestSaturationWarnedOnce(t *testing.T) {
 	f.warnMu.Unlock()
 	if len(got) != 2 || got[0] != "WARNING: lag (first of 3 progress intervals with this warning)" || got[1] != "WARNING: cpu (first of 2 progress intervals with this warning)" {
 		t.Errorf("summary warnings %q", got)
+	}
+}
+
+// TestRampETA: the time to the last login counts the holds at the levels
+// still to come before it (not "0s" with most logins to go), or says how
+// many there are when their length is not known.
+func TestRampETA(t *testing.T) {
+	c := &Config{Clients: 250, LoginInterval: 100 * time.Millisecond, Levels: []int{50, 100, 150, 200, 250}}
+	s := time.Second
+	tests := []struct {
+		name       string
+		hold       time.Duration
+		now, shift time.Duration
+		done       int
+		want       string
+	}{
+		// The last login is due at 24.9 s on the schedule; four levels
+		// (50..200) wait before it, the one at 250 after.
+		{"start, holds known", 20 * s, 0, 0, 0, "1m45s"},
+		{"start, holds not known", 0, 0, 0, 0, "25s plus 4 level holds"},
+		// Two levels passed, 40 s of waits so far, at 50 s on the clock:
+		// 24.9 + 40 + 2 x 20 - 50.
+		{"two levels passed", 20 * s, 50 * s, 40 * s, 2, "55s"},
+		{"last level passed", 20 * s, 100 * s, 80 * s, 4, "5s"},
+		{"overdue", 20 * s, 200 * s, 80 * s, 5, "0s"},
+	}
+	for _, tt := range tests {
+		c.LevelHold = tt.hold
+		if got := rampETA(c, tt.now, tt.shift, tt.done); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if got := rampETA(&Config{Clients: 10, LoginInterval: s}, 3*s, 0, 0); got != "6s" {
+		t.Errorf("no levels: %q, want 6s", got)
 	}
 }

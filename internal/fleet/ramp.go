@@ -23,16 +23,49 @@ func (f *Fleet) warnRamp() {
 }
 
 // rampProgress is the progress line's ramp part while logins are still to
-// be attempted: this process's attempts so far, and when the fleet's last
-// login is due.
+// be attempted: this process's attempts so far, the level the ramp is at
+// (when it steps through levels), and when the fleet's last login is due,
+// the waits at the levels before it counted.
 func (f *Fleet) rampProgress(attempts int64) string {
 	c := &f.cfg
 	mine := int64(c.Shard.Clients(c.Clients))
 	if attempts >= mine {
 		return ""
 	}
-	eta := max(c.loginAt(c.Clients-1)-time.Duration(f.now()), 0)
-	return fmt.Sprintf(" | ramp %d/%d, last login in %v", attempts, mine, eta.Round(time.Second))
+	done := int(f.levelsDone.Load())
+	eta := rampETA(c, time.Duration(f.now()), time.Duration(f.rampShift.Load()), done)
+	level := ""
+	if n := len(c.Levels); n > 0 {
+		k := min(done, n-1)
+		verb := "level"
+		if f.holding.Load() {
+			verb = "holding level"
+		}
+		level = fmt.Sprintf(", %s %d of %d (%d clients)", verb, k+1, n, c.Levels[k])
+	}
+	return fmt.Sprintf(" | ramp %d/%d%s, last login in %s", attempts, mine, level, eta)
+}
+
+// rampETA is the time to the fleet's last login at now on the run's
+// clock: its place on the login schedule, shifted by the waits at the
+// levels passed so far, plus one LevelHold for each level still to come
+// before it. Without LevelHold it says how many holds come on top.
+func rampETA(c *Config, now, shift time.Duration, levelsDone int) string {
+	last := c.loginAt(c.Clients - 1)
+	holds := 0
+	for _, l := range c.Levels[min(levelsDone, len(c.Levels)):] {
+		if l <= c.Clients-1 { // waited at before the last login
+			holds++
+		}
+	}
+	eta := max(last+shift+time.Duration(holds)*c.LevelHold-now, 0).Round(time.Second)
+	switch {
+	case holds == 0 || c.LevelHold > 0:
+		return eta.String()
+	case holds == 1:
+		return eta.String() + " plus 1 level hold"
+	}
+	return fmt.Sprintf("%v plus %d level holds", eta, holds)
 }
 
 // checkSourceIPs makes sure every --source-ips address belongs to this
