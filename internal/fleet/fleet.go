@@ -56,7 +56,7 @@ type Fleet struct {
 	rampShift  atomic.Int64
 	levelsDone atomic.Int32
 	holding    atomic.Bool
-	log *zap.Logger
+	log        *zap.Logger
 	// player is the compiled script: the protocol comes in through it.
 	player      profile.Player
 	profileName string
