@@ -83,6 +83,15 @@ func DefaultSLO() SLO {
 	}
 }
 
+// ParseSLO reads objectives as String wrote them: the keys not in text
+// are off (String leaves out the objectives that are off), where Set
+// would keep their defaults.
+func ParseSLO(text string) (SLO, error) {
+	s := SLO{MaxDrops: -1, MaxLoginFailPct: -1, MinIdlePct: -1}
+	err := s.Set(text)
+	return s, err
+}
+
 // sloKeys are the keys of `--slo`, in the order String writes them.
 var sloKeys = []string{"p99", "drops", "login_fail", "idle", "fleet_idle", "lag"}
 

@@ -108,3 +108,18 @@ func TestReasonText(t *testing.T) {
 		t.Errorf("unknown reason: %s", Reason(99))
 	}
 }
+
+// TestParseSLORoundTrip: objectives written by String read back the same
+// with ParseSLO, those turned off included.
+func TestParseSLORoundTrip(t *testing.T) {
+	for _, text := range []string{"", "idle=off", "p99=off,drops=off", "fleet_idle=off,lag=off,login_fail=off", "p99<250ms,idle>5%"} {
+		s := DefaultSLO()
+		if err := s.Set(text); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseSLO(s.String())
+		if err != nil || back != s {
+			t.Errorf("%q: String %q read back as %+v (%v), want %+v", text, s.String(), back, err, s)
+		}
+	}
+}

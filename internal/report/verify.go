@@ -128,8 +128,8 @@ func VerifyHeadline(dir string, sum Summary) error {
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", SeriesFile, err)
 	}
-	slo := DefaultSLO()
-	if err := slo.Set(sum.SLO); err != nil {
+	slo, err := ParseSLO(sum.SLO)
+	if err != nil {
 		return fmt.Errorf("verify %s: %w", SummaryFile, err)
 	}
 	requested := map[string]int{}
