@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare captures observe clean k8s-images k8s-e2e
+.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare bench-fleet captures observe clean k8s-images k8s-e2e
 
 all: build
 
@@ -64,6 +64,13 @@ RELAYBENCH_FLAGS ?=
 bench-relay: build
 	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode fanout $(RELAYBENCH_FLAGS)
 	$(GO) run ./tools/relaybench --relay $(BIN)/relay --mode idle
+
+## bench-fleet: the fleet against the relay, each its own process on 127.0.0.1: the fleet's CPU per
+## received message over the relay's per delivery (N:N 8x32 and 16x32 over TCP, 3 reps; target <= 0.5)
+## and its RSS per idle receive-only client (10,000 over TCP and UDP; target <= 8 KiB). docs/performance.md.
+bench-fleet: build
+	./scripts/fleet-ratio.sh
+	./scripts/fleet-idle.sh
 
 ## bench-compare: the relay (over TCP and over UDP), the UDP floor and nats-server side by side (bench/, its own module; docs/performance.md).
 BENCH_COMPARE_FLAGS ?=
