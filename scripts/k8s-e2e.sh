@@ -1,0 +1,360 @@
+#!/usr/bin/env bash
+# k8s-e2e.sh: the fleet as shards on a real one-node Kubernetes on this
+# machine, end to end (`make k8s-e2e`; opt-in, root, not part of make test).
+#
+# Brings up Kubernetes v1.33.13 (binaries from scripts/k8s-build.sh, cached
+# in $K8S_CACHE), Debian's containerd and etcd, and a minimal CoreDNS, as
+# plain processes; loads the images `make k8s-images` wrote; then, with
+# `replay k8s run` and the relay Deployment:
+#   (a) an Indexed Job of 4 shards x 500 receive-only clients;
+#   (b) a 4-shard N:N run, and the same run as one process on the host;
+#   (c) a run whose image does not exist, which must fail naming the pod;
+# checks (tools/k8scheck): 2,000/2,000 logins, every shard started within
+# 50 ms of the barrier's instant, merged counts = the shards' sum, merged
+# p50/p99 = the union histogram's, sharded N:N within 1 % of one process on
+# sent and received, pods Succeeded and the Job complete; and tears it all
+# down, checking that no process, bridge, iptables rule, mount or sysctl
+# change is left behind.
+#
+# Pod traffic stays on this machine: the pod network is a bridge this script
+# creates (10.232.0.0/24, the node at .1) with forwarding to and from any
+# other interface dropped; CoreDNS has no forwarder.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+cache=${K8S_CACHE:-/var/cache/reprise-k8s}
+B=$cache/bin
+K=$cache/run            # the cluster's state: wiped before and after
+S=$cache/host-before    # the host as it was, to compare after teardown
+P=$K/pki
+out=${K8S_E2E_OUT:-$here/out/k8s-e2e}
+BR=reprisek8s0
+NODE_IP=10.232.0.1
+POD_NET=10.232.0.0/24
+SVC_NET=10.233.0.0/24
+export KUBECONFIG=$P/admin.kubeconfig
+export PATH=$B:$PATH
+replay=$here/bin/static/replay
+relay=$here/bin/static/relay
+images=$here/bin/images
+
+# The kernel settings kubelet, kube-proxy and the CNI plugin may change.
+sysctls="net.ipv4.ip_forward net.ipv4.conf.all.route_localnet net.bridge.bridge-nf-call-iptables
+net.bridge.bridge-nf-call-ip6tables vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+kernel.keys.root_maxkeys kernel.keys.root_maxbytes net.netfilter.nf_conntrack_max
+net.netfilter.nf_conntrack_tcp_timeout_established net.netfilter.nf_conntrack_tcp_timeout_close_wait net.ipv6.conf.all.forwarding"
+
+t_start=$(date +%s)
+say() { printf 'k8s-e2e [%4ds] %s\n' $(( $(date +%s) - t_start )) "$*"; }
+die() { say "FAIL: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || { echo "k8s-e2e: needs root (a bridge, iptables rules, containerd)"; exit 1; }
+[ -x "$replay" ] && [ -f "$images/images.json" ] || { echo "k8s-e2e: run make k8s-images first (make k8s-e2e does)"; exit 1; }
+
+# ---- the host before, and after ----
+
+iptables_state() { for t in filter nat mangle raw; do $1 -t $t -S 2>/dev/null | sed "s/^/$t /"; done | sort; }
+
+host_snapshot() {
+	local d=$1
+	mkdir -p "$d"
+	awk '{print $2, $3}' /proc/mounts | sort >"$d/mounts"
+	ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | sort >"$d/links"
+	iptables_state iptables >"$d/iptables"
+	iptables_state ip6tables >"$d/ip6tables"
+	for k in $sysctls; do echo "$k=$(sysctl -n "$k" 2>/dev/null || echo absent)"; done >"$d/sysctl"
+	ls /run/netns 2>/dev/null | sort >"$d/netns" || true
+	[ -d /run/containerd ] && echo yes >"$d/run-containerd" || echo no >"$d/run-containerd"
+}
+
+# ---- processes: each started here, stopped by its PID ----
+
+start() {
+	local n=$1
+	shift
+	nohup nice -n 5 "$@" >"$K/logs/$n.log" 2>&1 &
+	echo $! >"$K/pids/$n"
+}
+
+stop() {
+	local f=$K/pids/$1 pid
+	[ -f "$f" ] || return 0
+	pid=$(cat "$f")
+	kill "$pid" 2>/dev/null || true
+	for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+	kill -9 "$pid" 2>/dev/null || true
+	rm -f "$f"
+}
+
+waitfor() { # command, seconds
+	local i
+	for i in $(seq 1 "$2"); do eval "$1" >/dev/null 2>&1 && return 0; sleep 1; done
+	return 1
+}
+
+ctr_() { ctr -a "$K/containerd/containerd.sock" -n k8s.io "$@"; }
+
+subst() { sed -e "s|@K8S_DIR@|$K|g" -e "s|@PAUSE_IMAGE@|${pause_image:-}|g" "$1" >"$2"; }
+
+# ---- PKI: a CA and one certificate per component, with openssl ----
+
+pki() {
+	mkdir -p "$P"
+	(
+		cd "$P"
+		openssl genrsa -out ca.key 2048 2>/dev/null
+		openssl req -x509 -new -nodes -key ca.key -subj "/CN=reprise-k8s-e2e-ca" -days 2 -out ca.crt 2>/dev/null
+		openssl genrsa -out sa.key 2048 2>/dev/null
+		openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+		mk() { # name CN O usage SAN
+			openssl genrsa -out "$1.key" 2048 2>/dev/null
+			openssl req -new -key "$1.key" -subj "/CN=$2${3:+/O=$3}" -out "$1.csr" 2>/dev/null
+			printf "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=%s\n%s\n" "$4" "${5:-}" >"$1.ext"
+			openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+		}
+		mk apiserver kube-apiserver "" serverAuth "subjectAltName=DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP,IP:10.233.0.1"
+		mk kubelet-serving k8snode "" serverAuth "subjectAltName=DNS:k8snode,DNS:localhost,IP:127.0.0.1,IP:$NODE_IP"
+		mk apiserver-kubelet-client kube-apiserver-kubelet-client system:masters clientAuth
+		mk admin kubernetes-admin system:masters clientAuth
+		mk controller-manager system:kube-controller-manager "" clientAuth
+		mk scheduler system:kube-scheduler "" clientAuth
+		mk kubelet system:node:k8snode system:nodes clientAuth
+		mk kube-proxy system:kube-proxy "" clientAuth
+		for u in admin controller-manager scheduler kubelet kube-proxy; do
+			cat >"$u.kubeconfig" <<EOK
+apiVersion: v1
+kind: Config
+clusters:
+- cluster: {certificate-authority: $P/ca.crt, server: "https://$NODE_IP:6443"}
+  name: local
+users:
+- name: $u
+  user: {client-certificate: $P/$u.crt, client-key: $P/$u.key}
+contexts:
+- context: {cluster: local, user: $u}
+  name: local
+current-context: local
+EOK
+		done
+	)
+}
+
+# ---- up ----
+
+up() {
+	local t0
+	t0=$(date +%s)
+	ip route show | grep -qE "^(10\.232\.0\.|10\.233\.0\.)" && die "$POD_NET or $SVC_NET is already routed on this host"
+	ip link show "$BR" >/dev/null 2>&1 && die "bridge $BR exists: another run? (scripts/k8s-e2e.sh cleans up after itself; remove it by hand)"
+	rm -rf "$K"
+	mkdir -p "$K/pids" "$K/logs" "$K/containerd" "$K/cni/net.d" "$K/dns" "$K/kubelet"
+	pki
+	echo "nameserver $NODE_IP" >"$K/resolv.conf"
+	pause_image=$("$replay" k8s image --program "pause=$B/pause" --out "$K/img")
+	subst deploy/k8s-e2e/conf/containerd.toml "$K/containerd/config.toml"
+	subst deploy/k8s-e2e/conf/kubelet-config.yaml "$K/kubelet-config.yaml"
+	subst deploy/k8s-e2e/conf/10-reprise.conflist "$K/cni/net.d/10-reprise.conflist"
+	subst deploy/k8s-e2e/conf/Corefile "$K/dns/Corefile"
+
+	# The pod network: a bridge of our own; nothing forwarded to or from
+	# any other interface.
+	ip link add "$BR" type bridge
+	ip addr add "$NODE_IP/24" dev "$BR"
+	ip link set "$BR" up
+	iptables -I FORWARD -s "$POD_NET" ! -o "$BR" -j DROP
+	iptables -I FORWARD -d "$POD_NET" ! -i "$BR" -j DROP
+
+	start containerd containerd --config "$K/containerd/config.toml"
+	start etcd etcd --name k8s --data-dir "$K/etcd" --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 --initial-cluster k8s=http://127.0.0.1:12380 \
+		--listen-metrics-urls http://127.0.0.1:12381
+	waitfor "ctr_ version" 30 || die "containerd did not start (logs: $K/logs/containerd.log)"
+	for t in "$K/img/pause.tar" "$images/replay.tar" "$images/relay.tar"; do
+		ctr_ images import --all-platforms "$t" >/dev/null || die "ctr images import $t"
+	done
+
+	start kube-apiserver "$B/kube-apiserver" --advertise-address=$NODE_IP --bind-address=$NODE_IP --secure-port=6443 \
+		--etcd-servers=http://127.0.0.1:12379 --service-cluster-ip-range=$SVC_NET \
+		--tls-cert-file="$P/apiserver.crt" --tls-private-key-file="$P/apiserver.key" --client-ca-file="$P/ca.crt" \
+		--kubelet-client-certificate="$P/apiserver-kubelet-client.crt" --kubelet-client-key="$P/apiserver-kubelet-client.key" \
+		--kubelet-preferred-address-types=InternalIP,Hostname --kubelet-certificate-authority="$P/ca.crt" \
+		--service-account-issuer=https://kubernetes.default.svc.cluster.local --service-account-key-file="$P/sa.pub" \
+		--service-account-signing-key-file="$P/sa.key" --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
+		--profiling=false --v=1
+	waitfor "kubectl get --raw /readyz" 120 || die "kube-apiserver not ready (logs: $K/logs/kube-apiserver.log)"
+	start kube-controller-manager "$B/kube-controller-manager" --kubeconfig="$P/controller-manager.kubeconfig" \
+		--authentication-kubeconfig="$P/controller-manager.kubeconfig" --authorization-kubeconfig="$P/controller-manager.kubeconfig" \
+		--bind-address=127.0.0.1 --root-ca-file="$P/ca.crt" --service-account-private-key-file="$P/sa.key" \
+		--cluster-signing-cert-file="$P/ca.crt" --cluster-signing-key-file="$P/ca.key" --use-service-account-credentials=true \
+		--service-cluster-ip-range=$SVC_NET --leader-elect=false --profiling=false --v=1
+	start kube-scheduler "$B/kube-scheduler" --kubeconfig="$P/scheduler.kubeconfig" \
+		--authentication-kubeconfig="$P/scheduler.kubeconfig" --authorization-kubeconfig="$P/scheduler.kubeconfig" \
+		--bind-address=127.0.0.1 --leader-elect=false --profiling=false --v=1
+	start kubelet "$B/kubelet" --config="$K/kubelet-config.yaml" --kubeconfig="$P/kubelet.kubeconfig" \
+		--root-dir="$K/kubelet" --cert-dir="$K/kubelet/pki" --hostname-override=k8snode --node-ip=$NODE_IP --v=1
+	# conntrack-* 0: leave the host's conntrack settings as they are.
+	start kube-proxy "$B/kube-proxy" --kubeconfig="$P/kube-proxy.kubeconfig" --hostname-override=k8snode --bind-address=$NODE_IP \
+		--cluster-cidr=$POD_NET --proxy-mode=iptables --nodeport-addresses=$NODE_IP/32 --conntrack-max-per-core=0 \
+		--conntrack-tcp-timeout-established=0 --conntrack-tcp-timeout-close-wait=0 \
+		--metrics-bind-address=127.0.0.1:10249 --healthz-bind-address=127.0.0.1:10256 --v=1
+	start coredns "$B/coredns" -conf "$K/dns/Corefile"
+	waitfor "kubectl get node k8snode -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" 180 ||
+		die "node not Ready (logs: $K/logs/kubelet.log)"
+	waitfor "kubectl -n default get serviceaccount default" 60 || die "no default service account"
+	say "cluster up in $(( $(date +%s) - t0 ))s (warm start: binaries cached)"
+}
+
+# ---- down: everything up made, by PID, path and name ----
+
+down() {
+	local t0 n t c m
+	t0=$(date +%s)
+	for n in coredns kube-proxy kubelet kube-scheduler kube-controller-manager kube-apiserver; do stop $n; done
+	if [ -S "$K/containerd/containerd.sock" ]; then
+		for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
+		sleep 1
+		for t in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks delete -f "$t" >/dev/null 2>&1 || true; done
+		for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers rm "$c" >/dev/null 2>&1 || true; done
+	fi
+	stop containerd
+	stop etcd
+	# containerd's shims outlive it: ours are the ones on our socket.
+	for n in $(pgrep -f "containerd-shim-runc-v2 .*-address $K/containerd/containerd.sock" 2>/dev/null); do kill -9 "$n" 2>/dev/null || true; done
+	for m in $(awk -v k="$K/" 'index($2, k) == 1 || $2 ~ "^/run/netns/cni-" {print $2}' /proc/mounts | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
+	for n in $(ls /run/netns 2>/dev/null | grep '^cni-' || true); do
+		grep -qx "$n" "$S/netns" 2>/dev/null || ip netns delete "$n" 2>/dev/null || true
+	done
+	[ -x "$B/kube-proxy" ] && "$B/kube-proxy" --cleanup >/dev/null 2>&1 || true
+	for ipt in iptables ip6tables; do
+		for t in filter nat mangle; do
+			for c in KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-FIREWALL KUBE-MARK-MASQ KUBE-MARK-DROP KUBE-POSTROUTING KUBE-IPTABLES-HINT; do
+				$ipt -t $t -F $c 2>/dev/null && $ipt -t $t -X $c 2>/dev/null || true
+			done
+		done
+	done
+	iptables -D FORWARD -s "$POD_NET" ! -o "$BR" -j DROP 2>/dev/null || true
+	iptables -D FORWARD -d "$POD_NET" ! -i "$BR" -j DROP 2>/dev/null || true
+	for n in $(ip -o link show master "$BR" 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//'); do ip link del "$n" 2>/dev/null || true; done
+	ip link del "$BR" 2>/dev/null || true
+	# kubelet's cgroups, empty once the pods are gone (depth first).
+	find /sys/fs/cgroup -depth -type d -name 'kubepods*' -path '*kubepods*' 2>/dev/null | sort -r | while read -r c; do rmdir "$c" 2>/dev/null || true; done
+	if [ -f "$S/sysctl" ]; then
+		while IFS='=' read -r k v; do
+			[ "$v" = absent ] || [ "$(sysctl -n "$k" 2>/dev/null)" = "$v" ] || sysctl -qw "$k=$v" || true
+		done <"$S/sysctl"
+	fi
+	[ "$(cat "$S/run-containerd" 2>/dev/null)" = no ] && rm -rf /run/containerd
+	rm -rf "$K"
+	say "torn down in $(( $(date +%s) - t0 ))s"
+}
+
+# leftovers compares the host with its state before up.
+leftovers() {
+	local d=$cache/host-after bad=0 f
+	host_snapshot "$d"
+	for f in mounts links iptables ip6tables sysctl netns run-containerd; do
+		if ! diff -q "$S/$f" "$d/$f" >/dev/null; then
+			say "LEFT BEHIND ($f):"
+			diff "$S/$f" "$d/$f" | sed 's/^/    /' || true
+			bad=1
+		fi
+	done
+	for n in containerd etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns; do
+		if pgrep -f "^($B/)?$n( |$)" >/dev/null 2>&1 || pgrep -f "$K/" >/dev/null 2>&1; then
+			say "LEFT BEHIND: a $n process or one using $K"
+			bad=1
+		fi
+	done
+	rm -rf "$d"
+	return $bad
+}
+
+finish() {
+	local rc=$?
+	trap - EXIT INT TERM
+	down
+	if leftovers; then
+		say "host as before: no process, bridge, rule, mount or sysctl change left"
+	else
+		rc=1
+	fi
+	[ $rc = 0 ] && say "PASS in $(( $(date +%s) - t_start ))s" || say "FAILED (rc $rc)"
+	exit $rc
+}
+
+# ---- the runs ----
+
+request_mib() { awk '/requests:/{r=1} r && /memory:/{sub(/Mi/, "", $2); print $2; exit}' "$1/manifests/fleet.yaml"; }
+
+cluster_view() { # name
+	local phases cond
+	phases=$(kubectl get pods -l "app.kubernetes.io/name=$1-fleet" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | sort | uniq -c | xargs)
+	cond=$(kubectl get job "$1-fleet" -o jsonpath='{.status.conditions[?(@.type=="Complete")].status}')
+	say "cluster's view of $1: pods: $phases; Job Complete=$cond"
+	[ "$phases" = "4 Succeeded" ] && [ "$cond" = True ] || die "the cluster does not see 4 Succeeded pods and a complete Job"
+}
+
+k8scheck() { go run ./tools/k8scheck "$@"; }
+
+run_receive_only() {
+	local o=$out/a
+	say "(a) 4 shards x 500 receive-only clients, relay Deployment"
+	"$replay" k8s run --images "$images" --relay --shards 4 --name rx --cpu 100m --relay-cpu 200m --keep --out "$o" -- \
+		--clients 2000 --receive-only --login-interval 2ms --duration 25s | tee "$o.answer.txt" || die "(a) replay k8s run failed"
+	cluster_view rx
+	k8scheck shards "$o" --clients 2000 --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(a) checks"
+	kubectl delete --cascade=foreground -f "$o/manifests" >/dev/null
+}
+
+nn_flags=(--clients 80 --room-size 10 --loop=12s,48s --login-interval 20ms --duration 30s)
+
+run_nn() {
+	local o=$out/b
+	say "(b) 4-shard N:N: ${nn_flags[*]}"
+	"$replay" k8s run --images "$images" --relay --shards 4 --name nn --cpu 100m --relay-cpu 200m --out "$o" -- \
+		"${nn_flags[@]}" | tee "$o.answer.txt" || die "(b) replay k8s run failed"
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(b) replay k8s run left objects behind"
+	k8scheck shards "$o" --clients 80 --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(b) checks"
+
+	say "(b) the same N:N run as one process on the host (relay on 127.0.0.1)"
+	local port=17400 rpid
+	"$relay" --listen 127.0.0.1:$port --metrics 127.0.0.1:0 >"$out/host-relay.log" 2>&1 &
+	rpid=$!
+	waitfor "bash -c '</dev/tcp/127.0.0.1/$port'" 20 || { kill $rpid; die "host relay did not listen"; }
+	"$replay" --capture "$here/captures/vr-session.pcap" --target 127.0.0.1:$port "${nn_flags[@]}" \
+		--summary "$out/host-one.json" >"$out/host-one.txt" 2>"$out/host-one.log" || { kill $rpid; die "host run failed"; }
+	kill $rpid
+	wait $rpid 2>/dev/null || true
+	k8scheck agree "$o/merged.json" "$out/host-one.json" --within 1 | tee "$out/agree.txt" || die "(b) sharded and one-process runs disagree"
+}
+
+run_missing_image() {
+	local o=$out/c
+	say "(c) an image that is not there: the pod must be named with its reason"
+	if "$replay" k8s run --image localhost/reprise-replay:no-such-tag --pull-policy Never --image-capture /captures/vr-session.pcap \
+		--shards 2 --name bad --cpu 100m --start-timeout 60s --out "$o" -- --clients 2 --receive-only --duration 2s >"$o.txt" 2>&1; then
+		die "(c) a run with no image succeeded"
+	fi
+	grep -E "shard [01] \(pod bad-fleet-[01]-[a-z0-9]+\) failed: ErrImageNeverPull" "$o.txt" | tail -1 | sed 's/^/    /'
+	grep -qE "failed: ErrImageNeverPull" "$o.txt" || { cat "$o.txt"; die "(c) the failure does not name the pod and ErrImageNeverPull"; }
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(c) the failed run left objects behind"
+}
+
+main() {
+	[ -d "$K" ] && { say "a previous run's state is in $K: tearing it down first"; down; }
+	rm -rf "$out"
+	mkdir -p "$out"
+	scripts/k8s-build.sh
+	host_snapshot "$S"
+	trap finish EXIT
+	trap 'exit 130' INT TERM
+	up
+	run_receive_only
+	run_nn
+	run_missing_image
+}
+
+main "$@"
