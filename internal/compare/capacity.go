@@ -128,9 +128,12 @@ func (s *search) atLevel(ctx context.Context, l fleetrun.Level, smp *report.Samp
 	if s.prevEnd != nil {
 		start = *s.prevEnd
 	}
-	lv, end, ok := holdLevel(ctx, smp, l.At, s.cfg.Hold, s.cfg.Interval, levelFrame{start: start, t0: base.At, clients: l.Attempts, sameHost: s.sameHost}, s.cfg.SLO)
-	if !ok {
-		return false // interrupted, or the server stopped answering
+	lv, end, err := holdLevel(ctx, smp, l.At, s.cfg.Hold, s.cfg.Interval, levelFrame{start: start, t0: base.At, clients: l.Attempts, sameHost: s.sameHost}, s.cfg.SLO)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(s.out, "capacity: level %d not judged: %v\n", l.Attempts, err)
+		}
+		return false // interrupted, or the metrics stopped answering
 	}
 	s.levels = append(s.levels, lv)
 	s.prevEnd = &end
@@ -158,33 +161,37 @@ func (f levelFrame) window(h, e report.Snapshot) report.LevelWindow {
 
 // holdLevel holds a level whose ramp ended at rampEnd: it samples a
 // quarter into the hold (the last logins settle first) and at its end,
-// and judges the level. False when ctx ended first or the metrics did not
-// answer.
-func holdLevel(ctx context.Context, s *report.Sampler, rampEnd time.Time, hold, interval time.Duration, f levelFrame, slo report.SLO) (report.Level, report.Snapshot, bool) {
-	h, ok := scrapeAt(ctx, s, rampEnd.Add(hold/4), interval)
-	if !ok {
-		return report.Level{}, h, false
+// and judges the level. The error says why it could not: ctx ended, or
+// the metrics did not answer.
+func holdLevel(ctx context.Context, s *report.Sampler, rampEnd time.Time, hold, interval time.Duration, f levelFrame, slo report.SLO) (report.Level, report.Snapshot, error) {
+	// A level must not be lost to slow answers on a busy host: each
+	// snapshot is tried again for as long as a hold, at least ten
+	// intervals.
+	patience := max(hold, 10*interval)
+	h, err := scrapeAt(ctx, s, rampEnd.Add(hold/4), interval, patience)
+	if err != nil {
+		return report.Level{}, h, err
 	}
-	e, ok := scrapeAt(ctx, s, rampEnd.Add(hold), interval)
-	if !ok {
-		return report.Level{}, e, false
+	e, err := scrapeAt(ctx, s, rampEnd.Add(hold), interval, patience)
+	if err != nil {
+		return report.Level{}, e, err
 	}
-	return report.EvaluateLevel(f.window(h, e), slo), e, true
+	return report.EvaluateLevel(f.window(h, e), slo), e, nil
 }
 
-// scrapeAt takes a snapshot at t, trying again for a few intervals when a
-// scrape fails (a level must not be lost to one slow answer).
-func scrapeAt(ctx context.Context, s *report.Sampler, t time.Time, interval time.Duration) (report.Snapshot, bool) {
+// scrapeAt takes a snapshot at t, trying again every half interval while
+// a scrape fails, for at most patience.
+func scrapeAt(ctx context.Context, s *report.Sampler, t time.Time, interval, patience time.Duration) (report.Snapshot, error) {
 	if !sleep(ctx, time.Until(t)) {
-		return report.Snapshot{}, false
+		return report.Snapshot{}, ctx.Err()
 	}
-	for try := 0; ; try++ {
+	for {
 		snap, err := s.Scrape(ctx)
 		if err == nil {
-			return snap, true
+			return snap, nil
 		}
-		if try == 4 || !sleep(ctx, interval/2) {
-			return snap, false
+		if time.Since(t) > patience || !sleep(ctx, interval/2) {
+			return snap, err
 		}
 	}
 }

@@ -49,8 +49,12 @@ type ShardRun struct {
 func (s Shards) Describe() string { return fmt.Sprintf("%d local shard processes", s.N) }
 
 // stopGrace is how long an interrupted shard may take to write its
-// summary before it is killed.
-const stopGrace = 15 * time.Second
+// summary before it is killed; stopAtLevelGrace how long after Stop a
+// shard that did not stop at a level is interrupted.
+const (
+	stopGrace        = 15 * time.Second
+	stopAtLevelGrace = 5 * time.Second
+)
 
 // Prepare starts the N shard processes and returns once every one answers
 // on its /metrics.
@@ -128,6 +132,8 @@ type shards struct {
 	firstExit chan struct{} // closed by watch at the first exit
 	errs      []error       // each process's exit, set before it reports on exit
 	closeOnce sync.Once
+	stopOnce  sync.Once
+	interrupt *time.Timer // set by Stop: interrupts what did not stop at its level
 }
 
 func (h *shards) summaryPath(i int) string {
@@ -196,9 +202,13 @@ func (h *shards) Levels() <-chan Level { return h.levels }
 
 func (h *shards) Resume(l Level) { h.coord.Resume(l.Attempts) }
 
+// Stop tells every shard to stop at its level (now, for those waiting
+// at one); a shard still running a while later (not at a level: a
+// comparison, or a stop between levels) is interrupted, and stops as it
+// does on Ctrl-C.
 func (h *shards) Stop() {
 	h.coord.Halt()
-	h.kill()
+	h.stopOnce.Do(func() { h.interrupt = time.AfterFunc(stopAtLevelGrace, h.kill) })
 }
 
 func (h *shards) Wait() (fleet.Summary, error) {
@@ -223,6 +233,10 @@ func (h *shards) close() {
 	h.closeOnce.Do(func() {
 		if h.unlink != nil {
 			h.unlink()
+		}
+		h.stopOnce.Do(func() {}) // no interrupt timer from now on
+		if h.interrupt != nil {
+			h.interrupt.Stop()
 		}
 		h.kill()
 		h.procs.Wait()
