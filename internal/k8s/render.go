@@ -71,10 +71,12 @@ type Params struct {
 	RelayMemory string
 }
 
-// MemoryPerClientKiB is the fleet's measured memory per receive-only
-// client (docs/performance.md, "Memory": 14.8 KiB), rounded up with room
-// for senders' larger read buffers.
-const MemoryPerClientKiB = 20
+// MemoryPerClientKiB is the fleet's measured memory per idle
+// receive-only client, the larger of its transports' (docs/performance.md,
+// "The fleet's own cost": 7.1 KiB over TCP, 9.3 over UDP at 10,000
+// clients), rounded up with room for senders' read buffers, which are
+// lent only while a socket has bytes.
+const MemoryPerClientKiB = 12
 
 // DefaultParams are the defaults of `replay k8s render`.
 func DefaultParams() Params {
