@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/fleetrun"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -280,4 +283,24 @@ func testprocTail(s string) string {
 		lines = lines[len(lines)-30:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestShardCommand: a shard's command line is the fleet flags given, the
+// run's own clients, senders, target and duration, and the shard's
+// metrics, barrier, summary and levels, in the flags replay defines.
+func TestShardCommand(t *testing.T) {
+	f := fleet.DefaultConfig()
+	f.Target, f.Clients, f.Senders, f.Duration, f.Levels = "127.0.0.1:7400", 80, 2, time.Minute, []int{20, 40}
+	name, args := shardCommand("/bin/replay", []string{"--capture=x.pcap", "--loop=12s,48s"})(fleetrun.ShardRun{
+		Fleet: f, Shard: fleet.Shard{Index: 1, Count: 2}, Metrics: "127.0.0.1:9501", Barrier: "127.0.0.1:9502", Summary: "/tmp/s-1.json"})
+	want := "--capture=x.pcap --loop=12s,48s --target 127.0.0.1:7400 --clients 80 --senders 2 --receive-only=false --duration 1m0s " +
+		"--metrics 127.0.0.1:9501 --shard 1/2 --barrier 127.0.0.1:9502 --barrier-serve=false --summary /tmp/s-1.json --levels 20,40"
+	if name != "/bin/replay" || strings.Join(args, " ") != want {
+		t.Errorf("got %s %s\nwant /bin/replay %s", name, strings.Join(args, " "), want)
+	}
+	// Every flag it writes is one replay's run command defines.
+	cmd := newRunCmd(&state{stdout: io.Discard, stderr: io.Discard})
+	if err := cmd.ParseFlags(args); err != nil {
+		t.Errorf("replay does not parse its shard command line: %v", err)
+	}
 }
