@@ -210,7 +210,7 @@ func (c *comparison) runOne(ctx context.Context, scenario string, senders, rep i
 	c.results = append(c.results, RunResult{Scenario: scenario, Repeat: rep, Fleet: r.sum})
 	// The peak as the report's table has it: one source for both.
 	peak := report.AnalyzeRun(run).MaxLoggedIn
-	fmt.Fprintf(c.out, "compare: %s done: %s logged in at peak, %d messages sent, %d received\n",
+	fmt.Fprintf(c.out, "compare: %s done: %s logged in at peak; the clients sent %d messages and received %d\n",
 		lbl, num(peak, 0), r.sum.MessagesSent, r.sum.MessagesReceived)
 	return empty
 }

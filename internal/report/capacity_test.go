@@ -164,3 +164,33 @@ func TestCapacityReportCaptions(t *testing.T) {
 		t.Errorf("levels table:\n%s", text.String())
 	}
 }
+
+// TestOffObjectiveNamesNoFigure: with fleet_idle=off, a level the load
+// generator's schedule lag saturated says so without the fleet's CPU idle
+// (the "load generator saturated (fleet host CPU idle 0 %)" with
+// fleet_idle=off), and the answer's figures leave out what is off.
+func TestOffObjectiveNamesNoFigure(t *testing.T) {
+	slo := DefaultSLO()
+	if err := slo.Set("fleet_idle=off,idle=off,p99=off"); err != nil {
+		t.Fatal(err)
+	}
+	l := level(20, 20, 0, 0, 5, 0, 0, 0, 5)
+	l.ScheduleLagP99Ms = 40
+	l.Breaches = levelBreaches(l, slo)
+	l.Saturated = isSaturated(Point{FleetCPUIdlePct: float64(l.FleetCPUIdlePct), ScheduleLagP99Ms: float64(l.ScheduleLagP99Ms)}, slo)
+	if l.Saturated {
+		l.Breaches = append(l.Breaches, Breach{ReasonSaturated, "load generator saturated (" + saturationFigures(l.FleetCPUIdlePct, l.ScheduleLagP99Ms, slo) + ")"})
+	}
+	c := Decide("N:N", 40, []Level{l}, nil, slo)
+	if c.Reason != ReasonSaturated || c.BrokeAt != 20 {
+		t.Fatalf("answer %q: want broken at 20 by the load generator", c.Answer)
+	}
+	for _, off := range []string{"fleet host CPU idle", "idle 0 %", "p99 5 ms"} {
+		if strings.Contains(c.Answer, off) {
+			t.Errorf("answer %q names %q, whose objective is off", c.Answer, off)
+		}
+	}
+	if !strings.Contains(c.Answer, "schedule lag p99 40.0 ms") || !strings.Contains(c.Answer, "off: latency p99, relay CPU idle") {
+		t.Errorf("answer %q", c.Answer)
+	}
+}
