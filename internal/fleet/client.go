@@ -380,7 +380,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 // sends again; the later steps come back from the profile as replies.
 func (c *client) sendLogin() ([]byte, error) {
 	now := c.f.wallNow()
-	var buf []byte
+	var buf, last []byte
 	for i := 0; ; i++ {
 		start := len(buf)
 		var k int
@@ -395,12 +395,13 @@ func (c *client) sendLogin() ([]byte, error) {
 				return nil, err
 			}
 			c.sh.c.sentBytes.Add(int64(len(buf)))
-			if _, _, more := c.pc.AppendLogin(nil, i+1, now); more {
-				buf = buf[:0]
-			}
+			last = append(last[:0], buf...)
+			buf = buf[:0]
 		}
 	}
-	if !c.udp && len(buf) > 0 {
+	if c.udp {
+		buf = last
+	} else if len(buf) > 0 {
 		if _, err := c.conn.Write(buf); err != nil {
 			return nil, err
 		}

@@ -45,7 +45,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		recvBytes:   d("replay_received_bytes_total", "Bytes read from the relay (all frames)."),
 		latency:     d("replay_delivery_latency_seconds", "Send to deliver latency of traced sends, measured by the receiving fleet client (one clock)."),
 		lag:         d("replay_schedule_lag_seconds", "How late each send left against its scheduled time."),
-		disconn:     d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (relay error code name, closed_by_relay, reset, write_timeout, send_backlog_full, ...).", "reason"),
+		disconn:     d("replay_disconnects_total", "Logged-in clients that lost their connection, by reason (the server's: a relay error code name, a profile's error reason, ws_<close code>, closed_by_relay or closed_by_server; the fleet's: reset, write_timeout, send_backlog_full, ...).", "reason"),
 		loops:       d("replay_loops_completed_total", "Loop passes completed, summed over clients."),
 		numbered:    d("replay_numbered_messages_received_total", "Deliveries of room-wide casts (broadcast, othercast) whose sender sequence the receiver checks for gaps."),
 		lost:        d("replay_messages_lost_total", "Gaps in senders' sequences of room-wide casts as their receivers saw them (lost deliveries; late ones counted back off). Loss ratio: lost / (numbered received + lost)."),
