@@ -151,7 +151,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
 	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, "after the last send, wait for deliveries in flight until none came for 200 ms, at most this long")
 	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("off" or "": none)`)
-	fs.DurationVar(&c.ProgressInterval, "progress-interval", 5*time.Second, "period of the progress line")
+	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "period of the progress line")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
 	addRelayFlags(fs, &ff.relay)
 }

@@ -147,36 +147,41 @@ const DefaultMetrics = "127.0.0.1:9401"
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {
 	return Config{
-		Flow:          -1,
-		Clients:       1,
-		Speed:         1,
-		Heartbeat:     HeartbeatDefault,
-		UserIDFormat:  "replay-%d",
-		LoginInterval: 8 * time.Second,
-		LoginTimeout:  10 * time.Second,
-		Metrics:       DefaultMetrics,
-		DrainTimeout:  2 * time.Second,
+		Flow:             -1,
+		Clients:          1,
+		Speed:            1,
+		Heartbeat:        HeartbeatDefault,
+		UserIDFormat:     "replay-%d",
+		LoginInterval:    8 * time.Second,
+		LoginTimeout:     10 * time.Second,
+		Metrics:          DefaultMetrics,
+		DrainTimeout:     2 * time.Second,
+		ProgressInterval: 5 * time.Second,
+		WriteTimeout:     2 * time.Second,
 	}
 }
 
+// withDefaults gives a zero field DefaultConfig's value (a program that
+// builds its Config by hand): the defaults are written once, there.
 func (c *Config) withDefaults() {
+	d := DefaultConfig()
 	if c.Speed == 0 {
-		c.Speed = 1
+		c.Speed = d.Speed
 	}
 	if c.UserIDFormat == "" {
-		c.UserIDFormat = "replay-%d"
+		c.UserIDFormat = d.UserIDFormat
 	}
 	if c.LoginTimeout <= 0 {
-		c.LoginTimeout = 10 * time.Second
+		c.LoginTimeout = d.LoginTimeout
 	}
 	if c.ProgressInterval <= 0 {
-		c.ProgressInterval = 5 * time.Second
+		c.ProgressInterval = d.ProgressInterval
 	}
 	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 2 * time.Second
+		c.WriteTimeout = d.WriteTimeout
 	}
 	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 2 * time.Second
+		c.DrainTimeout = d.DrainTimeout
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
