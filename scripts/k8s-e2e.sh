@@ -16,6 +16,9 @@
 # down, checking that no process, bridge, iptables rule, mount or sysctl
 # change is left behind.
 #
+# `k8s-e2e.sh up` leaves the cluster up to try `replay k8s run` by hand;
+# `k8s-e2e.sh down` tears it down and compares the host with before.
+#
 # Pod traffic stays on this machine: the pod network is a bridge this script
 # creates (10.232.0.0/24, the node at .1) with forwarding to and from any
 # other interface dropped; CoreDNS has no forwarder.
@@ -344,6 +347,14 @@ run_missing_image() {
 }
 
 main() {
+	case ${1:-all} in
+	all | up) ;;
+	down)
+		down
+		leftovers && say "host as before"
+		return ;;
+	*) echo "usage: k8s-e2e.sh [all|up|down]"; exit 2 ;;
+	esac
 	[ -d "$K" ] && { say "a previous run's state is in $K: tearing it down first"; down; }
 	rm -rf "$out"
 	mkdir -p "$out"
@@ -352,6 +363,12 @@ main() {
 	trap finish EXIT
 	trap 'exit 130' INT TERM
 	up
+	if [ "${1:-all}" = up ]; then
+		# Leave it up to try by hand (README, "Kubernetes").
+		trap - EXIT INT TERM
+		say "cluster up: export KUBECONFIG=$KUBECONFIG PATH=$B:\$PATH; scripts/k8s-e2e.sh down when done"
+		return
+	fi
 	run_receive_only
 	run_nn
 	run_missing_image
