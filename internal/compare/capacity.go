@@ -165,9 +165,10 @@ func (f levelFrame) window(h, e report.Snapshot) report.LevelWindow {
 // the metrics did not answer.
 func holdLevel(ctx context.Context, s *report.Sampler, rampEnd time.Time, hold, interval time.Duration, f levelFrame, slo report.SLO) (report.Level, report.Snapshot, error) {
 	// A level must not be lost to slow answers on a busy host: each
-	// snapshot is tried again for as long as a hold, at least ten
-	// intervals.
-	patience := max(hold, 10*interval)
+	// snapshot is tried again for as long as a hold, at least 30
+	// intervals (a shard built with -race on a host at a load of 35 per
+	// 2 CPUs took over 5 s, the sampler's timeout, to answer).
+	patience := max(hold, 30*interval)
 	h, err := scrapeAt(ctx, s, rampEnd.Add(hold/4), interval, patience)
 	if err != nil {
 		return report.Level{}, h, err
