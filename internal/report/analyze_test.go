@@ -235,3 +235,28 @@ func TestRollingPeak(t *testing.T) {
 		}
 	}
 }
+
+// TestRolledChartHasNoSpike: the send chart draws the rolling mean, so the
+// one short sample of TestRollingPeak is no top point there, and the
+// chart's highest point is the table's peak.
+func TestRolledChartHasNoSpike(t *testing.T) {
+	var pts []Point
+	at := 0.0
+	for i, dt := range []float64{1, 1, 1, 1.15, 0.8, 1, 1, 1} {
+		at += dt
+		pts = append(pts, Point{T: at, SendGbps: []float64{3.8, 3.8, 3.8, 2.7, 6.09, 3.8, 3.8, 3.8}[i]})
+	}
+	in := Input{Runs: []Run{{Scenario: "N:N", Series: Series{Points: pts}}}}
+	get := func(p Point) float64 { return p.SendGbps }
+	out := rolled(in, get, func(p *Point, v float64) { p.SendGbps = v })
+	top := 0.0
+	for _, p := range out.Runs[0].Series.Points {
+		top = math.Max(top, p.SendGbps)
+	}
+	if top > 4.2 || in.Runs[0].Series.Points[4].SendGbps != 6.09 {
+		t.Errorf("chart top %v (input untouched: %v), want the short sample smoothed under 4.2", top, in.Runs[0].Series.Points[4].SendGbps)
+	}
+	if peak := float64(RollingPeak(pts, get)); peak > top+1e-9 {
+		t.Errorf("table peak %v above the chart's top %v", peak, top)
+	}
+}

@@ -34,9 +34,9 @@ var Charts = []Chart{
 	{"logged_in.png", "Login attempts and logged-in clients over time",
 		"Logged-in clients (solid) and login attempts (dashed); grey bands are ramp pauses. Attempts going on while logged-in stays flat is a plateau: the relay refused or lost the rest.",
 		"Logged-in clients (solid) and login attempts (dashed); grey bands are the levels' holds, where each level is judged (no logins). Attempts going on while logged-in stays flat: the server refused or lost the rest."},
-	{"send_gbps.png", "Relay send Gbps over time",
-		"Bytes the relay wrote to clients, per second. N:N should climb much faster than 1:N as clients log in.",
-		"Bytes the relay wrote to clients, per second, as the levels step up; grey bands are the holds."},
+	{"send_gbps.png", "Relay send Gbps over time (relay → clients)",
+		fmt.Sprintf("Bytes the relay wrote to clients, as a %d s rolling mean (each sample weighted by its real interval: one short sample makes no spike). N:N should climb much faster than 1:N as clients log in.", PeakWindowS),
+		fmt.Sprintf("Bytes the relay wrote to clients, as a %d s rolling mean (each sample weighted by its real interval), as the levels step up; grey bands are the holds.", PeakWindowS)},
 	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host.", ""},
 	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy.", ""},
 	{"gbps_vs_clients.png", "Send Gbps against logged-in clients",
@@ -84,7 +84,10 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 	pct := func(p *chart) { p.Y.Max = math.Max(p.Y.Max, 100) }
 	builders := map[string]func() (*chart, error){
 		"send_gbps.png": func() (*chart, error) {
-			return timeChart(in, idx, bands, bandName, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
+			// The rolling mean the table's peak is taken from: one short
+			// sample makes no spike.
+			return timeChart(rolled(in, func(p Point) float64 { return p.SendGbps }, func(p *Point, v float64) { p.SendGbps = v }),
+				idx, bands, bandName, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
 		},
 		"cpu_idle.png": func() (*chart, error) {
 			c, err := timeChart(in, idx, bands, bandName, "% idle", []series{
@@ -333,6 +336,37 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
 		}
 	}
 	return c, nil
+}
+
+// rolled is in with one column of every run replaced by its trailing
+// PeakWindowS rolling mean (each sample weighted by its interval; shorter
+// at a run's start).
+func rolled(in Input, get func(Point) float64, set func(*Point, float64)) Input {
+	out := in
+	out.Runs = make([]Run, len(in.Runs))
+	for i, r := range in.Runs {
+		pts := append([]Point(nil), r.Series.Points...)
+		for j := range pts {
+			sum, span := 0.0, 0.0
+			for k := j; k >= 0 && span < PeakWindowS; k-- {
+				dt := pts[k].T
+				if k > 0 {
+					dt -= r.Series.Points[k-1].T
+				}
+				if v := get(r.Series.Points[k]); !math.IsNaN(v) && dt > 0 {
+					sum, span = sum+v*dt, span+dt
+				}
+			}
+			v := math.NaN()
+			if span > 0 && !math.IsNaN(get(r.Series.Points[j])) {
+				v = sum / span
+			}
+			set(&pts[j], v)
+		}
+		r.Series.Points = pts
+		out.Runs[i] = r
+	}
+	return out
 }
 
 // band is a stretch of a run's clock, in seconds.
