@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -87,7 +88,33 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 func addReadFlags(cmd *cobra.Command, opts *capture.Options) {
 	cmd.Flags().IntVar(&opts.MaxFrame, "max-frame", 0, "largest frame to read from the capture, in bytes (0: 65536, the relay's default --max-frame)")
 	cmd.Flags().Uint16Var(&opts.ServerPort, "server-port", capture.DefaultServerPort, "the server's port, to tell a flow's client side when neither a SYN, a join nor the frame kinds do")
+	opts.MaxMemory = capture.DefaultMaxMemory
+	cmd.Flags().Var(mibValue{&opts.MaxMemory}, "max-memory", memoryUsage)
 }
+
+// memoryUsage is --max-memory's help, for inspect and replay alike.
+const memoryUsage = "most memory reading the capture may hold, in MiB: frames, per-flow state and TCP reassembly buffers; past it the read stops with an error naming the packet"
+
+// mibValue is a byte count given in MiB on the command line.
+type mibValue struct{ b *int64 }
+
+func (v mibValue) String() string {
+	if v.b == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*v.b>>20, 10)
+}
+
+func (v mibValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > 1<<30 {
+		return fmt.Errorf("%q is not a size in MiB (1 to %d)", s, 1<<30)
+	}
+	*v.b = n << 20
+	return nil
+}
+
+func (mibValue) Type() string { return "MiB" }
 
 func writeSummary(st *state, s *capture.Summary, asJSON bool) error {
 	if asJSON {

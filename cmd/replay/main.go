@@ -125,6 +125,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.IntVar(&c.Flow, "flow", -1, "flow index as listed by replay inspect (-1: the longest)")
 	fs.IntVar(&c.MaxFrame, "max-frame", 0, "largest frame read from the capture and from the relay, in bytes (the relay's --max-frame; 0: 65536)")
 	fs.Uint16Var(&c.ServerPort, "server-port", 0, "the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: 7400)")
+	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
 	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
 	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")

@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/capture/capturetest"
 )
 
 // TestUnusableCaptureExitsOne: a capture whose only flow has no join (the
@@ -32,6 +36,46 @@ func TestUnusableCaptureExitsOne(t *testing.T) {
 		}
 		if args[0] == "inspect" && !strings.Contains(out.String(), "10.0.0.1:50000") {
 			t.Errorf("%v: the output does not show the flow:\n%s", args, out.String())
+		}
+	}
+}
+
+// TestMaxMemory: a capture of more flows than --max-memory holds stops
+// inspect and replay with exit 1 and one line naming the packet, not a Go
+// out-of-memory crash; a bad size is a usage error.
+func TestMaxMemory(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "flows.pcap")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capturetest.WriteFlows(f, capturetest.Flows{N: 2000, Sends: 2, Payload: 20}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"inspect", "--max-memory", "1", path}, 1, "memory budget of 1 MiB"},
+		{[]string{"--capture", path, "--max-memory", "1", "--target", "127.0.0.1:1", "--duration", "1s"}, 1, "memory budget of 1 MiB"},
+		{[]string{"inspect", "--max-memory", "0", path}, 2, "--max-memory"},
+		{[]string{"inspect", "--max-memory", "64", path}, 0, ""},
+	} {
+		cmd := exec.Command(bins["replay"], tt.args...)
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		cmd.Run()
+		lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
+		if code := cmd.ProcessState.ExitCode(); code != tt.code || !strings.Contains(lines[len(lines)-1], tt.msg) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", tt.args, code, errb.String(), tt.code, tt.msg)
+		}
+		if tt.code == 1 && !strings.Contains(errb.String(), "capture packet ") {
+			t.Errorf("%v: the error names no packet: %q", tt.args, errb.String())
 		}
 	}
 }

@@ -107,8 +107,8 @@ const (
 	// DefaultMaxPacket caps a record's captured length: libpcap's largest
 	// snap length.
 	DefaultMaxPacket = 256 << 10
-	// DefaultMaxMemory caps the frame bytes and reassembly buffers kept
-	// while reading one file.
+	// DefaultMaxMemory caps what reading one file holds: frames kept,
+	// per-flow state and TCP reassembly buffers (--max-memory).
 	DefaultMaxMemory = 512 << 20
 )
 
@@ -119,8 +119,10 @@ type Options struct {
 	ServerPort uint16
 	// MaxFrame caps a frame's length field (default wire.DefaultMaxFrame).
 	MaxFrame int
-	// MaxMemory caps the bytes of frames kept plus TCP reassembly buffers;
-	// past it later frames are dropped with a warning (default 512 MiB).
+	// MaxMemory caps what reading holds: half for frames kept and
+	// per-flow state, past which reading stops with a *MemoryError naming
+	// the packet, half for TCP reassembly buffers, past which out-of-order
+	// data is given up sooner (default DefaultMaxMemory, 512 MiB).
 	MaxMemory int64
 	// MaxPacket caps a record's captured length (default 256 KiB).
 	MaxPacket int
@@ -225,8 +227,15 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 			return c, err
 		}
 		clk.push(rawPacket{data, ci, lt, n}, out)
+		if d.memErr != nil {
+			// No partial capture: what was read is not what the file holds.
+			return nil, d.memErr
+		}
 	}
 	flush()
+	if d.memErr != nil {
+		return nil, d.memErr
+	}
 	c := d.finish()
 	if t := src.g.tail; t != "" {
 		c.Warnings = append(c.Warnings, t)

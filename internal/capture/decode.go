@@ -41,7 +41,7 @@ type decoder struct {
 	udp       map[[2]netip.AddrPort]*udpFlow
 	udpOrder  []*udpFlow
 	mem       int64
-	memFull   bool
+	memErr    *MemoryError // the budget was reached: reading stops
 	lastFlush time.Time
 	current   int // the number of the packet being decoded
 	warnings  []string
@@ -77,19 +77,44 @@ func (d *decoder) warn(format string, args ...any) {
 // value and the rounding of its allocation.
 const frameOverhead = 96
 
-// keep charges a kept frame of n bytes to the memory budget.
-func (d *decoder) keep(n int) bool {
-	if d.memFull {
+// Per-flow state charged to the memory budget when a flow appears: the
+// stream and reassembly state of a TCP connection (both directions,
+// gopacket's connection, the maps that find it), a UDP flow's duplicate
+// rings, and the Flow built at the end.
+const (
+	tcpFlowCost = 4 << 10
+	udpFlowCost = 2 << 10
+)
+
+// charge adds n bytes to what reading holds; past the budget (half of
+// MaxMemory: the reassembly pages have the other half) reading stops with
+// a *MemoryError naming the packet.
+func (d *decoder) charge(n int64) bool {
+	if d.memErr != nil {
 		return false
 	}
-	n += frameOverhead
-	if d.mem+int64(n) > d.opts.MaxMemory/2 {
-		d.memFull = true
-		d.warn("packet %d: memory budget of %d bytes reached: later frames were left out", d.current, d.opts.MaxMemory)
+	if d.mem+n > d.opts.MaxMemory/2 {
+		d.memErr = &MemoryError{Packet: d.current, Limit: d.opts.MaxMemory, Flows: len(d.tcp) + len(d.udpOrder)}
 		return false
 	}
-	d.mem += int64(n)
+	d.mem += n
 	return true
+}
+
+// keep charges a kept frame of n bytes to the memory budget.
+func (d *decoder) keep(n int) bool { return d.charge(int64(n + frameOverhead)) }
+
+// MemoryError says reading a capture would hold more than
+// Options.MaxMemory: the flows and frames it holds by Packet.
+type MemoryError struct {
+	Packet int
+	Limit  int64
+	Flows  int
+}
+
+func (e *MemoryError) Error() string {
+	return fmt.Sprintf("capture packet %d: reading the capture would hold more than its memory budget of %d MiB (%d flows by then): raise --max-memory",
+		e.Packet, e.Limit>>20, e.Flows)
 }
 
 // pktCtx carries a packet's capture info and number through reassembly,
@@ -258,6 +283,7 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.MaxFrame, false, d.keep, s.note)
 	s.half[0].raw, s.half[1].raw = d.opts.Raw, d.opts.Raw
 	d.tcp = append(d.tcp, s)
+	d.charge(tcpFlowCost)
 	return s
 }
 
@@ -461,6 +487,9 @@ func (d *decoder) udpPacket(g datagram) {
 					d.firstNonProtoCut = n
 				}
 			}
+			return
+		}
+		if !d.charge(udpFlowCost) {
 			return
 		}
 		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1}

@@ -49,7 +49,7 @@ func TestManyOutOfOrderFlows(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	c, err := Read(bytes.NewReader(data), Options{MaxMemory: 64 << 20})
+	c, err := Read(bytes.NewReader(data), Options{MaxMemory: 200 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

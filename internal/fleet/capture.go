@@ -58,9 +58,9 @@ func FromFlow(fl *capture.Flow) []session.Frame {
 
 // readRecording reads the capture raw (no reprise framing) and returns the
 // chosen flow's payloads, both ways, for a profile to cut into messages.
-// serverPort tells the client side of a flow without a SYN.
-func readRecording(path string, flow int, serverPort uint16) (profile.Recording, []string, error) {
-	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: serverPort})
+// opts.ServerPort tells the client side of a flow without a SYN.
+func readRecording(path string, flow int, opts capture.Options) (profile.Recording, []string, error) {
+	c, err := capture.ReadFile(path, opts)
 	if err != nil {
 		if c == nil || len(c.Flows) == 0 {
 			return profile.Recording{}, nil, fmt.Errorf("read capture: %w", err)

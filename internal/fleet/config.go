@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
@@ -31,6 +32,9 @@ type Config struct {
 	// a flow's client side when nothing else does; 0 means 7400.
 	MaxFrame   int
 	ServerPort uint16
+	// CaptureMemory caps what reading the capture holds (--max-memory);
+	// 0 means capture.DefaultMaxMemory.
+	CaptureMemory int64
 
 	// Target is the relay's host:port (required: the fleet starts no
 	// server; replay's commands start a relay child without --target).
@@ -148,6 +152,7 @@ const DefaultMetrics = "127.0.0.1:9401"
 func DefaultConfig() Config {
 	return Config{
 		Flow:             -1,
+		CaptureMemory:    capture.DefaultMaxMemory,
 		Clients:          1,
 		Speed:            1,
 		Heartbeat:        HeartbeatDefault,

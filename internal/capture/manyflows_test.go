@@ -1,0 +1,92 @@
+package capture
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/reprise-harness/reprise/internal/capture/capturetest"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// TestWriteFlows: the many-flow generator writes flows the reader takes
+// whole: a join, the sends and a leave each, a joined reply.
+func TestWriteFlows(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 20, Sends: 3, Payload: 50}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Read(&buf, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Flows) != 20 || len(c.Warnings) > 0 {
+		t.Fatalf("%d flows, warnings %q", len(c.Flows), c.Warnings)
+	}
+	for _, f := range c.Flows {
+		if len(f.ClientFrames) != 5 || f.ClientFrames[0].Type != wire.TypeJoin || f.ClientFrames[4].Type != wire.TypeLeave ||
+			len(f.ServerFrames) != 1 || f.ServerFrames[0].Type != wire.TypeJoined || len(f.Notes) > 0 {
+			t.Fatalf("flow %s: client %v, server %v, notes %q", f, frameBytes(f.ClientFrames), frameBytes(f.ServerFrames), f.Notes)
+		}
+		if ok, why := f.Usable(); !ok {
+			t.Fatalf("flow %s: %s", f, why)
+		}
+	}
+}
+
+// TestManyFlowsHeap logs what one short flow costs while reading (the
+// figure behind flowCost).
+func TestManyFlowsHeap(t *testing.T) {
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	var buf bytes.Buffer
+	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: n, Sends: 3, Payload: 50}); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	c, err := Read(&buf, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	frames := 0
+	for _, f := range c.Flows {
+		for _, fr := range append(f.ClientFrames, f.ServerFrames...) {
+			frames += len(fr.Bytes) + frameOverhead
+		}
+	}
+	perFlow := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(n)
+	t.Logf("%d flows: %d bytes per flow held after reading, %d of them frames", n, perFlow, frames/n)
+	runtime.KeepAlive(c)
+}
+
+// TestMemoryBudget: a capture of more flows than the budget holds stops
+// with one *MemoryError naming the packet (no partial capture, no
+// silently dropped frames); a budget it fits reads every flow.
+func TestMemoryBudget(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 2000, Sends: 3, Payload: 50}); err != nil {
+		t.Fatal(err)
+	}
+	data := buf.Bytes()
+	c, err := Read(bytes.NewReader(data), Options{MaxMemory: 4 << 20})
+	var me *MemoryError
+	if !errors.As(err, &me) || c != nil {
+		t.Fatalf("capture %v, error %v; want a MemoryError and no capture", c != nil, err)
+	}
+	if me.Packet < 100 || me.Flows < 100 || me.Flows >= 2000 || !strings.Contains(err.Error(), fmt.Sprintf("capture packet %d: ", me.Packet)) {
+		t.Errorf("error %q (packet %d, %d flows)", err, me.Packet, me.Flows)
+	}
+	c, err = Read(bytes.NewReader(data), Options{MaxMemory: 64 << 20})
+	if err != nil || len(c.Flows) != 2000 {
+		t.Fatalf("%v", err)
+	}
+}
