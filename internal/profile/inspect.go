@@ -69,6 +69,10 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	// The script's notes start with the cut's.
 	r.Notes = append(r.Notes, s.notes[len(m.Notes)+len(m.Dropped):]...)
+	// Indexes from here on are the script's: the recorded client
+	// messages less the reactions' answers.
+	all := m.Client
+	m.Client = s.client
 	first, _ := p.loginRange(m.Client)
 	r.LoginAt, r.LoginEnd = first, first+s.loginSteps
 	if fs := first + s.tl.HandshakeEnd(); fs < first+s.tl.Len() {
@@ -83,19 +87,39 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	if r.Answer == "none" && len(m.Server) > 0 {
 		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure)")
 	}
-	if a, b := first+s.tl.HandshakeEnd(), len(m.Client); a < b && a > first {
-		end := m.Client[b-1].Offset + time.Millisecond
-		r.Loop = fmt.Sprintf("%s,%s", m.Client[a].Offset.Round(time.Millisecond), end.Round(time.Millisecond))
+	if a, b := first+s.tl.HandshakeEnd(), first+s.tl.Len(); a < b && a > first {
+		r.Loop = suggestLoop(m.Client[a:b])
 	}
 	r.Correlations = map[string]string{}
 	for name, v := range s.CorrelationValues() {
 		r.Correlations[name] = fmt.Sprintf("%q", v)
 	}
+	m.Client = all
 	r.Problems = append(r.Problems, p.stampProblems(m)...)
 	if n := r.ClientKinds["other"]; n > 0 && len(p.client) > 0 {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d client messages match no kind", n))
 	}
 	return r
+}
+
+// suggestLoop is a --loop over msgs (the messages after the login): from
+// the first one exactly (to the µs, never after it) to one period after
+// the last, the period being the median gap between them, so every wrap
+// keeps the recorded rhythm (ending at the last one would send two
+// messages back to back at each wrap).
+func suggestLoop(msgs []Message) string {
+	a := msgs[0].Offset.Truncate(time.Microsecond)
+	gaps := make([]time.Duration, 0, len(msgs))
+	for i := 1; i < len(msgs); i++ {
+		gaps = append(gaps, msgs[i].Offset-msgs[i-1].Offset)
+	}
+	period := time.Millisecond
+	if len(gaps) > 0 {
+		sort.Slice(gaps, func(i, j int) bool { return gaps[i] < gaps[j] })
+		period = max(gaps[len(gaps)/2], time.Microsecond)
+	}
+	b := (msgs[len(msgs)-1].Offset + period).Truncate(time.Microsecond)
+	return fmt.Sprintf("%s,%s", a, b)
 }
 
 func firstWith(msgs []Message, v []byte) int {

@@ -38,6 +38,9 @@ type Script struct {
 	notes     []string
 	templates int
 	wsText    bool
+	// client are the recorded client messages the script is cut from
+	// (less the reactions' answers): script indexes point into them.
+	client []Message
 	// leave is the recorded goodbye; when set it is the last of msgs,
 	// after the timeline's steps.
 	leave Message
@@ -68,6 +71,8 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	if len(m.Client) == 0 {
 		return nil, fmt.Errorf("profile %s: the flow has no client messages", p.Name)
 	}
+	m.Client = s.dropAnswers(m.Client)
+	s.client = m.Client
 	first, last := p.loginRange(m.Client)
 	if p.steps != nil {
 		first, last = 0, len(m.Client)
@@ -142,6 +147,37 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 		}
 	}
 	return s, nil
+}
+
+// dropAnswers leaves out the recorded client messages of a kind a
+// reaction sends (as: pong): the reaction answers each server message by
+// itself, and a replayed answer would answer nothing (a server that
+// refuses an unsolicited pong closes the connection).
+func (s *Script) dropAnswers(msgs []Message) []Message {
+	answers := map[int]bool{}
+	for _, r := range s.p.reacts {
+		if r.as > 0 && !s.p.loginSend[r.as] && !s.p.sends[r.as] {
+			answers[r.as] = true
+		}
+	}
+	if len(answers) == 0 {
+		return msgs
+	}
+	out := make([]Message, 0, len(msgs))
+	dropped := map[int]int{}
+	for _, c := range msgs {
+		if answers[c.Kind] {
+			dropped[c.Kind]++
+			continue
+		}
+		out = append(out, c)
+	}
+	for k := range s.p.Kinds {
+		if n := dropped[k]; n > 0 {
+			s.notes = append(s.notes, fmt.Sprintf("dropped %d recorded %s messages: a reaction sends them, answering the server", n, s.p.Kinds[k]))
+		}
+	}
+	return out
 }
 
 // loginRange is [first, last) of the client messages to play: from the
