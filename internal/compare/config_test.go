@@ -2,6 +2,7 @@ package compare
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -161,5 +162,20 @@ func TestLevelWindow(t *testing.T) {
 	w := f.window(report.Snapshot{At: t0.Add(3 * time.Second)}, report.Snapshot{At: t0.Add(6 * time.Second)})
 	if w.Clients != 40 || w.FromS != 2 || w.HoldFromS != 3 || w.ToS != 6 || !w.ServerOnFleetHost {
 		t.Errorf("window %+v", w)
+	}
+}
+
+// TestEndTotals: a fleet that can no longer be scraped ends with its own
+// summary's counters.
+func TestEndTotals(t *testing.T) {
+	var v report.FleetValues
+	v.LoggedIn = 16
+	endTotals(&v, fleet.Summary{LoginAttempts: 20, LoginsSucceeded: 16, LoginsFailed: map[string]int64{"refused": 3, "timeout": 1},
+		MessagesSent: 1912, BytesSent: 191200, MessagesReceived: 5000, BytesReceived: 500000, NumberedReceived: 4000, MessagesLost: 2,
+		Disconnects: map[string]int64{"slow_consumer": 2}})
+	want := report.FleetValues{LoggedIn: 16, LoginAttempts: 20, LoginsSucceeded: 16, LoginsFailed: 4, SentMessages: 1912, SentBytes: 191200,
+		ReceivedMessages: 5000, ReceivedBytes: 500000, NumberedReceived: 4000, MessagesLost: 2, Disconnects: 2}
+	if !reflect.DeepEqual(v, want) {
+		t.Errorf("got %+v\nwant %+v", v, want)
 	}
 }

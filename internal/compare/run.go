@@ -188,13 +188,31 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 	}
 	// Deliveries go on arriving during the fleet's drain, after the last
 	// sample: a sliver on a quiet host, but seconds of them on a loaded
-	// one. The run's totals come from the counters as the fleet ended
-	// (in process; shards that exited no longer answer: their totals stay
-	// at the last sample).
+	// one. The run's totals come from the counters as the fleet ended.
 	if end, err := sampler.Scrape(ctx); err == nil {
 		ser.Last = end
+	} else {
+		// Shards that exited no longer answer: their counters as they
+		// ended are in their merged summary.
+		endTotals(&ser.Last.Fleet, sum)
 	}
 	return sampledRun{start: start, series: ser, sum: sum}, nil
+}
+
+// endTotals sets a snapshot's fleet counters to the fleet's own totals as
+// it ended (its summary), for a fleet that can no longer be scraped.
+func endTotals(v *report.FleetValues, s fleet.Summary) {
+	failed, drops := 0.0, 0.0
+	for _, n := range s.LoginsFailed {
+		failed += float64(n)
+	}
+	for _, n := range s.Disconnects {
+		drops += float64(n)
+	}
+	v.LoginAttempts, v.LoginsSucceeded, v.LoginsFailed = float64(s.LoginAttempts), float64(s.LoginsSucceeded), failed
+	v.SentMessages, v.SentBytes = float64(s.MessagesSent), float64(s.BytesSent)
+	v.ReceivedMessages, v.ReceivedBytes = float64(s.MessagesReceived), float64(s.BytesReceived)
+	v.NumberedReceived, v.MessagesLost, v.Disconnects = float64(s.NumberedReceived), float64(s.MessagesLost), drops
 }
 
 // baseline is the snapshot a run's counters start from: the server as it
