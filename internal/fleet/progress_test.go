@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,26 @@ func TestRampETA(t *testing.T) {
 	}
 	if got := rampETA(&Config{Clients: 10, LoginInterval: s}, 3*s, 0, 0); got != "6s" {
 		t.Errorf("no levels: %q, want 6s", got)
+	}
+}
+
+// TestSummaryTextNamesSides: the plain replay table gives the clients'
+// send and receive rates, saying whose side, and the fleet host's CPU
+// idle.
+func TestSummaryTextNamesSides(t *testing.T) {
+	var b bytes.Buffer
+	s := Summary{DurationS: 10, BytesSent: 125_000_000, BytesReceived: 250_000_000, CPUIdlePct: 42}
+	if err := s.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range [][]string{{"clients send Gbps (clients -> server)", "0.1000"}, {"clients receive Gbps (server -> clients)", "0.2000"}, {"fleet host CPU idle %", "42"}} {
+		if !slices.ContainsFunc(strings.Split(b.String(), "\n"), func(l string) bool { return strings.Join(strings.Fields(l), " ") == strings.Join(want, " ") }) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	s.CPUIdlePct = -1
+	b.Reset()
+	if err := s.WriteText(&b); err != nil || !strings.Contains(b.String(), "unknown") {
+		t.Errorf("unknown CPU idle not said: %v\n%s", err, b.String())
 	}
 }
