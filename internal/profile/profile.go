@@ -469,7 +469,7 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 		}
 		m.mask = byte(*s.Mask)
 	}
-	if s.Prefix != "" {
+	if s.Prefix != "" || s.anyPrefix {
 		n++
 		m.prefix = []byte(s.Prefix)
 	}

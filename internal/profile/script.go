@@ -240,6 +240,13 @@ func (s *Script) findRecorded(kept, server []Message, opts ScriptOptions) {
 				return append([]byte(nil), v...)
 			}
 		}
+		// A value carried only by the WebSocket upgrade (a query
+		// parameter, a header): the upgrade is rewritten like a message.
+		if f.re != nil && s.upgrade != nil {
+			if g := f.re.FindSubmatch(s.upgrade); len(g) > 1 && len(g[1]) > 0 {
+				return append([]byte(nil), g[1]...)
+			}
+		}
 		return nil
 	}
 	s.user, s.room = take(p.identity.user), take(p.identity.room)
@@ -272,9 +279,12 @@ func (s *Script) findRecorded(kept, server []Message, opts ScriptOptions) {
 		}
 	}
 	for _, v := range [][]byte{s.user, s.room} {
-		if v != nil && !containsAny(kept, v) {
+		if v != nil && !containsAny(kept, v) && !bytes.Contains(s.upgrade, v) {
 			s.notes = append(s.notes, fmt.Sprintf("recorded value %q appears in no client message: nothing to rewrite", v))
 		}
+	}
+	if s.room != nil {
+		s.roomPatterns()
 	}
 	if s.user == nil {
 		s.notes = append(s.notes, "no recorded user id: every client sends the recorded one (give --recorded-user or identity.user)")
@@ -291,6 +301,26 @@ func containsValue(vs [][]byte, v []byte) bool {
 		}
 	}
 	return false
+}
+
+// roomPatterns notes the kinds whose pattern holds the recorded room: a
+// client whose room is rewritten (--room, --room-size) gets messages that
+// no longer match them (deliveries that count 0 and lose none).
+func (s *Script) roomPatterns() {
+	var names []string
+	check := func(kinds []kind) {
+		for _, k := range kinds {
+			m := &k.m
+			if bytes.Contains(m.prefix, s.room) || (m.re != nil && strings.Contains(m.re.String(), string(s.room))) {
+				names = append(names, k.name)
+			}
+		}
+	}
+	check(s.p.client)
+	check(s.p.server)
+	if len(names) > 0 {
+		s.notes = append(s.notes, fmt.Sprintf("WARNING: kinds %s match on the recorded room %q: with --room or --room-size the clients' messages hold another room and match them no more (deliveries would count 0); match without the room", strings.Join(names, ", "), s.room))
+	}
 }
 
 func containsAny(msgs []Message, v []byte) bool {

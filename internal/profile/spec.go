@@ -70,6 +70,29 @@ type MatchSpec struct {
 	Hex     string `yaml:"hex"`
 	Regexp  string `yaml:"regexp"`
 	Command string `yaml:"command"`
+	// anyPrefix is a file's `prefix: ""`: the prefix every message has
+	// (a kind that takes whatever the ones before it did not).
+	anyPrefix bool
+}
+
+var matchKeys = map[string]bool{"offset": true, "byte": true, "mask": true, "prefix": true, "hex": true, "regexp": true, "command": true}
+
+// UnmarshalYAML decodes a match strictly and tells `prefix: ""` from no
+// prefix.
+func (m *MatchSpec) UnmarshalYAML(n *yaml.Node) error {
+	type plain MatchSpec
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if !matchKeys[k.Value] {
+				return fmt.Errorf("line %d: field %s not found in type profile.MatchSpec", k.Line, k.Value)
+			}
+			if k.Value == "prefix" && n.Content[i+1].Value == "" && n.Content[i+1].Tag == "!!str" {
+				m.anyPrefix = true
+			}
+		}
+	}
+	return n.Decode((*plain)(m))
 }
 
 // KindSpec names the messages a matcher matches.

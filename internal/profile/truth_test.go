@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,5 +27,97 @@ func TestSuggestedLoopKeepsTheRhythm(t *testing.T) {
 	}
 	if l.A.Offset > msgs[0].Offset || l.B.Offset-l.A.Offset != 20*50*time.Millisecond {
 		t.Fatalf("loop %v..%v: starts after the first send or lasts %v, not 20 periods", l.A.Offset, l.B.Offset, l.B.Offset-l.A.Offset)
+	}
+}
+
+// TestUserInUpgradeOnly: a user id that only the WebSocket upgrade's
+// query carries is found there and rewritten per client.
+func TestUserInUpgradeOnly(t *testing.T) {
+	p := compileDoc(t, `name: q
+transport: websocket
+framing: {type: delimiter, delimiter: "\n"}
+kinds:
+  client: [{name: say, match: {prefix: "say "}}]
+  server: [{name: msg, match: {prefix: "msg "}}]
+delivery: [msg]
+identity: {user: {regexp: "EIO=4&user=(\\w+)"}}
+`)
+	m := p.Messages(wsRecording(true, []string{"say hi"}, []string{"msg hi"}))
+	m.Upgrade = []byte("GET /socket.io/?EIO=4&user=alice01 HTTP/1.1\r\nHost: x\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\n")
+	r := p.Inspect("f", m, ScriptOptions{})
+	if r.User != "alice01" {
+		t.Fatalf("recorded user %q (notes %q)", r.User, r.Notes)
+	}
+	s, err := p.Compile(m, ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := s.NewClient(Identity{Index: 7, Clients: 10, User: "replay-7"})
+	if up := string(c.UpgradeRequest()); !strings.Contains(up, "user=replay-7 ") {
+		t.Fatalf("upgrade %q", up)
+	}
+}
+
+// TestRoomInKindPatternWarns: a kind that matches on the recorded room
+// stops matching once rooms are rewritten: the script says so.
+func TestRoomInKindPatternWarns(t *testing.T) {
+	doc := strings.Replace(natsishDoc, `{name: msg, match: {prefix: "MSG "}}`, `{name: msg, match: {prefix: "MSG room "}}`, 1) +
+		"identity: {room: {kind: pub, regexp: '^PUB (\\S+)'}}\n"
+	p := compileDoc(t, doc)
+	s, err := p.Compile(p.Messages(Recording{Client: []Segment{{0, []byte("CONNECT {}\r\n")}, {at(10), []byte("PUB room 2\r\nhi\r\n")}}}), ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Join(s.Notes(), "; "); !strings.Contains(n, `kinds msg match on the recorded room "room"`) {
+		t.Fatalf("notes %q", n)
+	}
+}
+
+// TestEmptyPrefixMatchesAll: `prefix: ""` is a kind every message has
+// (after the kinds before it), not a matcher with nothing given; an
+// unknown key in a match is still refused.
+func TestEmptyPrefixMatchesAll(t *testing.T) {
+	p := compileDoc(t, `name: any
+framing: {type: delimiter, delimiter: "\n"}
+kinds:
+  client: [{name: say, match: {prefix: "say "}}, {name: rest, match: {prefix: ""}}]
+  server: [{name: msg, match: {prefix: ""}}]
+delivery: [msg]
+`)
+	if k := p.ClientKind([]byte("whatever\n")); p.Kinds[k] != "rest" || p.ServerKind([]byte("x")) != 0 {
+		t.Fatalf("kind %s, server %d", p.Kinds[k], p.ServerKind([]byte("x")))
+	}
+	_, err := ParseSpec("t.yaml", []byte("name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: a, match: {prefx: x}}\n"))
+	if err == nil || !strings.Contains(err.Error(), "field prefx not found") {
+		t.Fatalf("unknown match key: %v", err)
+	}
+	if _, err := ParseSpec("t.yaml", []byte("name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: a, match: {}}\n")); err == nil {
+		t.Fatal("a match with nothing given was accepted")
+	}
+}
+
+// TestUserIDDefaults: the id a client gets, as docs/profiles.md says:
+// the profile's format; else the fleet's id where lengths may change (a
+// text framing); else the recorded id's length kept.
+func TestUserIDDefaults(t *testing.T) {
+	acme, err := Lookup("../../examples/profiles/acme-binary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		p    *Profile
+		want string
+	}{
+		{"text framing: the fleet's id", compileDoc(t, lineDoc), "user-7"},
+		{"length framing: the recorded length", acme, "alice007"},
+		{"format", compileDoc(t, strings.Replace(lineDoc, `(\\w+)"}}`, `(\\w+)"}, format: "player%05d"}`, 1)), "player00007"},
+	}
+	for _, tt := range tests {
+		s := &Script{p: tt.p, user: []byte("alice001")}
+		got, err := s.idFor(s.user, Identity{Index: 7, Clients: 200, User: "user-7"})
+		if err != nil || string(got) != tt.want {
+			t.Errorf("%s: %q %v, want %q", tt.name, got, err, tt.want)
+		}
 	}
 }
