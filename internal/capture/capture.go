@@ -43,6 +43,9 @@ type Flow struct {
 	Start, End   time.Time
 	ClientFrames []Frame
 	ServerFrames []Frame
+	// ClientCount and ServerCount are the frames found each way, kept or
+	// not (a flow Options.Select left out keeps none).
+	ClientCount, ServerCount int
 	// Packets counts the flow's packets, empty ones (ACKs) included.
 	Packets int
 	// Resynced says a byte stream had to be realigned on a frame boundary
@@ -90,11 +93,11 @@ type Capture struct {
 func (c *Capture) Longest() *Flow {
 	var best *Flow
 	for _, f := range c.Flows {
-		if len(f.ClientFrames) == 0 {
+		if f.ClientCount == 0 {
 			continue
 		}
 		if best == nil || f.Duration() > best.Duration() ||
-			(f.Duration() == best.Duration() && len(f.ClientFrames) > len(best.ClientFrames)) {
+			(f.Duration() == best.Duration() && f.ClientCount > best.ClientCount) {
 			best = f
 		}
 	}
@@ -126,6 +129,11 @@ type Options struct {
 	MaxMemory int64
 	// MaxPacket caps a record's captured length (default 256 KiB).
 	MaxPacket int
+	// Select, if set, says which flows keep their frames (by their two
+	// endpoints, either order); the others are found and counted
+	// (ClientCount, ServerCount) but hold none, so a replay of one flow
+	// holds that flow, not the file.
+	Select func(a, b netip.AddrPort) bool
 	// Raw keeps every flow's payloads as they came, one Frame per packet
 	// (TCP payloads in stream order, datagrams), without reading them as
 	// reprise frames: a protocol profile (internal/profile) cuts them into

@@ -282,6 +282,9 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	s.half[0] = newHalfStream(fmt.Sprintf("%s -> %s", s.a, s.b), d.opts.MaxFrame, false, d.keep, s.note)
 	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.MaxFrame, false, d.keep, s.note)
 	s.half[0].raw, s.half[1].raw = d.opts.Raw, d.opts.Raw
+	if d.opts.Select != nil && !d.opts.Select(s.a, s.b) {
+		s.half[0].discard, s.half[1].discard = true, true
+	}
 	d.tcp = append(d.tcp, s)
 	d.charge(tcpFlowCost)
 	return s
@@ -424,6 +427,7 @@ func (s *tcpStream) flow(serverPort uint16) *Flow {
 		Client: ends[c], Server: ends[1-c], Transport: TCP,
 		Start: s.start, End: s.end, Packets: s.packets,
 		ClientFrames: s.half[c].frames, ServerFrames: s.half[1-c].frames,
+		ClientCount: s.half[c].count, ServerCount: s.half[1-c].count,
 		Resynced: s.half[0].resynced || s.half[1].resynced,
 		Notes:    s.notes, ClientBy: by,
 	}
@@ -439,6 +443,8 @@ type udpFlow struct {
 	start, end time.Time
 	packets    int
 	frames     [2][]Frame // by sender: a, b
+	count      [2]int     // frames found by sender, kept or not
+	discard    bool       // not selected (Options.Select): keep no frames
 	join       int        // index of the side that sent a join, or -1
 	recent     [2][dupRing]seen
 	next       [2]int
@@ -492,7 +498,7 @@ func (d *decoder) udpPacket(g datagram) {
 		if !d.charge(udpFlowCost) {
 			return
 		}
-		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1}
+		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1, discard: d.opts.Select != nil && !d.opts.Select(src, dst)}
 		d.udp[key] = u
 		d.udpOrder = append(d.udpOrder, u)
 	}
@@ -535,7 +541,8 @@ func (d *decoder) udpPacket(g datagram) {
 		} else {
 			u.server[i]++
 		}
-		if d.keep(len(frame)) {
+		u.count[i]++
+		if !u.discard && d.keep(len(frame)) {
 			u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
 		}
 	}
@@ -606,6 +613,7 @@ func (u *udpFlow) flow(serverPort uint16) *Flow {
 		Client: ends[c], Server: ends[1-c], Transport: UDP,
 		Start: u.start, End: u.end, Packets: u.packets,
 		ClientFrames: u.frames[c], ServerFrames: u.frames[1-c],
+		ClientCount: u.count[c], ServerCount: u.count[1-c],
 		Notes: u.notes, ClientBy: by,
 	}
 	if u.dropped > 0 {
@@ -699,7 +707,7 @@ func (d *decoder) finish() *Capture {
 	c := &Capture{Packets: d.packets}
 	empty := 0
 	add := func(f *Flow) {
-		if len(f.ClientFrames) == 0 && len(f.ServerFrames) == 0 {
+		if f.ClientCount == 0 && f.ServerCount == 0 {
 			empty++
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"runtime"
 	"strings"
 	"testing"
@@ -89,4 +90,38 @@ func TestMemoryBudget(t *testing.T) {
 	if err != nil || len(c.Flows) != 2000 {
 		t.Fatalf("%v", err)
 	}
+}
+
+// TestSelect: a read that selects one flow holds that flow's frames only;
+// the others are found and counted; the selected flow equals an
+// unselected read's.
+func TestSelect(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 50, Sends: 3, Payload: 50}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := Read(bytes.NewReader(buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := all.Flows[17]
+	one, err := Read(bytes.NewReader(buf.Bytes()), Options{Select: func(a, b netip.AddrPort) bool {
+		return (a == want.Client && b == want.Server) || (b == want.Client && a == want.Server)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(one.Flows) != 50 {
+		t.Fatalf("%d flows", len(one.Flows))
+	}
+	for i, f := range one.Flows {
+		if f.ClientCount != want.ClientCount || f.ServerCount != want.ServerCount {
+			t.Fatalf("flow %d: counted %d and %d frames, want %d and %d", i, f.ClientCount, f.ServerCount, want.ClientCount, want.ServerCount)
+		}
+		if i != 17 && len(f.ClientFrames)+len(f.ServerFrames) > 0 {
+			t.Fatalf("flow %d kept frames", i)
+		}
+	}
+	equalFrames(t, "client", one.Flows[17].ClientFrames, frameBytes(want.ClientFrames))
+	equalFrames(t, "server", one.Flows[17].ServerFrames, frameBytes(want.ServerFrames))
 }

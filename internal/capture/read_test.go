@@ -316,9 +316,9 @@ func TestClientSide(t *testing.T) {
 
 func TestLongest(t *testing.T) {
 	c := &Capture{Flows: []*Flow{
-		{Start: t0, End: t0.Add(time.Second), ClientFrames: make([]Frame, 3)},
+		{Start: t0, End: t0.Add(time.Second), ClientFrames: make([]Frame, 3), ClientCount: 3},
 		{Start: t0, End: t0.Add(5 * time.Second)},
-		{Start: t0, End: t0.Add(2 * time.Second), ClientFrames: make([]Frame, 1)},
+		{Start: t0, End: t0.Add(2 * time.Second), ClientCount: 1}, // found, not kept (Select)
 	}}
 	if got := c.Longest(); got != c.Flows[2] {
 		t.Fatalf("Longest = %v", got)

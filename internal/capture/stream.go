@@ -46,6 +46,10 @@ type halfStream struct {
 	// last is the time of the last frame kept: a frame is never earlier
 	// (reordered segments bring bytes whose own time is before it).
 	last time.Time
+	// count is the frames found, kept or not; discard says keep none
+	// (a flow not selected: Options.Select).
+	count   int
+	discard bool
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -58,7 +62,8 @@ func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 		return
 	}
 	if h.raw {
-		if h.keep(len(data)) {
+		h.count++
+		if !h.discard && h.keep(len(data)) {
 			h.frames = append(h.frames, Frame{Time: h.monotonic(t), Packet: pkt, Bytes: append([]byte(nil), data...)})
 		}
 		return
@@ -100,7 +105,8 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 	} else {
 		h.serverKinds++
 	}
-	if !h.keep(len(b)) {
+	h.count++
+	if h.discard || !h.keep(len(b)) {
 		return
 	}
 	h.frames = append(h.frames, Frame{Time: h.monotonic(p.t), Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
@@ -21,30 +22,65 @@ type recorded struct {
 
 // readCapture reads the capture's flow (flow < 0 picks the longest).
 func readCapture(path string, flow int, opts capture.Options) (recorded, error) {
-	c, err := capture.ReadFile(path, opts)
+	c, fl, err := readFlow(path, flow, opts, func(c *capture.Capture) error {
+		_, err := c.Usable()
+		return fmt.Errorf("read capture %s: %w", path, err)
+	})
 	if err != nil {
-		if c == nil || len(c.Flows) == 0 {
-			return recorded{}, fmt.Errorf("read capture: %w", err)
-		}
-		// A structure break late in the file: use what was read, say so.
-		c.Warnings = append(c.Warnings, "capture cut short: "+err.Error())
-	}
-	var fl *capture.Flow
-	switch {
-	case flow < 0:
-		fl = c.Longest()
-		if fl == nil {
-			_, err := c.Usable()
-			return recorded{}, fmt.Errorf("read capture %s: %w", path, err)
-		}
-	case flow >= len(c.Flows):
-		return recorded{}, fmt.Errorf("%w: --flow %d: the capture has %d flows (see replay inspect)", ErrBadConfig, flow, len(c.Flows))
-	default:
-		fl = c.Flows[flow]
+		return recorded{}, err
 	}
 	notes := append([]string(nil), c.Warnings...)
 	notes = append(notes, fl.Notes...)
 	return recorded{FromFlow(fl), string(fl.Transport), fl.Duration(), notes}, nil
+}
+
+// readFlow reads the capture in two passes: an index pass that keeps no
+// frames finds the flows and picks one (flow < 0: the longest; none
+// gives noFlow's error), then a pass keeps that flow's frames only, so a
+// replay holds its script, not the file.
+func readFlow(path string, flow int, opts capture.Options, noFlow func(*capture.Capture) error) (*capture.Capture, *capture.Flow, error) {
+	index := opts
+	index.Select = func(a, b netip.AddrPort) bool { return false }
+	c, err := readPartial(path, index)
+	if err != nil {
+		return nil, nil, err
+	}
+	if flow < 0 && c.Longest() == nil {
+		return nil, nil, noFlow(c)
+	}
+	pick, err := pickFlow(c, path, flow)
+	if err != nil {
+		return nil, nil, err
+	}
+	same := func(a, b netip.AddrPort) bool {
+		return (a == pick.Client && b == pick.Server) || (a == pick.Server && b == pick.Client)
+	}
+	opts.Select = same
+	c, err = readPartial(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range c.Flows {
+		// A port reused gives flows with the same endpoints: the start
+		// tells them apart.
+		if same(f.Client, f.Server) && f.Start.Equal(pick.Start) {
+			return c, f, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("read capture %s: flow %s not found again on the second pass", path, pick)
+}
+
+// readPartial reads a capture; a structure break late in the file gives
+// what was read before it, with a warning saying so.
+func readPartial(path string, opts capture.Options) (*capture.Capture, error) {
+	c, err := capture.ReadFile(path, opts)
+	if err != nil {
+		if c == nil || len(c.Flows) == 0 {
+			return nil, fmt.Errorf("read capture: %w", err)
+		}
+		c.Warnings = append(c.Warnings, "capture cut short: "+err.Error())
+	}
+	return c, nil
 }
 
 // FromFlow is a capture flow's client frames as script input.
@@ -60,14 +96,9 @@ func FromFlow(fl *capture.Flow) []session.Frame {
 // chosen flow's payloads, both ways, for a profile to cut into messages.
 // opts.ServerPort tells the client side of a flow without a SYN.
 func readRecording(path string, flow int, opts capture.Options) (profile.Recording, []string, error) {
-	c, err := capture.ReadFile(path, opts)
-	if err != nil {
-		if c == nil || len(c.Flows) == 0 {
-			return profile.Recording{}, nil, fmt.Errorf("read capture: %w", err)
-		}
-		c.Warnings = append(c.Warnings, "capture cut short: "+err.Error())
-	}
-	fl, err := pickFlow(c, path, flow)
+	c, fl, err := readFlow(path, flow, opts, func(*capture.Capture) error {
+		return fmt.Errorf("read capture %s: no flow with client data", path)
+	})
 	if err != nil {
 		return profile.Recording{}, nil, err
 	}
