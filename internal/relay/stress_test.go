@@ -41,8 +41,11 @@ func TestRoomsGaugeUnderRaces(t *testing.T) {
 	}
 }
 
-// Few rooms and user ids, so that most joins replace someone.
-const stressRooms, stressUsers = 3, 12
+// Few rooms and user ids, so that most joins replace someone; and new ones
+// every phase of stressPhase cycles, so that a member left behind in one
+// phase is not replaced (healed) by a later join with its id and room: it
+// is still there at the end.
+const stressRooms, stressUsers, stressPhase = 3, 12, 4
 
 func stressRound(t *testing.T, round int) {
 	const (
@@ -59,8 +62,8 @@ func stressRound(t *testing.T, round int) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(round), uint64(w)))
-			for range perW {
-				stressCycle(tcpAddr, udpAddr, rng)
+			for i := range perW {
+				stressCycle(tcpAddr, udpAddr, i/stressPhase, rng)
 			}
 		}()
 	}
@@ -77,9 +80,10 @@ func stressRound(t *testing.T, round int) {
 
 // stressCycle is one client's life; errors are part of the races (a
 // replaced connection is closed under it) and end the cycle.
-func stressCycle(tcpAddr, udpAddr string, rng *rand.Rand) {
-	room := "r" + strconv.Itoa(rng.IntN(stressRooms))
-	user := "u" + strconv.Itoa(rng.IntN(stressUsers))
+func stressCycle(tcpAddr, udpAddr string, phase int, rng *rand.Rand) {
+	p := "p" + strconv.Itoa(phase) + "-"
+	room := p + "r" + strconv.Itoa(rng.IntN(stressRooms))
+	user := p + "u" + strconv.Itoa(rng.IntN(stressUsers))
 	udp := rng.IntN(4) == 0
 	var c *rclient.Conn
 	var err error
@@ -110,7 +114,7 @@ func stressCycle(tcpAddr, udpAddr string, rng *rand.Rand) {
 			b = wire.AppendSend(b, wire.Send{Mode: wire.Othercast, Payload: []byte("y")})
 		}
 		b = wire.AppendLeave(b)
-		b = wire.AppendJoin(b, "r"+strconv.Itoa(rng.IntN(stressRooms)), user, nil, 0)
+		b = wire.AppendJoin(b, p+"r"+strconv.Itoa(rng.IntN(stressRooms)), user, nil, 0)
 		if c.WriteRaw(b) != nil {
 			return
 		}
