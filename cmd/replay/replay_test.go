@@ -142,14 +142,7 @@ type result struct {
 func replay(t *testing.T, args ...string) result {
 	t.Helper()
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
-	cmd := exec.Command(bins["replay"], append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
-	if err != nil && r.code <= 0 {
-		t.Fatalf("run replay: %v", err)
-	}
+	r := runReplay(t, append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
 	if b, err := os.ReadFile(sumPath); err == nil {
 		if err := json.Unmarshal(b, &r.sum); err != nil {
 			t.Fatalf("summary: %v\n%s", err, b)

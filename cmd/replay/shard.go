@@ -106,22 +106,11 @@ func (sf *shardFlags) atLevel(shard fleet.Shard, stderr io.Writer) func(context.
 		return nil
 	}
 	return func(ctx context.Context, attempts int) bool {
-		resume, goOn, err := barrier.AtLevel(ctx, sf.barrier, attempts, shard.Index, shard.Count)
+		_, goOn, err := barrier.AtLevel(ctx, sf.barrier, attempts, shard.Index, shard.Count)
 		if err != nil {
 			fmt.Fprintf(stderr, "replay: shard %v: level %d: %v: stopping\n", shard, attempts, err)
-			return false
 		}
-		if !goOn {
-			return false
-		}
-		t := time.NewTimer(time.Until(resume))
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
+		return goOn
 	}
 }
 

@@ -138,12 +138,7 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	index, count, err := parseReady(line)
-	if err != nil {
-		reply(conn, "error %v", err)
-		return
-	}
-	if count != c.count || index < 0 || index >= count {
-		reply(conn, "error shard %d/%d: the coordinator waits for %d shards", index, count, c.count)
+	if c.refused(conn, index, count, err) {
 		return
 	}
 	c.mu.Lock()
@@ -170,6 +165,20 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 		reply(w, "start %d %d", time.Until(start).Nanoseconds(), start.UnixNano())
 	}
 	close(c.started)
+}
+
+// refused answers a line that did not parse (err), or a shard of
+// another fleet, with an error; true when it did.
+func (c *Coordinator) refused(conn net.Conn, index, count int, err error) bool {
+	switch {
+	case err != nil:
+		reply(conn, "error %v", err)
+	case count != c.count || index < 0 || index >= count:
+		reply(conn, "error shard %d/%d: the coordinator waits for %d shards", index, count, c.count)
+	default:
+		return false
+	}
+	return true
 }
 
 // reply writes one line and closes the connection.

@@ -54,12 +54,7 @@ func (c *Coordinator) Halt() {
 // the level to whoever reads Levels (or gives up when ctx ends).
 func (c *Coordinator) handleLevel(ctx context.Context, conn net.Conn, line string) {
 	attempts, index, count, err := parseLevel(line)
-	if err != nil {
-		reply(conn, "error %v", err)
-		return
-	}
-	if count != c.count || index < 0 || index >= count {
-		reply(conn, "error shard %d/%d: the coordinator waits for %d shards", index, count, c.count)
+	if c.refused(conn, index, count, err) {
 		return
 	}
 	c.mu.Lock()
@@ -88,9 +83,9 @@ func (c *Coordinator) handleLevel(ctx context.Context, conn net.Conn, line strin
 }
 
 // AtLevel tells the coordinator at addr that shard index of count waits
-// at level attempts, and returns its answer: go on at resume (on this
-// host's clock), or stop (goOn false). It retries the connection until
-// ctx ends.
+// at level attempts, and returns its answer: go on (goOn, at resume: it
+// returns then, on this host's clock, as every shard does), or stop. It
+// retries the connection until ctx ends.
 func AtLevel(ctx context.Context, addr string, attempts, index, count int) (resume time.Time, goOn bool, err error) {
 	conn, err := dialRetry(ctx, addr)
 	if err != nil {
@@ -114,7 +109,15 @@ func AtLevel(ctx context.Context, addr string, attempts, index, count int) (resu
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("%w: coordinator %s at level %d: %v", ErrBarrier, addr, attempts, err)
 	}
-	return startInstant(got, delay, unix), true, nil
+	resume = startInstant(got, delay, unix)
+	t := time.NewTimer(time.Until(resume))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return resume, false, nil
+	case <-t.C:
+		return resume, true, nil
+	}
 }
 
 func errOrCause(ctx context.Context, err error) error {
