@@ -49,17 +49,20 @@ held_rss() { # held_rss TRANSPORT CLIENTS REP: the replay's VmRSS in KiB while i
 		--login-interval "$LOGIN_INTERVAL" --duration 1h --metrics "127.0.0.1:$mport" --progress-interval 1h \
 		--log-level warn --summary "$sum" >"$OUT/replay-$t-$n-$rep.log" 2>&1 &
 	local rp=$! done=0
+	# A replay left behind by an interrupted script would hold the port and
+	# 10,000 sockets: stop it with the script.
+	trap 'kill "$rp" "$pid" 2>/dev/null' EXIT
 	for _ in $(seq "$LOGIN_TIMEOUT"); do
 		sleep 1
 		done=$(curl -fsS "http://127.0.0.1:$mport/metrics" 2>/dev/null |
-			awk '/^replay_logins_total/ {s += $2} END {print s + 0}')
+			awk '/^replay_logins_total/ {s += $2} END {print s + 0}' || true)
 		((done >= n)) && break
 	done
 	sleep "$SETTLE"
 	local rss mem
 	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
 	mem=$(curl -fsS "http://127.0.0.1:$mport/metrics" 2>/dev/null |
-		awk '$1=="go_memstats_stack_inuse_bytes" {s=$2} $1=="go_memstats_heap_inuse_bytes" {h=$2} END {printf "%.0f %.0f", s/1024, h/1024}')
+		awk '$1=="go_memstats_stack_inuse_bytes" {s=$2} $1=="go_memstats_heap_inuse_bytes" {h=$2} END {printf "%.0f %.0f", s/1024, h/1024}' || true)
 	kill -INT "$rp"
 	wait "$rp" || true
 	kill "$pid"
