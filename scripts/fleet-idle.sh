@@ -51,7 +51,7 @@ held_rss() { # held_rss TRANSPORT CLIENTS REP: the replay's VmRSS in KiB while i
 	local rp=$! done=0
 	# A replay left behind by an interrupted script would hold the port and
 	# 10,000 sockets: stop it with the script.
-	trap 'kill "$rp" "$pid" 2>/dev/null' EXIT
+	trap "kill $rp $pid 2>/dev/null" EXIT
 	for _ in $(seq "$LOGIN_TIMEOUT"); do
 		sleep 1
 		done=$(curl -fsS "http://127.0.0.1:$mport/metrics" 2>/dev/null |
