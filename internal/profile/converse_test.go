@@ -389,3 +389,31 @@ func TestDocsConversationExamples(t *testing.T) {
 		}
 	})
 }
+
+func TestInspectWalksLoginSteps(t *testing.T) {
+	p, err := Lookup("testdata/chat-steps.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := []Segment{{at(5), []byte("CONNECT {\"name\":\"alice\",\"nonce\":\"abc123\"}\r\n")}, {at(6), []byte("SUB lobby 1\r\n")}}
+	for _, tt := range []struct {
+		server []string
+		want   string
+	}{
+		{[]string{"INFO {}\r\n", "PONG\r\n", "+OK joined\r\n"}, "accepted"},
+		{[]string{"INFO {}\r\n", "+OK joined\r\n"}, "none (waiting in connect)"},
+		{[]string{"INFO {}\r\n", "PONG\r\n", "-ERR 'Permissions Violation'\r\n"}, "refused in join: permissions_violation"},
+	} {
+		rec := Recording{Client: client}
+		for i, m := range tt.server {
+			rec.Server = append(rec.Server, Segment{at(i), []byte(m)})
+		}
+		r := p.Inspect("f", p.Messages(rec), ScriptOptions{})
+		if r.Answer != tt.want {
+			t.Errorf("server %q: answer %q, want %q", tt.server, r.Answer, tt.want)
+		}
+		if problem := strings.Join(r.Problems, "; "); strings.HasPrefix(tt.want, "none") != strings.Contains(problem, "accepts or refuses") {
+			t.Errorf("server %q: problems %q", tt.server, problem)
+		}
+	}
+}

@@ -84,8 +84,8 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	r.UserAt, r.RoomAt = firstWith(m.Client, s.user), firstWith(m.Client, s.room)
 	r.Answer = p.answer(m.Server)
-	if r.Answer == "none" && len(m.Server) > 0 {
-		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure)")
+	if strings.HasPrefix(r.Answer, "none") && len(m.Server) > 0 {
+		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure, or each step's success)")
 	}
 	if a, b := first+s.tl.HandshakeEnd(), first+s.tl.Len(); a < b && a > first {
 		r.Loop = suggestLoop(m.Client[a:b])
@@ -134,8 +134,23 @@ func firstWith(msgs []Message, v []byte) int {
 	return -1
 }
 
-// answer is what the first deciding server message says of the login.
+// answer is what the first deciding server message says of the login;
+// for a login in steps, what the server messages say of its steps in turn.
 func (p *Profile) answer(server []Message) string {
+	if p.steps != nil {
+		k := 0
+		for _, m := range server {
+			if r := p.refusal(m.Bytes, m.Kind); r != "" {
+				return "refused in " + p.steps[k].name + ": " + r
+			}
+			if p.stageAccepts(&stage{rule: &p.steps[k]}, m.Bytes, m.Kind) {
+				if k++; k == len(p.steps) {
+					return "accepted"
+				}
+			}
+		}
+		return "none (waiting in " + p.steps[k].name + ")"
+	}
 	for _, m := range server {
 		if r := p.refusal(m.Bytes, m.Kind); r != "" {
 			return "refused: " + r

@@ -74,12 +74,6 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	m.Client = s.dropAnswers(m.Client)
 	s.client = m.Client
 	first, last := p.loginRange(m.Client)
-	if p.steps != nil {
-		first, last = 0, len(m.Client)
-		if k := p.firstLoginKind(); k > 0 {
-			first, last = p.firstOf(m.Client, k), len(m.Client)
-		}
-	}
 	if first < 0 {
 		return nil, fmt.Errorf("profile %s: no login message (kinds %s) in the flow", p.Name, strings.Join(p.loginKinds(), ", "))
 	}
@@ -183,6 +177,17 @@ func (s *Script) dropAnswers(msgs []Message) []Message {
 // loginRange is [first, last) of the client messages to play: from the
 // first login message to the end.
 func (p *Profile) loginRange(c []Message) (int, int) {
+	if p.steps != nil {
+		// A login in steps starts at the first message of the first kind
+		// a step sends.
+		if k := p.firstLoginKind(); k > 0 {
+			if i := p.firstOf(c, k); i >= 0 {
+				return i, len(c)
+			}
+			return -1, 0
+		}
+		return 0, len(c)
+	}
 	if len(p.loginSend) == 0 {
 		return 0, len(c)
 	}
