@@ -37,6 +37,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if po.name != profile.Default {
+				if frames {
+					return po.writeFrames(st.stdout, args[0], asJSON)
+				}
 				reports, err := po.inspect(args[0])
 				if err != nil {
 					return err
@@ -199,32 +202,72 @@ func plural(n int) string {
 
 // inspect reads a capture through the profile and reports on its flows.
 func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
-	prof, err := profile.Lookup(po.name)
+	prof, c, err := po.read(path)
 	if err != nil {
-		return nil, usageError(err)
-	}
-	if prof.IsReprise {
-		return nil, usageError(fmt.Errorf("--profile reprise: use replay inspect without --profile"))
-	}
-	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
-	if c == nil {
 		return nil, err
 	}
-	if err := po.checkFlow(len(c.Flows)); err != nil {
-		return nil, err
-	}
+	longest := c.Longest()
 	var out []*profile.Report
 	for i, fl := range c.Flows {
 		if len(fl.ClientFrames) == 0 || (po.flow >= 0 && i != po.flow) {
 			continue
 		}
 		m := prof.Messages(fleet.RecordingOf(fl))
-		out = append(out, prof.Inspect(fmt.Sprintf("#%d %s", i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room}))
+		r := prof.Inspect(fmt.Sprintf("#%d %s", i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
+		r.Default = po.flow < 0 && fl == longest
+		out = append(out, r)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no flow with client data", path)
 	}
 	return out, nil
+}
+
+// read looks the profile up and reads the capture raw for it.
+func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, error) {
+	prof, err := profile.Lookup(po.name)
+	if err != nil {
+		return nil, nil, usageError(err)
+	}
+	if prof.IsReprise {
+		return nil, nil, usageError(fmt.Errorf("--profile reprise: use replay inspect without --profile"))
+	}
+	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
+	if c == nil {
+		return nil, nil, err
+	}
+	if err := po.checkFlow(len(c.Flows)); err != nil {
+		return nil, nil, err
+	}
+	return prof, c, nil
+}
+
+// writeFrames lists one flow's client messages as the profile cuts them
+// (--flow, default the longest: the one replay plays).
+func (po *profileOpts) writeFrames(w io.Writer, path string, asJSON bool) error {
+	prof, c, err := po.read(path)
+	if err != nil {
+		return err
+	}
+	fl, i := c.Longest(), -1
+	if po.flow >= 0 {
+		fl = c.Flows[po.flow]
+	}
+	for j, f := range c.Flows {
+		if f == fl {
+			i = j
+		}
+	}
+	if fl == nil {
+		return fmt.Errorf("%s: no flow with client data", path)
+	}
+	rows := prof.FrameRows(prof.Messages(fleet.RecordingOf(fl)))
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	return profile.WriteFrameRows(w, prof.Name, fmt.Sprintf("#%d %s", i, fl), rows)
 }
 
 func writeReports(w io.Writer, reports []*profile.Report, asJSON bool) error {
@@ -267,13 +310,7 @@ func newProfileCmd(st *state) *cobra.Command {
 			if err := writeReports(st.stdout, reports, false); err != nil {
 				return err
 			}
-			for _, r := range reports {
-				if len(r.Problems) == 0 {
-					fmt.Fprintf(st.stdout, "profile %s: ok for flow %s\n", r.Profile, r.Flow)
-					return nil
-				}
-			}
-			return fmt.Errorf("profile %s fits no flow of %s (see PROBLEM lines)", args[0], capturePath)
+			return checkVerdict(st.stdout, args[0], capturePath, reports)
 		},
 	}
 	check.Flags().StringVar(&capturePath, "capture", "", "capture file to check the profile against (required)")
@@ -295,4 +332,25 @@ func newProfileCmd(st *state) *cobra.Command {
 	}
 	cmd.AddCommand(check, show)
 	return cmd
+}
+
+// checkVerdict judges the flow replay would play: --flow's, else the
+// default one (the longest). Another flow that fits is named, not taken.
+func checkVerdict(w io.Writer, name, path string, reports []*profile.Report) error {
+	judged := reports[0]
+	for _, r := range reports {
+		if r.Default {
+			judged = r
+		}
+	}
+	if len(judged.Problems) == 0 {
+		fmt.Fprintf(w, "profile %s: ok for flow %s\n", judged.Profile, judged.Flow)
+		return nil
+	}
+	for _, r := range reports {
+		if len(r.Problems) == 0 {
+			return fmt.Errorf("profile %s does not fit flow %s, the one replay plays by default (see PROBLEM lines); it fits flow %s: give --flow", name, judged.Flow, r.Flow)
+		}
+	}
+	return fmt.Errorf("profile %s fits no flow of %s (see PROBLEM lines)", name, path)
 }

@@ -45,6 +45,9 @@ type Report struct {
 	Notes        []string          `json:"notes,omitempty"`
 	// Problems are what makes the profile unfit for the flow.
 	Problems []string `json:"problems,omitempty"`
+	// Default marks the flow replay plays when --flow does not say (the
+	// longest): the one profile check judges.
+	Default bool `json:"default,omitempty"`
 }
 
 // Inspect reports what the profile makes of a recorded flow.
@@ -193,6 +196,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, n := range names {
 		fmt.Fprintf(&b, "  correlation %s: recorded value %s\n", n, r.Correlations[n])
 	}
+	if r.Default {
+		fmt.Fprintf(&b, "  replay and profile check take this flow by default (the longest; --flow picks another)\n")
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)
 	}
@@ -282,4 +288,38 @@ func (p *Profile) stampProblems(m Messages) []string {
 		break
 	}
 	return out
+}
+
+// FrameRow is one client message of a flow as the profile cuts it.
+type FrameRow struct {
+	Index   int     `json:"index"`
+	OffsetS float64 `json:"offset_s"`
+	Kind    string  `json:"kind"`
+	Size    int     `json:"size"`
+	Text    string  `json:"text"`
+}
+
+// FrameRows lists the flow's client messages: what a replay's script is
+// cut from.
+func (p *Profile) FrameRows(m Messages) []FrameRow {
+	out := make([]FrameRow, len(m.Client))
+	for i, c := range m.Client {
+		t := c.Bytes
+		if len(t) > 60 {
+			t = t[:60]
+		}
+		out[i] = FrameRow{Index: i, OffsetS: c.Offset.Seconds(), Kind: p.KindName(c.Kind), Size: len(c.Bytes), Text: fmt.Sprintf("%q", t)}
+	}
+	return out
+}
+
+// WriteFrameRows writes FrameRows for a person.
+func WriteFrameRows(w io.Writer, profile, flow string, rows []FrameRow) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "profile %s, flow %s: %d client messages\n", profile, flow, len(rows))
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  #%-4d %9.3fs  %-12s %6d  %s\n", r.Index, r.OffsetS, r.Kind, r.Size, r.Text)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
