@@ -261,3 +261,46 @@ func FuzzStamp(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFresh rewrites an arbitrary recorded message's fresh field (a
+// regexp group, or offset and length) three times: never a panic, the
+// message keeps what is outside the field, and an offset field keeps
+// its length.
+func FuzzFresh(f *testing.F) {
+	f.Add(`{"id":7,"x":1}`, false, int8(0), uint8(0))
+	f.Add("CMD 0042 x", true, int8(4), uint8(4))
+	f.Add("CMD \xff\xfe x", true, int8(-4), uint8(2))
+	f.Add("id=", false, int8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, msg string, atOffset bool, off int8, length uint8) {
+		fresh := `{regexp: "id\":?=?(\\d*)"}`
+		if atOffset {
+			fresh = fmt.Sprintf("{offset: %d, length: %d}", off, length%21)
+		}
+		doc := "name: x\nframing: {type: message}\ntransport: udp\nkinds:\n  client: [{name: cmd, match: {regexp: \"(?s).\"}}]\nfresh: [" + fresh + "]\n"
+		sp, err := ParseSpec("f.yaml", []byte(doc))
+		if err != nil {
+			return
+		}
+		p, err := Compile(sp)
+		if err != nil || len(msg) == 0 {
+			return
+		}
+		s, err := p.Compile(p.Messages(Recording{Client: []Segment{{0, []byte(msg)}}}), ScriptOptions{})
+		if err != nil {
+			return
+		}
+		c, err := s.NewClient(Identity{Index: 3, Clients: 5, User: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			b, _ := c.AppendStep([]byte("prefix"), 0, 0)
+			if !strings.HasPrefix(string(b), "prefix") {
+				t.Fatalf("what was in dst before the message changed: %q", b)
+			}
+			if atOffset && len(b)-6 != len(msg) {
+				t.Fatalf("an offset field changed the length: %q -> %q", msg, b[6:])
+			}
+		}
+	})
+}
