@@ -141,7 +141,16 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 	if err != nil {
 		return sampledRun{}, err
 	}
-	sampler, err := report.NewSampler(report.SamplerConfig{Targets: append(d.serverTargets(), fr.Targets()...), Interval: d.cfg.Interval})
+	targets := append(d.serverTargets(), fr.Targets()...)
+	sampler, err := report.NewSampler(report.SamplerConfig{Targets: targets, Interval: d.cfg.Interval})
+	if err != nil {
+		fr.Close()
+		return sampledRun{}, err
+	}
+	// A level's snapshots must be had, however slowly a starved process
+	// answers (a -race shard at a load of 35 per 2 CPUs took over the
+	// sampler's 5 s): they wait longer than the series' scrapes.
+	patient, err := report.NewSampler(report.SamplerConfig{Targets: targets, Interval: d.cfg.Interval, Timeout: levelScrapeTimeout(d.cfg.Interval)})
 	if err != nil {
 		fr.Close()
 		return sampledRun{}, err
@@ -170,7 +179,7 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 	for l := range fr.Levels() {
 		switch {
 		case stopped:
-		case onLevel != nil && onLevel(ctx, l, sampler, base):
+		case onLevel != nil && onLevel(ctx, l, patient, base):
 			fr.Resume(l)
 		default:
 			// The decision is made: the series ends here, not with the
@@ -213,6 +222,12 @@ func endTotals(v *report.FleetValues, s fleet.Summary) {
 	v.SentMessages, v.SentBytes = float64(s.MessagesSent), float64(s.BytesSent)
 	v.ReceivedMessages, v.ReceivedBytes = float64(s.MessagesReceived), float64(s.BytesReceived)
 	v.NumberedReceived, v.MessagesLost, v.Disconnects = float64(s.NumberedReceived), float64(s.MessagesLost), drops
+}
+
+// levelScrapeTimeout bounds one scrape of a level's snapshot: 30
+// intervals, at least 15 s.
+func levelScrapeTimeout(interval time.Duration) time.Duration {
+	return max(30*interval, 15*time.Second)
 }
 
 // baseline is the snapshot a run's counters start from: the server as it
