@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strconv"
 	"strings"
 
@@ -118,6 +119,27 @@ func (v mibValue) Set(s string) error {
 }
 
 func (mibValue) Type() string { return "MiB" }
+
+// addrPortValue is an ADDR:PORT flag, parsed when set.
+type addrPortValue struct{ a *netip.AddrPort }
+
+func (v addrPortValue) String() string {
+	if v.a == nil || !v.a.IsValid() {
+		return ""
+	}
+	return v.a.String()
+}
+
+func (v addrPortValue) Set(s string) error {
+	a, err := netip.ParseAddrPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not ADDR:PORT (like 10.0.0.1:50000 or [fd00::1]:50000)", s)
+	}
+	*v.a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	return nil
+}
+
+func (addrPortValue) Type() string { return "ADDR:PORT" }
 
 func writeSummary(st *state, s *capture.Summary, asJSON bool) error {
 	if asJSON {

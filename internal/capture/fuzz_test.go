@@ -24,7 +24,7 @@ func readWithDeadline(tb testing.TB, data []byte) (*Capture, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := Read(bytes.NewReader(data), Options{MaxMemory: 64 << 20})
+		c, err := Read(bytes.NewReader(data), Options{MaxMemory: fuzzMemory})
 		done <- result{c, err}
 	}()
 	select {
@@ -35,6 +35,9 @@ func readWithDeadline(tb testing.TB, data []byte) (*Capture, error) {
 		return nil, nil
 	}
 }
+
+// fuzzMemory is the reading budget of the fuzz and hostile tests.
+const fuzzMemory = 64 << 20
 
 // fuzzMemCeiling fails a fuzz input whose reading allocates more: what a
 // capture costs must depend on its packets, never on the values in them
@@ -92,6 +95,11 @@ func FuzzReadCapture(f *testing.F) {
 		}
 		if c == nil {
 			return
+		}
+		// Per-flow state is charged to the budget: no input holds more
+		// flows than it pays for.
+		if most := int(fuzzMemory / 2 / udpFlowCost); len(c.Flows) > most {
+			t.Fatalf("%d flows under a budget for %d", len(c.Flows), most)
 		}
 		for _, fl := range c.Flows {
 			for _, fr := range append(fl.ClientFrames, fl.ServerFrames...) {

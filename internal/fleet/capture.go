@@ -20,8 +20,15 @@ type recorded struct {
 	notes     []string
 }
 
-// readCapture reads the capture's flow (flow < 0 picks the longest).
-func readCapture(path string, flow int, opts capture.Options) (recorded, error) {
+// choice is the flow to replay: by index (< 0: the longest), or by its
+// recorded client's address when client is valid.
+type choice struct {
+	index  int
+	client netip.AddrPort
+}
+
+// readCapture reads the chosen flow of the capture.
+func readCapture(path string, flow choice, opts capture.Options) (recorded, error) {
 	c, fl, err := readFlow(path, flow, opts, func(c *capture.Capture) error {
 		_, err := c.Usable()
 		return fmt.Errorf("read capture %s: %w", path, err)
@@ -38,17 +45,30 @@ func readCapture(path string, flow int, opts capture.Options) (recorded, error) 
 // frames finds the flows and picks one (flow < 0: the longest; none
 // gives noFlow's error), then a pass keeps that flow's frames only, so a
 // replay holds its script, not the file.
-func readFlow(path string, flow int, opts capture.Options, noFlow func(*capture.Capture) error) (*capture.Capture, *capture.Flow, error) {
+func readFlow(path string, flow choice, opts capture.Options, noFlow func(*capture.Capture) error) (*capture.Capture, *capture.Flow, error) {
 	index := opts
 	index.Select = func(a, b netip.AddrPort) bool { return false }
 	c, err := readPartial(path, index)
 	if err != nil {
 		return nil, nil, err
 	}
-	if flow < 0 && c.Longest() == nil {
+	if flow.client.IsValid() {
+		var of []*capture.Flow
+		for _, f := range c.Flows {
+			if f.Client == flow.client {
+				of = append(of, f)
+			}
+		}
+		c.Flows = of
+		if len(of) == 0 {
+			return nil, nil, fmt.Errorf("%w: --client %s: no flow of the capture has this client (see replay inspect)", ErrBadConfig, flow.client)
+		}
+		flow.index = -1
+	}
+	if flow.index < 0 && c.Longest() == nil {
 		return nil, nil, noFlow(c)
 	}
-	pick, err := pickFlow(c, path, flow)
+	pick, err := pickFlow(c, path, flow.index)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -95,7 +115,7 @@ func FromFlow(fl *capture.Flow) []session.Frame {
 // readRecording reads the capture raw (no reprise framing) and returns the
 // chosen flow's payloads, both ways, for a profile to cut into messages.
 // opts.ServerPort tells the client side of a flow without a SYN.
-func readRecording(path string, flow int, opts capture.Options) (profile.Recording, []string, error) {
+func readRecording(path string, flow choice, opts capture.Options) (profile.Recording, []string, error) {
 	c, fl, err := readFlow(path, flow, opts, func(*capture.Capture) error {
 		return fmt.Errorf("read capture %s: no flow with client data", path)
 	})

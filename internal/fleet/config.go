@@ -25,8 +25,10 @@ type Config struct {
 	Capture string
 	Frames  []session.Frame
 	// Flow picks a flow of the capture by its index in `replay inspect`;
-	// -1 is the longest.
-	Flow int
+	// -1 is the longest. Client, if valid, picks the flow of that recorded
+	// client address instead (the longest of them, if its port was reused).
+	Flow   int
+	Client netip.AddrPort
 	// MaxFrame caps a frame read from the capture or from the relay (the
 	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
 	// a flow's client side when nothing else does; 0 means 7400.

@@ -178,7 +178,7 @@ func (f *Fleet) loadReprise(loop *session.Loop) error {
 	frames, transport := f.cfg.Frames, "tcp"
 	var end time.Duration
 	if frames == nil {
-		rec, err := readCapture(f.cfg.Capture, f.cfg.Flow, capture.Options{MaxFrame: f.cfg.MaxFrame, ServerPort: f.cfg.ServerPort, MaxMemory: f.cfg.CaptureMemory})
+		rec, err := readCapture(f.cfg.Capture, choice{f.cfg.Flow, f.cfg.Client}, capture.Options{MaxFrame: f.cfg.MaxFrame, ServerPort: f.cfg.ServerPort, MaxMemory: f.cfg.CaptureMemory})
 		if err != nil {
 			return err
 		}
@@ -216,7 +216,7 @@ func (f *Fleet) loadProfile(prof *profile.Profile, loop *session.Loop) error {
 	if f.cfg.ServerPort != 0 {
 		port = f.cfg.ServerPort
 	}
-	rec, notes, err := readRecording(f.cfg.Capture, f.cfg.Flow, capture.Options{Raw: true, ServerPort: port, MaxMemory: f.cfg.CaptureMemory})
+	rec, notes, err := readRecording(f.cfg.Capture, choice{f.cfg.Flow, f.cfg.Client}, capture.Options{Raw: true, ServerPort: port, MaxMemory: f.cfg.CaptureMemory})
 	if err != nil {
 		return err
 	}
