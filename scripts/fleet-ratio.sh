@@ -74,7 +74,7 @@ relay = (c1 - c0) / tck / d * 1e6 if d else float("nan")
 recv = s["messages_received"]
 fcpu = s.get("fleet_process_cpu_seconds", -1)
 fleet = fcpu / recv * 1e6 if recv and fcpu >= 0 else float("nan")
-lat = s["latency_ms"]
+lat = s["latency_ms"] or {"p50": float("nan"), "p99": float("nan")}  # null: no stamped delivery
 print(f"{w}\t{tag}\t{rep}\t{s['logins_succeeded']}/{s['clients_requested']}\t{lat['p50']:.2f}\t{lat['p99']:.2f}\t"
       f"{s.get('loss_percent', 0):.3f}\t{int(d)}\t{recv}\t{relay:.3f}\t{fleet:.3f}\t{fleet / relay:.3f}\t"
       f"{s.get('fleet_process_peak_rss_bytes', 0) / 2**20:.1f}")

@@ -69,7 +69,7 @@ w, t, rep = sys.argv[2:5]
 c0, c1, tck, d, drops = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
 cpu = (c1 - c0) / tck
 per_m = cpu / d * 1e6 if d else float("nan")
-lat = s["latency_ms"]
+lat = s["latency_ms"] or {"p50": float("nan"), "p99": float("nan")}  # null: no stamped delivery
 loss = s.get("loss_percent", float("nan"))
 fails = sum(s["logins_failed"].values())
 print(f"{w}\t{t}\t{rep}\t{s['logins_succeeded']}/{s['clients_requested']}\t{fails}\t"

@@ -130,9 +130,8 @@ func Merge(sums []Summary) (Summary, error) {
 	if len(seen) < count {
 		out.Warnings = append(out.Warnings, fmt.Sprintf("WARNING: merged %d of %d shards; missing %s", len(seen), count, missing(seen, count)))
 	}
-	q := quantilesMS(lat, 50, 90, 99, 100)
-	out.LatencyMS = Quantiles{P50: q[0], P90: &q[1], P99: q[2], Max: &q[3]}
-	q = quantilesMS(lag, 50, 99)
+	out.LatencyMS = latencyQuantiles(lat)
+	q := quantilesMS(lag, 50, 99)
 	out.ScheduleLagMS = Quantiles{P50: q[0], P99: q[1]}
 	skew := float64(last-first) / 1e6
 	out.StartSkewMS = &skew

@@ -256,6 +256,13 @@ func (s *stats) framesByType() map[string]int64 {
 	return m
 }
 
+// latency is the run's latency figures, absent without a sample.
+func (s *stats) latency() Quantiles {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return latencyQuantiles(s.cumLat)
+}
+
 // quantilesMS reads quantiles (in percent) of a cumulative histogram in
 // milliseconds.
 func (s *stats) quantilesMS(lag bool, qs ...float64) []float64 {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"text/tabwriter"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Summary is what a run held, as printed at its end and written with
@@ -99,6 +101,39 @@ type Quantiles struct {
 	P90 *float64 `json:"p90,omitempty"`
 	P99 float64  `json:"p99"`
 	Max *float64 `json:"max,omitempty"`
+	// none says no sample was taken (no stamped delivery came back): the
+	// figures are absent, not zero; JSON null, "none" in the table.
+	none bool
+}
+
+// None reports whether the figures are absent (no sample).
+func (q Quantiles) None() bool { return q.none }
+
+// MarshalJSON writes null for absent figures.
+func (q Quantiles) MarshalJSON() ([]byte, error) {
+	if q.none {
+		return []byte("null"), nil
+	}
+	type plain Quantiles
+	return json.Marshal(plain(q))
+}
+
+// UnmarshalJSON reads null as absent figures.
+func (q *Quantiles) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*q = Quantiles{none: true}
+		return nil
+	}
+	*q = Quantiles{}
+	type plain Quantiles
+	return json.Unmarshal(b, (*plain)(q))
+}
+
+// latencyQuantiles are the latency figures of h (µs), absent when it
+// holds no sample.
+func latencyQuantiles(h *hdrhistogram.Histogram) Quantiles {
+	q := quantilesMS(h, 50, 90, 99, 100)
+	return Quantiles{P50: q[0], P90: &q[1], P99: q[2], Max: &q[3], none: h.TotalCount() == 0}
 }
 
 func (f *Fleet) summary() (Summary, error) {
@@ -107,7 +142,6 @@ func (f *Fleet) summary() (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	lat := f.stats.quantilesMS(false, 50, 90, 99, 100)
 	lag := f.stats.quantilesMS(true, 50, 99)
 	f.warnMu.Lock()
 	warnings := append(slices.Clone(f.warnings), f.saturationWarnings()...)
@@ -127,7 +161,7 @@ func (f *Fleet) summary() (Summary, error) {
 		MessagesReceived:    t.MessagesReceived,
 		BytesSent:           t.BytesSent,
 		BytesReceived:       t.BytesReceived,
-		LatencyMS:           Quantiles{P50: lat[0], P90: &lat[1], P99: lat[2], Max: &lat[3]},
+		LatencyMS:           f.stats.latency(),
 		ScheduleLagMS:       Quantiles{P50: lag[0], P99: lag[1]},
 		LoopsCompleted:      f.loops(),
 		DurationS:           f.ended.Sub(f.started).Seconds(),
@@ -220,7 +254,11 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("clients send Gbps (clients -> server)", gbps(s.BytesSent, s.DurationS))
 	row("clients receive Gbps (server -> clients)", gbps(s.BytesReceived, s.DurationS))
 	row("fleet host CPU idle %", pctOrUnknown(s.CPUIdlePct))
-	row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
+	if s.LatencyMS.None() {
+		row("latency ms p50/p90/p99/max", "none (no stamped delivery came back: the profile has no stamp, or its sends carry none)")
+	} else {
+		row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
+	}
 	row("messages lost", fmt.Sprintf("%d (%.3f%%)", s.MessagesLost, s.LossPercent))
 	row("udp join retries", s.UDPJoinRetries)
 	row("schedule lag ms p50/p99", fmt.Sprintf("%.3f / %.3f", s.ScheduleLagMS.P50, s.ScheduleLagMS.P99))
