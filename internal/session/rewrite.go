@@ -30,6 +30,10 @@ type Identity struct {
 // client; every other frame is shared with all clients.
 type Encoded struct {
 	own [][]byte
+	// zeros are the trailing zero bytes of each own frame that are not
+	// stored (a UDP join's padding: about 1 KiB per client otherwise held
+	// for the whole run); AppendFrame writes them.
+	zeros []int
 }
 
 // Encode rewrites the first n script frames (Plan.Frames) for id. It is
@@ -49,16 +53,21 @@ func (s *Script) Encode(id Identity, n int) (*Encoded, error) {
 			continue
 		}
 		var b []byte
+		pad := 0
 		switch f.typ {
 		case wire.TypeJoin:
-			b = s.encodeJoin(f, id)
+			b, pad = s.encodeJoin(f, id)
 		default:
 			b = s.encodeSend(f, id, repl)
 		}
 		if len(b)-wire.LenSize > wire.DefaultMaxFrame {
 			return nil, fmt.Errorf("session: frame #%d for %s: %d bytes after rewriting, over the max frame", i, id.User, len(b))
 		}
+		if pad > 0 {
+			b = append([]byte(nil), b[:len(b)-pad]...)
+		}
 		e.own = append(e.own, b)
+		e.zeros = append(e.zeros, pad)
 	}
 	return e, nil
 }
@@ -101,14 +110,16 @@ func (s *Script) mapID(id Identity, recorded string) string {
 	}
 }
 
-func (s *Script) encodeJoin(f *frame, id Identity) []byte {
+// encodeJoin returns the join for id and how many zero bytes of padding
+// end it.
+func (s *Script) encodeJoin(f *frame, id Identity) ([]byte, int) {
 	room := id.Room
 	if room == "" {
 		room = s.RecordedRoom
 	}
 	unpadded := len(wire.AppendJoin(nil, room, id.User, id.Auth, 0))
-	pad := max(f.padding, id.JoinSize-unpadded)
-	return wire.AppendJoin(make([]byte, 0, unpadded+max(pad, 0)), room, id.User, id.Auth, pad)
+	pad := max(f.padding, id.JoinSize-unpadded, 0)
+	return wire.AppendJoin(make([]byte, 0, unpadded+pad), room, id.User, id.Auth, pad), pad
 }
 
 func (s *Script) encodeSend(f *frame, id Identity, repl *strings.Replacer) []byte {
@@ -156,12 +167,15 @@ func (s *Script) payloadHasID(p []byte) bool {
 // nanoseconds). It allocates only if dst must grow.
 func (s *Script) AppendFrame(dst []byte, e *Encoded, i int, now int64) []byte {
 	f := &s.frames[i]
-	b := f.bytes
+	b, zeros := f.bytes, 0
 	if f.template {
-		b = e.own[f.tmpl]
+		b, zeros = e.own[f.tmpl], e.zeros[f.tmpl]
 	}
 	start := len(dst)
 	dst = append(dst, b...)
+	if zeros > 0 {
+		dst = append(dst, make([]byte, zeros)...) // no allocation beyond dst's growth
+	}
 	switch {
 	case f.typ == wire.TypeSend && f.hasTrace:
 		// A send's trace sits right after its flags byte.
@@ -175,7 +189,7 @@ func (s *Script) AppendFrame(dst []byte, e *Encoded, i int, now int64) []byte {
 // FrameLen is the size of client e's bytes of frame i.
 func (s *Script) FrameLen(e *Encoded, i int) int {
 	if f := &s.frames[i]; f.template {
-		return len(e.own[f.tmpl])
+		return len(e.own[f.tmpl]) + e.zeros[f.tmpl]
 	}
 	return len(s.frames[i].bytes)
 }

@@ -408,6 +408,22 @@ func TestJoinPadding(t *testing.T) {
 	if f := decode(t, b); string(f.User) != "replay-0" || !bytes.Equal(f.Room, []byte("room-0")) {
 		t.Errorf("padded join %s %s", f.User, f.Room)
 	}
+	if want := wire.AppendJoin(nil, "room-0", "replay-0", nil, len(b)-len(wire.AppendJoin(nil, "room-0", "replay-0", nil, 0))); !bytes.Equal(b, want) {
+		t.Error("padded join differs from wire.AppendJoin's")
+	}
+	if s.FrameLen(e, 0) != len(b) {
+		t.Errorf("FrameLen %d, AppendFrame wrote %d", s.FrameLen(e, 0), len(b))
+	}
+	// The padding is written, not held: each client keeps the join's
+	// bytes only (1 KiB per UDP client otherwise).
+	if held := len(e.own[0]); held >= 100 {
+		t.Errorf("the client holds %d bytes of its join", held)
+	}
+	// Into a buffer with stale bytes, the padding is still zeros.
+	stale := bytes.Repeat([]byte{0xff}, 2*len(b))
+	if got := s.AppendFrame(stale[:0], e, 0, 0); !bytes.Equal(got, b) {
+		t.Error("padding over a reused buffer is not zeros")
+	}
 }
 
 func BenchmarkAppendFrame(b *testing.B) {
