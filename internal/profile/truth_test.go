@@ -121,3 +121,52 @@ func TestUserIDDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsTextExamples runs the framing and latency examples of
+// docs/profiles.md on messages of their protocols.
+func TestDocsTextExamples(t *testing.T) {
+	counted := docBlock(t, "framing: {type: counted")
+	p := compileDoc(t, strings.Replace(natsishDoc, `framing: {type: counted, count: "^(PUB|MSG) "}`+"\n", "", 1)+counted)
+	msgs, rest, err := Split(p.framer, []byte("SUB a 1\r\nPUB a 5\r\nhe\r\no\r\nHMSG a 1 2 7\r\nxxhello\r\n"))
+	if err != nil || len(msgs) != 3 || len(rest) != 0 {
+		t.Fatalf("counted example: %q rest %q: %v", msgs, rest, err)
+	}
+	lat := strings.Split(strings.TrimSpace(docBlock(t, "latency: {send: say")), "\n")
+	if len(lat) != 2 {
+		t.Fatalf("latency examples %q", lat)
+	}
+	// The stamp written into a send reads back the way a delivery's is
+	// read (same place in both).
+	for i, tc := range []struct{ head, send string }{
+		{jsonWSDoc, `{"op":"say","ts":""}`},
+		{natsishDoc, "PUB room 19\r\nhi 0000000000000000\r\n"},
+	} {
+		line, _, _ := strings.Cut(lat[i], "   #")
+		p := compileDoc(t, tc.head+line+"\n")
+		rec := Recording{Client: []Segment{{0, []byte("CONNECT {}\r\n")}, {at(10), []byte(tc.send)}}}
+		if p.Transport == WebSocket {
+			rec = wsRecording(true, []string{`{"op":"hello"}`, tc.send}, nil)
+		}
+		m := p.Messages(rec)
+		s, err := p.Compile(m, ScriptOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := s.NewClient(Identity{Index: 0, Clients: 1, User: "u"})
+		now := time.Now().UnixNano()
+		step := -1
+		for j := range s.msgs {
+			if s.msgs[j].kind == p.stamp.send {
+				step = j
+			}
+		}
+		if step < 0 {
+			t.Fatalf("example %d: no send in the script (%d messages, notes %q)", i, len(s.msgs), s.Notes())
+		}
+		sent, _ := c.AppendStep(nil, step, now)
+		v, ok := p.readStamp(append([]byte(nil), sent...))
+		if !ok || v != now {
+			t.Fatalf("example %d: sent %q reads %d %v, want %d", i, sent, v, ok, now)
+		}
+	}
+}
