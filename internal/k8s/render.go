@@ -73,9 +73,10 @@ type Params struct {
 
 // MemoryPerClientKiB is the fleet's measured memory per idle
 // receive-only client, the larger of its transports' (docs/performance.md,
-// "The fleet's own cost": 7.1 KiB over TCP, 9.3 over UDP at 10,000
-// clients), rounded up with room for senders' read buffers, which are
-// lent only while a socket has bytes.
+// "The fleet's own cost": 7.4 KiB over TCP, 7.6 over UDP at 10,000
+// clients; WebSocket not measured), rounded up with room for WebSocket
+// and for busy clients' read buffers, which are lent only while a socket
+// has bytes.
 const MemoryPerClientKiB = 12
 
 // DefaultParams are the defaults of `replay k8s render`.
