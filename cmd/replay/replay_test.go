@@ -7,6 +7,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -329,8 +330,14 @@ func TestInterruptWritesSummary(t *testing.T) {
 	path := writeCapture(t, castScript())
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
 	p := testproc.Start(t, bins["replay"], "--capture", path, "--clients", "3", "--loop", "200ms,300ms",
-		"--login-interval", "10ms", "--metrics", "", "--summary", sumPath)
-	time.Sleep(time.Second)
+		"--login-interval", "10ms", "--metrics", "", "--summary", sumPath, "--progress-interval", "200ms")
+	// Interrupted mid-run once all three logged in, however long a loaded
+	// host takes to get there (a fixed second was not always enough).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.WaitOutput(ctx, p.Stderr, regexp.MustCompile(`logged in 3 /`)); err != nil {
+		t.Fatalf("not all logged in: %v\n%s", err, p.Stderr)
+	}
 	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
 		t.Fatalf("replay after SIGINT: %v\n%s", err, p.Stderr)
 	}
