@@ -101,7 +101,7 @@ restore_paths() {
 start() {
 	local n=$1
 	shift
-	nohup nice -n 5 "$@" >"$K/logs/$n.log" 2>&1 &
+	nohup nice -n "${NICE:-5}" "$@" >"$K/logs/$n.log" 2>&1 &
 	echo $! >"$K/pids/$n"
 }
 
@@ -193,7 +193,9 @@ up() {
 	iptables -I FORWARD -s "$POD_NET" ! -o "$BR" -j DROP
 	iptables -I FORWARD -d "$POD_NET" ! -i "$BR" -j DROP
 
-	start containerd containerd --config "$K/containerd/config.toml"
+	# The control plane runs at nice 5 on this shared host; the pods (under
+	# containerd) at 0: their start and timing are what is measured.
+	NICE=0 start containerd containerd --config "$K/containerd/config.toml"
 	start etcd etcd --name k8s --data-dir "$K/etcd" --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
 		--listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 --initial-cluster k8s=http://127.0.0.1:12380 \
 		--listen-metrics-urls http://127.0.0.1:12381
