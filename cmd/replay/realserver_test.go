@@ -45,6 +45,7 @@ var debianPkg = map[string]string{
 	"mosquitto_passwd": "mosquitto",
 	"node":             "nodejs",
 	"npm":              "npm",
+	"time":             "time",
 }
 
 // python is Debian's python3, which has python3-paho-mqtt (a pyenv shim
