@@ -30,7 +30,9 @@ type Shards struct {
 	// that defines the flags builds them (cmd/replay).
 	Command func(ShardRun) (name string, args []string)
 	// StartTimeout bounds the wait for every shard to load its capture and
-	// answer on its metrics (0: 30 s).
+	// answer on its metrics (0: 3 min: two -race shards on a host at a
+	// load of 25 per 2 CPUs took over 30 s); a shard that exits meanwhile
+	// ends the wait at once.
 	StartTimeout time.Duration
 }
 
@@ -101,9 +103,9 @@ func (s Shards) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, error) {
 	h.unlink = context.AfterFunc(ctx, h.kill)
 	timeout := s.StartTimeout
 	if timeout <= 0 {
-		timeout = 30 * time.Second
+		timeout = 3 * time.Minute
 	}
-	if err := waitMetrics(ctx, h.targets, timeout); err != nil {
+	if err := waitMetrics(ctx, h.targets, timeout, h.firstExit); err != nil {
 		h.close()
 		return nil, err
 	}
@@ -276,8 +278,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// waitMetrics polls every URL until it answers 200, for at most timeout.
-func waitMetrics(ctx context.Context, targets []report.Target, timeout time.Duration) error {
+// waitMetrics polls every URL until it answers 200, for at most timeout,
+// or until gone is closed (a shard exited).
+func waitMetrics(ctx context.Context, targets []report.Target, timeout time.Duration, gone <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	client := &http.Client{Timeout: time.Second}
@@ -300,6 +303,9 @@ func waitMetrics(ctx context.Context, targets []report.Target, timeout time.Dura
 			t := time.NewTimer(100 * time.Millisecond)
 			select {
 			case <-ctx.Done():
+			case <-gone:
+				t.Stop()
+				return errors.New("shards: a shard exited before it answered on its metrics")
 			case <-t.C:
 			}
 		}
