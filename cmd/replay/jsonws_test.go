@@ -275,8 +275,12 @@ func (c *jconn) writer() {
 	}
 }
 
-// pinger pings every s.ping; a ping unanswered after another s.ping
-// closes the connection with 4001.
+// jsonChatDeadline is how many ping intervals a pong may take.
+const jsonChatDeadline = 2
+
+// pinger pings every s.ping (when the last ping was answered); a ping
+// unanswered after jsonChatDeadline intervals closes the connection with
+// 4001.
 func (c *jconn) pinger() {
 	t := time.NewTicker(c.s.ping)
 	defer t.Stop()
@@ -287,8 +291,9 @@ func (c *jconn) pinger() {
 		case <-t.C:
 		}
 		c.pingMu.Lock()
-		late := c.pingN != 0 && time.Since(c.pingAt) > c.s.ping
-		if !late && c.pingN == 0 {
+		late := c.pingN != 0 && time.Since(c.pingAt) > jsonChatDeadline*c.s.ping
+		fresh := !late && c.pingN == 0
+		if fresh {
 			c.nextN++
 			c.pingN, c.pingAt = c.nextN, time.Now()
 		}
@@ -298,7 +303,9 @@ func (c *jconn) pinger() {
 			c.close(4001, "late pong")
 			return
 		}
-		c.write(fmt.Appendf(nil, `{"type":"ping","n":%d}`, n))
+		if fresh {
+			c.write(fmt.Appendf(nil, `{"type":"ping","n":%d}`, n))
+		}
 	}
 }
 
@@ -375,7 +382,7 @@ func jsonChatClient(addr string) error {
 // string of a valid UTF-8 text frame: 0 disconnects, the fleet's
 // deliveries equal the server's, latency measured.
 func TestJSONWebSocketServer(t *testing.T) {
-	srv := startJSONChat(t, 500*time.Millisecond)
+	srv := startJSONChat(t, time.Second)
 	capPath := recordThrough(t, srv.ln.Addr().String(), os.Args[0], "-test.run=^TestJSONChatClientHelper$", "--", "LISTEN_PORT")
 	prof := filepath.Join("testdata", "jsonchat.yaml")
 	out, err := execReplay("profile", "check", prof, "--capture", capPath)
