@@ -259,6 +259,9 @@ down() {
 	done
 	[ -x "$B/kube-proxy" ] && "$B/kube-proxy" --cleanup >/dev/null 2>&1 || true
 	for ipt in iptables ip6tables; do
+		# kubelet's firewall chain is jumped to from INPUT and OUTPUT.
+		$ipt -D INPUT -j KUBE-FIREWALL 2>/dev/null || true
+		$ipt -D OUTPUT -j KUBE-FIREWALL 2>/dev/null || true
 		for t in filter nat mangle; do
 			for c in KUBE-KUBELET-CANARY KUBE-PROXY-CANARY KUBE-FIREWALL KUBE-MARK-MASQ KUBE-MARK-DROP KUBE-POSTROUTING KUBE-IPTABLES-HINT; do
 				$ipt -t $t -F $c 2>/dev/null && $ipt -t $t -X $c 2>/dev/null || true
@@ -341,7 +344,7 @@ run_receive_only() {
 	local o=$out/a
 	say "(a) 4 shards x 500 receive-only clients, relay Deployment"
 	"$replay" k8s run --images "$images" --relay --shards 4 --name rx --cpu 100m --relay-cpu 200m --keep --out "$o" -- \
-		--clients 2000 --receive-only --login-interval 2ms --duration 25s | tee "$o.answer.txt" || die "(a) replay k8s run failed"
+		--clients 2000 --room-size 100 --receive-only --login-interval 2ms --duration 25s | tee "$o.answer.txt" || die "(a) replay k8s run failed"
 	cluster_view rx
 	k8scheck shards "$o" --clients 2000 --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(a) checks"
 	kubectl delete --cascade=foreground -f "$o/manifests" >/dev/null
