@@ -39,6 +39,7 @@ func needTool(t *testing.T, name string) string {
 var debianPkg = map[string]string{
 	"mosquitto":        "mosquitto",
 	"mosquitto_sub":    "mosquitto-clients",
+	"mosquitto_pub":    "mosquitto-clients",
 	"redis-server":     "redis-server",
 	"redis-cli":        "redis-tools",
 	"python3":          "python3",

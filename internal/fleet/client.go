@@ -62,6 +62,8 @@ type client struct {
 	sender bool
 	plan   session.Plan
 	pc     profile.Client // the protocol: its bytes and what the server's mean
+	// player is the script the client plays (its flow's, with --flows).
+	player profile.Player
 	sh     *shard
 	rec    *hists
 
@@ -589,7 +591,7 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 		return
 	}
 	c.start = c.f.now()
-	c.next = int64(c.f.player.LoginSteps())
+	c.next = int64(c.player.LoginSteps())
 	c.sh.add(c)
 }
 

@@ -29,6 +29,10 @@ type Config struct {
 	// client address instead (the longest of them, if its port was reused).
 	Flow   int
 	Client netip.AddrPort
+	// Flows, when set, replays several flows in one fleet: client i plays
+	// the (i mod F)-th of the F flows chosen (flowOf), each flow's script
+	// built as for Flow. It excludes Flow, Client and Frames.
+	Flows FlowSet
 	// MaxFrame caps a frame read from the capture or from the relay (the
 	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
 	// a flow's client side when nothing else does; 0 means 7400.
@@ -216,6 +220,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Capture == "" && c.Frames == nil:
 		return badf("--capture is required")
+	case c.Flows.IsSet() && (c.Flow >= 0 || c.Client.IsValid() || c.Frames != nil):
+		return badf("--flows with --flow or --client: pick one")
 	case c.Target == "":
 		return badf("no target: the fleet needs a relay's host:port")
 	case c.Clients < 1:

@@ -58,7 +58,11 @@ type Fleet struct {
 	holding    atomic.Bool
 	log        *zap.Logger
 	// player is the compiled script: the protocol comes in through it.
-	player      profile.Player
+	player profile.Player
+	// flows are the scripts of a --flows fleet (client i plays
+	// flows[flowOf(i, len(flows))]); player is the first's. Nil: every
+	// client plays player.
+	flows       []flowScript
 	profileName string
 	notes       []string
 	udp         bool
@@ -162,9 +166,12 @@ func (f *Fleet) loadScript() error {
 	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
-	if prof.IsReprise {
+	switch {
+	case f.cfg.Flows.IsSet():
+		err = f.loadFlows(prof, loop)
+	case prof.IsReprise:
 		err = f.loadReprise(loop)
-	} else {
+	default:
 		err = f.loadProfile(prof, loop)
 	}
 	if err != nil {
@@ -187,22 +194,31 @@ func (f *Fleet) loadReprise(loop *session.Loop) error {
 	if f.cfg.Transport != "" {
 		transport = f.cfg.Transport
 	}
-	if transport == "websocket" {
-		return badf("--transport websocket: the reprise profile runs over tcp or udp")
-	}
 	f.udp = transport == "udp"
+	p, err := f.repriseScript(frames, transport, end, loop)
+	if err != nil {
+		return err
+	}
+	f.player = p
+	return nil
+}
+
+// repriseScript is the reprise protocol's script of one flow's frames.
+func (f *Fleet) repriseScript(frames []session.Frame, transport string, end time.Duration, loop *session.Loop) (profile.Player, error) {
+	if transport == "websocket" {
+		return nil, badf("--transport websocket: the reprise profile runs over tcp or udp")
+	}
 	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end, MaxFrame: f.cfg.MaxFrame})
 	if errors.Is(err, session.ErrNoJoin) {
 		// The capture, not the flags: the same failure as inspect's.
-		return fmt.Errorf("%w: %v", capture.ErrUnusable, err)
+		return nil, fmt.Errorf("%w: %v", capture.ErrUnusable, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadConfig, err)
+		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	rp := profile.NewReprise(s, f.udp)
+	rp := profile.NewReprise(s, transport == "udp")
 	rp.MaxFrame = f.cfg.MaxFrame
-	f.player = rp
-	return nil
+	return rp, nil
 }
 
 func (f *Fleet) loadProfile(prof *profile.Profile, loop *session.Loop) error {
@@ -598,12 +614,16 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (f *Fleet) newClient(i int) (*client, error) {
 	cfg := &f.cfg
 	sender := cfg.isSender(i)
-	tl := f.player.Timeline()
+	player := f.player
+	if len(f.flows) > 0 {
+		player = f.flows[flowOf(i, len(f.flows))].player
+	}
+	tl := player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)
 	if !sender {
 		plan = tl.ReceiveOnlyPlan(cfg.Heartbeat)
 	}
-	_, room, others := f.player.Recorded()
+	_, room, others := player.Recorded()
 	id := profile.Identity{
 		Index: i, Clients: cfg.Clients,
 		User:        cfg.userID(i),
@@ -615,13 +635,13 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	if cfg.AuthSecret != "" {
 		id.Auth = auth.Sign([]byte(cfg.AuthSecret), id.User, time.Now().Add(24*time.Hour+cfg.Duration))
 	}
-	pc, err := f.player.NewClient(id)
+	pc, err := player.NewClient(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: client %d: %v", ErrBadConfig, i, err)
 	}
 	sh := f.shards[i%len(f.shards)]
 	c := &client{
-		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc,
+		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
 		replies: f.ws || !f.isReprise(),
 	}

@@ -76,7 +76,7 @@ func Merge(sums []Summary) (Summary, error) {
 	lat, lag := newHist(), newHist()
 	out := Summary{
 		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{},
-		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target,
+		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: sums[0].Flows,
 		CPUIdlePct: -1,
 	}
 	seen := map[Shard]bool{}

@@ -50,6 +50,9 @@ type Summary struct {
 	Target     string           `json:"target"`
 	Warnings   []string         `json:"warnings"`
 	Notes      []string         `json:"notes"`
+	// Flows are the flows of a --flows fleet and how many clients played
+	// each; empty when the fleet played one flow.
+	Flows []FlowClients `json:"flows,omitempty"`
 
 	// Shard is "i/n" when the run was shard i of n (see Shard); empty for
 	// a whole fleet.
@@ -175,6 +178,7 @@ func (f *Fleet) summary() (Summary, error) {
 		Target:              f.target,
 		Warnings:            nonNil(warnings),
 		Notes:               nonNil(f.notes),
+		Flows:               f.flowClients(),
 		Shard:               f.cfg.Shard.label(),
 		StartUnixNS:         f.epochUnix,
 		StartLateMS:         millis(f.startLate),
@@ -267,6 +271,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("sends delayed by backpressure", s.SendsDelayed)
 	row("frames sent", byReason(s.FramesSent))
 	row("fleet process", processLine(s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k))
+	for _, fc := range s.Flows {
+		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client), fmt.Sprintf("%d clients", fc.Clients))
+	}
 	if s.Shard != "" {
 		row("shard", s.Shard)
 	}

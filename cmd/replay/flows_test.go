@@ -1,0 +1,113 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+// recordPubSub records, through one `record proxy`, a real mosquitto_sub
+// (the subscriber) and a real mosquitto_pub publishing msgs messages at
+// 20 Hz on topic: two connections, two flows of one capture.
+func recordPubSub(t *testing.T, port int, topic string, msgs int) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "pubsub.pcap")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	proxy := startRecordProxy(t, listen, fmt.Sprintf("127.0.0.1:%d", port), out)
+	host, lport, _ := strings.Cut(listen, ":")
+	// -d prints the SUBACK: the publisher starts once the subscription
+	// holds, so the recorded subscriber gets every message.
+	// stdbuf: its stdout is a pipe, where stdio would hold the line.
+	sub := testproc.Start(t, "stdbuf", "-oL", needTool(t, "mosquitto_sub"), "-d", "-h", host, "-p", lport, "-i", "rec-sub", "-t", topic,
+		"-C", strconv.Itoa(msgs), "-W", "60")
+	for end := time.Now().Add(20 * time.Second); !strings.Contains(sub.Stdout.String(), "SUBACK"); {
+		if time.Now().After(end) || sub.Exited() {
+			t.Fatalf("mosquitto_sub never subscribed:\n%s%s", sub.Stdout, sub.Stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	pub := exec.Command(needTool(t, "mosquitto_pub"), "-h", host, "-p", lport, "-i", "rec-pub", "-t", topic, "-m", "hello from the publisher",
+		"--repeat", strconv.Itoa(msgs), "--repeat-delay", "0.05")
+	if b, err := pub.CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_pub: %v\n%s", err, b)
+	}
+	select {
+	case <-sub.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatalf("mosquitto_sub did not get its %d messages:\n%s", msgs, sub.Stdout)
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatalf("mosquitto_sub: %v\n%s%s", err, sub.Stdout, sub.Stderr)
+	}
+	if err := proxy.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, proxy.Stderr)
+	}
+	return out
+}
+
+// TestFlowsPubSubMosquitto records a real subscriber and a real publisher
+// on two connections and replays both in one fleet with --flows all: 20
+// clients, client i playing flow i mod 2, so 10 publishers and 10
+// subscribers. Both roles ran: every publisher's 50 messages reached
+// mosquitto (its $SYS received counter, and a separate real mosquitto_sub
+// on the topic counts them), and the fleet's subscribers got exactly what
+// the broker sent out, less what went to that counter and the $SYS
+// monitor; the summary lists 10 clients per flow.
+func TestFlowsPubSubMosquitto(t *testing.T) {
+	const msgs, clients, topic = 50, 20, "rooms/flows"
+	port, _, _ := startMosquitto(t)
+	capPath := recordPubSub(t, port, topic, msgs)
+	insp, err := execReplay("inspect", "--profile", "mqtt", capPath)
+	if err != nil {
+		t.Fatalf("inspect: %v\n%s", err, insp)
+	}
+
+	mon := startSysMonitor(t, port)
+	counter := testproc.Start(t, needTool(t, "mosquitto_sub"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-i", "counter", "-t", topic,
+		// One line per message whatever its payload (the fleet's carry binary trace stamps).
+		"-F", "message")
+	recv0, sent0, own0 := mon.settled(t)
+	res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+		"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "2ms", "--duration", "8s",
+		"--drain-deliveries", "30s")
+	mustOK(t, res)
+	recv1, sent1, own1 := mon.settled(t)
+	counted := strings.Count(counter.Stdout.String(), "message\n")
+	s := res.sum
+
+	if len(s.Flows) != 2 || s.Flows[0].Clients != clients/2 || s.Flows[1].Clients != clients/2 {
+		t.Fatalf("summary flows %+v, want 2 flows of %d clients\n%s", s.Flows, clients/2, res.stdout)
+	}
+	for _, fc := range s.Flows {
+		if !strings.Contains(res.stdout, fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client)) {
+			t.Errorf("the printed summary lacks flow %d:\n%s", fc.Flow, res.stdout)
+		}
+	}
+	if s.LoginsSucceeded != clients || len(s.LoginsFailed) != 0 {
+		t.Fatalf("logins %d failed %v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, res.stdout, res.stderr)
+	}
+	// The publishers' side: each of the 10 sent its recorded 50.
+	wantSent := int64(clients / 2 * msgs)
+	brokerRecv := recv1 - recv0
+	if s.MessagesSent != wantSent || brokerRecv != float64(wantSent) || counted != int(wantSent) {
+		t.Errorf("fleet sent %d PUBLISH, mosquitto received %v, the counting subscriber got %d; want %d each", s.MessagesSent, brokerRecv, counted, wantSent)
+	}
+	// The subscribers' side: what the broker delivered to the fleet.
+	brokerToFleet := sent1 - sent0 - float64(own1-own0) - float64(counted)
+	if s.MessagesReceived == 0 || float64(s.MessagesReceived) != brokerToFleet {
+		t.Errorf("the fleet's subscribers received %d, mosquitto sent %v to the fleet", s.MessagesReceived, brokerToFleet)
+	}
+	if max := int64(clients / 2 * int(wantSent)); s.MessagesReceived > max {
+		t.Errorf("the fleet received %d, more than 10 subscribers x %d publishes", s.MessagesReceived, wantSent)
+	}
+	t.Logf("summary:\n%s", res.stdout)
+	t.Logf("flows %+v: fleet sent %d received %d; mosquitto received %v, sent to the fleet %v; counting subscriber %d",
+		s.Flows, s.MessagesSent, s.MessagesReceived, brokerRecv, brokerToFleet, counted)
+}

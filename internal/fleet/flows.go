@@ -1,0 +1,282 @@
+package fleet
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/session"
+)
+
+// FlowSet chooses several recorded flows to replay in one fleet (--flows):
+// every usable flow (All), or the listed indexes of `replay inspect`. The
+// zero FlowSet chooses none: the fleet plays the one flow of Config.Flow
+// or Config.Client.
+type FlowSet struct {
+	All     bool
+	Indexes []int
+}
+
+// IsSet reports whether s chooses flows.
+func (s FlowSet) IsSet() bool { return s.All || len(s.Indexes) > 0 }
+
+// String is s as ParseFlowSet reads it.
+func (s FlowSet) String() string {
+	if s.All {
+		return "all"
+	}
+	parts := make([]string, len(s.Indexes))
+	for i, n := range s.Indexes {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseFlowSet reads "all" or a comma list of distinct flow indexes; ""
+// is the zero FlowSet.
+func ParseFlowSet(text string) (FlowSet, error) {
+	text = strings.TrimSpace(text)
+	switch text {
+	case "":
+		return FlowSet{}, nil
+	case "all":
+		return FlowSet{All: true}, nil
+	}
+	var s FlowSet
+	for _, p := range strings.Split(text, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 0 {
+			return FlowSet{}, fmt.Errorf("%q: want \"all\" or flow indexes like 0,2 (see replay inspect)", text)
+		}
+		for _, m := range s.Indexes {
+			if m == n {
+				return FlowSet{}, fmt.Errorf("%q: flow %d listed twice", text, n)
+			}
+		}
+		s.Indexes = append(s.Indexes, n)
+	}
+	return s, nil
+}
+
+// FlowSetValue is a FlowSet as a command-line flag (pflag.Value).
+type FlowSetValue struct{ S *FlowSet }
+
+func (v FlowSetValue) String() string {
+	if v.S == nil {
+		return ""
+	}
+	return v.S.String()
+}
+
+// Set parses text into the FlowSet.
+func (v FlowSetValue) Set(text string) error {
+	s, err := ParseFlowSet(text)
+	if err != nil {
+		return err
+	}
+	*v.S = s
+	return nil
+}
+
+// Type names the flag's value in the usage.
+func (FlowSetValue) Type() string { return "all|i,j,..." }
+
+// flowOf is the index, among the n scripts of a --flows fleet, of the one
+// client i plays: i mod n, so that every flow gets its share in join order
+// and the shards of a fleet agree.
+func flowOf(i, n int) int { return i % n }
+
+// flowClients is how many of clients play each of n scripts (flowOf).
+func flowClients(clients, n int) []int {
+	out := make([]int, n)
+	for k := range out {
+		out[k] = clients / n
+		if k < clients%n {
+			out[k]++
+		}
+	}
+	return out
+}
+
+// FlowClients is one flow of a --flows fleet in its summary: the flow's
+// index in `replay inspect`, its recorded client, and how many of the
+// fleet's clients play it.
+type FlowClients struct {
+	Flow    int    `json:"flow"`
+	Client  string `json:"client"`
+	Clients int    `json:"clients"`
+}
+
+// flowScript is one recorded flow of a --flows fleet, compiled.
+type flowScript struct {
+	index  int
+	client string
+	player profile.Player
+	udp    bool
+}
+
+// loadFlows builds one script per chosen flow (cfg.Flows). With All, a
+// flow whose script cannot be built is skipped and a note says why; a
+// listed flow that cannot be is an error.
+func (f *Fleet) loadFlows(prof *profile.Profile, loop *session.Loop) error {
+	cfg := &f.cfg
+	if cfg.Capture == "" {
+		return badf("--flows needs --capture")
+	}
+	opts := capture.Options{MaxFrame: cfg.MaxFrame, ServerPort: cfg.ServerPort, MaxMemory: cfg.CaptureMemory}
+	if !prof.IsReprise {
+		if t := cfg.Transport; t != "" && t != string(prof.Transport) {
+			return badf("--transport %s: the %s profile runs over %s", t, prof.Name, prof.Transport)
+		}
+		opts = capture.Options{Raw: true, ServerPort: prof.Port, MaxMemory: cfg.CaptureMemory}
+		if cfg.ServerPort != 0 {
+			opts.ServerPort = cfg.ServerPort
+		}
+	}
+	c, picked, skipped, err := readFlows(cfg.Capture, cfg.Flows, opts)
+	if err != nil {
+		return err
+	}
+	f.notes = append(f.notes, c.Warnings...)
+	var scripts []flowScript
+	for _, p := range picked {
+		s, err := f.flowScript(prof, p.flow, loop)
+		if err == nil {
+			s.index = p.index
+			scripts = append(scripts, s)
+			for _, n := range p.flow.Notes {
+				f.notes = append(f.notes, fmt.Sprintf("flow %d: %s", p.index, n))
+			}
+			continue
+		}
+		if !cfg.Flows.All {
+			return fmt.Errorf("--flows: flow %d (%s): %w", p.index, p.flow, err)
+		}
+		skipped = append(skipped, fmt.Sprintf("flow %d (%s): %v", p.index, p.flow, err))
+	}
+	if len(scripts) == 0 {
+		return fmt.Errorf("%w: --flows all: none of the %d flows of %s can be replayed (%s)", capture.ErrUnusable, len(c.Flows), cfg.Capture, strings.Join(skipped, "; "))
+	}
+	for _, s := range scripts[1:] {
+		if s.udp != scripts[0].udp {
+			return badf("--flows: flow %d and flow %d run over different transports; choose flows of one transport", scripts[0].index, s.index)
+		}
+	}
+	f.flows = scripts
+	f.player, f.udp = scripts[0].player, scripts[0].udp
+	f.ws = !prof.IsReprise && prof.Transport == profile.WebSocket
+	idx := make([]string, len(scripts))
+	for i, s := range scripts {
+		idx[i] = strconv.Itoa(s.index)
+	}
+	f.notes = append(f.notes, fmt.Sprintf("--flows %s: replaying flows %s; client i plays the (i mod %d)-th of them", cfg.Flows, strings.Join(idx, ", "), len(scripts)))
+	for _, s := range skipped {
+		f.notes = append(f.notes, "--flows all: skipped "+s)
+	}
+	for _, s := range scripts[1:] {
+		f.notes = append(f.notes, s.player.Notes()...)
+	}
+	return nil
+}
+
+// flowScript compiles one flow as the single --flow path does.
+func (f *Fleet) flowScript(prof *profile.Profile, fl *capture.Flow, loop *session.Loop) (flowScript, error) {
+	if prof.IsReprise {
+		transport := string(fl.Transport)
+		if f.cfg.Transport != "" {
+			transport = f.cfg.Transport
+		}
+		p, err := f.repriseScript(FromFlow(fl), transport, fl.Duration(), loop)
+		return flowScript{client: fl.Client.String(), player: p, udp: transport == "udp"}, err
+	}
+	s, err := prof.Compile(prof.Messages(RecordingOf(fl)), profile.ScriptOptions{Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom})
+	if err != nil {
+		return flowScript{}, err
+	}
+	return flowScript{client: fl.Client.String(), player: s, udp: prof.Transport == profile.UDP}, nil
+}
+
+// pickedFlow is a flow of the capture and its index in `replay inspect`.
+type pickedFlow struct {
+	index int
+	flow  *capture.Flow
+}
+
+// readFlows reads the capture in two passes, as readFlow does for one: the
+// index pass finds the flows and picks the set's (All: those with client
+// data; the others are returned as skipped, with why), the second keeps
+// those flows' frames only.
+func readFlows(path string, set FlowSet, opts capture.Options) (*capture.Capture, []pickedFlow, []string, error) {
+	index := opts
+	index.Select = func(a, b netip.AddrPort) bool { return false }
+	c, err := readPartial(path, index)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var want []pickedFlow
+	var skipped []string
+	if set.All {
+		for i, fl := range c.Flows {
+			if fl.ClientCount == 0 {
+				skipped = append(skipped, fmt.Sprintf("flow %d (%s): %s", i, fl, capture.UnusableNoClient))
+				continue
+			}
+			want = append(want, pickedFlow{i, fl})
+		}
+	}
+	for _, i := range set.Indexes {
+		if i >= len(c.Flows) {
+			return nil, nil, nil, badf("--flows %s: the capture has %d flows (see replay inspect)", set, len(c.Flows))
+		}
+		want = append(want, pickedFlow{i, c.Flows[i]})
+	}
+	if len(want) == 0 {
+		_, err := c.Usable()
+		if err == nil {
+			err = errors.New("no flow with client data")
+		}
+		return nil, nil, nil, fmt.Errorf("read capture %s: %w", path, err)
+	}
+	ends := map[[2]netip.AddrPort]bool{}
+	for _, p := range want {
+		ends[[2]netip.AddrPort{p.flow.Client, p.flow.Server}] = true
+	}
+	opts.Select = func(a, b netip.AddrPort) bool { return ends[[2]netip.AddrPort{a, b}] || ends[[2]netip.AddrPort{b, a}] }
+	c2, err := readPartial(path, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for k, p := range want {
+		found := false
+		for _, fl := range c2.Flows {
+			// A port reused gives flows with the same endpoints: the
+			// start tells them apart.
+			if fl.Client == p.flow.Client && fl.Server == p.flow.Server && fl.Start.Equal(p.flow.Start) {
+				want[k].flow, found = fl, true
+				break
+			}
+		}
+		if !found {
+			return nil, nil, nil, fmt.Errorf("read capture %s: flow %d (%s) not found again on the second pass", path, p.index, p.flow)
+		}
+	}
+	return c2, want, skipped, nil
+}
+
+// flowClients is the summary's list of a --flows fleet's flows, with the
+// whole fleet's clients per flow (shards agree on it); nil for one flow.
+func (f *Fleet) flowClients() []FlowClients {
+	if len(f.flows) == 0 {
+		return nil
+	}
+	n := flowClients(f.cfg.Clients, len(f.flows))
+	out := make([]FlowClients, len(f.flows))
+	for k, s := range f.flows {
+		out[k] = FlowClients{Flow: s.index, Client: s.client, Clients: n[k]}
+	}
+	return out
+}
