@@ -93,6 +93,11 @@ func TestFlowsPubSubMosquitto(t *testing.T) {
 	if s.LoginsSucceeded != clients || len(s.LoginsFailed) != 0 {
 		t.Fatalf("logins %d failed %v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, res.stdout, res.stderr)
 	}
+	// Both roles: half the clients subscribed (the recorded subscriber's
+	// SUBSCRIBE), the other half published.
+	if s.FramesSent["subscribe"] != clients/2 || s.FramesSent["connect"] != clients {
+		t.Errorf("frames sent %v: want %d subscribe and %d connect", s.FramesSent, clients/2, clients)
+	}
 	// The publishers' side: each of the 10 sent its recorded 50.
 	wantSent := int64(clients / 2 * msgs)
 	brokerRecv := recv1 - recv0
@@ -110,4 +115,56 @@ func TestFlowsPubSubMosquitto(t *testing.T) {
 	t.Logf("summary:\n%s", res.stdout)
 	t.Logf("flows %+v: fleet sent %d received %d; mosquitto received %v, sent to the fleet %v; counting subscriber %d",
 		s.Flows, s.MessagesSent, s.MessagesReceived, brokerRecv, brokerToFleet, counted)
+}
+
+// TestFlowsBundled replays both flows of the bundled capture (alice and
+// bob) in one fleet against the relay child, and checks what --flows does
+// with a loop that one flow's timeline does not hold (flow 1 ends at
+// 57.4 s): all skips that flow and says why, a list is an error, as are
+// --flows with --flow and an index the capture does not have.
+func TestFlowsBundled(t *testing.T) {
+	capPath := filepath.Join("..", "..", "captures", "vr-session.pcap")
+	run := []string{"--capture", capPath, "--clients", "4", "--login-interval", "1ms", "--duration", "2s"}
+	t.Run("both", func(t *testing.T) {
+		res := replay(t, append(run, "--flows", "all", "--loop=1s,3s")...)
+		mustOK(t, res)
+		s := res.sum
+		if len(s.Flows) != 2 || s.Flows[0].Flow != 0 || s.Flows[1].Flow != 1 || s.Flows[0].Clients != 2 || s.Flows[1].Clients != 2 {
+			t.Fatalf("flows %+v, want flows 0 and 1 with 2 clients each\n%s", s.Flows, res.stdout)
+		}
+		if s.LoginsSucceeded != 4 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
+			t.Fatalf("logins %d sent %d received %d\n%s%s", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
+		}
+	})
+	t.Run("loop past one flow", func(t *testing.T) {
+		res := replay(t, append(run, "--flows", "all", "--loop=58s,59s")...)
+		mustOK(t, res)
+		if len(res.sum.Flows) != 1 || res.sum.Flows[0].Flow != 0 || res.sum.Flows[0].Clients != 4 {
+			t.Fatalf("flows %+v, want flow 0 alone with 4 clients", res.sum.Flows)
+		}
+		skipped := false
+		for _, n := range res.sum.Notes {
+			skipped = skipped || (strings.HasPrefix(n, "--flows all: skipped flow 1") && strings.Contains(n, "past the flow's end"))
+		}
+		if !skipped {
+			t.Errorf("no note says flow 1 was skipped and why: %q", res.sum.Notes)
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"listed flow cannot loop", []string{"--flows", "0,1", "--loop=58s,59s"}, "--flows: flow 1"},
+		{"with --flow", []string{"--flows", "all", "--flow", "1"}, "pick one"},
+		{"no such flow", []string{"--flows", "0,5"}, "the capture has 2 flows"},
+		{"bad list", []string{"--flows", "0,x"}, "want \"all\" or flow indexes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := runReplay(t, append(append([]string{"--metrics", ""}, run...), tc.args...)...)
+			if res.code != 2 || !strings.Contains(res.stderr, tc.want) {
+				t.Errorf("exit %d, want 2 with %q\n%s", res.code, tc.want, res.stderr)
+			}
+		})
+	}
 }
