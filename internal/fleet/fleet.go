@@ -177,7 +177,9 @@ func (f *Fleet) loadScript() error {
 	if err != nil {
 		return err
 	}
-	f.notes = append(f.notes, f.player.Notes()...)
+	if len(f.flows) == 0 { // loadFlows noted each flow's
+		f.notes = append(f.notes, f.player.Notes()...)
+	}
 	return f.checkIDs()
 }
 

@@ -177,8 +177,10 @@ func (f *Fleet) loadFlows(prof *profile.Profile, loop *session.Loop) error {
 	for _, s := range skipped {
 		f.notes = append(f.notes, "--flows all: skipped "+s)
 	}
-	for _, s := range scripts[1:] {
-		f.notes = append(f.notes, s.player.Notes()...)
+	for _, s := range scripts {
+		for _, n := range s.player.Notes() {
+			f.notes = append(f.notes, fmt.Sprintf("flow %d: %s", s.index, n))
+		}
 	}
 	return nil
 }
