@@ -162,6 +162,11 @@ func (s *Sampler) run(ctx context.Context, base *Snapshot) Series {
 	// cancelled then.
 	take := func(c context.Context, final bool) bool {
 		snap, err := s.Scrape(c)
+		if err != nil && !final && c.Err() != nil {
+			// The run ended during this tick's scrape: no failure of the
+			// target's, and the final scrape follows.
+			return false
+		}
 		if err != nil {
 			ser.ScrapeErrors++
 			ser.LastError = err.Error()

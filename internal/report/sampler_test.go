@@ -173,3 +173,41 @@ func TestSamplerRunFromBaseline(t *testing.T) {
 		t.Errorf("first point: %+v", ser.Points[0])
 	}
 }
+
+// TestSamplerRunEndDuringScrape: a tick's scrape still waiting for its
+// answer when the run ends is cut off by the run, not failed by the
+// target: no scrape error is counted, and the final scrape carries the
+// totals.
+func TestSamplerRunEndDuringScrape(t *testing.T) {
+	var requests atomic.Int32
+	inTick := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			close(inTick)
+			<-r.Context().Done() // answers only once the run ended
+			return
+		}
+		fmt.Fprintf(w, "# TYPE relay_sent_bytes_total counter\nrelay_sent_bytes_total 500\n")
+	}))
+	t.Cleanup(srv.Close)
+	s, err := NewSampler(SamplerConfig{
+		Targets:  []Target{{Role: RoleRelay, URL: srv.URL}},
+		Interval: 20 * time.Millisecond,
+		Timeout:  time.Minute,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan Series)
+	go func() { done <- s.RunFrom(ctx, Snapshot{At: time.Now()}) }()
+	<-inTick
+	cancel()
+	ser := <-done
+	if ser.ScrapeErrors != 0 {
+		t.Fatalf("scrape errors %d (%q), want none: the run, not the target, ended that scrape", ser.ScrapeErrors, ser.LastError)
+	}
+	if got := ser.Last.Relay.SentBytes; got != 500 {
+		t.Fatalf("last snapshot's sent bytes %v, want 500 (the final scrape)", got)
+	}
+}
