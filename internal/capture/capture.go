@@ -245,6 +245,12 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 		return nil, d.memErr
 	}
 	c := d.finish()
+	if d.memErr != nil {
+		// The final flush hands on the frames reassembly still held
+		// (out-of-order data waiting for a gap): the budget can run out
+		// there too, and the frames it refused are not in c.
+		return nil, d.memErr
+	}
 	if t := src.g.tail; t != "" {
 		c.Warnings = append(c.Warnings, t)
 	}
