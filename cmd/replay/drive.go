@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reprise-harness/reprise/internal/compare"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -138,7 +138,7 @@ func (d *driveFlags) config(cmd *cobra.Command, st *state, spec driveSpec) (comp
 }
 
 // runner is how the fleets run: in this process, or --shards N --local.
-func (d *driveFlags) runner() (fleetrun.Runner, error) {
+func (d *driveFlags) runner() (launch.Runner, error) {
 	switch {
 	case d.shards < 1:
 		return nil, usageError(fmt.Errorf("--shards %d: must be at least 1", d.shards))
@@ -151,7 +151,7 @@ func (d *driveFlags) runner() (fleetrun.Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--shards: find the replay binary: %w", err)
 	}
-	return fleetrun.Shards{N: d.shards, Command: shardCommand(exe, shardRunArgs(d.fleetFS))}, nil
+	return launch.Shards{N: d.shards, Command: shardCommand(exe, shardRunArgs(d.fleetFS))}, nil
 }
 
 // driven is what a run gives to print: its report's summary and folder,

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -291,7 +291,7 @@ func testprocTail(s string) string {
 func TestShardCommand(t *testing.T) {
 	f := fleet.DefaultConfig()
 	f.Target, f.Clients, f.Senders, f.Duration, f.Levels = "127.0.0.1:7400", 80, 2, time.Minute, []int{20, 40}
-	name, args := shardCommand("/bin/replay", []string{"--capture=x.pcap", "--loop=12s,48s"})(fleetrun.ShardRun{
+	name, args := shardCommand("/bin/replay", []string{"--capture=x.pcap", "--loop=12s,48s"})(launch.ShardRun{
 		Fleet: f, Shard: fleet.Shard{Index: 1, Count: 2}, Metrics: "127.0.0.1:9501", Barrier: "127.0.0.1:9502", Summary: "/tmp/s-1.json"})
 	want := "--capture=x.pcap --loop=12s,48s --target 127.0.0.1:7400 --clients 80 --senders 2 --receive-only=false --duration 1m0s " +
 		"--metrics 127.0.0.1:9501 --shard 1/2 --barrier 127.0.0.1:9502 --barrier-serve=false --summary /tmp/s-1.json --levels 20,40"

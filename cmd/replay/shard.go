@@ -15,7 +15,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/barrier"
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 )
 
 // indexEnv is where a Kubernetes Indexed Job puts the pod's index.
@@ -54,8 +54,8 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 // (given: shardRunArgs), the run's own clients, senders, target and
 // duration, and the shard's metrics, barrier, levels and summary file,
 // as addFleetFlags and addShardFlags define them.
-func shardCommand(exe string, given []string) func(fleetrun.ShardRun) (string, []string) {
-	return func(r fleetrun.ShardRun) (string, []string) {
+func shardCommand(exe string, given []string) func(launch.ShardRun) (string, []string) {
+	return func(r launch.ShardRun) (string, []string) {
 		f := r.Fleet
 		args := append(append([]string(nil), given...),
 			"--target", f.Target,

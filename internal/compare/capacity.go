@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -116,14 +116,14 @@ func (s *search) fleetConfig() fleet.Config {
 	// For the progress line's time to the last login: each level waits its hold and a last scrape.
 	fc.LevelHold = s.cfg.Hold + 2*s.cfg.Interval
 	fc.Duration = searchBound(fc, s.steps, s.cfg.Hold)
-	fc.Out = fleetrun.Prefixed(s.out, "[fleet] ")
+	fc.Out = launch.Prefixed(s.out, "[fleet] ")
 	fc.Log = s.log.Named("fleet")
 	return fc
 }
 
 // atLevel holds and judges a level the whole fleet waits at; true lets
 // the fleet go on to the next.
-func (s *search) atLevel(ctx context.Context, l fleetrun.Level, smp *report.Sampler, base report.Snapshot) bool {
+func (s *search) atLevel(ctx context.Context, l launch.Level, smp *report.Sampler, base report.Snapshot) bool {
 	start := base
 	if s.prevEnd != nil {
 		start = *s.prevEnd

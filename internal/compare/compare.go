@@ -7,10 +7,10 @@
 // and judged against the objectives, until one breaks. Both sample the
 // server's and the fleet's metrics every Interval and hand everything to
 // internal/report; both run their fleets through one seam,
-// fleetrun.Runner (in this process, or as shard processes).
+// launch.Runner (in this process, or as shard processes).
 //
 // It is not the fleet (internal/fleet), nor the report's maths and
-// pictures (internal/report), nor how a fleet is started (fleetrun); it
+// pictures (internal/report), nor how a fleet is started (internal/launch); it
 // starts no relay (the command starts one as a child process and passes
 // its address). It owns the order of runs, the decisions at each level
 // (pure functions of the samples: decide.go), and the goroutine that
@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -179,7 +179,7 @@ func (c *comparison) runOne(ctx context.Context, scenario string, senders, rep i
 	lbl := label(scenario, rep)
 	fc := c.cfg.Fleet
 	fc.Senders = senders
-	fc.Out = fleetrun.Prefixed(c.out, "["+lbl+"] ")
+	fc.Out = launch.Prefixed(c.out, "["+lbl+"] ")
 	fc.Log = c.log.Named("fleet")
 	var drops0 *report.KernelDrops
 	if c.localHost {

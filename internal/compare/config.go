@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/report"
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -31,7 +31,7 @@ type Config struct {
 	// its Clients, Duration and Levels.
 	Fleet fleet.Config
 	// Runner runs each fleet: in this process (nil), or as shards.
-	Runner fleetrun.Runner
+	Runner launch.Runner
 	// Out is the report directory.
 	Out string
 	// RelayMetrics is the server's metrics: host:port (its /metrics) or

@@ -13,7 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
-	"github.com/reprise-harness/reprise/internal/fleetrun"
+	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -24,7 +24,7 @@ type driver struct {
 	cfg       Config
 	out       io.Writer
 	log       *zap.Logger
-	runner    fleetrun.Runner
+	runner    launch.Runner
 	relayURL  string // "": no server metrics (not the reprise relay)
 	localHost bool   // server on this machine: kernel drops mean something
 }
@@ -41,7 +41,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	}
 	d := &driver{cfg: cfg, out: cfg.Progress, log: cfg.Log, runner: cfg.Runner}
 	if d.runner == nil {
-		d.runner = fleetrun.InProcess{}
+		d.runner = launch.InProcess{}
 	}
 	host, err := hostPort(cfg.Fleet.Target)
 	if err != nil {
@@ -130,7 +130,7 @@ type sampledRun struct {
 // levelFunc handles a level the whole fleet waits at, on the driving
 // goroutine, with the run's sampler and baseline; true lets the fleet go
 // on.
-type levelFunc func(ctx context.Context, l fleetrun.Level, s *report.Sampler, base report.Snapshot) bool
+type levelFunc func(ctx context.Context, l launch.Level, s *report.Sampler, base report.Snapshot) bool
 
 // runFleet runs one fleet of fc: it prepares it, takes a baseline of
 // every target before the fleet's clock starts, samples until sampleFor

@@ -1,4 +1,4 @@
-// Package fleetrun is the seam between a driver (internal/compare's
+// Package launch is the seam between a driver (internal/compare's
 // comparison and capacity search) and a fleet: one interface, Runner, to
 // prepare a fleet, start it, sample its metrics, hold it at each of its
 // levels until the driver says go on or stop, and collect its summary —
@@ -9,7 +9,7 @@
 // about a run. It builds no command line: Shards gets its processes'
 // arguments from a function the command passes in (cmd/replay builds them
 // next to the flags that define them).
-package fleetrun
+package launch
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package fleetrun
+package launch
 
 import (
 	"context"
