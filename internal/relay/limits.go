@@ -59,22 +59,36 @@ const (
 // allow charges one frame of size bytes at now to both buckets, or to
 // neither. It returns "" if the frame may pass, else the limit it is over.
 func (l *limiter) allow(now int64, size int, msgs, bytes gcra) string {
-	tm := max(l.msgs, now)
-	if msgs.per > 0 {
-		tm += msgs.per
-		if tm-now > msgs.tol {
-			return limitMessages
-		}
+	switch chargeBoth(&l.msgs, &l.bytes, now, size, msgs, bytes) {
+	case overMessages:
+		return limitMessages
+	case overBytes:
+		return limitBytes
 	}
-	tb := max(l.bytes, now)
-	if bytes.per > 0 {
-		tb += int64(size) * bytes.per
-		if tb-now > bytes.tol {
-			return limitBytes
-		}
-	}
-	l.msgs, l.bytes = tm, tb
 	return ""
+}
+
+// chargeBoth charges one frame of size bytes at now to a pair of buckets
+// (their theoretical arrival times tm and tb), or to neither: a sender's
+// or a room's. It returns 0 if the frame may pass, else which bucket it
+// would overdraw.
+func chargeBoth(tm, tb *int64, now int64, size int, msgs, bytes gcra) int {
+	m := max(*tm, now)
+	if msgs.per > 0 {
+		m += msgs.per
+		if m-now > msgs.tol {
+			return overMessages
+		}
+	}
+	b := max(*tb, now)
+	if bytes.per > 0 {
+		b += int64(size) * bytes.per
+		if b-now > bytes.tol {
+			return overBytes
+		}
+	}
+	*tm, *tb = m, b
+	return 0
 }
 
 // Room rate limits: what all of a room's members together send into it
@@ -96,22 +110,7 @@ const (
 // buckets, or to neither; it returns 0 if the send may pass, else which
 // bucket it would overdraw.
 func admitRoom(m *room.Meter, now int64, size int, msgs, bytes gcra) int {
-	tm := max(m.Msgs, now)
-	if msgs.per > 0 {
-		tm += msgs.per
-		if tm-now > msgs.tol {
-			return overMessages
-		}
-	}
-	tb := max(m.Bytes, now)
-	if bytes.per > 0 {
-		tb += int64(size) * bytes.per
-		if tb-now > bytes.tol {
-			return overBytes
-		}
-	}
-	m.Msgs, m.Bytes = tm, tb
-	return 0
+	return chargeBoth(&m.Msgs, &m.Bytes, now, size, msgs, bytes)
 }
 
 // dropped records a dropped frame at now and reports how long the sender
