@@ -7,6 +7,7 @@ replace github.com/reprise-harness/reprise => ../
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/gopacket/gopacket v1.7.7
+	github.com/gorilla/websocket v1.5.3
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/reprise-harness/reprise v0.0.0-00010101000000-000000000000
