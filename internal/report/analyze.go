@@ -459,26 +459,31 @@ func DetectPlateau(pts []Point) Plateau {
 // seconds that artifact averages out and a real peak stays.
 const PeakWindowS = 5
 
-// RollingPeak is the highest mean of get over PeakWindowS seconds of
-// samples, each weighted by its own interval (the time since the sample
-// before; the first one's since the run's start). A run shorter than the
-// window gives its mean over the whole run.
-func RollingPeak(pts []Point, get func(Point) float64) Num {
-	type sample struct{ v, dt float64 }
+// RollingMeans is get's rolling mean at each sample: the mean over the
+// shortest stretch of samples ending there that spans PeakWindowS
+// seconds, each sample weighted by its own interval (the time since the
+// sample before; the first one's since the run's start). It is NaN where
+// get is not measured or the samples so far span less than the window; a
+// run that never spans it has one value, at its last measured sample: the
+// mean of the whole run. The table's peaks and the charts' lines are both
+// drawn from it, so a chart's top point is the table's peak.
+func RollingMeans(pts []Point, get func(Point) float64) []float64 {
+	out := make([]float64, len(pts))
+	type sample struct {
+		i     int // index in pts
+		v, dt float64
+	}
 	var ss []sample
 	prevT := 0.0
-	for _, p := range pts {
+	for i, p := range pts {
+		out[i] = math.NaN()
 		dt := p.T - prevT
 		prevT = p.T
 		if v := get(p); !math.IsNaN(v) && dt > 0 {
-			ss = append(ss, sample{v, dt})
+			ss = append(ss, sample{i, v, dt})
 		}
 	}
-	if len(ss) == 0 {
-		return Num(math.NaN())
-	}
-	peak, covered := math.Inf(-1), false
-	lo, sum, span := 0, 0.0, 0.0
+	lo, sum, span, covered := 0, 0.0, 0.0, false
 	for _, s := range ss {
 		sum, span = sum+s.v*s.dt, span+s.dt
 		// Drop the oldest samples while the rest still cover the window.
@@ -487,11 +492,25 @@ func RollingPeak(pts []Point, get func(Point) float64) Num {
 			lo++
 		}
 		if span >= PeakWindowS {
-			peak, covered = math.Max(peak, sum/span), true
+			out[s.i], covered = sum/span, true
 		}
 	}
-	if !covered {
-		return Num(sum / span)
+	if !covered && len(ss) > 0 {
+		out[ss[len(ss)-1].i] = sum / span
+	}
+	return out
+}
+
+// RollingPeak is the highest of get's RollingMeans: the highest mean over
+// PeakWindowS seconds, so one short sample cannot make a peak (a rate
+// over a 0.8 s interval after a 1.15 s one). A run shorter than the
+// window gives its mean over the whole run; NaN when nothing was measured.
+func RollingPeak(pts []Point, get func(Point) float64) Num {
+	peak := math.NaN()
+	for _, v := range RollingMeans(pts, get) {
+		if !math.IsNaN(v) && (math.IsNaN(peak) || v > peak) {
+			peak = v
+		}
 	}
 	return Num(peak)
 }

@@ -236,27 +236,39 @@ func TestRollingPeak(t *testing.T) {
 	}
 }
 
-// TestRolledChartHasNoSpike: the send chart draws the rolling mean, so the
-// one short sample of TestRollingPeak is no top point there, and the
-// chart's highest point is the table's peak.
+// TestRolledChartHasNoSpike: the send and receive charts draw the rolling
+// means, one rule for both, so the one short sample of TestRollingPeak is
+// no top point there, and each chart's highest point is the table's peak.
 func TestRolledChartHasNoSpike(t *testing.T) {
+	vals := []float64{3.8, 3.8, 3.8, 2.7, 6.09, 3.8, 3.8, 3.8}
 	var pts []Point
 	at := 0.0
 	for i, dt := range []float64{1, 1, 1, 1.15, 0.8, 1, 1, 1} {
 		at += dt
-		pts = append(pts, Point{T: at, SendGbps: []float64{3.8, 3.8, 3.8, 2.7, 6.09, 3.8, 3.8, 3.8}[i]})
+		pts = append(pts, Point{T: at, SendGbps: vals[i], RecvGbps: vals[i] / 100})
 	}
 	in := Input{Runs: []Run{{Scenario: "N:N", Series: Series{Points: pts}}}}
-	get := func(p Point) float64 { return p.SendGbps }
-	out := rolled(in, get, func(p *Point, v float64) { p.SendGbps = v })
-	top := 0.0
-	for _, p := range out.Runs[0].Series.Points {
-		top = math.Max(top, p.SendGbps)
-	}
-	if top > 4.2 || in.Runs[0].Series.Points[4].SendGbps != 6.09 {
-		t.Errorf("chart top %v (input untouched: %v), want the short sample smoothed under 4.2", top, in.Runs[0].Series.Points[4].SendGbps)
-	}
-	if peak := float64(RollingPeak(pts, get)); peak > top+1e-9 {
-		t.Errorf("table peak %v above the chart's top %v", peak, top)
+	for _, c := range []struct {
+		name  string
+		scale float64
+		get   func(Point) float64
+		set   func(*Point, float64)
+	}{
+		{"send", 1, func(p Point) float64 { return p.SendGbps }, func(p *Point, v float64) { p.SendGbps = v }},
+		{"receive", 0.01, func(p Point) float64 { return p.RecvGbps }, func(p *Point, v float64) { p.RecvGbps = v }},
+	} {
+		out := rolled(in, c.get, c.set)
+		top := math.Inf(-1)
+		for _, p := range out.Runs[0].Series.Points {
+			if v := c.get(p); !math.IsNaN(v) {
+				top = math.Max(top, v)
+			}
+		}
+		if top > 4.2*c.scale || math.Abs(c.get(in.Runs[0].Series.Points[4])-6.09*c.scale) > 1e-12 {
+			t.Errorf("%s: chart top %v (input untouched: %v), want the short sample smoothed under %v", c.name, top, c.get(in.Runs[0].Series.Points[4]), 4.2*c.scale)
+		}
+		if peak := float64(RollingPeak(pts, c.get)); math.Abs(peak-top) > 1e-12 {
+			t.Errorf("%s: table peak %v, chart's top %v", c.name, peak, top)
+		}
 	}
 }

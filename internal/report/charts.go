@@ -37,6 +37,9 @@ var Charts = []Chart{
 	{"send_gbps.png", "Relay send Gbps over time (relay → clients)",
 		fmt.Sprintf("Bytes the relay wrote to clients, as a %d s rolling mean (each sample weighted by its real interval: one short sample makes no spike). N:N should climb much faster than 1:N as clients log in.", PeakWindowS),
 		fmt.Sprintf("Bytes the relay wrote to clients, as a %d s rolling mean (each sample weighted by its real interval), as the levels step up; grey bands are the holds.", PeakWindowS)},
+	{"recv_gbps.png", "Relay receive Gbps over time (clients → relay)",
+		fmt.Sprintf("Bytes the relay read from clients, as a %d s rolling mean (each sample weighted by its real interval, the same rule as send). What the clients sent: N:N, where every client sends, well above 1:N, where one does.", PeakWindowS),
+		fmt.Sprintf("Bytes the relay read from clients, as a %d s rolling mean (each sample weighted by its real interval, the same rule as send), as the levels step up; grey bands are the holds.", PeakWindowS)},
 	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host.", ""},
 	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy.", ""},
 	{"gbps_vs_clients.png", "Send Gbps against logged-in clients",
@@ -83,11 +86,13 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 	}
 	pct := func(p *chart) { p.Y.Max = math.Max(p.Y.Max, 100) }
 	builders := map[string]func() (*chart, error){
+		// The rolling means the table's peaks are taken from: one short
+		// sample makes no spike.
 		"send_gbps.png": func() (*chart, error) {
-			// The rolling mean the table's peak is taken from: one short
-			// sample makes no spike.
-			return timeChart(rolled(in, func(p Point) float64 { return p.SendGbps }, func(p *Point, v float64) { p.SendGbps = v }),
-				idx, bands, bandName, "Gbps", []series{{get: func(p Point) float64 { return p.SendGbps }}})
+			return rollingChart(in, idx, bands, bandName, func(p Point) float64 { return p.SendGbps }, func(p *Point, v float64) { p.SendGbps = v })
+		},
+		"recv_gbps.png": func() (*chart, error) {
+			return rollingChart(in, idx, bands, bandName, func(p Point) float64 { return p.RecvGbps }, func(p *Point, v float64) { p.RecvGbps = v })
 		},
 		"cpu_idle.png": func() (*chart, error) {
 			c, err := timeChart(in, idx, bands, bandName, "% idle", []series{
@@ -338,29 +343,19 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
 	return c, nil
 }
 
-// rolled is in with one column of every run replaced by its trailing
-// PeakWindowS rolling mean (each sample weighted by its interval; shorter
-// at a run's start).
+// rollingChart draws one Gbps column of every run as its RollingMeans.
+func rollingChart(in Input, idx map[string]int, bands []band, bandName string, get func(Point) float64, set func(*Point, float64)) (*chart, error) {
+	return timeChart(rolled(in, get, set), idx, bands, bandName, "Gbps", []series{{get: get}})
+}
+
+// rolled is in with one column of every run replaced by its RollingMeans
+// (NaN, so no point, until a run's samples span the window).
 func rolled(in Input, get func(Point) float64, set func(*Point, float64)) Input {
 	out := in
 	out.Runs = make([]Run, len(in.Runs))
 	for i, r := range in.Runs {
 		pts := append([]Point(nil), r.Series.Points...)
-		for j := range pts {
-			sum, span := 0.0, 0.0
-			for k := j; k >= 0 && span < PeakWindowS; k-- {
-				dt := pts[k].T
-				if k > 0 {
-					dt -= r.Series.Points[k-1].T
-				}
-				if v := get(r.Series.Points[k]); !math.IsNaN(v) && dt > 0 {
-					sum, span = sum+v*dt, span+dt
-				}
-			}
-			v := math.NaN()
-			if span > 0 && !math.IsNaN(get(r.Series.Points[j])) {
-				v = sum / span
-			}
+		for j, v := range RollingMeans(r.Series.Points, get) {
 			set(&pts[j], v)
 		}
 		r.Series.Points = pts

@@ -29,6 +29,9 @@ func TestDemoHeadlineMatchesSeries(t *testing.T) {
 	if err := VerifyHeadline(dir, sum); err != nil {
 		t.Fatal(err)
 	}
+	if err := VerifyPeaks(dir, sum); err != nil {
+		t.Error(err)
+	}
 	h := sum.Scenarios[0].Headline
 	if h.Scenario != "N:N" || h.Requested != 200 || h.Reason != ReasonLatency {
 		t.Fatalf("recorded N:N headline %q: want a latency breach of 200 requested", h.Line())
@@ -86,5 +89,34 @@ func TestVerifyHeadlineCatchesAWrongClaim(t *testing.T) {
 	sum.Headline = strings.Replace(sum.Headline, "latency at 13 s", "plateau at 12 s", 1)
 	if err := VerifyHeadline(dir, sum); err == nil || !strings.Contains(err.Error(), "not what series.csv says") {
 		t.Errorf("a wrong headline passed: %v", err)
+	}
+}
+
+// TestVerifyPeaksCatchesAPerSampleReceivePeak: a receive peak taken as the
+// highest single sample (the rule the report used before receive followed
+// send's rolling mean) is not what series.csv says, and fails VerifyPeaks.
+func TestVerifyPeaksCatchesAPerSampleReceivePeak(t *testing.T) {
+	dir := filepath.Join("testdata", "demo")
+	var sum Summary
+	js, err := os.ReadFile(filepath.Join(dir, SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &sum); err != nil {
+		t.Fatal(err)
+	}
+	pts := readRecorded(t, filepath.Join("..", "demo", SeriesFile), sum.Runs[0].Scenario).Series.Points
+	top := math.Inf(-1)
+	for _, p := range pts {
+		if !math.IsNaN(p.RecvGbps) {
+			top = math.Max(top, p.RecvGbps)
+		}
+	}
+	if rolled := float64(sum.Runs[0].PeakRecvGbps); sameRead(top, rolled) {
+		t.Fatalf("the recorded run's top sample %v is its rolling peak %v: no case to check", top, rolled)
+	}
+	sum.Runs[0].PeakRecvGbps = Num(top)
+	if err := VerifyPeaks(dir, sum); err == nil || !strings.Contains(err.Error(), "peak receive Gbps") {
+		t.Errorf("a per-sample receive peak passed: %v", err)
 	}
 }

@@ -33,6 +33,7 @@ var tableMetrics = []metric{
 	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
 	{"peak_send_gbps", fmt.Sprintf("peak relay send Gbps, relay → clients (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
 	{"plateau_send_gbps", "relay send Gbps (relay → clients) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
+	{"peak_recv_gbps", fmt.Sprintf("peak relay receive Gbps, clients → relay (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakRecvGbps) }},
 	{"plateau_recv_gbps", "relay receive Gbps (clients → relay) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
 	{"plateau_cpu_idle_pct", "relay host CPU idle at peak logins %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
 	{"plateau_relay_process_cpu_pct", "relay process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},

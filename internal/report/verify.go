@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -33,6 +34,9 @@ func Verify(dir string) (Summary, error) {
 		return sum, err
 	}
 	if err := VerifyHeadline(dir, sum); err != nil {
+		return sum, err
+	}
+	if err := VerifyPeaks(dir, sum); err != nil {
 		return sum, err
 	}
 	html, err := os.ReadFile(filepath.Join(dir, IndexFile))
@@ -144,4 +148,58 @@ func VerifyHeadline(dir string, sum Summary) error {
 		return fmt.Errorf("verify: the headline is not what %s says:\n  %s: %s\n  %s: %s", SeriesFile, SummaryFile, sum.Headline, SeriesFile, again.Headline)
 	}
 	return nil
+}
+
+// VerifyPeaks checks that each run's peak send and receive Gbps in
+// summary.json are the rolling peaks of its own series.csv, the rule the
+// table's rows and the charts' lines share (RollingMeans). series.csv
+// keeps milliseconds and six decimals, so a peak read back may differ in
+// its last digits, never more.
+func VerifyPeaks(dir string, sum Summary) error {
+	f, err := os.Open(filepath.Join(dir, SeriesFile))
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	runs, err := ReadSeriesCSV(f)
+	if err != nil {
+		return fmt.Errorf("verify %s: %w", SeriesFile, err)
+	}
+	type key struct {
+		scenario string
+		repeat   int
+	}
+	pts := map[key][]Point{}
+	for _, r := range runs {
+		pts[key{r.Scenario, r.Repeat}] = r.Series.Points
+	}
+	var errs []error
+	for _, rs := range sum.Runs {
+		p, ok := pts[key{rs.Scenario, rs.Repeat}]
+		if !ok {
+			errs = append(errs, fmt.Errorf("verify: %s #%d has no rows in %s", rs.Scenario, rs.Repeat, SeriesFile))
+			continue
+		}
+		for _, c := range []struct {
+			name string
+			got  Num
+			get  func(Point) float64
+		}{
+			{"peak send Gbps", rs.PeakSendGbps, func(p Point) float64 { return p.SendGbps }},
+			{"peak receive Gbps", rs.PeakRecvGbps, func(p Point) float64 { return p.RecvGbps }},
+		} {
+			if again := RollingPeak(p, c.get); !sameRead(float64(c.got), float64(again)) {
+				errs = append(errs, fmt.Errorf("verify: %s #%d %s is %v in %s, %v from %s", rs.Scenario, rs.Repeat, c.name, c.got, SummaryFile, again, SeriesFile))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sameRead: want, read back from series.csv's rounded cells, is got.
+func sameRead(got, want float64) bool {
+	if math.IsNaN(got) || math.IsNaN(want) {
+		return math.IsNaN(got) == math.IsNaN(want)
+	}
+	return math.Abs(got-want) <= 1e-5+1e-4*math.Abs(want)
 }
