@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
@@ -181,6 +182,9 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 func (c *client) readUntilEnd(res chan<- LoginResult, early []byte) {
 	defer c.f.untrack(c)
 	reason := c.read(res, early)
+	if c.stopping.Load() && c.joined.Load() {
+		c.leftUnsent()
+	}
 	c.conn.Close()
 	if reason.code != DisconnectNone && c.joined.Load() {
 		c.disconnect(reason)
@@ -224,9 +228,15 @@ func (c *client) disconnect(reason Disconnect) {
 }
 
 // leave sends a leave and half-closes a logged-in client at the end of the
-// run; its reader then drains what is in flight until the relay closes.
-// It runs once the shards stopped, so the backlog is no longer theirs: it
-// goes out first, keeping the stream whole.
+// run; its reader then drains what is in flight until the server closes
+// or the deadline. Closing earlier would lose sends already counted: a
+// socket closed with unread bytes, or receiving more after its close,
+// answers with a reset, which discards what still waits in its send
+// queue (a slow server had not read it yet). A WebSocket client also
+// sends its close frame, which the server answers once it has taken
+// every message before it. It runs once the shards stopped, so the
+// backlog is no longer theirs: it goes out first, keeping the stream
+// whole.
 func (c *client) leave(deadline time.Time) {
 	c.once.Do(func() {
 		c.f.stats.loggedIn.Add(-1)
@@ -236,8 +246,12 @@ func (c *client) leave(deadline time.Time) {
 		c.wmu.Unlock()
 		start := len(b)
 		b = c.frame(c.pc.AppendLeave(b), start)
+		left := len(b) > start
+		if c.ws {
+			b = profile.AppendWSFrame(b, profile.WSClose, wsNormalClose, c.wsKey)
+		}
 		c.conn.SetWriteDeadline(deadline)
-		if n, err := c.conn.Write(b); err == nil && len(b) > start {
+		if n, err := c.conn.Write(b); err == nil && left {
 			c.sh.c.sentFrames[c.f.player.LeaveKind()].Add(1)
 			c.sh.c.sentBytes.Add(int64(n))
 		}
@@ -248,6 +262,24 @@ func (c *client) leave(deadline time.Time) {
 			c.conn.Close()
 		}
 	})
+}
+
+// wsNormalClose is a close frame's payload: 1000, normal closure.
+var wsNormalClose = []byte{0x03, 0xe8}
+
+// leftUnsent counts, for a client whose leave ran out of time before the
+// server closed, the bytes its kernel still held unacknowledged: sends
+// counted as sent that the close may lose.
+func (c *client) leftUnsent() {
+	if c.raw == nil {
+		return
+	}
+	var n int
+	c.raw.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+	if n > 0 {
+		c.f.stats.leaveUnsent.Add(int64(n))
+		c.f.stats.leaveCut.Add(1)
+	}
 }
 
 // read is the client's reader: it returns the reason the connection ended
@@ -587,7 +619,7 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	c.f.stats.loginOK()
 	report(res, LoginResult{})
 	if c.stopping.Load() {
-		c.leave(time.Now().Add(time.Second))
+		c.leave(time.Now().Add(c.f.cfg.LeaveTimeout))
 		return
 	}
 	c.start = c.f.now()

@@ -126,6 +126,10 @@ type Config struct {
 	// DrainTimeout bounds the wait for in-flight deliveries after the last
 	// send; 0 means 2 s.
 	DrainTimeout time.Duration
+	// LeaveTimeout bounds the leave: after its goodbye and half-close a
+	// client reads until the server closes (so it has read every byte the
+	// client sent), at most this long for the whole fleet; 0 means 5 s.
+	LeaveTimeout time.Duration
 }
 
 // HeartbeatDefault, as Config.Heartbeat, asks for the profile's heartbeat
@@ -167,6 +171,7 @@ func DefaultConfig() Config {
 		LoginTimeout:     10 * time.Second,
 		Metrics:          DefaultMetrics,
 		DrainTimeout:     2 * time.Second,
+		LeaveTimeout:     5 * time.Second,
 		ProgressInterval: 5 * time.Second,
 		WriteTimeout:     2 * time.Second,
 	}
@@ -193,6 +198,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = d.DrainTimeout
+	}
+	if c.LeaveTimeout <= 0 {
+		c.LeaveTimeout = d.LeaveTimeout
 	}
 	if c.Out == nil {
 		c.Out = io.Discard

@@ -425,6 +425,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.drain()
 	f.stop()
 	f.wg.Wait()
+	f.warnLeaveCut()
 	f.stats.fold()
 	sum, serr := f.summary()
 	return sum, errors.Join(err, serr)
@@ -747,14 +748,26 @@ func (f *Fleet) stop() {
 		list = append(list, c)
 	}
 	f.mu.Unlock()
-	deadline := time.Now().Add(time.Second)
+	// One deadline for the whole fleet, and every leave at once: a leave
+	// waits for its server to close, and one by one a slow server's would
+	// add up.
+	deadline := time.Now().Add(f.cfg.LeaveTimeout)
 	for _, c := range list {
 		c.stopping.Store(true)
 		if c.joined.Load() && !c.dead.Load() {
-			c.leave(deadline)
+			f.wg.Go(func() { c.leave(deadline) })
 		} else {
 			c.conn.SetReadDeadline(time.Now())
 		}
+	}
+}
+
+// warnLeaveCut says when leaves ran out of time with sent bytes the
+// server had not taken: sends counted as sent that it may never see.
+func (f *Fleet) warnLeaveCut() {
+	if n := f.stats.leaveCut.Load(); n > 0 {
+		f.warn("WARNING: %d clients closed at the leave's bound (%v) before the server closed, with %d sent bytes it had not acknowledged: the sent counts include sends the server may not have read",
+			n, f.cfg.LeaveTimeout, f.stats.leaveUnsent.Load())
 	}
 }
 

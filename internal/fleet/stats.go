@@ -120,6 +120,9 @@ type stats struct {
 	succeed  atomic.Int64
 	// joinRetries counts UDP join datagrams sent again (joinRetry).
 	joinRetries atomic.Int64
+	// leaveCut counts clients whose leave ran out of time before the
+	// server closed; leaveUnsent the bytes they had not seen acknowledged.
+	leaveCut, leaveUnsent atomic.Int64
 	failed      reasons
 	disconn     reasons
 	// kinds name the sent kinds (the profile's); counted tells the ones

@@ -156,7 +156,7 @@ func (c *client) wsClose(wc *wsClosed) (LoginResult, Disconnect) {
 	if wc.code != 0 {
 		login, reason = LoginResult{code: LoginClosedWS, ws: wc.code}, Disconnect{code: DisconnectClosedWS, ws: wc.code}
 	}
-	if c.f.closeLogs.Add(1) <= maxCloseLogs {
+	if !c.stopping.Load() && c.f.closeLogs.Add(1) <= maxCloseLogs { // at the leave, the answer to the fleet's close
 		c.f.log.Info("closed by the server", zap.Int("client", c.idx), zap.Stringer("reason", reason),
 			zap.Uint16("code", wc.code), zap.String("text", wc.text))
 	}
