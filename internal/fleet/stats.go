@@ -123,8 +123,8 @@ type stats struct {
 	// leaveCut counts clients whose leave ran out of time before the
 	// server closed; leaveUnsent the bytes they had not seen acknowledged.
 	leaveCut, leaveUnsent atomic.Int64
-	failed      reasons
-	disconn     reasons
+	failed                reasons
+	disconn               reasons
 	// kinds name the sent kinds (the profile's); counted tells the ones
 	// that are messages.
 	kinds   profile.KindNames
