@@ -38,9 +38,16 @@ func (s *Timeline) Plan(hb time.Duration) Plan {
 // It plays the login part up to its first send (the join and any other
 // handshake frames) but none of the casts the recorded client made before
 // the loop start A: a listener must not talk.
+//
+// A login that sends nothing (a WebSocket upgrade that is the join) plays
+// no frame: heartbeats count from the join.
 func (s *Timeline) ReceiveOnlyPlan(hb time.Duration) Plan {
 	login := min(s.handshakeEnd, s.loginEnd)
-	return Plan{s: s, login: login, hb: hb, hbBase: s.at[login-1]}
+	var base time.Duration
+	if login > 0 {
+		base = s.at[login-1]
+	}
+	return Plan{s: s, login: login, hb: hb, hbBase: base}
 }
 
 // Frames is how many script frames (a prefix) the plan can ever play;

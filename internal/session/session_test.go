@@ -458,3 +458,24 @@ func TestLoopValue(t *testing.T) {
 		t.Fatalf("empty: %v %+v", err, pts)
 	}
 }
+
+// TestReceiveOnlyPlanNoLoginFrames: a login that sends nothing (a
+// WebSocket upgrade that is the join, the first message already a send)
+// gives a receive-only client no frame to play and heartbeats from the
+// join; it panicked on an index of -1.
+func TestReceiveOnlyPlanNoLoginFrames(t *testing.T) {
+	tl, err := NewTimeline(TimelineInput{Flow: []time.Duration{ms(1), ms(51), ms(101)}, Last: 3, FirstSend: 0,
+		Loop: &Loop{A: Point{Index: 1, IsIndex: true}, B: Point{Index: 2, IsIndex: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tl.ReceiveOnlyPlan(time.Second)
+	if got := p.Frames(); got != 0 {
+		t.Errorf("Frames = %d, want 0", got)
+	}
+	for n, want := range []Step{{Frame: Heartbeat, Due: time.Second}, {Frame: Heartbeat, Due: 2 * time.Second}} {
+		if got := p.Step(int64(n)); got != want {
+			t.Errorf("Step(%d) = %+v, want %+v", n, got, want)
+		}
+	}
+}
