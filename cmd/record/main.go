@@ -18,6 +18,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/capture/live"
 	"github.com/reprise-harness/reprise/internal/cli"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 func main() {
@@ -146,7 +147,7 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:7500", "address clients connect to (TCP and UDP)")
-	f.StringVar(&upstream, "upstream", "127.0.0.1:7400", "the relay's address")
+	f.StringVar(&upstream, "upstream", wire.Loopback(wire.DefaultPort), "the relay's address, host:port")
 	f.StringVar(&out, "out", "", "output file: .pcap, or .pcapng for pcapng (required)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	_ = cmd.MarkFlagRequired("out")

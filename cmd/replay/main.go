@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/reprise-harness/reprise/internal/auth"
+	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
@@ -126,7 +127,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.Var(fleet.FlowSetValue{S: &c.Flows}, "flows", "all, or flow indexes like 0,2 (replay inspect): replay these recorded clients in one fleet, client i playing the (i mod F)-th of the F flows; all skips the flows that cannot be replayed and says why")
 	fs.Var(addrPortValue{&c.Client}, "client", "ADDR:PORT: replay the flow of this recorded client, as listed by replay inspect (instead of --flow)")
 	fs.IntVar(&c.MaxFrame, "max-frame", 0, "largest frame read from the capture and from the relay, in bytes (the relay's --max-frame; 0: 65536)")
-	fs.Uint16Var(&c.ServerPort, "server-port", 0, "the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: 7400)")
+	fs.Uint16Var(&c.ServerPort, "server-port", 0, fmt.Sprintf("the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: %d)", capture.DefaultServerPort))
 	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
 	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")

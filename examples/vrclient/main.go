@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.target, "target", "127.0.0.1:7400", "relay address host:port")
+	fs.StringVar(&o.target, "target", wire.Loopback(wire.DefaultPort), "relay address host:port")
 	fs.StringVar(&o.transport, "transport", "tcp", "tcp or udp")
 	fs.StringVar(&o.room, "room", "lobby", "room to join")
 	fs.StringVar(&o.user, "user", "alice", "user id")

@@ -118,7 +118,7 @@ const (
 // Options tune ReadFile. The zero value uses the defaults.
 type Options struct {
 	// ServerPort is the relay's well-known port, used to tell the client
-	// side of a flow when no join frame says it (default 7400).
+	// side of a flow when no join frame says it (default DefaultServerPort).
 	ServerPort uint16
 	// MaxFrame caps a frame's length field (default wire.DefaultMaxFrame).
 	MaxFrame int

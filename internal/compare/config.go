@@ -130,7 +130,7 @@ func (c *Config) checkCommon(f fleet.Config) error {
 	} else {
 		// The relay child's address is not known yet: any valid one
 		// stands for it.
-		f.Target = net.JoinHostPort("127.0.0.1", strconv.Itoa(wire.DefaultPort))
+		f.Target = wire.Loopback(wire.DefaultPort)
 	}
 	if c.RelayMetrics != "" {
 		if _, err := MetricsURL(c.RelayMetrics); err != nil {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,7 +37,7 @@ type Config struct {
 	Flows FlowSet
 	// MaxFrame caps a frame read from the capture or from the relay (the
 	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
-	// a flow's client side when nothing else does; 0 means 7400.
+	// a flow's client side when nothing else does; 0 means capture.DefaultServerPort.
 	MaxFrame   int
 	ServerPort uint16
 	// CaptureMemory caps what reading the capture holds (--max-memory);
@@ -156,7 +158,11 @@ func (c *Config) heartbeat(profileInterval time.Duration) time.Duration {
 // only (a load generator's counters are not for the whole network; pass
 // --metrics :9401 to serve every interface). Taken already (another
 // replay on this host), a free loopback port is used and printed instead.
-const DefaultMetrics = "127.0.0.1:9401"
+var DefaultMetrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultMetricsPort))
+
+// DefaultMetricsPort is the fleet's /metrics port, beside the relay's
+// (wire.DefaultMetricsPort); a pod serves it on every interface.
+const DefaultMetricsPort = 9401
 
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {

@@ -17,12 +17,13 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Ports the manifests use; the fleet's and the relay's defaults.
 const (
-	MetricsPort      = 9401
+	MetricsPort      = fleet.DefaultMetricsPort
 	BarrierPort      = 9402
 	RelayPort        = wire.DefaultPort
 	RelayMetricsPort = wire.DefaultMetricsPort

@@ -44,7 +44,7 @@ import (
 const UDPSameAsTCP = "same"
 
 // Config is everything the relay can be told. Zero values take the
-// defaults of DefaultConfig; Listen "" means ":7400".
+// defaults of DefaultConfig; Listen "" means wire.DefaultPort on every interface.
 type Config struct {
 	Listen         string        // TCP address
 	UDP            string        // UDP address, UDPSameAsTCP, or "" / "off" for none

@@ -1,5 +1,7 @@
 package wire
 
+import "strconv"
+
 // DefaultPort is the reprise relay's TCP and UDP port, and
 // DefaultMetricsPort its /metrics port: the one place these numbers are
 // written.
@@ -7,3 +9,7 @@ const (
 	DefaultPort        = 7400
 	DefaultMetricsPort = 9400
 )
+
+// Loopback is port on 127.0.0.1, as host:port: the default address of a
+// relay (or its /metrics) on this machine, for a client's flag.
+func Loopback(port int) string { return "127.0.0.1:" + strconv.Itoa(port) }

@@ -28,7 +28,7 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("corpusclient", flag.ContinueOnError)
-	target := fs.String("target", "127.0.0.1:7400", "relay address")
+	target := fs.String("target", wire.Loopback(wire.DefaultPort), "relay address host:port")
 	mode := fs.String("mode", "rst-reuse", "rst-reuse, udp or talk")
 	port := fs.Int("local-port", 45678, "rst-reuse: the client port every connection uses")
 	if err := fs.Parse(args); err != nil {

@@ -32,7 +32,7 @@ type member struct {
 }
 
 func main() {
-	addr := flag.String("addr", "127.0.0.1:7400", "UDP (and probe TCP) address")
+	addr := flag.String("addr", wire.Loopback(wire.DefaultPort), "UDP (and probe TCP) address")
 	flag.Parse()
 	if err := run(*addr); err != nil {
 		fmt.Fprintln(os.Stderr, "udpfloor:", err)

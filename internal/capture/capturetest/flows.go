@@ -11,6 +11,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Flows shapes a capture of many recorded clients, as taken on a busy
@@ -122,7 +124,7 @@ func (c *conn) step(w *pcapgo.Writer, step, sends int, payload []byte) error {
 }
 
 func (c *conn) packet(w *pcapgo.Writer, side int, tcp *layers.TCP, payload []byte, seqUse uint32) error {
-	src, dst, sport, dport := c.cli, c.srv, c.cport, uint16(7400)
+	src, dst, sport, dport := c.cli, c.srv, c.cport, uint16(wire.DefaultPort)
 	if side == 1 {
 		src, dst, sport, dport = dst, src, dport, sport
 	}

@@ -30,7 +30,7 @@ import (
 // Config is what `record live` is told.
 type Config struct {
 	Iface    string        // interface name (default lo)
-	Port     uint16        // the relay's port (default 7400)
+	Port     uint16        // the relay's port (default wire.DefaultPort)
 	Proto    string        // tcp, udp or both (default both)
 	Client   string        // host or host:port: keep one client only
 	Filter   string        // a BPF filter given by hand; replaces the built one
