@@ -24,7 +24,7 @@ var portLiteral = regexp.MustCompile(`(^|[^0-9])(7400|9400|9401)([^0-9]|$)`)
 func TestPortsWrittenOnce(t *testing.T) {
 	root := filepath.Join("..", "..")
 	home := map[string]bool{
-		filepath.Join("internal", "wire", "ports.go"):    true,
+		filepath.Join("internal", "wire", "ports.go"):   true,
 		filepath.Join("internal", "fleet", "config.go"): true,
 	}
 	seen := 0
