@@ -5,16 +5,16 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build deps-demo deps-test demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare bench-fleet captures observe clean k8s-images k8s-e2e
+.PHONY: all build deps-demo deps-test deps-bench-fleet demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare bench-fleet captures observe clean k8s-images k8s-e2e
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/vrclient
 
-## deps-demo, deps-test: install the Debian packages (scripts/debian-packages) the
-## target needs when missing, as root; otherwise print the command and exit 2.
-deps-demo deps-test: deps-%:
+## deps-demo, deps-test, deps-bench-fleet: install the Debian packages (scripts/debian-packages) and
+## go-installed programs (scripts/go-tools) the target needs when missing, as root; otherwise print the command and exit 2.
+deps-demo deps-test deps-bench-fleet: deps-%:
 	./scripts/deps.sh $*
 
 ## demo: the main job on the bundled capture against a relay child process.
@@ -67,10 +67,14 @@ bench-relay: build
 
 ## bench-fleet: the fleet against the relay, each its own process on 127.0.0.1: the fleet's CPU per
 ## received message over the relay's per delivery (N:N 8x32 and 16x32 over TCP, 3 reps; target <= 0.5)
-## and its RSS per idle receive-only client (10,000 over TCP and UDP; target <= 8 KiB). docs/performance.md.
+## and its RSS per idle receive-only client (10,000 over TCP, UDP and WebSocket; target <= 8 KiB); then,
+## in bench/, the fleet beside k6 against a WebSocket room server (bench/cmd/wsvsk6; k6 skipped when not
+## installed: make deps-bench-fleet installs it). docs/performance.md.
 bench-fleet: build
+	cd bench && $(GO) build -o ../$(BIN)/wsroom ./cmd/wsroom
 	./scripts/fleet-ratio.sh
 	./scripts/fleet-idle.sh
+	cd bench && $(GO) run ./cmd/wsvsk6 --bin ../$(BIN) --wsroom ../$(BIN)/wsroom --idle-clients 1000
 
 ## bench-compare: the relay (over TCP and over UDP), the UDP floor and nats-server side by side (bench/, its own module; docs/performance.md).
 BENCH_COMPARE_FLAGS ?=

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # fleet-idle.sh: the fleet's resident memory per idle receive-only client
-# (issue 22: at most 8 KiB), per transport, against bin/relay on 127.0.0.1.
+# (issue 22: at most 8 KiB), per transport, against bin/relay on 127.0.0.1
+# (tcp, udp) or bench/'s WebSocket room server bin/wsroom (ws: the
+# recording of its scripted client, profile bench/wsroom.yaml).
 #
 # For each rep and transport it runs `replay --receive-only` twice against
 # a fresh relay: with 1 client (the fixed cost: runtime, capture, tables)
@@ -11,16 +13,17 @@
 # (RSS(N) - RSS(1)) / (N - 1). Runs alternate 1 / N so a busy host hurts
 # both alike; the medians per transport close the output.
 #
-#   scripts/fleet-idle.sh                          # 10,000 clients, tcp and udp, 3 reps
+#   scripts/fleet-idle.sh                          # 10,000 clients, tcp, udp and ws, 3 reps
 #   N=2000 REPS=1 TRANSPORTS=tcp scripts/fleet-idle.sh
 #
-# Needs bin/relay and bin/replay (make build) and an open-file limit above
+# Needs bin/relay, bin/replay, bin/record and (for ws) bin/wsroom (make
+# build; cd bench && go build -o ../bin/wsroom ./cmd/wsroom) and an open-file limit above
 # N (it raises its own soft limit to 20,000). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${N:-10000}
 REPS=${REPS:-3}
-TRANSPORTS=${TRANSPORTS:-"tcp udp"}
+TRANSPORTS=${TRANSPORTS:-"tcp udp ws"}
 BIN=${BIN:-bin}
 SETTLE=${SETTLE:-3}
 LOGIN_TIMEOUT=${LOGIN_TIMEOUT:-300}
@@ -29,23 +32,52 @@ OUT=${OUT:-$(mktemp -d /tmp/fleet-idle.XXXXXX)}
 ulimit -n 20000
 mkdir -p "$OUT"
 
-held_rss() { # held_rss TRANSPORT CLIENTS REP: the replay's VmRSS in KiB while it holds them
-	local t=$1 n=$2 rep=$3 capf=captures/vr-session.pcap
-	[[ $t == udp ]] && capf=captures/vr-session-udp.pcap
-	local log=$OUT/relay-$t-$n-$rep.log sum=$OUT/summary-$t-$n-$rep.json
-	"$BIN"/relay --listen 127.0.0.1:0 --metrics off --log-level warn --rate-messages -1 --max-connections -1 --max-connections-per-source -1 --max-rooms-per-source -1 \
-		--udp-max-unconfirmed 20000 --udp-max-unconfirmed-per-source 20000 >"$log" 2>&1 &
-	local pid=$! line=""
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# start_server TRANSPORT LOG: the relay (or for ws, wsroom) in the
+# background; sets pid and addr.
+start_server() {
+	local t=$1 log=$2 line=""
+	if [[ $t == ws ]]; then
+		"$BIN"/wsroom --listen 127.0.0.1:0 >"$log" 2>&1 &
+	else
+		"$BIN"/relay --listen 127.0.0.1:0 --metrics off --log-level warn --rate-messages -1 --max-connections -1 --max-connections-per-source -1 --max-rooms-per-source -1 \
+			--udp-max-unconfirmed 20000 --udp-max-unconfirmed-per-source 20000 >"$log" 2>&1 &
+	fi
+	pid=$!
 	for _ in $(seq 50); do
 		line=$(grep -m1 '^listening' "$log" || true)
 		[[ -n $line ]] && break
 		sleep 0.1
 	done
-	[[ -n $line ]] || { echo "relay did not start: $(cat "$log")" >&2; kill "$pid"; return 1; }
-	local addr mport
-	addr=$(sed -E 's/.*tcp=([^ ]+).*/\1/' <<<"$line")
-	mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-	"$BIN"/replay --capture "$capf" --target "$addr" --clients "$n" --room-size 100 --receive-only \
+	[[ -n $line ]] || { echo "server did not start: $(cat "$log")" >&2; kill "$pid"; return 1; }
+	addr=$(sed -E 's/.*(tcp|ws)=([^ ]+).*/\2/' <<<"$line")
+}
+
+# record_ws: the capture the ws runs replay, wsroom's scripted client
+# (200 B at 20 Hz for 2 s) through record proxy.
+record_ws() {
+	local pid addr port rp
+	start_server ws "$OUT/wsroom-record.log"
+	port=$(free_port)
+	"$BIN"/record proxy --listen "127.0.0.1:$port" --upstream "$addr" --out "$OUT/wsroom.pcap" >"$OUT/record.log" 2>&1 &
+	rp=$!
+	sleep 0.5
+	"$BIN"/wsroom client --url "ws://127.0.0.1:$port/ws?room=lobby&user=alice01" --duration 2s >/dev/null
+	kill -INT "$rp"
+	wait "$rp"
+	kill "$pid"
+	wait "$pid" 2>/dev/null || true
+}
+
+held_rss() { # held_rss TRANSPORT CLIENTS REP: the replay's VmRSS in KiB while it holds them
+	local t=$1 n=$2 rep=$3 capf=(--capture captures/vr-session.pcap)
+	[[ $t == udp ]] && capf=(--capture captures/vr-session-udp.pcap)
+	[[ $t == ws ]] && capf=(--capture "$OUT/wsroom.pcap" --profile bench/wsroom.yaml --heartbeat 0)
+	local log=$OUT/server-$t-$n-$rep.log sum=$OUT/summary-$t-$n-$rep.json pid addr mport
+	start_server "$t" "$log"
+	mport=$(free_port)
+	"$BIN"/replay "${capf[@]}" --target "$addr" --clients "$n" --room-size 100 --receive-only \
 		--login-interval "$LOGIN_INTERVAL" --duration 1h --metrics "127.0.0.1:$mport" --progress-interval 1h \
 		--log-level warn --summary "$sum" >"$OUT/replay-$t-$n-$rep.log" 2>&1 &
 	local rp=$! done=0
@@ -76,6 +108,7 @@ echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) N=$N reps=$REP
 printf 'transport\trep\tclients\tlogged_in\trss_KiB\tbase_KiB\tKiB_per_client\tstack_KiB\theap_KiB\n'
 RES=$OUT/results.tsv
 : >"$RES"
+[[ " $TRANSPORTS " == *" ws "* ]] && record_ws
 for rep in $(seq "$REPS"); do
 	for t in $TRANSPORTS; do
 		if ((rep % 2)); then

@@ -69,7 +69,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("# %s load: %s out=%s\n", time.Now().UTC().Format(time.RFC3339), loadavg(), c.out)
 	if c.k6 == "" {
-		fmt.Println("k6: not installed (go install go.k6.io/k6@v1.8.1); the fleet alone")
+		fmt.Println("k6: not installed (make deps-bench-fleet: go install go.k6.io/k6@v1.8.1): the fleet alone")
 	}
 	srv, addr, err := startRoom(ctx, c)
 	if err != nil {

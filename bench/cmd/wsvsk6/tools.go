@@ -220,7 +220,10 @@ func idleRuns(ctx context.Context, c config, addr, capPath string) ([]idleRun, e
 		tool string
 		n    int
 	}
-	jobs := []job{{"fleet", c.idleFleet}, {"fleet", c.idleK6}}
+	jobs := []job{{"fleet", c.idleK6}}
+	if c.idleFleet != c.idleK6 {
+		jobs = append(jobs, job{"fleet", c.idleFleet})
+	}
 	if c.k6 != "" {
 		jobs = append(jobs, job{"k6", c.idleK6})
 	}
