@@ -1,5 +1,7 @@
 package profile
 
+import "hash/maphash"
+
 // Loss accounting of the reprise profile. Over UDP a delivery can be lost; the fleet counts what
 // was lost per sender instead of hiding it behind a latency histogram.
 //
@@ -28,13 +30,88 @@ func stampSeq(now int64, seq uint64) int64 {
 }
 
 // seqTracker is one receiver's last sequence per sender, created on its
-// first numbered delivery. The map holds pointers so that a delivery
-// updates its sender's entry through a lookup, which Go does without
-// converting the sender to a string: an assignment m[string(b)] = v
-// allocates the key each time, which at N:N was the fleet's largest cost
-// (a third of its CPU with the garbage collection it caused).
+// first numbered delivery, in a small open-addressed table of its own.
+// A Go map was the receive path's largest user-space cost (a lookup
+// hashes the sender every time): in a room the relay delivers the other
+// members' casts in much the same order round after round, so each entry
+// remembers which sender followed it last time, and a delivery whose
+// sender is that guess is found with one comparison and no hash. A wrong
+// guess costs one hash and a probe, as before.
 type seqTracker struct {
-	last map[string]*uint16 // seq+1 of the last delivery in order
+	seed  maphash.Seed
+	slots []seqSlot // a power of two, at most half full; nil until first use
+	used  int
+	prev  int32 // slot of the last delivery's sender; -1 none
+}
+
+// seqSlot is one sender's entry; hash 0 marks an empty slot.
+type seqSlot struct {
+	hash uint64
+	id   string
+	last uint16 // seq+1 of the last delivery in order
+	next int32  // slot of the sender that came after this one last time; -1 none
+}
+
+// seqSlotsMin is the table's first size.
+const seqSlotsMin = 64
+
+// slot returns the slot of sender, adding it when new (found false).
+func (t *seqTracker) slot(sender []byte) (i int32, found bool) {
+	if t.slots != nil && t.prev >= 0 {
+		if g := t.slots[t.prev].next; g >= 0 && t.slots[g].id == string(sender) {
+			t.prev = g
+			return g, true
+		}
+	}
+	if t.slots == nil {
+		t.seed = maphash.MakeSeed()
+		t.slots = make([]seqSlot, seqSlotsMin)
+		t.prev = -1
+	}
+	h := maphash.Bytes(t.seed, sender) | 1
+	mask := len(t.slots) - 1
+	j := int(h) & mask
+	for ; t.slots[j].hash != 0; j = (j + 1) & mask {
+		if t.slots[j].hash == h && t.slots[j].id == string(sender) {
+			t.link(int32(j))
+			return int32(j), true
+		}
+	}
+	if 2*(t.used+1) > len(t.slots) {
+		t.grow()
+		return t.slot(sender)
+	}
+	t.slots[j] = seqSlot{hash: h, id: string(sender), next: -1}
+	t.used++
+	t.link(int32(j))
+	return int32(j), false
+}
+
+// link records that slot j came after the previous delivery's sender.
+func (t *seqTracker) link(j int32) {
+	if t.prev >= 0 {
+		t.slots[t.prev].next = j
+	}
+	t.prev = j
+}
+
+// grow doubles the table; the guesses start over.
+func (t *seqTracker) grow() {
+	old := t.slots
+	t.slots = make([]seqSlot, 2*len(old))
+	mask := len(t.slots) - 1
+	for _, s := range old {
+		if s.hash == 0 {
+			continue
+		}
+		j := int(s.hash) & mask
+		for t.slots[j].hash != 0 {
+			j = (j + 1) & mask
+		}
+		s.next = -1
+		t.slots[j] = s
+	}
+	t.prev = -1
 }
 
 // see accounts one numbered delivery from sender; it returns the change
@@ -44,22 +121,19 @@ func (t *seqTracker) see(sender []byte, trace int64) int64 {
 		return 0
 	}
 	seq := uint16(trace % seqMod)
-	prev, ok := t.last[string(sender)]
+	i, ok := t.slot(sender)
+	s := &t.slots[i]
 	if !ok {
-		if t.last == nil {
-			t.last = make(map[string]*uint16)
-		}
-		next := seq + 1
-		t.last[string(sender)] = &next
+		s.last = seq + 1
 		return 0
 	}
-	gap := (int(seq) - int(*prev) + seqMod) % seqMod // *prev is last+1: 0 means in order
+	gap := (int(seq) - int(s.last) + seqMod) % seqMod // s.last is last+1: 0 means in order
 	switch {
 	case gap == 0:
-		*prev = seq + 1
+		s.last = seq + 1
 		return 0
 	case gap < seqAhead:
-		*prev = seq + 1
+		s.last = seq + 1
 		return int64(gap)
 	}
 	return -1 // behind the last one seen: late (or a duplicate)

@@ -163,6 +163,9 @@ func decodeSend(r *reader, f *Frame) {
 }
 
 func decodeDeliver(r *reader, f *Frame) {
+	if deliverFast(r, f) {
+		return
+	}
 	flags := r.u8("flags")
 	f.Mode = Mode(flags & modeMask)
 	f.HasTrace = flags&flagTrace != 0
@@ -174,6 +177,34 @@ func decodeDeliver(r *reader, f *Frame) {
 		f.Trace = r.i64("trace")
 	}
 	f.Payload = r.rest()
+}
+
+// deliverFast decodes a well-formed deliver body in one pass, without the
+// reader's per-field checks: a fleet client parses one per message
+// received, the most frequent frame there is. Anything else (a short or
+// malformed body) is left to the checked path, which says what is wrong.
+func deliverFast(r *reader, f *Frame) bool {
+	b := r.b
+	if r.err != nil || len(b) < 2 {
+		return false
+	}
+	flags, n := b[0], int(b[1])
+	mode, hasTrace := Mode(flags&modeMask), flags&flagTrace != 0
+	end := 2 + n
+	if hasTrace {
+		end += 8
+	}
+	if !mode.Valid() || flags&^(modeMask|flagTrace) != 0 || n == 0 || n > MaxIDLen || len(b) < end {
+		return false
+	}
+	f.Mode, f.HasTrace = mode, hasTrace
+	f.User = b[2 : 2+n : 2+n]
+	if hasTrace {
+		f.Trace = int64(binary.BigEndian.Uint64(b[2+n:]))
+	}
+	f.Payload = b[end:]
+	r.b = nil
+	return true
 }
 
 // reader walks a body; the first failure sticks and later reads return zero
