@@ -84,6 +84,7 @@ func TestMetricsInitialised(t *testing.T) {
 		`relay_delivered_messages_total 0`,
 		`relay_partial_frame_bytes 0`,
 		`relay_udp_send_calls_total 0`,
+		`relay_udp_sent_datagrams_total 0`,
 		`relay_udp_receive_drops_total 0`,
 		`relay_udp_join_repeats_total 0`,
 	)

@@ -85,6 +85,7 @@ type Relay struct {
 	SlowConsumers     prometheus.Counter
 	UDPJoinRepeats    prometheus.Counter
 	UDPSendCalls      prometheus.Counter
+	UDPDatagrams      prometheus.Counter
 	Replaced          prometheus.Counter
 
 	joins         *prometheus.CounterVec
@@ -139,6 +140,9 @@ func NewRelay(reg prometheus.Registerer, rooms func() int, partial func() float6
 		UDPSendCalls: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_udp_send_calls_total", Help: "sendmmsg system calls of the UDP workers (each sends up to 1024 datagrams); relay_delivered_messages_total over UDP / this is how well the fan-out batches.",
 		}),
+		UDPDatagrams: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "relay_udp_sent_datagrams_total", Help: "Datagrams the UDP workers' sendmmsg calls sent; deliveries over UDP / this is how many frames a datagram packs.",
+		}),
 		Replaced: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "relay_replaced_sessions_total", Help: "Members whose place a newer join with the same user id in the same room took (their connection got replaced and was closed).",
 		}),
@@ -182,7 +186,7 @@ func NewRelay(reg prometheus.Registerer, rooms func() int, partial func() float6
 		return nil, err
 	}
 	for _, c := range []prometheus.Collector{conns, m.ReceivedMessages, m.QueuedMessages, m.DeliveredMessages, m.ReceivedBytes,
-		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.Replaced, m.joins, m.rejected, m.disconnects,
+		m.SentBytes, m.Writes, m.SlowConsumers, m.UDPJoinRepeats, m.UDPSendCalls, m.UDPDatagrams, m.Replaced, m.joins, m.rejected, m.disconnects,
 		m.undelivered, m.rateLimited, m.frameTimeouts, m.refusals, roomsGauge, partialGauge, host} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register relay metrics: %w", err)

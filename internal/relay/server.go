@@ -93,6 +93,10 @@ type Config struct {
 	// several frames for one client (docs/protocol.md); default
 	// DefaultUDPCoalesce, negative: one frame per datagram.
 	UDPCoalesce int
+	// UDPHold is how long a UDP worker whose read emptied its socket waits
+	// for the rest of a burst before it reads again and sends what it
+	// read (0: at once); like WriteCoalesce for a TCP writer. See gather.
+	UDPHold time.Duration
 
 	// Rate limits per sender (see limiter): frames and bytes per second
 	// with their bursts; a negative rate means no limit. A sender over a
@@ -154,6 +158,7 @@ func DefaultConfig() Config {
 		UDPMaxPending:           DefaultUDPMaxPending,
 		UDPReadBuffer:           DefaultUDPReadBuffer,
 		UDPCoalesce:             DefaultUDPCoalesce,
+		UDPHold:                 time.Millisecond,
 		RateMessages:            250,
 		RateMessagesBurst:       500,
 		RateBytes:               64 << 10,

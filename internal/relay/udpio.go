@@ -49,6 +49,7 @@ type udpReader struct {
 	names []sockaddr
 	n     int
 	err   error
+	wait  bool // fn waits for the socket to be readable (read), or not (poll)
 	fn    func(fd uintptr) bool
 }
 
@@ -75,6 +76,10 @@ func newUDPReader(conn *net.UDPConn, batch, size int) (*udpReader, error) {
 		}
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
+			if !r.wait {
+				r.n, r.err = 0, nil
+				return true
+			}
 			return false // wait until readable (or the deadline)
 		}
 		r.n, r.err = int(n), nil
@@ -88,6 +93,18 @@ func newUDPReader(conn *net.UDPConn, batch, size int) (*udpReader, error) {
 
 // read waits for at least one datagram and returns how many it read.
 func (r *udpReader) read() (int, error) {
+	r.wait = true
+	return r.call()
+}
+
+// poll reads the datagrams already queued on the socket, if any, without
+// waiting: 0 when there are none.
+func (r *udpReader) poll() (int, error) {
+	r.wait = false
+	return r.call()
+}
+
+func (r *udpReader) call() (int, error) {
 	if err := r.rc.Read(r.fn); err != nil {
 		return 0, err
 	}
@@ -185,7 +202,7 @@ type dgram struct {
 // Bounds on what a writer holds before it must flush, and on the frames of
 // one datagram.
 const (
-	maxQueuedDatagrams = 4096
+	maxQueuedDatagrams = 8192
 	maxQueuedBytes     = 1 << 20
 	maxFramesPerDgram  = 64
 )
