@@ -146,8 +146,9 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&listen, "listen", "127.0.0.1:7500", "address clients connect to (TCP and UDP)")
-	f.StringVar(&upstream, "upstream", wire.Loopback(wire.DefaultPort), "the relay's address, host:port")
+	listen, upstream = "127.0.0.1:7500", wire.Loopback(wire.DefaultPort)
+	f.Var(cli.Addr{P: &listen, Listen: true}, "listen", "address clients connect to (TCP and UDP)")
+	f.Var(cli.Addr{P: &upstream}, "upstream", "the relay's address")
 	f.StringVar(&out, "out", "", "output file: .pcap, or .pcapng for pcapng (required)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
 	_ = cmd.MarkFlagRequired("out")

@@ -466,6 +466,13 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"live", "--proto", "sctp", "--out", "x.pcap"}, 2},
 		{[]string{"nonsense"}, 2},
 		{[]string{"proxy", "--out", "/nonexistent-dir/a.pcap"}, 1},
+		// Addresses are host:port, refused when parsed, before a file is
+		// made or a port bound.
+		{[]string{"proxy", "--out", "a.pcap", "--upstream", "7400"}, 2},
+		{[]string{"proxy", "--out", "a.pcap", "--upstream", "127.0.0.1"}, 2},
+		{[]string{"proxy", "--out", "a.pcap", "--upstream", ":7400"}, 2},
+		{[]string{"proxy", "--out", "a.pcap", "--listen", "7500"}, 2},
+		{[]string{"proxy", "--out", "a.pcap", "--listen", "127.0.0.1:x"}, 2},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bins["record"], tt.args...)
@@ -473,6 +480,14 @@ func TestExitCodes(t *testing.T) {
 		b, _ := cmd.CombinedOutput()
 		if code := cmd.ProcessState.ExitCode(); code != tt.code {
 			t.Errorf("record %v: exit %d, want %d:\n%s", tt.args, code, tt.code, b)
+		}
+		if tt.code == 2 && strings.Contains(strings.Join(tt.args, " "), "a.pcap") {
+			if _, err := os.Stat(filepath.Join(cmd.Dir, "a.pcap")); err == nil {
+				t.Errorf("record %v: refused, yet wrote a.pcap", tt.args)
+			}
+			if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 1 || !strings.Contains(lines[0], "want host:port") {
+				t.Errorf("record %v: want one line saying host:port, got:\n%s", tt.args, b)
+			}
 		}
 	}
 }

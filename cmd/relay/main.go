@@ -92,9 +92,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	f := cmd.Flags()
 	d := relay.DefaultConfig()
-	f.StringVar(&cfg.Listen, "listen", d.Listen, "TCP address to serve clients on")
-	f.StringVar(&cfg.UDP, "udp", "", `UDP address (default: the --listen host and port; "" or "off": no UDP)`)
-	f.StringVar(&cfg.Metrics, "metrics", d.Metrics, `HTTP address of /metrics ("" or "off": none)`)
+	cfg.Listen, cfg.Metrics = d.Listen, d.Metrics
+	f.Var(cli.Addr{P: &cfg.Listen, Listen: true}, "listen", "TCP address to serve clients on")
+	f.Var(cli.Addr{P: &cfg.UDP, Listen: true, Off: true, Also: []string{relay.UDPSameAsTCP}}, "udp", `UDP address (default: the --listen host and port; "" or "off": no UDP)`)
+	f.Var(cli.Addr{P: &cfg.Metrics, Listen: true, Off: true}, "metrics", `HTTP address of /metrics ("" or "off": none)`)
 	f.IntVar(&cfg.MaxFrame, "max-frame", d.MaxFrame, "largest frame length accepted and sent, bytes (at least 1188, a padded UDP join)")
 	f.IntVar(&cfg.MaxRoomMembers, "max-room-members", d.MaxRoomMembers, "members per room (0: the protocol's cap, 65535)")
 	f.IntVar(&cfg.MaxConnections, "max-connections", d.MaxConnections, "TCP connections plus UDP sessions; the default is sized from this machine's open-file limit and memory (negative: no limit)")

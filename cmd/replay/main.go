@@ -26,6 +26,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 func main() {
@@ -129,7 +130,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.IntVar(&c.MaxFrame, "max-frame", 0, "largest frame read from the capture and from the relay, in bytes (the relay's --max-frame; 0: 65536)")
 	fs.Uint16Var(&c.ServerPort, "server-port", 0, fmt.Sprintf("the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: %d)", capture.DefaultServerPort))
 	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
-	fs.StringVar(&c.Target, "target", "", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
+	fs.Var(cli.Addr{P: &c.Target, Off: true}, "target", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
 	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
@@ -154,7 +155,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.LoginTimeout, "login-timeout", c.LoginTimeout, "a login fails if joined does not arrive within this")
 	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
 	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, "after the last send, wait for deliveries in flight until none came for 200 ms, at most this long")
-	fs.StringVar(&c.Metrics, "metrics", c.Metrics, `HTTP address of /metrics ("off" or "": none)`)
+	fs.Var(cli.Addr{P: &c.Metrics, Listen: true, Off: true}, "metrics", `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "period of the progress line")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
 	addRelayFlags(fs, &ff.relay)
@@ -235,6 +236,16 @@ func newRunCmd(st *state) *cobra.Command {
 				defer stop()
 			}
 			if cfg.Target == "" {
+				// Every flag checked before the relay child starts; its
+				// address is not known yet: any valid one stands for it.
+				check := cfg
+				check.Target = wire.Loopback(wire.DefaultPort)
+				if err := check.Validate(); err != nil {
+					return err
+				}
+				if err := check.CheckHost(); err != nil {
+					return err
+				}
 				if err := childRelayFits(cfg); err != nil {
 					return err
 				}

@@ -392,12 +392,24 @@ func TestExitCodes(t *testing.T) {
 		{"unknown profile", []string{"--capture", path, "--profile", "nosuch", "--target", "127.0.0.1:1"}, 2, "not a built-in profile"},
 		{"zero speed", []string{"--capture", path, "--speed", "0"}, 2, "--speed 0: must be a positive factor"},
 		{"negative speed", []string{"--capture", path, "--speed", "-2"}, 2, "--speed -2: must be a positive factor"},
+		// Addresses are host:port, refused when parsed: no relay child
+		// started, no dial.
+		{"target a port", []string{"--capture", path, "--target", "7400"}, 2, `invalid argument "7400" for "--target" flag: want host:port`},
+		{"target no host", []string{"--capture", path, "--target", ":7400"}, 2, "no host to dial"},
+		{"metrics a port", []string{"--capture", path, "--metrics", "9401"}, 2, `"--metrics" flag: want host:port`},
+		{"metrics a url", []string{"--capture", path, "--metrics", "http://127.0.0.1:9401/metrics"}, 2, `"--metrics" flag: want host:port`},
+		{"barrier a port", []string{"--capture", path, "--shards", "2", "--shard", "0/2", "--barrier", "9402"}, 2, `"--barrier" flag: want host:port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			res := replay(t, tt.args...)
 			if res.code != tt.code || !strings.Contains(res.stderr, tt.msg) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", res.code, res.stderr, tt.code, tt.msg)
+			}
+			// A loop past the flow's end is found when the capture is
+			// read, after the relay child started.
+			if tt.code == 2 && tt.name != "loop past the flow" && strings.Contains(res.stderr, "relay child pid") {
+				t.Errorf("a relay child was started before the refusal:\n%s", res.stderr)
 			}
 		})
 	}

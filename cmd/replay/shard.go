@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/reprise-harness/reprise/internal/barrier"
+	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/launch"
 )
@@ -38,7 +39,7 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	fs.Var(&sf.shard, "shard", "run shard i of n: the clients whose index is i mod n, with the ids, rooms and login times they have in one process")
 	fs.IntVar(&sf.shards, "shards", 0, "the fleet runs as n shards; this one's index comes from --shard or $"+indexEnv+" (a Kubernetes Indexed Job)")
 	fs.StringVar(&sf.startAt, "start-at", "", "start the run's clock at this instant (RFC 3339, e.g. 2026-11-22T18:00:00Z): for shards on hosts with synchronised clocks")
-	fs.StringVar(&sf.barrier, "barrier", "", "host:port of shard 0's start barrier: shard 0 listens on its port, every shard reports ready there, and all start at the instant shard 0 sends")
+	fs.Var(cli.Addr{P: &sf.barrier, Off: true}, "barrier", "host:port of shard 0's start barrier: shard 0 listens on its port, every shard reports ready there, and all start at the instant shard 0 sends")
 	fs.DurationVar(&sf.barrierTimeout, "barrier-timeout", 10*time.Minute, "give up when not every shard is ready at the barrier within this")
 	fs.DurationVar(&sf.barrierLead, "barrier-lead", barrier.Lead, "time between the last shard's ready and the start")
 	// Hidden: `replay compare --shards` coordinates its shards itself.

@@ -63,7 +63,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return nil
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&o.target, "target", wire.Loopback(wire.DefaultPort), "relay address host:port")
+	o.target = wire.Loopback(wire.DefaultPort)
+	fs.Var(cli.Addr{P: &o.target}, "target", "relay address")
 	fs.StringVar(&o.transport, "transport", "tcp", "tcp or udp")
 	fs.StringVar(&o.room, "room", "lobby", "room to join")
 	fs.StringVar(&o.user, "user", "alice", "user id")

@@ -216,11 +216,21 @@ func (c *Config) withDefaults() {
 	}
 }
 
-// Validate checks c as New does, without loading anything: for a command
-// that wants every flag checked before it starts anything.
+// Validate checks c as New does, without loading anything (the capture
+// is read by New: a loop past the flow's end is found there): for a
+// command that wants every flag checked before it starts anything.
 func (c Config) Validate() error {
 	c.withDefaults()
 	return c.validate()
+}
+
+// CheckHost makes New's checks of this host for a fleet of c run in this
+// process: the open-file limit and --source-ips.
+func (c Config) CheckHost() error {
+	if err := checkOpenFiles(c.Shard.Clients(c.Clients)); err != nil {
+		return err
+	}
+	return checkSourceIPs(c.SourceIPs)
 }
 
 // ErrBadConfig marks errors in the configuration (bad flags).

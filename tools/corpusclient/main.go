@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -28,7 +29,8 @@ func main() {
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("corpusclient", flag.ContinueOnError)
-	target := fs.String("target", wire.Loopback(wire.DefaultPort), "relay address host:port")
+	target := wire.Loopback(wire.DefaultPort)
+	fs.Var(cli.Addr{P: &target}, "target", "relay address host:port")
 	mode := fs.String("mode", "rst-reuse", "rst-reuse, udp or talk")
 	port := fs.Int("local-port", 45678, "rst-reuse: the client port every connection uses")
 	if err := fs.Parse(args); err != nil {
@@ -36,11 +38,11 @@ func run(args []string) error {
 	}
 	switch *mode {
 	case "rst-reuse":
-		return rstReuse(*target, *port)
+		return rstReuse(target, *port)
 	case "udp":
-		return udp(*target)
+		return udp(target)
 	case "talk":
-		return talk(*target)
+		return talk(target)
 	}
 	return fmt.Errorf("--mode %q: rst-reuse, udp or talk", *mode)
 }
