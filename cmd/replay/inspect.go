@@ -47,6 +47,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 				}
 				return writeReports(st.stdout, reports, asJSON)
 			}
+			// The summary needs no frames: each flow's figures are
+			// gathered as it is read and its state released when it ends.
+			opts.Summarize = !frames
 			c, err := capture.ReadFileContext(cmd.Context(), args[0], opts)
 			if c == nil {
 				return err
@@ -60,15 +63,16 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 					return werr
 				}
 			} else {
-				s := capture.Inspect(c)
-				if po.flow >= 0 {
-					s.Flows = s.Flows[po.flow : po.flow+1]
-				}
+				var more []string
 				if err != nil {
 					// Partial capture: show what was read, the break as a warning.
-					s.Warnings = append(s.Warnings, err.Error())
+					more = append(more, err.Error())
 				}
-				if werr := writeSummary(st, s, asJSON); werr != nil {
+				only := po.flow
+				if only == flowAll {
+					only = -1
+				}
+				if werr := capture.WriteSummary(st.stdout, c, only, more, asJSON); werr != nil {
 					return werr
 				}
 			}
@@ -140,13 +144,6 @@ func (v addrPortValue) Set(s string) error {
 }
 
 func (addrPortValue) Type() string { return "ADDR:PORT" }
-
-func writeSummary(st *state, s *capture.Summary, asJSON bool) error {
-	if asJSON {
-		return s.WriteJSON(st.stdout)
-	}
-	return s.WriteText(st.stdout)
-}
 
 func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
 	var fl *capture.Flow

@@ -53,6 +53,9 @@ type Flow struct {
 	// where and what was skipped.
 	Resynced bool
 	Notes    []string
+	// Stats is what inspect shows of the frames, when read with
+	// Options.Summarize (the frames themselves are not kept).
+	Stats *FlowStats
 	// ClientBy says how the client side was told apart from the server:
 	// ClientBySYN, ClientByJoin, ClientByKinds, ClientByPort or
 	// ClientByFirst.
@@ -139,6 +142,10 @@ type Options struct {
 	// reprise frames: a protocol profile (internal/profile) cuts them into
 	// its messages. Frames then have Type 0.
 	Raw bool
+	// Summarize keeps no frames: each flow gets Stats, what Inspect shows,
+	// gathered as it is read and settled when its connection ends, so
+	// reading holds a few hundred bytes per flow ended (not with Raw).
+	Summarize bool
 }
 
 func (o Options) withDefaults() Options {

@@ -33,11 +33,22 @@ const (
 
 // decoder turns packets into flows of frames.
 type decoder struct {
-	opts      Options
-	packets   int
-	asm       *reassembly.Assembler
-	tcp       []*tcpStream
-	conns     map[[2]netip.AddrPort]*tcpLife
+	opts    Options
+	packets int
+	asm     *reassembly.Assembler
+	// tcp holds the TCP connections in the order they began: a live one's
+	// stream until it ends, then only its Flow (nil if it carried no
+	// frames), so what a connection holds is released when it ends.
+	tcp   []tcpSlot
+	conns map[[2]netip.AddrPort]*tcpLife
+	// dead are the 4-tuples of ended connections, by end time: their
+	// tcpLife is kept for deadAfter, so the ACKs after the FINs count for
+	// the flow that ended instead of opening a new one, then dropped.
+	dead []deadConn
+	// life is the tcpLife of the packet being decoded, for New.
+	life      *tcpLife
+	live      int // connections not yet ended
+	empty     int // flows that carried no protocol frames, left out
 	udp       map[[2]netip.AddrPort]*udpFlow
 	udpOrder  []*udpFlow
 	mem       int64
@@ -77,14 +88,33 @@ func (d *decoder) warn(format string, args ...any) {
 // value and the rounding of its allocation.
 const frameOverhead = 96
 
-// Per-flow state charged to the memory budget when a flow appears: the
-// stream and reassembly state of a TCP connection (both directions,
-// gopacket's connection, the maps that find it), a UDP flow's duplicate
-// rings, and the Flow built at the end.
+// Per-flow state charged to the memory budget: the stream and reassembly
+// state of a live TCP connection (both directions, gopacket's connection,
+// the maps that find it), released when it ends; the Flow kept for it
+// after (with FlowStats when summarising); a UDP flow's duplicate rings
+// and Flow; a frame's mark while its flow is live (Options.Summarize).
 const (
 	tcpFlowCost = 4 << 10
+	flowCost    = 512
 	udpFlowCost = 2 << 10
+	markCost    = 16
+	deadAfter   = flushAfter
+	idleAfter   = 10 * time.Minute
 )
+
+// tcpSlot is a TCP connection in the order connections began: its
+// stream while live, its Flow once ended.
+type tcpSlot struct {
+	s *tcpStream
+	f *Flow
+}
+
+// deadConn is an ended connection's 4-tuple, kept deadAfter.
+type deadConn struct {
+	key [2]netip.AddrPort
+	l   *tcpLife
+	at  time.Time
+}
 
 // charge adds n bytes to what reading holds; past the budget (half of
 // MaxMemory: the reassembly pages have the other half) reading stops with
@@ -94,7 +124,7 @@ func (d *decoder) charge(n int64) bool {
 		return false
 	}
 	if d.mem+n > d.opts.MaxMemory/2 {
-		d.memErr = &MemoryError{Packet: d.current, Limit: d.opts.MaxMemory, Flows: len(d.tcp) + len(d.udpOrder)}
+		d.memErr = &MemoryError{Packet: d.current, Limit: d.opts.MaxMemory, Flows: len(d.tcp) + len(d.udpOrder), Live: d.live}
 		return false
 	}
 	d.mem += n
@@ -110,11 +140,13 @@ type MemoryError struct {
 	Packet int
 	Limit  int64
 	Flows  int
+	// Live is how many of the flows were open connections by then.
+	Live int
 }
 
 func (e *MemoryError) Error() string {
-	return fmt.Sprintf("capture packet %d: reading the capture would hold more than its memory budget of %d MiB (%d flows by then): raise --max-memory",
-		e.Packet, e.Limit>>20, e.Flows)
+	return fmt.Sprintf("capture packet %d: reading the capture would hold more than its memory budget of %d MiB (%d flows by then, %d of them open): raise --max-memory",
+		e.Packet, e.Limit>>20, e.Flows, e.Live)
 }
 
 // pktCtx carries a packet's capture info and number through reassembly,
@@ -171,8 +203,11 @@ func (d *decoder) packet(p rawPacket) {
 	switch t := pkt.TransportLayer().(type) {
 	case *layers.TCP:
 		ci.AncillaryData = []any{n}
-		netFlow = d.lifetime(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t, netFlow)
-		d.asm.AssembleWithContext(netFlow, t, &pktCtx{ci: ci})
+		var ok bool
+		netFlow, ok = d.lifetime(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t, netFlow, ci.Timestamp)
+		if ok {
+			d.asm.AssembleWithContext(netFlow, t, &pktCtx{ci: ci})
+		}
 		d.maybeFlush(ci.Timestamp)
 	case *layers.UDP:
 		d.udpPacket(datagram{
@@ -221,6 +256,11 @@ type tcpLife struct {
 	haveISN bool
 	isn     uint32
 	data    bool // a segment with payload was seen
+	// done says the current connection's reassembly ended (FINs or RST
+	// both ways, or idle past idleAfter) and was released; flow is what
+	// it left (nil: no frames), which later packets are counted for.
+	done bool
+	flow *Flow
 }
 
 // lifetime keys a TCP packet by connection lifetime: a SYN after an RST or
@@ -231,19 +271,34 @@ type tcpLife struct {
 // of the old one. A retransmitted SYN has the same ISN. Each lifetime
 // after the first gets its own network flow key (same addresses, another
 // endpoint type), so the reassembler keeps them apart.
-func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopacket.Flow) gopacket.Flow {
+//
+// A packet after the current connection ended and was released (ok
+// false) is counted for its flow and goes no further, unless it opens a
+// new one: a SYN as above, or data after an idle end (no FIN or RST).
+func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopacket.Flow, ts time.Time) (_ gopacket.Flow, ok bool) {
 	key := [2]netip.AddrPort{src, dst}
 	if src.Compare(dst) > 0 {
 		key = [2]netip.AddrPort{dst, src}
 	}
 	l := d.conns[key]
+	syn := t.SYN && !t.ACK
 	if l == nil {
 		l = &tcpLife{}
 		d.conns[key] = l
-	} else if t.SYN && !t.ACK && (l.ended || (!l.haveISN && l.data) || (l.haveISN && l.isn != t.Seq)) {
+	} else if syn && (l.ended || (!l.haveISN && l.data) || (l.haveISN && l.isn != t.Seq)) ||
+		l.done && !l.ended && len(t.Payload) > 0 {
 		l.gen++
-		l.ended = false
+		l.ended, l.done, l.flow, l.haveISN = false, false, nil, false
+	} else if l.done {
+		if f := l.flow; f != nil {
+			f.Packets++
+			if ts.After(f.End) {
+				f.End = ts
+			}
+		}
+		return netFlow, false
 	}
+	d.life = l
 	if t.SYN && !t.ACK {
 		l.haveISN, l.isn = true, t.Seq
 	}
@@ -252,10 +307,10 @@ func (d *decoder) lifetime(src, dst netip.AddrPort, t *layers.TCP, netFlow gopac
 	}
 	l.data = l.data || len(t.Payload) > 0
 	if l.gen == 0 {
-		return netFlow
+		return netFlow, true
 	}
 	s, r := netFlow.Endpoints()
-	return gopacket.NewFlow(netFlow.EndpointType()+gopacket.EndpointType(l.gen)<<20, s.Raw(), r.Raw())
+	return gopacket.NewFlow(netFlow.EndpointType()+gopacket.EndpointType(l.gen)<<20, s.Raw(), r.Raw()), true
 }
 
 // maybeFlush hands on out-of-order TCP data that has waited too long for
@@ -265,7 +320,18 @@ func (d *decoder) maybeFlush(now time.Time) {
 		return
 	}
 	d.lastFlush = now
-	d.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-flushAfter)})
+	d.asm.FlushWithOptions(reassembly.FlushOptions{T: now.Add(-flushAfter), TC: now.Add(-idleAfter)})
+	for len(d.dead) > 0 && now.Sub(d.dead[0].at) > deadAfter {
+		dc := d.dead[0]
+		d.dead[0] = deadConn{}
+		d.dead = d.dead[1:]
+		if d.conns[dc.key] == dc.l && dc.l.done {
+			delete(d.conns, dc.key)
+		}
+	}
+	if len(d.dead) == 0 {
+		d.dead = nil // let the backing array go
+	}
 }
 
 // New implements reassembly.StreamFactory.
@@ -274,6 +340,8 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	dstIP, _ := netip.AddrFromSlice(netFlow.Dst().Raw())
 	s := &tcpStream{
 		d:       d,
+		life:    d.life,
+		slot:    len(d.tcp),
 		a:       netip.AddrPortFrom(srcIP.Unmap(), uint16(tcp.SrcPort)),
 		b:       netip.AddrPortFrom(dstIP.Unmap(), uint16(tcp.DstPort)),
 		synFrom: -1,
@@ -285,25 +353,89 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	if d.opts.Select != nil && !d.opts.Select(s.a, s.b) {
 		s.half[0].discard, s.half[1].discard = true, true
 	}
-	d.tcp = append(d.tcp, s)
+	if d.summarize() {
+		s.half[0].marks, s.half[1].marks = d.mark, d.mark
+		s.half[0].discard, s.half[1].discard = true, true
+	}
+	d.tcp = append(d.tcp, tcpSlot{s: s})
+	d.live++
 	d.charge(tcpFlowCost)
 	return s
 }
 
+// summarize says TCP halves keep marks for FlowStats instead of frames.
+func (d *decoder) summarize() bool { return d.opts.Summarize && !d.opts.Raw }
+
+// mark charges a frame's mark to the memory budget.
+func (d *decoder) mark() bool { return d.charge(markCost) }
+
+// ended releases a connection whose reassembly is over: its stream and
+// halves give way to its Flow (with its FlowStats when summarising), or
+// to nothing if it carried no frames.
+func (d *decoder) ended(s *tcpStream) {
+	if d.tcp[s.slot].s != s {
+		return // ended already
+	}
+	s.finish()
+	f := s.flow(d.opts.ServerPort)
+	d.live--
+	d.mem -= tcpFlowCost
+	if d.summarize() {
+		d.mem -= int64(len(s.half[0].mk)+len(s.half[1].mk)) * markCost
+	}
+	d.tcp[s.slot] = tcpSlot{}
+	if f.ClientCount == 0 && f.ServerCount == 0 {
+		d.empty++
+		f = nil
+	} else {
+		d.settle(f)
+		if d.summarize() {
+			ch := s.half[s.clientIdx]
+			f.Stats = statsOf(f, ch.mk, s.half[1-s.clientIdx].mk, ch.users, ch.rooms)
+		}
+		d.tcp[s.slot].f = f
+		d.charge(flowCost)
+	}
+	if l := s.life; l != nil {
+		l.done, l.flow = true, f
+		d.dead = append(d.dead, deadConn{key: lifeKey(s.a, s.b), l: l, at: s.end})
+	}
+}
+
+func lifeKey(a, b netip.AddrPort) [2]netip.AddrPort {
+	if a.Compare(b) > 0 {
+		return [2]netip.AddrPort{b, a}
+	}
+	return [2]netip.AddrPort{a, b}
+}
+
+// settle sets the offsets of a flow's frames from its start.
+func (d *decoder) settle(f *Flow) {
+	for i := range f.ClientFrames {
+		f.ClientFrames[i].Offset = f.ClientFrames[i].Time.Sub(f.Start)
+	}
+	for i := range f.ServerFrames {
+		f.ServerFrames[i].Offset = f.ServerFrames[i].Time.Sub(f.Start)
+	}
+}
+
 // tcpStream is one TCP connection: a is the sender of its first packet.
 type tcpStream struct {
-	d        *decoder
-	a, b     netip.AddrPort
-	synFrom  int // index of the side that sent a bare SYN, or -1
-	start    time.Time
-	end      time.Time
-	packets  int
-	half     [2]*halfStream
-	started  [2]bool // the half has seen its first packet
-	midway   [2]bool // the half started without a SYN
-	notes    []string
-	dropped  int
-	complete bool
+	d         *decoder
+	life      *tcpLife
+	slot      int // index in decoder.tcp
+	a, b      netip.AddrPort
+	clientIdx int // the client's half, set by flow
+	synFrom   int // index of the side that sent a bare SYN, or -1
+	start     time.Time
+	end       time.Time
+	packets   int
+	half      [2]*halfStream
+	started   [2]bool // the half has seen its first packet
+	midway    [2]bool // the half started without a SYN
+	notes     []string
+	dropped   int
+	complete  bool
 }
 
 func (s *tcpStream) note(msg string) {
@@ -397,12 +529,13 @@ func pieceEnd(sg reassembly.ScatterGather, off, avail, pkt int) int {
 	return lo
 }
 
-// ReassemblyComplete implements reassembly.Stream. The connection stays in
-// the pool so the ACKs after its FINs do not open a new, empty stream; a
-// SYN on the same ports still starts a new one.
+// ReassemblyComplete implements reassembly.Stream: the connection ended
+// (FINs or RST both ways, idle past idleAfter, or the end of the file)
+// and leaves the pool; its 4-tuple's tcpLife counts the ACKs after its
+// FINs for it instead of opening a new, empty stream.
 func (s *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
-	s.finish()
-	return false
+	s.d.ended(s)
+	return true
 }
 
 func (s *tcpStream) finish() {
@@ -423,6 +556,7 @@ func (s *tcpStream) flow(serverPort uint16) *Flow {
 		[2]int{s.half[0].clientKinds, s.half[1].clientKinds}, [2]int{s.half[0].serverKinds, s.half[1].serverKinds},
 		s.a.Port(), s.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{s.a, s.b}
+	s.clientIdx = c
 	f := &Flow{
 		Client: ends[c], Server: ends[1-c], Transport: TCP,
 		Start: s.start, End: s.end, Packets: s.packets,
@@ -705,29 +839,34 @@ func clientSide(synFrom int, join0, join1 bool, clientKinds, serverKinds [2]int,
 func (d *decoder) finish() *Capture {
 	d.asm.FlushAll()
 	c := &Capture{Packets: d.packets}
-	empty := 0
-	add := func(f *Flow) {
+	for _, sl := range d.tcp {
+		if sl.s != nil {
+			// Still live: FlushAll ends every connection, this is a
+			// stream gopacket never completed.
+			d.ended(sl.s)
+			sl = d.tcp[sl.s.slot]
+		}
+		if sl.f != nil {
+			c.Flows = append(c.Flows, sl.f)
+		}
+	}
+	d.tcp = nil
+	for _, u := range d.udpOrder {
+		f := u.flow(d.opts.ServerPort)
 		if f.ClientCount == 0 && f.ServerCount == 0 {
-			empty++
-			return
+			d.empty++
+			continue
 		}
-		for i := range f.ClientFrames {
-			f.ClientFrames[i].Offset = f.ClientFrames[i].Time.Sub(f.Start)
-		}
-		for i := range f.ServerFrames {
-			f.ServerFrames[i].Offset = f.ServerFrames[i].Time.Sub(f.Start)
+		d.settle(f)
+		if d.opts.Summarize {
+			users, rooms := joinsOf(f.ClientFrames)
+			f.Stats = statsOf(f, marksOf(f.ClientFrames), marksOf(f.ServerFrames), users, rooms)
+			f.ClientFrames, f.ServerFrames = nil, nil
 		}
 		c.Flows = append(c.Flows, f)
 	}
-	for _, s := range d.tcp {
-		s.finish()
-		add(s.flow(d.opts.ServerPort))
-	}
-	for _, u := range d.udpOrder {
-		add(u.flow(d.opts.ServerPort))
-	}
 	sort.SliceStable(c.Flows, func(i, j int) bool { return c.Flows[i].Start.Before(c.Flows[j].Start) })
-	c.Warnings = d.summaryWarnings(empty)
+	c.Warnings = d.summaryWarnings(d.empty)
 	return c
 }
 

@@ -84,48 +84,166 @@ func Inspect(c *Capture) *Summary {
 }
 
 func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
+	st := f.Stats
+	if st == nil {
+		users, rooms := joinsOf(f.ClientFrames)
+		st = statsOf(f, marksOf(f.ClientFrames), marksOf(f.ServerFrames), users, rooms)
+	}
 	fs := FlowSummary{
 		Index: i, Longest: longest, Client: f.Client.String(), Server: f.Server.String(), Transport: f.Transport,
 		Start: f.Start, DurationS: f.Duration().Seconds(), Packets: f.Packets,
-		ClientFrames: len(f.ClientFrames), ServerFrames: len(f.ServerFrames),
-		FramesByKind: map[string]int{}, Users: []string{}, Rooms: []string{},
-		LoginEndS: -1, LoginEndFrame: -1, Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
+		ClientFrames: st.ClientFrames, ServerFrames: st.ServerFrames,
+		ClientBytes: st.ClientBytes, ServerBytes: st.ServerBytes,
+		FramesByKind: map[string]int{}, Users: st.Users, Rooms: st.Rooms,
+		LoginEndS: -1, LoginEndFrame: st.LoginEndFrame, Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
+		HasJoin: st.HasJoin,
+	}
+	if st.LoginEndFrame >= 0 {
+		fs.LoginEndS = st.LoginEnd.Seconds()
+	}
+	for k, n := range st.kinds {
+		if n > 0 {
+			fs.FramesByKind[knownKinds[k].String()] += int(n)
+		}
+	}
+	for k, n := range st.other {
+		fs.FramesByKind[k] += n
 	}
 	fs.RateBucketS = rateBucket(f.Duration())
 	secs := int(f.Duration()/time.Second)/fs.RateBucketS + 1
-	fs.ClientPerSecond, fs.ServerPerSecond = make([]int, secs), make([]int, secs)
-	bucket := time.Duration(fs.RateBucketS) * time.Second
-	users, rooms := map[string]bool{}, map[string]bool{}
-	for _, fr := range f.ClientFrames {
-		fs.ClientBytes += int64(len(fr.Bytes))
-		fs.FramesByKind[fr.Type.String()]++
-		countSecond(fs.ClientPerSecond, fr.Offset, bucket)
-		if fr.Type == wire.TypeJoin {
-			fs.HasJoin = true
-			var j wire.Frame
-			if _, err := wire.Decode(fr.Bytes, len(fr.Bytes), &j); err == nil {
-				users[string(j.User)], rooms[string(j.Room)] = true, true
-			}
-		}
-	}
-	joined := time.Duration(-1)
-	for _, fr := range f.ServerFrames {
-		fs.ServerBytes += int64(len(fr.Bytes))
-		fs.FramesByKind[fr.Type.String()]++
-		countSecond(fs.ServerPerSecond, fr.Offset, bucket)
-		if fr.Type == wire.TypeJoined && joined < 0 {
-			joined = fr.Offset
-		}
-	}
-	for k, fr := range f.ClientFrames {
-		if fr.Type == wire.TypeSend && fr.Offset >= joined {
-			fs.LoginEndS, fs.LoginEndFrame = fr.Offset.Seconds(), k
-			break
-		}
-	}
-	fs.Users, fs.Rooms = sortedKeys(users), sortedKeys(rooms)
+	fs.ClientPerSecond, fs.ServerPerSecond = fold(st.clientRates, secs, fs.RateBucketS), fold(st.serverRates, secs, fs.RateBucketS)
 	fs.Usable, fs.Unusable = f.Usable()
 	return fs
+}
+
+// FlowStats is what inspect shows of a flow's frames: counts, bytes and
+// kinds each way, frames per second, users and rooms, where the login
+// ends. Options.Summarize gathers it while reading, instead of the frames.
+type FlowStats struct {
+	ClientFrames, ServerFrames int
+	ClientBytes, ServerBytes   int64
+	Users, Rooms               []string
+	// LoginEnd is the offset of the first client send after the first
+	// joined reply, LoginEndFrame its index in the client frames (-1:
+	// none).
+	LoginEnd      time.Duration
+	LoginEndFrame int
+	HasJoin       bool
+	kinds         [len(knownKinds)]int32
+	other         map[string]int // frames of other kinds
+	// clientRates and serverRates count frames per second of the flow
+	// from its start, up to the last frame's second.
+	clientRates, serverRates []int32
+}
+
+// knownKinds are the frame kinds FlowStats counts in place.
+var knownKinds = [...]wire.Type{wire.TypeJoin, wire.TypeLeave, wire.TypeSend, wire.TypeHeartbeat, wire.TypeJoined,
+	wire.TypeMemberJoined, wire.TypeMemberLeft, wire.TypeDeliver, wire.TypeHeartbeatReply, wire.TypeError}
+
+// statsOf gathers a flow's FlowStats from its frames' marks, each way.
+func statsOf(f *Flow, client, server []mark, users, rooms []string) *FlowStats {
+	st := &FlowStats{ClientFrames: len(client), ServerFrames: len(server), LoginEndFrame: -1}
+	start := f.Start.UnixNano()
+	count := func(m mark) int32 {
+		for k, t := range knownKinds {
+			if t == m.typ {
+				st.kinds[k]++
+				return m.n
+			}
+		}
+		if st.other == nil {
+			st.other = map[string]int{}
+		}
+		st.other[m.typ.String()]++
+		return m.n
+	}
+	rate := func(rates []int32, m mark) []int32 {
+		sec := int(time.Duration(m.t-start) / time.Second)
+		if sec < 0 {
+			return rates
+		}
+		for len(rates) <= sec {
+			rates = append(rates, 0)
+		}
+		rates[sec]++
+		return rates
+	}
+	joined := time.Duration(-1)
+	for _, m := range server {
+		st.ServerBytes += int64(count(m))
+		st.serverRates = rate(st.serverRates, m)
+		if m.typ == wire.TypeJoined && joined < 0 {
+			joined = time.Duration(m.t - start)
+		}
+	}
+	for k, m := range client {
+		st.ClientBytes += int64(count(m))
+		st.clientRates = rate(st.clientRates, m)
+		st.HasJoin = st.HasJoin || m.typ == wire.TypeJoin
+		if off := time.Duration(m.t - start); m.typ == wire.TypeSend && off >= joined && st.LoginEndFrame < 0 {
+			st.LoginEnd, st.LoginEndFrame = off, k
+		}
+	}
+	st.Users, st.Rooms = sortedSet(users), sortedSet(rooms)
+	return st
+}
+
+// fold sums per-second counts into secs buckets of bucket seconds.
+func fold(rates []int32, secs, bucket int) []int {
+	out := make([]int, secs)
+	for sec, n := range rates {
+		if b := sec / bucket; b < secs {
+			out[b] += int(n)
+		}
+	}
+	return out
+}
+
+// marksOf is frames' marks.
+func marksOf(frames []Frame) []mark {
+	out := make([]mark, len(frames))
+	for i, fr := range frames {
+		out[i] = mark{t: fr.Time.UnixNano(), n: int32(len(fr.Bytes)), typ: fr.Type}
+	}
+	return out
+}
+
+// joinsOf is the users and rooms frames' joins name.
+func joinsOf(frames []Frame) (users, rooms []string) {
+	for _, fr := range frames {
+		if fr.Type == wire.TypeJoin {
+			users, rooms = addJoin(users, rooms, fr.Bytes)
+		}
+	}
+	return users, rooms
+}
+
+// addJoin adds the user and room a join frame names, once each (at most
+// maxNotes of each are kept).
+func addJoin(users, rooms []string, b []byte) ([]string, []string) {
+	var j wire.Frame
+	if _, err := wire.Decode(b, len(b), &j); err != nil {
+		return users, rooms
+	}
+	return addOnce(users, string(j.User)), addOnce(rooms, string(j.Room))
+}
+
+func addOnce(set []string, s string) []string {
+	for _, x := range set {
+		if x == s {
+			return set
+		}
+	}
+	if len(set) >= maxNotes {
+		return set
+	}
+	return append(set, s)
+}
+
+func sortedSet(s []string) []string {
+	out := append([]string{}, s...)
+	sort.Strings(out)
+	return out
 }
 
 // Why a flow cannot be replayed.
@@ -136,6 +254,15 @@ const (
 
 // Usable says whether a replay can play a reprise flow, and why not.
 func (f *Flow) Usable() (bool, string) {
+	if st := f.Stats; st != nil {
+		switch {
+		case st.ClientFrames == 0:
+			return false, UnusableNoClient
+		case !st.HasJoin:
+			return false, UnusableNoJoin
+		}
+		return true, ""
+	}
 	if len(f.ClientFrames) == 0 {
 		return false, UnusableNoClient
 	}
@@ -201,31 +328,87 @@ func sortedKeys(m map[string]bool) []string {
 
 // WriteJSON writes the summary as indented JSON.
 func (s *Summary) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(s); err != nil {
-		return fmt.Errorf("write summary: %w", err)
-	}
-	return nil
+	return writeSummary(w, s.File, s.Packets, len(s.Flows), func(i int) FlowSummary { return s.Flows[i] }, s.Warnings, true)
 }
 
 // WriteText writes the summary for people.
 func (s *Summary) WriteText(w io.Writer) error {
-	bw := bufio.NewWriter(w)
-	fmt.Fprintf(bw, "capture %s: %d packets, %d flows with protocol frames\n", s.File, s.Packets, len(s.Flows))
-	for _, f := range s.Flows {
-		writeFlowText(bw, f)
+	return writeSummary(w, s.File, s.Packets, len(s.Flows), func(i int) FlowSummary { return s.Flows[i] }, s.Warnings, false)
+}
+
+// WriteSummary writes what Inspect(c) gives (only flow `only` when it is
+// >= 0), with more warnings, as text or JSON, one flow at a time: a
+// capture of many flows needs no summary of all of them at once.
+func WriteSummary(w io.Writer, c *Capture, only int, warnings []string, asJSON bool) error {
+	longest := c.Longest()
+	warnings = append(append([]string(nil), c.Warnings...), warnings...)
+	if only >= 0 {
+		f := summarizeFlow(only, c.Flows[only], c.Flows[only] == longest)
+		return writeSummary(w, c.Path, c.Packets, 1, func(int) FlowSummary { return f }, warnings, asJSON)
 	}
-	if len(s.Warnings) > 0 {
-		fmt.Fprintln(bw, "warnings:")
-		for _, w := range s.Warnings {
-			fmt.Fprintf(bw, "  %s\n", w)
+	return writeSummary(w, c.Path, c.Packets, len(c.Flows), func(i int) FlowSummary {
+		return summarizeFlow(i, c.Flows[i], c.Flows[i] == longest)
+	}, warnings, asJSON)
+}
+
+// writeSummary writes a Summary of n flows, flow(i) giving each in turn:
+// as JSON, the bytes encoding/json gives the whole Summary with a
+// two-space indent.
+func writeSummary(w io.Writer, file string, packets, n int, flow func(int) FlowSummary, warnings []string, asJSON bool) error {
+	bw := bufio.NewWriter(w)
+	if asJSON {
+		if err := writeSummaryJSON(bw, file, packets, n, flow, warnings); err != nil {
+			return fmt.Errorf("write summary: %w", err)
+		}
+	} else {
+		fmt.Fprintf(bw, "capture %s: %d packets, %d flows with protocol frames\n", file, packets, n)
+		for i := range n {
+			writeFlowText(bw, flow(i))
+		}
+		if len(warnings) > 0 {
+			fmt.Fprintln(bw, "warnings:")
+			for _, w := range warnings {
+				fmt.Fprintf(bw, "  %s\n", w)
+			}
 		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
 	return nil
+}
+
+func writeSummaryJSON(w *bufio.Writer, file string, packets, n int, flow func(int) FlowSummary, warnings []string) error {
+	name, err := json.Marshal(file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "{\n  \"file\": %s,\n  \"packets\": %d,\n  \"flows\": [", name, packets)
+	for i := range n {
+		b, err := json.MarshalIndent(flow(i), "    ", "  ")
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			w.WriteString(",")
+		}
+		w.WriteString("\n    ")
+		w.Write(b)
+	}
+	if n > 0 {
+		w.WriteString("\n  ")
+	}
+	w.WriteString("]")
+	if len(warnings) > 0 {
+		b, err := json.MarshalIndent(warnings, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		w.WriteString(",\n  \"warnings\": ")
+		w.Write(b)
+	}
+	_, err = w.WriteString("\n}\n")
+	return err
 }
 
 func writeFlowText(w io.Writer, f FlowSummary) {

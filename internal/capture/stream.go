@@ -50,6 +50,19 @@ type halfStream struct {
 	// (a flow not selected: Options.Select).
 	count   int
 	discard bool
+	// marks, when set (Options.Summarize), charges a frame's mark to the
+	// memory budget: mk are the frames' marks, users and rooms those the
+	// joins named, for FlowStats when the connection ends.
+	marks        func() bool
+	mk           []mark
+	users, rooms []string
+}
+
+// mark is what FlowStats needs of a frame: its time, size and kind.
+type mark struct {
+	t   int64 // UnixNano
+	n   int32
+	typ wire.Type
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -106,10 +119,17 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 		h.serverKinds++
 	}
 	h.count++
+	tm := h.monotonic(p.t)
+	if h.marks != nil && h.marks() {
+		h.mk = append(h.mk, mark{t: tm.UnixNano(), n: int32(len(b)), typ: t})
+		if t == wire.TypeJoin {
+			h.users, h.rooms = addJoin(h.users, h.rooms, b)
+		}
+	}
 	if h.discard || !h.keep(len(b)) {
 		return
 	}
-	h.frames = append(h.frames, Frame{Time: h.monotonic(p.t), Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})
+	h.frames = append(h.frames, Frame{Time: tm, Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})
 }
 
 // monotonic is t, or the time of the frame before when t is earlier.
