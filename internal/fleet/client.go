@@ -299,26 +299,25 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 			return c.readUDP(ur, &ev, res)
 		}
 	}
-	r := newStreamReader(c.conn, c.raw)
+	var reason Disconnect
+	r := newStreamReader(c.conn, c.raw, func(b []byte) bool {
+		if !c.joined.Load() && len(c.first) < firstBytes {
+			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
+		}
+		var done bool
+		reason, done = c.consume(b, &ev, res)
+		return !done
+	})
 	defer r.release()
 	for {
-		b, err := r.read()
-		n := len(b)
-		if n > 0 && !c.joined.Load() && len(c.first) < firstBytes {
-			c.first = append(c.first, b[:min(n, firstBytes-len(c.first))]...)
+		err := r.run()
+		if err == nil {
+			return reason
 		}
-		if n > 0 {
-			if reason, done := c.consume(b, &ev, res); done {
-				return reason
-			}
-			r.adapt(n)
+		if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
+			continue
 		}
-		if err != nil {
-			if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
-				continue
-			}
-			return c.readEnded(err, res)
-		}
+		return c.readEnded(err, res)
 	}
 }
 
@@ -509,7 +508,9 @@ func (c *client) reply(ev *profile.Events) bool {
 		c.rw = newRawWriter()
 	}
 	n, err := c.rw.write(c, b)
-	if err != nil {
+	if err != nil || len(b)-n > maxBacklog {
+		// Fails the reader, which closes; queue would close from inside
+		// the read callback (a Close there waits for itself).
 		return false
 	}
 	c.sh.c.sentBytes.Add(int64(n))

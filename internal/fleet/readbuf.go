@@ -54,61 +54,107 @@ func putReadBuf(p *[]byte) {
 // would, and read deadlines (the login's) work the same. The buffer is
 // sized to the traffic by a readSizer. A connection without a RawConn
 // (none the fleet dials) is read with Read into a buffer kept throughout.
+//
+// Each read's bytes are handled inside the RawConn callback, so that a
+// read that did not fill the buffer (the socket is empty) parks the
+// reader straight away: a plain read loop needs a second read(2) that
+// fails with EAGAIN before every park, one syscall more per wake-up (half
+// of the fleet's reads at N:N). Parking from the callback loses no
+// wake-up: RawConn.Read cleared the socket's readiness before the first
+// read, and any bytes that came since mark it ready again. A read that
+// filled the buffer returns from the callback first, so a Close from
+// another goroutine (it waits for the callback to return) waits for one
+// read at most.
 type streamReader struct {
-	conn  io.Reader
-	rc    syscall.RawConn
-	size  int
-	sizer readSizer
-	buf   *[]byte // lent while the socket has bytes; nil while waiting
-	n     int
-	err   error
-	fn    func(fd uintptr) bool
+	conn   io.Reader
+	rc     syscall.RawConn
+	size   int
+	sizer  readSizer
+	buf    *[]byte // lent while the socket has bytes; nil while waiting
+	handle func([]byte) bool
+	stop   bool // handle said stop
+	err    error
+	fn     func(fd uintptr) bool
 }
 
-func newStreamReader(conn io.Reader, rc syscall.RawConn) *streamReader {
-	r := &streamReader{conn: conn, rc: rc, size: readBuf}
+// newStreamReader reads conn; handle gets each read's bytes (valid during
+// the call) and returns false to stop reading. It runs inside the
+// RawConn's callback, so it must not close conn (Close would wait for the
+// callback to return).
+func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) bool) *streamReader {
+	r := &streamReader{conn: conn, rc: rc, size: readBuf, handle: handle}
 	r.fn = func(fd uintptr) bool {
 		if r.buf == nil {
 			r.buf = getReadBuf(r.size)
 		}
 		for {
 			n, err := syscall.Read(int(fd), *r.buf)
-			switch err {
-			case syscall.EINTR:
+			switch {
+			case err == syscall.EINTR:
 				continue
-			case syscall.EAGAIN:
+			case err == syscall.EAGAIN:
 				putReadBuf(r.buf)
 				r.buf = nil
 				return false // park until readable (or the deadline)
+			case err != nil:
+				r.err = err
+				return true
+			case n == 0:
+				r.err = io.EOF
+				return true
 			}
-			r.n, r.err = max(n, 0), err
-			return true
+			full := n == len(*r.buf)
+			if !r.handle((*r.buf)[:n]) {
+				r.stop = true
+				return true
+			}
+			r.adapt(n)
+			if full {
+				return true // more may wait: read again, outside the callback
+			}
+			// The socket is empty: park without reading it again.
+			putReadBuf(r.buf)
+			r.buf = nil
+			return false
 		}
 	}
 	return r
 }
 
-// read waits for bytes and returns them, valid until the next read or
-// adapt; io.EOF when the peer closed its side.
-func (r *streamReader) read() ([]byte, error) {
+// run reads until handle says stop (nil), the peer closes its side
+// (io.EOF) or a read fails (a deadline passed, the connection closed).
+// After a deadline it may be called again.
+func (r *streamReader) run() error {
+	r.stop, r.err = false, nil
 	if r.rc == nil {
-		if r.buf == nil {
-			r.buf = getReadBuf(r.size)
+		for {
+			if r.buf == nil {
+				r.buf = getReadBuf(r.size)
+			}
+			n, err := r.conn.Read(*r.buf)
+			if n > 0 {
+				if !r.handle((*r.buf)[:n]) {
+					return nil
+				}
+				r.adapt(n)
+			}
+			if err != nil {
+				return err
+			}
 		}
-		n, err := r.conn.Read(*r.buf)
-		return (*r.buf)[:n], err
 	}
-	if err := r.rc.Read(r.fn); err != nil {
-		return nil, err
+	for {
+		if err := r.rc.Read(r.fn); err != nil {
+			return err
+		}
+		runtime.KeepAlive(r)
+		if r.stop {
+			return nil
+		}
+		if r.err != nil {
+			return r.err
+		}
 	}
-	runtime.KeepAlive(r)
-	if r.err != nil {
-		return nil, r.err
-	}
-	if r.n == 0 {
-		return nil, io.EOF
-	}
-	return (*r.buf)[:r.n], nil
 }
 
 // adapt sizes the next read's buffer after a read of n bytes.

@@ -96,23 +96,21 @@ func TestStreamReaderLends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newStreamReader(c, rc)
 	want := make([]byte, 3*readBuf)
 	for i := range want {
 		want[i] = byte(i % 251)
 	}
+	var got []byte
+	r := newStreamReader(c, rc, func(b []byte) bool {
+		got = append(got, b...)
+		return len(got) < len(want)
+	})
 	if _, err := snd.Write(want); err != nil {
 		t.Fatal(err)
 	}
-	var got []byte
-	for len(got) < len(want) {
-		c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		b, err := r.read()
-		if err != nil {
-			t.Fatalf("after %d bytes: %v", len(got), err)
-		}
-		got = append(got, b...)
-		r.adapt(len(b))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := r.run(); err != nil {
+		t.Fatalf("after %d bytes: %v", len(got), err)
 	}
 	if string(got) != string(want) {
 		t.Fatal("bytes differ from those written")
@@ -121,7 +119,7 @@ func TestStreamReaderLends(t *testing.T) {
 		t.Errorf("buffer of %d bytes after reads of %d waiting bytes", r.size, len(want))
 	}
 	c.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
-	if _, err := r.read(); !isTimeout(err) {
+	if err := r.run(); !isTimeout(err) {
 		t.Errorf("read past its deadline: %v, want a timeout", err)
 	}
 	if r.buf != nil {
@@ -129,8 +127,56 @@ func TestStreamReaderLends(t *testing.T) {
 	}
 	snd.Close()
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := r.read(); err != io.EOF {
+	if err := r.run(); err != io.EOF {
 		t.Errorf("after the peer closed: %v, want EOF", err)
 	}
 	r.release()
+}
+
+// TestStreamReaderNoLostWakeup: bytes that arrive while the reader handles
+// a short read, after that read and before it parks, wake it: it parks
+// without reading the empty socket again, and must not sleep through
+// them (here until the deadline).
+func TestStreamReaderNoLostWakeup(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	snd, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rc, err := c.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 200
+	reads, got := 0, 0
+	r := newStreamReader(c, rc, func(b []byte) bool {
+		reads++
+		got += len(b)
+		if got < rounds*10 && got%10 == 0 {
+			// The next bytes arrive between this read and the park.
+			if _, err := snd.Write(make([]byte, 10)); err != nil {
+				t.Error(err)
+				return false
+			}
+		}
+		return got < rounds*10
+	})
+	defer r.release()
+	if _, err := snd.Write(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if err := r.run(); err != nil {
+		t.Fatalf("after %d of %d bytes in %d reads: %v", got, rounds*10, reads, err)
+	}
 }
