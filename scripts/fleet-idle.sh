@@ -46,7 +46,7 @@ start_server() {
 	fi
 	pid=$!
 	for _ in $(seq 50); do
-		line=$(grep -m1 '^listening' "$log" || true)
+		line=$(grep -m1 '^listening' "$log" 2>/dev/null || true)
 		[[ -n $line ]] && break
 		sleep 0.1
 	done
