@@ -69,6 +69,10 @@ type sioStats struct {
 	Delivered   int64            `json:"delivered"`
 	Refused     map[string]int   `json:"refused"`
 	Disconnects map[string]int64 `json:"disconnects"`
+	DMs         int64            `json:"dms"`
+	DMDelivered int64            `json:"dmDelivered"`
+	DMUnknown   int64            `json:"dmUnknown"`
+	DMPairs     map[string]int64 `json:"dmPairs"`
 }
 
 func sioGet(t *testing.T, port int, path string) sioStats {
@@ -193,4 +197,103 @@ func TestSocketIO(t *testing.T) {
 		}
 		t.Logf("without the pong reaction: the app's disconnects %v, the fleet's %v", app.Disconnects, res.sum.Disconnects)
 	})
+	t.Run("direct messages", func(t *testing.T) { sioDirect(t, node, port) })
+}
+
+// sioDMProfile is the built-in socketio profile with the app's direct
+// message as a kind sent and delivered, and identity.server_peers placing
+// the peer's socket id in it.
+func sioDMProfile(t *testing.T) string {
+	t.Helper()
+	data, ok := profile.BuiltinFile("socketio")
+	if !ok {
+		t.Fatal("no built-in socketio profile")
+	}
+	doc := string(data)
+	for _, r := range [][2]string{
+		{"    - {name: ack, match: {regexp: '^43'}}                        # an ack of a server event\n",
+			"    - {name: dm, match: {regexp: '^42\\d*\\[\"dm\"'}}\n    - {name: ack, match: {regexp: '^43'}}\n"},
+		{"    - {name: event, match: {regexp: '^42'}}", "    - {name: dm, match: {regexp: '^42\\[\"dm\"'}}\n    - {name: event, match: {regexp: '^42'}}"},
+		{"sends: [chat]", "sends: [chat, dm]"},
+		{"delivery: [chat]", "delivery: [chat, dm]"},
+		{"  # server_peers: {kind: dm,", "  server_peers: {kind: dm,"},
+	} {
+		if !strings.Contains(doc, r[0]) {
+			t.Fatalf("the socketio profile lacks %q", r[0])
+		}
+		doc = strings.Replace(doc, r[0], r[1], 1)
+	}
+	path := filepath.Join(t.TempDir(), "socketio-dm.yaml")
+	if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// sioDirect: a recorded client that sends direct messages to a peer's
+// socket id (named by the join's ack) replays so that each client's
+// messages reach the room-mate standing in for that peer, by the socket
+// id the app issued the mate in this run: every direct message the fleet
+// sends reaches a socket, the one the fleet's peer mapping names, and the
+// fleet receives what the app delivered.
+func sioDirect(t *testing.T, node string, port int) {
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	sioGet(t, port, "/reset")
+	peer := testproc.Start(t, node, filepath.Join(sioDir, "client.js"), strconv.Itoa(port), "rec-peer-01", "lobby", "0")
+	peer.StopSignal = os.Interrupt
+	for deadline := time.Now().Add(20 * time.Second); sioGet(t, port, "/stats").Joins < 1; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the recorded client's peer never joined")
+		}
+	}
+	capPath := recordThrough(t, target, node, filepath.Join(sioDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20", "dm")
+	if err := peer.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if rec := settledStats(t, port); rec.DMDelivered != 10 || rec.DMPairs["rec-user-01>rec-peer-01"] != 10 {
+		t.Fatalf("recording: the app delivered %d direct messages %v, want 10 to rec-peer-01", rec.DMDelivered, rec.DMPairs)
+	}
+	prof := sioDMProfile(t)
+	insp := inspectProfile(t, prof, capPath)
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	if !strings.Contains(insp, "dm 10") || loop == nil {
+		t.Fatalf("inspect --profile lacks dm 10 or a loop:\n%s", insp)
+	}
+	const clients, roomSize = 40, 10
+	sioGet(t, port, "/reset")
+	// At speed 0.25 the first direct message is due 2 s after a client's
+	// login, long after its room-mates' (the ramp takes 0.2 s).
+	res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
+		"--clients", strconv.Itoa(clients), "--senders", strconv.Itoa(clients), "--room-size", strconv.Itoa(roomSize), "--speed", "0.25", "--loop", loop[1],
+		"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "8s", "--drain-deliveries", "10s")
+	mustOK(t, res)
+	s := res.sum
+	app := settledStats(t, port)
+	if s.LoginsSucceeded != clients || len(s.Disconnects) != 0 || s.FramesSent["dm"] == 0 {
+		t.Fatalf("logins %d disconnects %v frames %v\n%s", s.LoginsSucceeded, s.Disconnects, s.FramesSent, res.stdout)
+	}
+	// Each client's one recorded peer is its room's next member (the
+	// fleet's peer mapping, as for identity.peers).
+	var right int64
+	for pair, n := range app.DMPairs {
+		from, to, _ := strings.Cut(pair, ">")
+		var i int
+		if _, err := fmt.Sscanf(from, "replay-%d", &i); err != nil {
+			t.Fatalf("direct message from %q", from)
+		}
+		lo := i / roomSize * roomSize
+		if want := fmt.Sprintf("replay-%d", lo+(i-lo+1)%roomSize); to != want {
+			t.Errorf("%d direct messages from %s reached %s, want %s", n, from, to, want)
+			continue
+		}
+		right += n
+	}
+	if app.DMs != s.FramesSent["dm"] || app.DMUnknown != 0 || right != app.DMDelivered || app.DMDelivered != app.DMs {
+		t.Errorf("the fleet sent %d direct messages; the app got %d, delivered %d (%d to the right mate), %d to no socket", s.FramesSent["dm"], app.DMs, app.DMDelivered, right, app.DMUnknown)
+	}
+	if sent, recv := app.Chats+app.DMs, app.Delivered+app.DMDelivered; !within(float64(sent), float64(s.MessagesSent), 1) || !within(float64(recv), float64(s.MessagesReceived), 1) {
+		t.Errorf("the app got %d chats and direct messages and delivered %d; the fleet sent %d received %d (want within 1%%)", sent, recv, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("socket.io direct messages: fleet sent %d (%d direct) received %d; the app got %d chats + %d direct, delivered %d + %d (%d to the right mate, %d to no socket)",
+		s.MessagesSent, s.FramesSent["dm"], s.MessagesReceived, app.Chats, app.DMs, app.Delivered, app.DMDelivered, right, app.DMUnknown)
 }

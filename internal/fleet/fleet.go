@@ -98,6 +98,11 @@ type Fleet struct {
 	notReprise atomic.Pointer[[]byte]
 	// closeLogs counts the server close reasons logged (maxCloseLogs).
 	closeLogs atomic.Int64
+	// serverIDs are the ids the server issued the clients, by index,
+	// shared so that a client can address a room-mate by its own
+	// (profile identity.server_id); created with the first client.
+	serverIDs     *profile.ServerIDs
+	serverIDsOnce sync.Once
 	// startLate is how long after the common start this process began;
 	// cpu0 the host's CPU times then (cpuErr if unreadable).
 	startLate time.Duration
@@ -634,6 +639,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 		Peers:       cfg.peers(i, others),
 		PeerIndexes: cfg.peerIndexes(i, others),
 		Steps:       plan.Frames(),
+		ServerIDs:   f.sharedServerIDs(),
 	}
 	if cfg.AuthSecret != "" {
 		id.Auth = auth.Sign([]byte(cfg.AuthSecret), id.User, time.Now().Add(24*time.Hour+cfg.Duration))
@@ -652,6 +658,13 @@ func (f *Fleet) newClient(i int) (*client, error) {
 		c.wsKey = profile.NewWSKey()
 	}
 	return c, nil
+}
+
+// sharedServerIDs is the fleet's table of server-issued ids (8 bytes a
+// client), made on first use.
+func (f *Fleet) sharedServerIDs() *profile.ServerIDs {
+	f.serverIDsOnce.Do(func() { f.serverIDs = profile.NewServerIDs(f.cfg.Clients) })
+	return f.serverIDs
 }
 
 // closedBy is a connection the server closed without a reason.

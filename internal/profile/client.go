@@ -13,7 +13,7 @@ import (
 // NewClient implements Player.
 func (s *Script) NewClient(id Identity) (Client, error) {
 	c := &client{s: s, vals: make([]atomic.Pointer[[]byte], len(s.corrs)), index: id.Index, clients: id.Clients,
-		fresh: make([]atomic.Int64, len(s.p.fresh))}
+		fresh: make([]atomic.Int64, len(s.p.fresh)), serverIDs: id.ServerIDs, peerIdx: id.PeerIndexes}
 	subs, err := s.subs(id)
 	if err != nil {
 		return nil, err
@@ -216,6 +216,10 @@ type client struct {
 	// fresh are the fresh fields' counters (the sender's, and the
 	// reader's while it sends the later login steps).
 	fresh []atomic.Int64
+	// serverIDs are the fleet's server-issued ids; peerIdx the fleet
+	// indexes of the mates standing in for the recorded peers.
+	serverIDs *ServerIDs
+	peerIdx   []int
 
 	// Owned by the reader.
 	rest     []byte
@@ -243,6 +247,9 @@ func (c *client) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
 			continue
 		}
 		dst = c.substitute(dst, start, c.s.corrs[k], *v)
+	}
+	if len(st.peers) > 0 {
+		dst = c.putServerPeers(dst, start, st.peers)
 	}
 	for _, k := range st.fresh {
 		dst = c.freshen(dst, start, k)
@@ -354,6 +361,7 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 			if cur := c.vals[i].Load(); cur == nil || !bytes.Equal(*cur, v) {
 				cp := append([]byte(nil), v...)
 				c.vals[i].Store(&cp)
+				c.publishServerID(i, cp)
 			}
 		}
 	}

@@ -176,6 +176,8 @@ func TestConversationSpecErrors(t *testing.T) {
 		{"steps beside send", base + "login: {send: [hi], steps: [{send: [hi]}]}\n", "login.steps"},
 		{"step sends a server kind", base + "login: {steps: [{send: [ping]}]}\n", "login.steps[0].send[0]"},
 		{"step name twice", base + "login: {steps: [{name: a}, {name: a}]}\n", "login.steps[1].name"},
+		{"server id not a correlation", base + "identity: {server_id: sid}\n", "identity.server_id"},
+		{"server peers without a server id", base + "identity: {server_peers: {regexp: \"to=(\\\\w+)\"}}\n", "identity.server_peers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,6 +390,72 @@ func TestDocsConversationExamples(t *testing.T) {
 			t.Fatalf("sent %q, want %q", b, want)
 		}
 	})
+}
+
+// TestServerPeers runs the docs' example of peers the server names: a
+// client's direct message to the recorded peer's server id carries its
+// room-mate's current one once the mate has it, the recorded one until
+// then; the recorded client's own id is no peer.
+func TestServerPeers(t *testing.T) {
+	doc := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n" +
+		"  client: [{name: hello, match: {prefix: HELLO}}, {name: direct, match: {prefix: \"{\"}}]\n" +
+		"  server: [{name: connected, match: {prefix: \"40\"}}]\n" + docBlock(t, "correlation:\n  - {name: sid")
+	sp, err := ParseSpec("p.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := Recording{
+		Client: []Segment{
+			{at(1), []byte("HELLO ann\n")},
+			{at(2), []byte(`{"to":"S0bob","text":"hi"}` + "\n")},
+			{at(3), []byte(`{"to":"S0own","text":"me"}` + "\n")},
+			{at(4), []byte(`{"to":"S0cat","text":"hi"}` + "\n")},
+		},
+		Server: []Segment{{at(0), []byte(`40{"sid":"S0own"}` + "\n")}},
+	}
+	s, err := p.Compile(p.Messages(rec), ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, others := s.Recorded(); others != 2 {
+		t.Fatalf("others %d, want 2 (S0bob, S0cat; S0own is the client's own)", others)
+	}
+	ids := NewServerIDs(3)
+	newClient := func(i int, peers ...int) Client {
+		c, err := s.NewClient(Identity{Index: i, Clients: 3, User: "c", PeerIndexes: peers, ServerIDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	a, b, c := newClient(0, 1, 2), newClient(1, 2, 0), newClient(2, 0, 1)
+	sends := func(cl Client) string {
+		var out []string
+		for _, i := range []int{1, 3} {
+			m, _ := cl.AppendStep(nil, i, 0)
+			out = append(out, strings.TrimSuffix(string(m), "\n"))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := sends(a), `{"to":"S0bob","text":"hi"} {"to":"S0cat","text":"hi"}`; got != want {
+		t.Errorf("before any mate has an id: %s, want %s", got, want)
+	}
+	feed(t, b, `40{"sid":"today-b-longer"}`+"\n")
+	feed(t, c, `40{"sid":"tc"}`+"\n")
+	if got, want := sends(a), `{"to":"today-b-longer","text":"hi"} {"to":"tc","text":"hi"}`; got != want {
+		t.Errorf("a: %s, want %s", got, want)
+	}
+	if got, want := sends(b), `{"to":"tc","text":"hi"} {"to":"S0cat","text":"hi"}`; got != want {
+		t.Errorf("b (its second mate, a, has no id yet): %s, want %s", got, want)
+	}
+	feed(t, c, `40{"sid":"tc2"}`+"\n") // a new id replaces the old
+	if got, want := sends(a), `{"to":"today-b-longer","text":"hi"} {"to":"tc2","text":"hi"}`; got != want {
+		t.Errorf("a after c's new id: %s, want %s", got, want)
+	}
 }
 
 func TestInspectWalksLoginSteps(t *testing.T) {

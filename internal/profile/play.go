@@ -50,6 +50,9 @@ type Identity struct {
 	// PeerIndexes are the peers' indexes in the fleet (an index past it
 	// stands for a user who is not there), for ids derived from an index.
 	PeerIndexes []int
+	// ServerIDs are the ids the server issued the fleet's clients (shared
+	// by all; nil: peers' server ids are not mapped).
+	ServerIDs *ServerIDs
 	// Auth is a login token to put in the login, when the protocol has one.
 	Auth []byte
 	// Steps is how many script steps the client can ever play (a prefix:

@@ -231,8 +231,13 @@ func (f *fieldRule) take(b []byte, k int) []byte {
 }
 
 type identityRule struct {
-	user, room   *fieldRule
-	peers        *fieldRule
+	user, room *fieldRule
+	peers      *fieldRule
+	// serverID is 1 + the index of the correlation holding the
+	// client's server-issued id, 0 for none; serverPeers places peers'
+	// server ids.
+	serverID     int
+	serverPeers  *fieldRule
 	format       string
 	lengthBefore int
 	little       bool
@@ -742,6 +747,9 @@ func (s *Spec) compileIdentity(p *Profile) error {
 			return bad("identity.peers", "peers are found in the messages: give a regexp, or kind with offset and length")
 		}
 	}
+	if err := p.compileServerIDs(id); err != nil {
+		return err
+	}
 	if id.Format != "" {
 		if strings.Count(id.Format, "%") != 1 || !idVerb.MatchString(id.Format) {
 			return bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format)
@@ -765,3 +773,33 @@ func (s *Spec) compileIdentity(p *Profile) error {
 }
 
 var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
+
+// compileServerIDs compiles identity.server_id and identity.server_peers
+// (after the correlations, which server_id names).
+func (p *Profile) compileServerIDs(id IdentitySpec) error {
+	if id.ServerID != "" {
+		for i, c := range p.corrs {
+			if c.name == id.ServerID {
+				p.identity.serverID = i + 1
+			}
+		}
+		if p.identity.serverID == 0 {
+			return bad("identity.server_id", "%q is not a correlation's name: the client's server id is a value the server hands out (correlation)", id.ServerID)
+		}
+	}
+	if id.ServerPeers == nil {
+		return nil
+	}
+	if p.identity.serverID == 0 {
+		return bad("identity.server_peers", "peers' server ids need identity.server_id: the correlation each client's own arrives in")
+	}
+	f, err := p.compileField("identity.server_peers", id.ServerPeers, false)
+	if err != nil {
+		return err
+	}
+	if f.value != nil {
+		return bad("identity.server_peers", "peers are found in the messages: give a regexp, or kind with offset and length")
+	}
+	p.identity.serverPeers = f
+	return nil
+}

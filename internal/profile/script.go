@@ -33,11 +33,14 @@ type Script struct {
 	corrs [][]byte
 	// others are the recorded ids of other users (identity.peers), in
 	// the order they first appear.
-	others    [][]byte
-	upgrade   []byte
-	notes     []string
-	templates int
-	wsText    bool
+	others [][]byte
+	// serverOthers are the recorded server-issued ids of other clients
+	// (identity.server_peers), in the order they first appear.
+	serverOthers [][]byte
+	upgrade      []byte
+	notes        []string
+	templates    int
+	wsText       bool
 	// client are the recorded client messages the script is cut from
 	// (less the reactions' answers): script indexes point into them.
 	client []Message
@@ -60,6 +63,8 @@ type step struct {
 	stamp int
 	// fresh lists the fresh fields it carries.
 	fresh []int
+	// peers lists the recorded peers' server ids it carries.
+	peers []int
 }
 
 // Compile builds a script from a recording cut into messages.
@@ -126,6 +131,7 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	s.tl = tl
 	s.findRecorded(kept, m.Server, opts)
 	s.findCorrelations(m.Server)
+	s.findServerPeers(kept)
 	for _, c := range kept {
 		s.msgs = append(s.msgs, s.step(c))
 	}
@@ -362,6 +368,7 @@ func (s *Script) step(m Message) step {
 			st.template = true
 		}
 	}
+	st.peers = s.serverPeersIn(m.Bytes)
 	for i := range s.p.fresh {
 		if s.p.fresh[i].applies(m.Bytes, m.Kind) {
 			st.fresh = append(st.fresh, i)
@@ -427,7 +434,7 @@ func (s *Script) Notes() []string { return s.notes }
 
 // Recorded implements Player.
 func (s *Script) Recorded() (string, string, int) {
-	return string(s.user), string(s.room), len(s.others)
+	return string(s.user), string(s.room), max(len(s.others), len(s.serverOthers))
 }
 
 // Step is script message i's recorded bytes and kind (for inspect).

@@ -241,6 +241,14 @@ type IdentitySpec struct {
 	// target): each distinct recorded one is mapped onto another client
 	// of the same room.
 	Peers *FieldSpec `yaml:"peers"`
+	// ServerID names the correlation holding the id the server issued
+	// this client (a socket.io socket id): published to the fleet when it
+	// arrives, so that room-mates can address this client by it.
+	ServerID string `yaml:"server_id"`
+	// ServerPeers places other clients' server-issued ids in client
+	// messages (a direct message's target): the k-th distinct recorded
+	// one is room-mate k's current server id, as with Peers.
+	ServerPeers *FieldSpec `yaml:"server_peers"`
 }
 
 // FreshSpec is a field every send must carry a new value in (a request

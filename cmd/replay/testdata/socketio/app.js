@@ -1,9 +1,13 @@
 // A socket.io 4.x room app for cmd/replay's real-server tests, using only
 // the library's documented API. A client sends its user id in the
 // handshake's auth ({user}); ids starting with "banned" are refused with
-// connect_error "not authorized". "join" (with an ack) puts the socket in
-// a room; "chat" goes to the room's other sockets. GET /stats answers the
-// app's own counters; GET /reset zeroes them.
+// connect_error "not authorized". "join" (with an ack naming the room's
+// other sockets by id: {ok, room, peers}) puts the socket in a room;
+// "chat" goes to the room's other sockets; "dm" ({to: a socket id, ...})
+// goes to that one socket, through the room of its id every socket is
+// in, and is counted by sender and receiver user ("a>b"), or as unknown
+// when no socket has that id. GET /stats answers the app's own counters;
+// GET /reset zeroes them.
 //
 //   node app.js PORT [PING_INTERVAL_MS PING_TIMEOUT_MS]
 "use strict";
@@ -16,7 +20,8 @@ const pingTimeout = Number(process.argv[4] || 20000);
 
 let stats;
 function reset() {
-  stats = { connected: 0, peak: 0, users: new Set(), joins: 0, chats: 0, delivered: 0, refused: {}, disconnects: {} };
+  stats = { connected: 0, peak: 0, users: new Set(), joins: 0, chats: 0, delivered: 0, refused: {}, disconnects: {},
+    dms: 0, dmDelivered: 0, dmUnknown: 0, dmPairs: {} };
 }
 reset();
 
@@ -57,7 +62,20 @@ io.on("connection", (socket) => {
     room = r;
     socket.join(r);
     stats.joins++;
-    if (typeof ack === "function") ack({ ok: true, room: r });
+    const peers = [...(io.sockets.adapter.rooms.get(r) || [])].filter((id) => id !== socket.id);
+    if (typeof ack === "function") ack({ ok: true, room: r, peers });
+  });
+  socket.on("dm", (msg) => {
+    stats.dms++;
+    const target = msg && typeof msg.to === "string" ? io.sockets.sockets.get(msg.to) : undefined;
+    if (target === undefined) {
+      stats.dmUnknown++;
+      return;
+    }
+    stats.dmDelivered++;
+    const pair = `${socket.handshake.auth.user}>${target.handshake.auth.user}`;
+    stats.dmPairs[pair] = (stats.dmPairs[pair] || 0) + 1;
+    io.to(msg.to).emit("dm", msg);
   });
   socket.on("chat", (msg) => {
     stats.chats++;

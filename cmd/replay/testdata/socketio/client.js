@@ -1,22 +1,33 @@
 // A socket.io-client session for cmd/replay's tests to record: connect
 // over WebSocket with {user} in the handshake's auth, join ROOM (with an
 // ack), send N chat events 50 ms apart ({text, ts: ""}: ts is where a
-// replay puts its latency stamp), then disconnect.
+// replay puts its latency stamp), then disconnect. With DM, from the
+// N/2-th chat on each chat is followed by a "dm" to the first peer the
+// join's ack named ({to: its socket id, text, ts: ""}). With N 0 it joins
+// and stays, a peer for another client to address, until killed.
 //
-//   node client.js PORT USER ROOM N
+//   node client.js PORT USER ROOM N [dm]
 "use strict";
 const { io } = require("socket.io-client");
 
-const [port, user, room, n] = [process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5] || 20)];
+const [port, user, room, n, mode] = [process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5] || 20), process.argv[6]];
 const socket = io(`http://127.0.0.1:${port}`, { transports: ["websocket"], auth: { user }, reconnection: false });
 const fail = setTimeout(() => { console.error("timed out"); process.exit(1); }, 20000);
 
 socket.on("connect_error", (err) => { console.error("connect_error:", err.message); process.exit(1); });
 socket.on("connect", () => {
-  socket.emit("join", room, () => {
+  socket.emit("join", room, (ack) => {
+    if (n === 0) {
+      clearTimeout(fail);
+      console.log(`joined ${room} as ${socket.id}`);
+      return;
+    }
+    const peer = mode === "dm" && ack && ack.peers && ack.peers[0];
+    if (mode === "dm" && !peer) { console.error("dm: the join's ack names no peer"); process.exit(1); }
     let i = 0;
     const tick = setInterval(() => {
       socket.emit("chat", { text: `hello ${i} from ${user}`, ts: "" });
+      if (peer && i >= n / 2) socket.emit("dm", { to: peer, text: `psst ${i} from ${user}`, ts: "" });
       if (++i >= n) {
         clearInterval(tick);
         setTimeout(() => socket.disconnect(), 200);
@@ -25,3 +36,4 @@ socket.on("connect", () => {
   });
 });
 socket.on("disconnect", () => { clearTimeout(fail); process.exit(0); });
+process.on("SIGINT", () => process.exit(0));
