@@ -653,7 +653,7 @@ func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
 	}
 	switch {
 	case errors.Is(err, io.EOF):
-		return c.f.closedBy()
+		return c.closedBy()
 	case errors.Is(err, syscall.ECONNRESET):
 		return disconnectBy(DisconnectReset)
 	case errors.Is(err, net.ErrClosed):

@@ -667,6 +667,15 @@ func (f *Fleet) sharedServerIDs() *profile.ServerIDs {
 	return f.serverIDs
 }
 
+// closedBy is why the server closed the client's connection without a
+// reason: an expected message it left unanswered, if any.
+func (c *client) closedBy() Disconnect {
+	if k := c.pc.Unanswered(); k != "" {
+		return Disconnect{code: DisconnectNoReply, said: k}
+	}
+	return c.f.closedBy()
+}
+
 // closedBy is a connection the server closed without a reason.
 func (f *Fleet) closedBy() Disconnect {
 	if f.isReprise() {

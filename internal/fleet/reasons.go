@@ -106,6 +106,9 @@ const (
 	DisconnectProtocolError
 	DisconnectServerError // said: the server's reason, from the profile
 	DisconnectClosedWS    // a WebSocket close with a code
+	// DisconnectNoReply: closed without a reason while a server message
+	// the profile expects answered had none; said: its kind.
+	DisconnectNoReply
 )
 
 var disconnectNames = [...]string{
@@ -114,7 +117,7 @@ var disconnectNames = [...]string{
 	DisconnectWriteError: "write_error", DisconnectWriteTimeout: "write_timeout",
 	DisconnectReadError: "read_error", DisconnectBacklogFull: "send_backlog_full",
 	DisconnectProtocolError: reasonProtocol, DisconnectServerError: "server_error",
-	DisconnectClosedWS: "ws",
+	DisconnectClosedWS: "ws", DisconnectNoReply: "no_reply",
 }
 
 // Code is the disconnect's kind.
@@ -128,6 +131,8 @@ func (d Disconnect) String() string {
 		}
 	case DisconnectClosedWS:
 		return wsLabel(d.ws)
+	case DisconnectNoReply:
+		return "no_reply_" + d.said
 	}
 	return disconnectNames[d.code]
 }

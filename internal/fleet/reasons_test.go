@@ -34,6 +34,7 @@ func TestReasonLabels(t *testing.T) {
 		{Disconnect{code: DisconnectClosedWS, ws: 4000}, "ws_4000"},
 		{Disconnect{code: DisconnectClosedWS, ws: 999}, "ws_invalid"},
 		{Disconnect{code: DisconnectClosedWS, ws: 60000}, "ws_invalid"},
+		{Disconnect{code: DisconnectNoReply, said: "ping"}, "no_reply_ping"},
 	}
 	for _, tt := range disconnects {
 		if got := tt.d.String(); got != tt.want {
@@ -46,7 +47,7 @@ func TestReasonLabels(t *testing.T) {
 			t.Errorf("login code %d has no name", c)
 		}
 	}
-	for c := DisconnectNone; c <= DisconnectClosedWS; c++ {
+	for c := DisconnectNone; c <= DisconnectNoReply; c++ {
 		if disconnectNames[c] == "" {
 			t.Errorf("disconnect code %d has no name", c)
 		}

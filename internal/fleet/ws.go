@@ -152,7 +152,7 @@ const maxCloseLogs = 20
 // client (ws_<code>, or closed by the server when it gave no code); its
 // reason text goes to the log, a bounded number of times.
 func (c *client) wsClose(wc *wsClosed) (LoginResult, Disconnect) {
-	login, reason := loginFail(LoginClosedByServer), c.f.closedBy()
+	login, reason := loginFail(LoginClosedByServer), c.closedBy()
 	if wc.code != 0 {
 		login, reason = LoginResult{code: LoginClosedWS, ws: wc.code}, Disconnect{code: DisconnectClosedWS, ws: wc.code}
 	}

@@ -220,6 +220,10 @@ type client struct {
 	// indexes of the mates standing in for the recorded peers.
 	serverIDs *ServerIDs
 	peerIdx   []int
+	// unanswered is 1 + the index of the expect whose server message
+	// waits for its answer, 0 for none (set by the reader, cleared by
+	// whoever sends the answer).
+	unanswered atomic.Int32
 
 	// Owned by the reader.
 	rest     []byte
@@ -257,6 +261,9 @@ func (c *client) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
 	if st.stamp >= 0 {
 		c.s.p.writeStamp(dst[start:], now)
 	}
+	if len(c.s.p.expects) > 0 {
+		c.answered(st.kind)
+	}
 	return dst, st.kind
 }
 
@@ -281,6 +288,9 @@ func (c *client) substitute(dst []byte, start int, old, v []byte) []byte {
 
 // AppendHeartbeat implements Client.
 func (c *client) AppendHeartbeat(dst []byte, now int64) []byte {
+	if len(c.s.p.expects) > 0 && len(c.s.p.heartbeat) > 0 {
+		c.answered(c.s.p.HeartbeatKind())
+	}
 	return append(dst, c.s.p.heartbeat...)
 }
 
@@ -372,6 +382,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 			ev.Error = reason
 		}
 		return
+	}
+	if len(p.expects) > 0 {
+		c.expectArrived(k)
 	}
 	c.react(m, k, ev)
 	if !c.loggedIn {

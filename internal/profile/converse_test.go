@@ -458,6 +458,55 @@ func TestServerPeers(t *testing.T) {
 	}
 }
 
+// TestExpects runs the docs' example: a ping waits for its pong, which a
+// reaction, a step or a heartbeat may send; Unanswered names it until
+// then.
+func TestExpects(t *testing.T) {
+	head := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n" +
+		"  client: [{name: hello, match: {prefix: HELLO}}, {name: pong, match: {prefix: PONG}}, {name: chat, match: {prefix: CHAT}}]\n" +
+		"  server: [{name: ping, match: {prefix: PING}}, {name: news, match: {prefix: NEWS}}]\n"
+	tests := []struct {
+		name, extra string
+		server      []string
+		sendStep    int // a script step sent after the feeds, -1 none
+		want        string
+	}{
+		{"nothing arrived", "", nil, -1, ""},
+		{"a ping waits", "", []string{"PING\n"}, -1, "ping"},
+		{"another message does not answer it", "", []string{"PING\n", "NEWS\n"}, 2, "ping"},
+		{"a recorded pong answers it", "", []string{"PING\n"}, 1, ""},
+		{"a reaction answers it", "reactions: [{on: ping, send: {text: \"PONG\\n\"}}]\n", []string{"PING\n"}, -1, ""},
+		{"a ping after the answer waits again", "", []string{"PING\n", "PING\n"}, -1, "ping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := conversationDoc(t, head+tt.extra+docBlock(t, "expects:"), "HELLO\n", "PONG\n", "CHAT hi\n")
+			c, err := s.NewClient(Identity{Index: 0, Clients: 1, User: "u"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range tt.server {
+				feed(t, c, m)
+			}
+			if tt.sendStep >= 0 {
+				c.AppendStep(nil, tt.sendStep, 0)
+			}
+			if got := c.Unanswered(); got != tt.want {
+				t.Errorf("unanswered %q, want %q", got, tt.want)
+			}
+		})
+	}
+	base := head + "expects: "
+	for _, bad := range []struct{ doc, want string }{
+		{base + "[{on: pong, answer: pong}]\n", "expects[0].on"},
+		{base + "[{on: ping, answer: ping}]\n", "expects[0].answer"},
+	} {
+		if _, err := ParseSpec("p.yaml", []byte(bad.doc)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: error %v, want %q", bad.doc, err, bad.want)
+		}
+	}
+}
+
 func TestInspectWalksLoginSteps(t *testing.T) {
 	p, err := Lookup("testdata/chat-steps.yaml")
 	if err != nil {

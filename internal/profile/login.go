@@ -179,6 +179,7 @@ func (c *client) appendSend(dst []byte, sd *stageSend, now int64) ([]byte, int) 
 	if k < 0 {
 		k = c.s.p.ClientKind(dst[start:])
 	}
+	c.answered(k)
 	return dst, k
 }
 

@@ -83,6 +83,10 @@ type Client interface {
 	AppendHeartbeat(dst []byte, now int64) []byte
 	// AppendLeave appends the goodbye (nothing when there is none).
 	AppendLeave(dst []byte) []byte
+	// Unanswered names the server kind (a profile's expects) that waited
+	// for the client's answer when asked, "" for none: why a server that
+	// said nothing closed the connection, as far as the wire shows.
+	Unanswered() string
 	// Feed takes bytes from the server (a stream read, one datagram, or
 	// one WebSocket message) received at now (Unix ns) and adds what
 	// they meant to ev.

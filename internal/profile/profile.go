@@ -79,6 +79,7 @@ type Profile struct {
 	reactOn [][]int
 	reactAs map[int]bool
 	fresh   []freshRule
+	expects []expectRule
 
 	hooks  hooks
 	labels labelSet
@@ -341,6 +342,9 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, err
 	}
 	if err := s.compileFresh(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileExpects(p); err != nil {
 		return nil, err
 	}
 	if err := s.compileIdentity(p); err != nil {

@@ -206,6 +206,7 @@ func (c *client) react(m []byte, k int, ev *Events) {
 		if kind < 0 {
 			kind = p.ClientKind(ev.Reply[start:])
 		}
+		c.answered(kind)
 		ev.Replies = append(ev.Replies, Reply{End: len(ev.Reply), Kind: kind})
 	}
 }

@@ -161,6 +161,9 @@ func (c *repriseClient) AppendHeartbeat(dst []byte, now int64) []byte {
 	return wire.AppendHeartbeat(c.datagram(dst), now)
 }
 
+// Unanswered implements Client: the relay says why it closes.
+func (c *repriseClient) Unanswered() string { return "" }
+
 // AppendLeave implements Client.
 func (c *repriseClient) AppendLeave(dst []byte) []byte {
 	return wire.AppendLeave(c.datagram(dst))

@@ -34,6 +34,17 @@ type Spec struct {
 	Reactions []ReactionSpec `yaml:"reactions"`
 	// Fresh are fields rewritten with a new value at every send.
 	Fresh []FreshSpec `yaml:"fresh"`
+	// Expects are server kinds the server wants answered, each with the
+	// client kind that answers: a close without a reason while one is
+	// unanswered is labelled no_reply_<kind>.
+	Expects []ExpectSpec `yaml:"expects"`
+}
+
+// ExpectSpec is a server kind the server wants answered (On) and the
+// client kind that answers it (Answer).
+type ExpectSpec struct {
+	On     string `yaml:"on"`
+	Answer string `yaml:"answer"`
 }
 
 // FramingSpec says how a stream (or a WebSocket message) splits into
