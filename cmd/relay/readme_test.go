@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/reprise-harness/reprise/internal/testproc"
@@ -15,20 +13,7 @@ import (
 // checked when set) and names a real command. --help stops it there, so
 // nothing listens.
 func TestDocExamples(t *testing.T) {
-	docs, err := filepath.Glob("../../docs/*.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, doc := range append(docs, "../../README.md", "../../captures/README.md") {
-		for _, args := range testproc.DocCommands(t, doc, "relay") {
-			n++
-			if err := run(context.Background(), append(args, "--help"), io.Discard, io.Discard); err != nil {
-				t.Errorf("%s: relay %s: %v", filepath.Base(doc), strings.Join(args, " "), err)
-			}
-		}
-	}
-	if n < 2 {
-		t.Fatalf("found %d relay examples in the docs; the extraction is broken", n)
-	}
+	testproc.CheckDocExamples(t, "relay", func(args []string) error {
+		return run(context.Background(), append(args, "--help"), io.Discard, io.Discard)
+	})
 }

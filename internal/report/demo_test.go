@@ -18,14 +18,7 @@ import (
 // is who was logged in just before.
 func TestDemoHeadlineMatchesSeries(t *testing.T) {
 	dir := filepath.Join("testdata", "demo")
-	var sum Summary
-	js, err := os.ReadFile(filepath.Join(dir, SummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js, &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := readDemoSummary(t)
 	if err := VerifyHeadline(dir, sum); err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +71,7 @@ func TestVerifyHeadlineCatchesAWrongClaim(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, SeriesFile), csv, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var sum Summary
-	js, err := os.ReadFile(filepath.Join("testdata", "demo", SummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js, &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := readDemoSummary(t)
 	sum.Headline = strings.Replace(sum.Headline, "latency at 13 s", "plateau at 12 s", 1)
 	if err := VerifyHeadline(dir, sum); err == nil || !strings.Contains(err.Error(), "not what series.csv says") {
 		t.Errorf("a wrong headline passed: %v", err)
@@ -97,14 +83,7 @@ func TestVerifyHeadlineCatchesAWrongClaim(t *testing.T) {
 // send's rolling mean) is not what series.csv says, and fails VerifyPeaks.
 func TestVerifyPeaksCatchesAPerSampleReceivePeak(t *testing.T) {
 	dir := filepath.Join("testdata", "demo")
-	var sum Summary
-	js, err := os.ReadFile(filepath.Join(dir, SummaryFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(js, &sum); err != nil {
-		t.Fatal(err)
-	}
+	sum := readDemoSummary(t)
 	pts := readRecorded(t, filepath.Join("..", "demo", SeriesFile), sum.Runs[0].Scenario).Series.Points
 	top := math.Inf(-1)
 	for _, p := range pts {
@@ -119,4 +98,18 @@ func TestVerifyPeaksCatchesAPerSampleReceivePeak(t *testing.T) {
 	if err := VerifyPeaks(dir, sum); err == nil || !strings.Contains(err.Error(), "peak receive Gbps") {
 		t.Errorf("a per-sample receive peak passed: %v", err)
 	}
+}
+
+// readDemoSummary is testdata/demo's summary.json.
+func readDemoSummary(t *testing.T) Summary {
+	t.Helper()
+	var sum Summary
+	js, err := os.ReadFile(filepath.Join("testdata", "demo", SummaryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(js, &sum); err != nil {
+		t.Fatal(err)
+	}
+	return sum
 }

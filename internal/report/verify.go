@@ -123,14 +123,9 @@ func VerifyHeadline(dir string, sum Summary) error {
 	if sum.Capacity != nil {
 		return nil
 	}
-	f, err := os.Open(filepath.Join(dir, SeriesFile))
+	runs, err := readSeriesFile(dir)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	defer f.Close()
-	runs, err := ReadSeriesCSV(f)
-	if err != nil {
-		return fmt.Errorf("verify %s: %w", SeriesFile, err)
+		return err
 	}
 	slo, err := ParseSLO(sum.SLO)
 	if err != nil {
@@ -156,14 +151,9 @@ func VerifyHeadline(dir string, sum Summary) error {
 // keeps milliseconds and six decimals, so a peak read back may differ in
 // its last digits, never more.
 func VerifyPeaks(dir string, sum Summary) error {
-	f, err := os.Open(filepath.Join(dir, SeriesFile))
+	runs, err := readSeriesFile(dir)
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	defer f.Close()
-	runs, err := ReadSeriesCSV(f)
-	if err != nil {
-		return fmt.Errorf("verify %s: %w", SeriesFile, err)
+		return err
 	}
 	type key struct {
 		scenario string
@@ -202,4 +192,18 @@ func sameRead(got, want float64) bool {
 		return math.IsNaN(got) == math.IsNaN(want)
 	}
 	return math.Abs(got-want) <= 1e-5+1e-4*math.Abs(want)
+}
+
+// readSeriesFile reads dir's series.csv back.
+func readSeriesFile(dir string) ([]Run, error) {
+	f, err := os.Open(filepath.Join(dir, SeriesFile))
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	defer f.Close()
+	runs, err := ReadSeriesCSV(f)
+	if err != nil {
+		return nil, fmt.Errorf("verify %s: %w", SeriesFile, err)
+	}
+	return runs, nil
 }

@@ -3,9 +3,34 @@ package testproc
 import (
 	"bufio"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// CheckDocExamples runs check on every prog command line (DocCommands) of
+// the repository's README.md, captures/README.md and docs/*.md, from a
+// package two folders below the root (cmd/x), and fails the test for each
+// error and when it finds fewer than two lines (a broken extraction).
+func CheckDocExamples(t testing.TB, prog string, check func(args []string) error) {
+	t.Helper()
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, doc := range append(docs, "../../README.md", "../../captures/README.md") {
+		for _, args := range DocCommands(t, doc, prog) {
+			n++
+			if err := check(args); err != nil {
+				t.Errorf("%s: %s %s: %v", filepath.Base(doc), prog, strings.Join(args, " "), err)
+			}
+		}
+	}
+	if n < 2 {
+		t.Fatalf("found %d %s examples in the docs; the extraction is broken", n, prog)
+	}
+}
 
 // DocCommands are the command lines of prog (written "prog ..." or
 // "bin/prog ...") in the code blocks of the Markdown file at path, as a
