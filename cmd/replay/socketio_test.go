@@ -257,8 +257,8 @@ func sioDirect(t *testing.T, node string, port int) {
 	prof := sioDMProfile(t)
 	insp := inspectProfile(t, prof, capPath)
 	loop := suggestedLoop.FindStringSubmatch(insp)
-	if !strings.Contains(insp, "dm 10") || loop == nil {
-		t.Fatalf("inspect --profile lacks dm 10 or a loop:\n%s", insp)
+	if !strings.Contains(insp, "dm 10") || !strings.Contains(insp, "peers' server ids: \"") || loop == nil {
+		t.Fatalf("inspect --profile lacks dm 10, the peer's socket id or a loop:\n%s", insp)
 	}
 	const clients, roomSize = 40, 10
 	sioGet(t, port, "/reset")

@@ -424,6 +424,10 @@ func TestServerPeers(t *testing.T) {
 	if _, _, others := s.Recorded(); others != 2 {
 		t.Fatalf("others %d, want 2 (S0bob, S0cat; S0own is the client's own)", others)
 	}
+	var out strings.Builder
+	if err := p.Inspect("f", p.Messages(rec), ScriptOptions{}).WriteText(&out); err != nil || !strings.Contains(out.String(), `peers' server ids: "S0bob", "S0cat"`) {
+		t.Errorf("inspect (%v):\n%s", err, out.String())
+	}
 	ids := NewServerIDs(3)
 	newClient := func(i int, peers ...int) Client {
 		c, err := s.NewClient(Identity{Index: i, Clients: 3, User: "c", PeerIndexes: peers, ServerIDs: ids})

@@ -304,3 +304,59 @@ func FuzzFresh(f *testing.F) {
 		}
 	})
 }
+
+// FuzzServerPeers sends an arbitrary recorded message addressed to a
+// recorded peer's server id after the room-mate standing in for it got an
+// arbitrary id of its own: never a panic, and the message is the recorded
+// one with every occurrence of the recorded id replaced by the mate's.
+func FuzzServerPeers(f *testing.F) {
+	f.Add(`42["dm",{"to":"S0bob","text":"hi S0bob"}]`, "today-b")
+	f.Add(`{"to":"x"}`, "a much longer id than the recorded one")
+	f.Add(`{"to":"abc"}`, "")
+	f.Add(`{"to":""}`, "z")
+	f.Fuzz(func(t *testing.T, msg, id string) {
+		doc := "name: x\nframing: {type: message}\ntransport: udp\nkinds:\n" +
+			"  client: [{name: dm, match: {regexp: \"(?s).\"}}]\n  server: [{name: connected, match: {prefix: \"40\"}}]\n" +
+			"correlation: [{name: sid, from: {kind: connected, regexp: \"(?s)^40(.*)$\"}}]\n" +
+			"identity: {server_id: sid, server_peers: {regexp: \"\\\"to\\\":\\\"([^\\\"]+)\\\"\"}}\n"
+		sp, err := ParseSpec("f.yaml", []byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Compile(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(msg) == 0 {
+			return
+		}
+		s, err := p.Compile(p.Messages(Recording{Client: []Segment{{0, []byte(msg)}}}), ScriptOptions{})
+		if err != nil {
+			return
+		}
+		ids := NewServerIDs(2)
+		a, err := s.NewClient(Identity{Index: 0, Clients: 2, User: "a", PeerIndexes: []int{1}, ServerIDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.NewClient(Identity{Index: 1, Clients: 2, User: "b", PeerIndexes: []int{0}, ServerIDs: ids})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev Events
+		if err := b.Feed([]byte("40"+id), 0, &ev); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := a.AppendStep([]byte("prefix"), 0, 0)
+		if !strings.HasPrefix(string(got), "prefix") {
+			t.Fatalf("what was in dst before the message changed: %q", got)
+		}
+		want := msg
+		if len(s.serverOthers) > 0 && id != "" {
+			want = strings.ReplaceAll(msg, string(s.serverOthers[0]), id)
+		}
+		if string(got[len("prefix"):]) != want {
+			t.Fatalf("sent %q, want %q (recorded peers %q, mate's id %q)", got[len("prefix"):], want, s.serverOthers, id)
+		}
+	})
+}

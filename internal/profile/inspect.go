@@ -41,8 +41,11 @@ type Report struct {
 	// Loop is a suggested --loop: from the first send to the flow's end.
 	Loop         string            `json:"loop,omitempty"`
 	Correlations map[string]string `json:"correlations,omitempty"`
-	Upgrade      string            `json:"upgrade,omitempty"`
-	Notes        []string          `json:"notes,omitempty"`
+	// ServerPeers are the recorded peers' server-issued ids
+	// (identity.server_peers), in the order they first appear.
+	ServerPeers []string `json:"server_peers,omitempty"`
+	Upgrade     string   `json:"upgrade,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 	// Problems are what makes the profile unfit for the flow.
 	Problems []string `json:"problems,omitempty"`
 	// Default marks the flow replay plays when --flow does not say (the
@@ -96,6 +99,9 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	r.Correlations = map[string]string{}
 	for name, v := range s.CorrelationValues() {
 		r.Correlations[name] = fmt.Sprintf("%q", v)
+	}
+	for _, v := range s.serverOthers {
+		r.ServerPeers = append(r.ServerPeers, fmt.Sprintf("%q", v))
 	}
 	m.Client = all
 	r.Problems = append(r.Problems, p.stampProblems(m)...)
@@ -195,6 +201,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(&b, "  correlation %s: recorded value %s\n", n, r.Correlations[n])
+	}
+	if len(r.ServerPeers) > 0 {
+		fmt.Fprintf(&b, "  peers' server ids: %s (each replaced at send by a room-mate's own)\n", strings.Join(r.ServerPeers, ", "))
 	}
 	if r.Default {
 		fmt.Fprintf(&b, "  replay and profile check take this flow by default (the longest; --flow picks another)\n")
