@@ -162,11 +162,10 @@ func ipv4UDP(src, dst netip.AddrPort, payload []byte) []byte {
 // sessions left unconfirmed end after --udp-confirm-timeout, silently,
 // freeing theirs.
 //
-// One UDP worker: with --udp-workers W each worker holds 1/W of the limit
-// (rounded up) for the source ports the kernel hashes to it, so the exact
-// count is a one-worker property.
+// Two UDP workers: the limit holds over all of them, whichever worker the
+// kernel hashes each source port to.
 func TestUnconfirmedSessionLimits(t *testing.T) {
-	p := startRelay(t, "--udp-workers", "1", "--udp-max-unconfirmed-per-source", "3", "--udp-confirm-timeout", "500ms")
+	p := startRelay(t, "--udp-workers", "2", "--udp-max-unconfirmed-per-source", "3", "--udp-confirm-timeout", "500ms")
 	joinAs := func(user string) (*net.UDPConn, *wire.Frame, int) {
 		uc := rawUDP(t, p.UDP)
 		d := wire.AppendJoin(wire.AppendDatagram(nil, 0), "limit", user, nil, wire.UDPJoinPad-wire.TokenSize-len(wire.AppendJoin(nil, "limit", user, nil, 0)))

@@ -315,13 +315,14 @@ type Server struct {
 	epoch time.Time
 
 	ln    *net.TCPListener
-	udp   *net.UDPConn   // the first UDP socket: replies outside the workers' batches
-	udps  []*net.UDPConn // every UDP socket, one per worker
+	udp   *udpSock   // the first UDP socket: replies outside the workers' batches
+	udps  []*udpSock // every UDP socket, one per worker
 	mln   net.Listener
 	httpS *http.Server
 
-	nconns atomic.Int64 // TCP connections plus UDP sessions
-	tokens tokenSet     // live UDP sessions' tokens, all workers
+	nconns atomic.Int64  // TCP connections plus UDP sessions
+	tokens tokenSet      // live UDP sessions' tokens, all workers
+	pend   pendingCounts // unconfirmed UDP sessions, all workers
 	nextID atomic.Uint64
 
 	bigDatagramLog atomic.Int64 // relay clock of the last such log line
@@ -553,7 +554,7 @@ func (s *Server) shutdown() {
 	s.ln.Close()
 	for _, c := range s.udps {
 		// Wake the UDP workers now rather than at their next tick.
-		c.SetReadDeadline(time.Now())
+		c.wake()
 	}
 	s.eachClient(func(c *client) { c.close(wire.ErrShuttingDown, "relay is stopping") })
 	if s.httpS != nil {

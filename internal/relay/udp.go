@@ -36,23 +36,17 @@ import (
 // silently; a source address may hold Config.UDPPendingPerSource of them.
 type udpServer struct {
 	s        *Server
-	conn     *net.UDPConn
+	conn     *udpSock
 	r        *udpReader
 	w        *udpWriter
 	sessions map[uint64]*client
 	// byAddr is the latest session joined from each source, so a join
 	// sent again (its joined was lost) gets the same session back.
 	byAddr map[netip.AddrPort]*client
-	// Unconfirmed sessions: how many, per source address and in all, and
-	// the member names their unsent list tails hold.
-	perSource map[netip.Addr]int
-	npending  int
+	// The member names the unsent list tails of this worker's unconfirmed
+	// sessions hold (their counts are the Server's pendingCounts).
 	restNames int
 	reply     []byte
-	// This worker's share of the unconfirmed-session limits: the kernel
-	// spreads a source's ports evenly over the workers, so each holds
-	// 1/UDPWorkers of --udp-max-unconfirmed(-per-source), rounded up.
-	maxPerSource, maxPending int
 	// gather's holds: misses in a row, holds left to skip, the next skip
 	misses, skip, next int
 }
@@ -106,7 +100,7 @@ func (p *pending) hold(frame []byte, m *metrics.Relay) {
 // udpReadBatch is how many datagrams one read takes at most.
 const udpReadBatch = 64
 
-func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
+func newUDPServer(s *Server, conn *udpSock) (*udpServer, error) {
 	// A buffer holds any datagram the relay accepts: token, frame, and one
 	// byte more to tell an oversized one.
 	r, err := newUDPReader(conn, udpReadBatch, wire.TokenSize+wire.LenSize+s.cfg.MaxFrame+1)
@@ -117,10 +111,7 @@ func newUDPServer(s *Server, conn *net.UDPConn) (*udpServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := s.cfg.UDPWorkers
-	return &udpServer{s: s, conn: conn, r: r, w: w, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client),
-		perSource:    make(map[netip.Addr]int),
-		maxPerSource: (s.cfg.UDPPendingPerSource + n - 1) / n, maxPending: (s.cfg.UDPMaxPending + n - 1) / n}, nil
+	return &udpServer{s: s, conn: conn, r: r, w: w, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client)}, nil
 }
 
 // sendUDP sends one server→client datagram: the frame alone. A frame over
@@ -146,7 +137,9 @@ func (u *udpServer) loop(ctx context.Context) {
 	s := u.s
 	tick := int64(s.sweepTick())
 	next := s.now() + tick
-	u.conn.SetReadDeadline(time.Now().Add(time.Duration(tick)))
+	if err := u.conn.setReadTimeout(time.Duration(tick)); err != nil {
+		s.log.Warn("udp read timeout", zap.Error(err)) // reads wait for datagrams only: sweeps come after them
+	}
 	// What a read's datagrams cause goes out after it and the rest of its
 	// burst (gather), packed per client (udpio.go).
 	for ctx.Err() == nil {
@@ -171,7 +164,6 @@ func (u *udpServer) loop(ctx context.Context) {
 		if now := s.now(); now >= next {
 			u.sweep(now)
 			next = now + tick
-			u.conn.SetReadDeadline(time.Now().Add(time.Duration(tick)))
 		}
 	}
 	u.closeAll()
@@ -378,17 +370,18 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		u.rejoined(c, size)
 		return
 	}
-	switch {
-	case u.perSource[from.Addr()] >= u.maxPerSource:
-		s.m.Join(wire.ErrServerFull)
-		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions from this address")
-		return
-	case u.npending >= u.maxPending || u.restNames >= maxRestNames:
+	if u.restNames >= maxRestNames {
 		s.m.Join(wire.ErrServerFull)
 		u.answer(from, size, wire.ErrServerFull, "too many unconfirmed sessions")
 		return
 	}
+	if text := s.pend.reserve(from.Addr(), s.cfg.UDPPendingPerSource, s.cfg.UDPMaxPending); text != "" {
+		s.m.Join(wire.ErrServerFull)
+		u.answer(from, size, wire.ErrServerFull, text)
+		return
+	}
 	if text, cap := s.admit(from.Addr()); text != "" {
+		s.pend.release(from.Addr())
 		s.m.Join(wire.ErrServerFull)
 		s.m.Refused(cap)
 		u.answer(from, size, wire.ErrServerFull, text)
@@ -400,6 +393,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	c.b.now = now
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
+		s.pend.release(from.Addr())
 		s.tokens.remove(c.token)
 		s.srcs.disconnect(c.src)
 		u.answer(from, size, werr.Code, werr.Detail)
@@ -409,8 +403,6 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	c.lastActive.Store(now)
 	u.sessions[c.token] = c
 	u.byAddr[from] = c
-	u.npending++
-	u.perSource[from.Addr()]++
 	u.restNames += len(c.pend.rest)
 	s.nconns.Add(1)
 	s.m.ConnectionsUDP.Inc()
@@ -511,10 +503,7 @@ func (u *udpServer) unpend(c *client) {
 	if p == nil {
 		return
 	}
-	u.npending--
-	if u.perSource[c.addr.Addr()]--; u.perSource[c.addr.Addr()] <= 0 {
-		delete(u.perSource, c.addr.Addr())
-	}
+	u.s.pend.release(c.addr.Addr())
 	u.restNames -= len(p.rest)
 	c.pend = nil
 }
@@ -543,6 +532,47 @@ func (u *udpServer) newToken() uint64 {
 			return t
 		}
 	}
+}
+
+// pendingCounts is the unconfirmed UDP sessions of all workers, per
+// source address and in all, for --udp-max-unconfirmed(-per-source). They
+// were per worker, each holding 1/UDPWorkers of the limits, but the kernel
+// hashes each source port onto a worker and does not spread one address's
+// ports evenly: 256 clients from one address (the limit) logging in while
+// the relay was starved got server_full on the worker that had more than
+// half of them. Joins only: not the hot path.
+type pendingCounts struct {
+	mu        sync.Mutex
+	perSource map[netip.Addr]int
+	n         int
+}
+
+// reserve counts one more unconfirmed session from a, or says why not.
+func (p *pendingCounts) reserve(a netip.Addr, maxPerSource, maxAll int) (refused string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.perSource[a] >= maxPerSource:
+		return "too many unconfirmed sessions from this address"
+	case p.n >= maxAll:
+		return "too many unconfirmed sessions"
+	}
+	if p.perSource == nil {
+		p.perSource = make(map[netip.Addr]int)
+	}
+	p.perSource[a]++
+	p.n++
+	return ""
+}
+
+// release forgets one unconfirmed session from a (confirmed or ended).
+func (p *pendingCounts) release(a netip.Addr) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.perSource[a]--; p.perSource[a] <= 0 {
+		delete(p.perSource, a)
+	}
+	p.n--
 }
 
 // tokenSet is the tokens of every live UDP session over all workers. A

@@ -53,7 +53,7 @@ type udpReader struct {
 	fn    func(fd uintptr) bool
 }
 
-func newUDPReader(conn *net.UDPConn, batch, size int) (*udpReader, error) {
+func newUDPReader(conn rawConner, batch, size int) (*udpReader, error) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return nil, err
@@ -74,13 +74,20 @@ func newUDPReader(conn *net.UDPConn, batch, size int) (*udpReader, error) {
 			h.Namelen = uint32(unsafe.Sizeof(r.names[i]))
 			h.Flags = 0
 		}
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+		// Waiting: MSG_WAITFORONE returns what is there once one datagram
+		// is (on a blocking udpSock; a netpoller socket returns EAGAIN and
+		// waits in the netpoller). Polling: MSG_DONTWAIT.
+		flags := uintptr(unix.MSG_DONTWAIT)
+		if r.wait {
+			flags = unix.MSG_WAITFORONE
+		}
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[0])), uintptr(len(r.hdrs)), flags, 0, 0)
 		if e == unix.EAGAIN || e == unix.EINTR {
 			if !r.wait {
 				r.n, r.err = 0, nil
 				return true
 			}
-			return false // wait until readable (or the deadline)
+			return false // wait until readable (or the deadline); on a udpSock, its timeout
 		}
 		r.n, r.err = int(n), nil
 		if e != 0 {
@@ -207,7 +214,7 @@ const (
 	maxFramesPerDgram  = 64
 )
 
-func newUDPWriter(conn *net.UDPConn, coalesce int) (*udpWriter, error) {
+func newUDPWriter(conn rawConner, coalesce int) (*udpWriter, error) {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return nil, err

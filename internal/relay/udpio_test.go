@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +24,23 @@ func TestUDPWriterPacksPerClient(t *testing.T) {
 		{"ipv4 packed", "127.0.0.1:0", 300},
 		{"ipv4 one frame each", "127.0.0.1:0", -1},
 		{"dual-stack packed", "[::]:0", 300},
+		{"relay socket ipv4", "127.0.0.1:0", 300},
+		{"relay socket dual-stack", "[::]:0", 300},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			conn, err := net.ListenUDP("udp", mustUDPAddr(t, tt.listen))
+			var conn interface {
+				rawConner
+				Close() error
+			}
+			var err error
+			if strings.HasPrefix(tt.name, "relay socket") { // a udpSock, as the workers have
+				var socks []*udpSock
+				if socks, err = listenUDP(mustUDPAddr(t, tt.listen), 1, 0); err == nil {
+					conn = socks[0]
+				}
+			} else {
+				conn, err = net.ListenUDP("udp", mustUDPAddr(t, tt.listen))
+			}
 			if err != nil {
 				t.Skipf("listen %s: %v", tt.listen, err)
 			}

@@ -33,14 +33,15 @@ const DefaultUDPReadBuffer = 4 << 20
 // fragmented where a single frame would not be.
 const DefaultUDPCoalesce = wire.UDPJoinPad
 
-// listenUDP binds n UDP sockets on addr. With n > 1 they share the port
+// listenUDP binds n UDP sockets on addr, each taken out of the netpoller
+// (udpSock). With n > 1 they share the port
 // through SO_REUSEPORT: the kernel hashes each client's address and port
 // onto one socket, so a client's datagrams always reach the same worker,
 // which owns its session. The first socket fixes the port when addr's is
 // 0.
-func listenUDP(addr *net.UDPAddr, n, rcvbuf int) ([]*net.UDPConn, error) {
-	var conns []*net.UDPConn
-	fail := func(err error) ([]*net.UDPConn, error) {
+func listenUDP(addr *net.UDPAddr, n, rcvbuf int) ([]*udpSock, error) {
+	var conns []*udpSock
+	fail := func(err error) ([]*udpSock, error) {
 		for _, c := range conns {
 			c.Close()
 		}
@@ -63,13 +64,18 @@ func listenUDP(addr *net.UDPAddr, n, rcvbuf int) ([]*net.UDPConn, error) {
 		if err != nil {
 			return fail(fmt.Errorf("listen udp %s (socket %d of %d): %w", &a, i+1, n, err))
 		}
-		conns = append(conns, c)
 		a.Port = c.LocalAddr().(*net.UDPAddr).Port
 		if rcvbuf > 0 {
 			if err := setReadBuffer(c, rcvbuf); err != nil {
+				c.Close()
 				return fail(fmt.Errorf("udp receive buffer: %w", err))
 			}
 		}
+		us, err := newUDPSock(c)
+		if err != nil {
+			return fail(fmt.Errorf("udp socket %d of %d: %w", i+1, n, err))
+		}
+		conns = append(conns, us)
 	}
 	return conns, nil
 }
@@ -94,7 +100,7 @@ func listenOneUDP(addr *net.UDPAddr, reuse bool) (*net.UDPConn, error) {
 
 // setReadBuffer sets SO_RCVBUF to size, past net.core.rmem_max when the
 // process may (CAP_NET_ADMIN), else as far as the kernel allows.
-func setReadBuffer(c *net.UDPConn, size int) error {
+func setReadBuffer(c rawConner, size int) error {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return err
@@ -110,7 +116,7 @@ func setReadBuffer(c *net.UDPConn, size int) error {
 }
 
 // readBuffer is the socket's receive buffer as the kernel set it.
-func readBuffer(c *net.UDPConn) int {
+func readBuffer(c rawConner) int {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0
@@ -121,7 +127,7 @@ func readBuffer(c *net.UDPConn) int {
 }
 
 // socketInode is the inode number /proc/net/udp lists the socket under.
-func socketInode(c *net.UDPConn) (uint64, error) {
+func socketInode(c rawConner) (uint64, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return 0, err
