@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -50,6 +52,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			// The summary needs no frames: each flow's figures are
 			// gathered as it is read and its state released when it ends.
 			opts.Summarize = !frames
+			if !frames {
+				softHeapLimit(opts.MaxMemory / 2)
+			}
 			c, err := capture.ReadFileContext(cmd.Context(), args[0], opts)
 			if c == nil {
 				return err
@@ -90,6 +95,19 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 	po.flags(cmd, false)
 	addReadFlags(cmd, &opts)
 	return cmd
+}
+
+// softHeapLimit asks the Go runtime to keep the heap under limit bytes
+// (unless GOMEMLIMIT says otherwise): inspect holds a few hundred bytes
+// per flow and makes short-lived garbage per packet, and at the default
+// GC target the heap doubles what it holds before collecting (300,000
+// flows: 368 MB peak RSS, 277 MB with this). A soft limit: past it the
+// GC works harder (at most about half the CPU), reading never fails on
+// it; --max-memory's budget is what stops a read.
+func softHeapLimit(limit int64) {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(limit)
+	}
 }
 
 // addReadFlags registers the capture reading flags.

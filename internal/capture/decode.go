@@ -47,8 +47,9 @@ type decoder struct {
 	dead []deadConn
 	// life is the tcpLife of the packet being decoded, for New.
 	life      *tcpLife
-	live      int // connections not yet ended
-	empty     int // flows that carried no protocol frames, left out
+	live      int               // connections not yet ended
+	names     map[string]string // see intern
+	empty     int               // flows that carried no protocol frames, left out
 	udp       map[[2]netip.AddrPort]*udpFlow
 	udpOrder  []*udpFlow
 	mem       int64
@@ -355,6 +356,7 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	}
 	if d.summarize() {
 		s.half[0].marks, s.half[1].marks = d.mark, d.mark
+		s.half[0].intern, s.half[1].intern = d.intern, d.intern
 		s.half[0].discard, s.half[1].discard = true, true
 	}
 	d.tcp = append(d.tcp, tcpSlot{s: s})
@@ -365,6 +367,25 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 
 // summarize says TCP halves keep marks for FlowStats instead of frames.
 func (d *decoder) summarize() bool { return d.opts.Summarize && !d.opts.Raw }
+
+// maxInterned caps the names decoder.intern shares.
+const maxInterned = 4096
+
+// intern gives one copy of a user or room name for the flows that share
+// it (up to maxInterned names; after that, a copy each).
+func (d *decoder) intern(b []byte) string {
+	if s, ok := d.names[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if d.names == nil {
+		d.names = map[string]string{}
+	}
+	if len(d.names) < maxInterned {
+		d.names[s] = s
+	}
+	return s
+}
 
 // mark charges a frame's mark to the memory budget.
 func (d *decoder) mark() bool { return d.charge(markCost) }

@@ -108,7 +108,51 @@ func FuzzReadCapture(f *testing.F) {
 				}
 			}
 		}
+		summarizedHeld(t, data)
 	})
+}
+
+// Bounds of what a read as inspect does it (Options.Summarize) holds once
+// done: heldPerFlow a flow, beside what inspect prints of it (notes,
+// users, rooms, rates), and heldBase in all.
+const (
+	heldPerFlow = 1 << 10
+	heldBase    = 256 << 10
+)
+
+// summarizedHeld reads data as inspect does and fails t if what the
+// capture holds after is more than heldPerFlow per flow: a flow's
+// reassembly state and frames are released, whatever the input.
+func summarizedHeld(t *testing.T, data []byte) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	c, _ := Read(bytes.NewReader(data), Options{MaxMemory: fuzzMemory, Summarize: true})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if c == nil {
+		return
+	}
+	printed := int64(0)
+	for _, fl := range c.Flows {
+		if len(fl.ClientFrames)+len(fl.ServerFrames) > 0 || fl.Stats == nil {
+			t.Fatalf("flow %s: %d frames kept, stats %v: a summarising read keeps none", fl, len(fl.ClientFrames)+len(fl.ServerFrames), fl.Stats != nil)
+		}
+		for _, list := range [][]string{fl.Notes, fl.Stats.Users, fl.Stats.Rooms} {
+			for _, s := range list {
+				printed += int64(len(s)) + 16
+			}
+		}
+		printed += int64(len(fl.Stats.rates)) * 4
+	}
+	for _, w := range c.Warnings {
+		printed += int64(len(w)) + 16
+	}
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc) - printed
+	if bound := heldBase + int64(len(c.Flows))*heldPerFlow; held > bound {
+		t.Fatalf("a summarising read of %d flows holds %d bytes beside what inspect prints, over %d", len(c.Flows), held, bound)
+	}
+	runtime.KeepAlive(c)
 }
 
 // TestWriteCorpus writes the hostile corpus and fuzz seeds to testdata when

@@ -92,10 +92,10 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 	fs := FlowSummary{
 		Index: i, Longest: longest, Client: f.Client.String(), Server: f.Server.String(), Transport: f.Transport,
 		Start: f.Start, DurationS: f.Duration().Seconds(), Packets: f.Packets,
-		ClientFrames: st.ClientFrames, ServerFrames: st.ServerFrames,
+		ClientFrames: int(st.ClientFrames), ServerFrames: int(st.ServerFrames),
 		ClientBytes: st.ClientBytes, ServerBytes: st.ServerBytes,
 		FramesByKind: map[string]int{}, Users: st.Users, Rooms: st.Rooms,
-		LoginEndS: -1, LoginEndFrame: st.LoginEndFrame, Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
+		LoginEndS: -1, LoginEndFrame: int(st.LoginEndFrame), Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
 		HasJoin: st.HasJoin,
 	}
 	if st.LoginEndFrame >= 0 {
@@ -111,7 +111,7 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 	}
 	fs.RateBucketS = rateBucket(f.Duration())
 	secs := int(f.Duration()/time.Second)/fs.RateBucketS + 1
-	fs.ClientPerSecond, fs.ServerPerSecond = fold(st.clientRates, secs, fs.RateBucketS), fold(st.serverRates, secs, fs.RateBucketS)
+	fs.ClientPerSecond, fs.ServerPerSecond = fold(st.rates[:st.split], secs, fs.RateBucketS), fold(st.rates[st.split:], secs, fs.RateBucketS)
 	fs.Usable, fs.Unusable = f.Usable()
 	return fs
 }
@@ -119,21 +119,25 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 // FlowStats is what inspect shows of a flow's frames: counts, bytes and
 // kinds each way, frames per second, users and rooms, where the login
 // ends. Options.Summarize gathers it while reading, instead of the frames.
+//
+// It is kept for every flow of a capture, so it is packed: 32-bit counts.
 type FlowStats struct {
-	ClientFrames, ServerFrames int
-	ClientBytes, ServerBytes   int64
-	Users, Rooms               []string
+	ClientBytes, ServerBytes int64
+	Users, Rooms             []string
 	// LoginEnd is the offset of the first client send after the first
 	// joined reply, LoginEndFrame its index in the client frames (-1:
 	// none).
-	LoginEnd      time.Duration
-	LoginEndFrame int
-	HasJoin       bool
-	kinds         [len(knownKinds)]int32
-	other         map[string]int // frames of other kinds
-	// clientRates and serverRates count frames per second of the flow
-	// from its start, up to the last frame's second.
-	clientRates, serverRates []int32
+	LoginEnd                   time.Duration
+	LoginEndFrame              int32
+	ClientFrames, ServerFrames int32
+	HasJoin                    bool
+	kinds                      [len(knownKinds)]int32
+	other                      map[string]int // frames of other kinds
+	// rates count frames per second of the flow from its start, up to
+	// the last frame's second: the client's, then from split the
+	// server's.
+	rates []int32
+	split int32
 }
 
 // knownKinds are the frame kinds FlowStats counts in place.
@@ -142,7 +146,7 @@ var knownKinds = [...]wire.Type{wire.TypeJoin, wire.TypeLeave, wire.TypeSend, wi
 
 // statsOf gathers a flow's FlowStats from its frames' marks, each way.
 func statsOf(f *Flow, client, server []mark, users, rooms []string) *FlowStats {
-	st := &FlowStats{ClientFrames: len(client), ServerFrames: len(server), LoginEndFrame: -1}
+	st := &FlowStats{ClientFrames: int32(len(client)), ServerFrames: int32(len(server)), LoginEndFrame: -1}
 	start := f.Start.UnixNano()
 	count := func(m mark) int32 {
 		for k, t := range knownKinds {
@@ -169,23 +173,37 @@ func statsOf(f *Flow, client, server []mark, users, rooms []string) *FlowStats {
 		return rates
 	}
 	joined := time.Duration(-1)
+	var clientRates, serverRates []int32
 	for _, m := range server {
 		st.ServerBytes += int64(count(m))
-		st.serverRates = rate(st.serverRates, m)
+		serverRates = rate(serverRates, m)
 		if m.typ == wire.TypeJoined && joined < 0 {
 			joined = time.Duration(m.t - start)
 		}
 	}
 	for k, m := range client {
 		st.ClientBytes += int64(count(m))
-		st.clientRates = rate(st.clientRates, m)
+		clientRates = rate(clientRates, m)
 		st.HasJoin = st.HasJoin || m.typ == wire.TypeJoin
 		if off := time.Duration(m.t - start); m.typ == wire.TypeSend && off >= joined && st.LoginEndFrame < 0 {
-			st.LoginEnd, st.LoginEndFrame = off, k
+			st.LoginEnd, st.LoginEndFrame = off, int32(k)
 		}
 	}
-	st.Users, st.Rooms = sortedSet(users), sortedSet(rooms)
+	st.rates = make([]int32, 0, len(clientRates)+len(serverRates))
+	st.rates = append(append(st.rates, clientRates...), serverRates...)
+	st.split = int32(len(clientRates))
+	sort.Strings(users)
+	sort.Strings(rooms)
+	st.Users, st.Rooms = nonNil(users), nonNil(rooms)
 	return st
+}
+
+// nonNil is s, or an empty list (JSON [] rather than null).
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // fold sums per-second counts into secs buckets of bucket seconds.
@@ -212,7 +230,7 @@ func marksOf(frames []Frame) []mark {
 func joinsOf(frames []Frame) (users, rooms []string) {
 	for _, fr := range frames {
 		if fr.Type == wire.TypeJoin {
-			users, rooms = addJoin(users, rooms, fr.Bytes)
+			users, rooms = addJoin(users, rooms, fr.Bytes, nil)
 		}
 	}
 	return users, rooms
@@ -220,30 +238,28 @@ func joinsOf(frames []Frame) (users, rooms []string) {
 
 // addJoin adds the user and room a join frame names, once each (at most
 // maxNotes of each are kept).
-func addJoin(users, rooms []string, b []byte) ([]string, []string) {
+// intern, if set, gives a string's shared copy (many flows name one room).
+func addJoin(users, rooms []string, b []byte, intern func([]byte) string) ([]string, []string) {
 	var j wire.Frame
 	if _, err := wire.Decode(b, len(b), &j); err != nil {
 		return users, rooms
 	}
-	return addOnce(users, string(j.User)), addOnce(rooms, string(j.Room))
+	if intern == nil {
+		intern = func(b []byte) string { return string(b) }
+	}
+	return addOnce(users, j.User, intern), addOnce(rooms, j.Room, intern)
 }
 
-func addOnce(set []string, s string) []string {
+func addOnce(set []string, b []byte, intern func([]byte) string) []string {
 	for _, x := range set {
-		if x == s {
+		if x == string(b) {
 			return set
 		}
 	}
 	if len(set) >= maxNotes {
 		return set
 	}
-	return append(set, s)
-}
-
-func sortedSet(s []string) []string {
-	out := append([]string{}, s...)
-	sort.Strings(out)
-	return out
+	return append(set, intern(b))
 }
 
 // Why a flow cannot be replayed.
@@ -309,12 +325,6 @@ func (c *Capture) Usable() ([]int, error) {
 func rateBucket(d time.Duration) int {
 	secs := int64(d/time.Second) + 1
 	return int(max(1, (secs+maxRateBuckets-1)/maxRateBuckets))
-}
-
-func countSecond(per []int, off, bucket time.Duration) {
-	if s := int(off / bucket); s >= 0 && s < len(per) {
-		per[s]++
-	}
 }
 
 func sortedKeys(m map[string]bool) []string {

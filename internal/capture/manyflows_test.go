@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -124,4 +125,71 @@ func TestSelect(t *testing.T) {
 	}
 	equalFrames(t, "client", one.Flows[17].ClientFrames, frameBytes(want.ClientFrames))
 	equalFrames(t, "server", one.Flows[17].ServerFrames, frameBytes(want.ServerFrames))
+}
+
+// TestSummarizeHoldsLittlePerFlow: a read as inspect does it
+// (Options.Summarize) of 5,000 flows holds under heldPerFlow each once
+// done (the fuzz target checks the same of every input), and its
+// summary equals that of a read that keeps every frame.
+func TestSummarizeHoldsLittlePerFlow(t *testing.T) {
+	var buf bytes.Buffer
+	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 5000, Sends: 3, Payload: 50}); err != nil {
+		t.Fatal(err)
+	}
+	summarizedHeld(t, buf.Bytes())
+	full, err := Read(bytes.NewReader(buf.Bytes()), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Read(bytes.NewReader(buf.Bytes()), Options{Summarize: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	if err := Inspect(full).WriteJSON(&a); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSummary(&b, sum, -1, nil, true); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatalf("summarised read's summary (%d bytes) differs from the full read's (%d bytes)", b.Len(), a.Len())
+	}
+}
+
+// TestSummarizeEqualsFull: on every capture in testdata, inspect's
+// summary from a summarising read equals the one from a read that keeps
+// every frame.
+func TestSummarizeEqualsFull(t *testing.T) {
+	var paths []string
+	for _, g := range []string{"testdata/*.pcap*", "testdata/realtool/*.pcap*", "testdata/hostile/*", "../../captures/*.pcap*"} {
+		m, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, m...)
+	}
+	if len(paths) < 10 {
+		t.Fatalf("only %d captures in testdata", len(paths))
+	}
+	for _, p := range paths {
+		full, ferr := ReadFile(p, Options{})
+		sum, serr := ReadFile(p, Options{Summarize: true})
+		if (ferr == nil) != (serr == nil) || (full == nil) != (sum == nil) {
+			t.Fatalf("%s: full read %v, summarising read %v", p, ferr, serr)
+		}
+		if full == nil {
+			continue
+		}
+		var a, b bytes.Buffer
+		if err := Inspect(full).WriteText(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteSummary(&b, sum, -1, nil, false); err != nil {
+			t.Fatal(err)
+		}
+		if a.String() != b.String() {
+			t.Errorf("%s: summaries differ:\nfull:\n%s\nsummarised:\n%s", p, a.String(), b.String())
+		}
+	}
 }

@@ -54,6 +54,7 @@ type halfStream struct {
 	// memory budget: mk are the frames' marks, users and rooms those the
 	// joins named, for FlowStats when the connection ends.
 	marks        func() bool
+	intern       func([]byte) string
 	mk           []mark
 	users, rooms []string
 }
@@ -123,7 +124,7 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 	if h.marks != nil && h.marks() {
 		h.mk = append(h.mk, mark{t: tm.UnixNano(), n: int32(len(b)), typ: t})
 		if t == wire.TypeJoin {
-			h.users, h.rooms = addJoin(h.users, h.rooms, b)
+			h.users, h.rooms = addJoin(h.users, h.rooms, b, h.intern)
 		}
 	}
 	if h.discard || !h.keep(len(b)) {
