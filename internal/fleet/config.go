@@ -32,7 +32,8 @@ type Config struct {
 	Flow   int
 	Client netip.AddrPort
 	// Flows, when set, replays several flows in one fleet: client i plays
-	// the (i mod F)-th of the F flows chosen (flowOf), each flow's script
+	// the (i mod F)-th of the F flows chosen, or by their weights
+	// (flowOf), each flow's script
 	// built as for Flow. It excludes Flow, Client and Frames.
 	Flows FlowSet
 	// MaxFrame caps a frame read from the capture or from the relay (the

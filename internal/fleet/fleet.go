@@ -60,9 +60,10 @@ type Fleet struct {
 	// player is the compiled script: the protocol comes in through it.
 	player profile.Player
 	// flows are the scripts of a --flows fleet (client i plays
-	// flows[flowOf(i, len(flows))]); player is the first's. Nil: every
+	// flows[flowOf(i, weights)]); player is the first's. Nil: every
 	// client plays player.
 	flows       []flowScript
+	weights     []int
 	profileName string
 	notes       []string
 	udp         bool
@@ -624,7 +625,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	sender := cfg.isSender(i)
 	player := f.player
 	if len(f.flows) > 0 {
-		player = f.flows[flowOf(i, len(f.flows))].player
+		player = f.flows[flowOf(i, f.weights)].player
 	}
 	tl := player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)

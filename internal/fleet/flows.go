@@ -13,12 +13,22 @@ import (
 )
 
 // FlowSet chooses several recorded flows to replay in one fleet (--flows):
-// every usable flow (All), or the listed indexes of `replay inspect`. The
-// zero FlowSet chooses none: the fleet plays the one flow of Config.Flow
-// or Config.Client.
+// every usable flow (All), or the listed indexes of `replay inspect`, each
+// with a weight (Weights, parallel to Indexes; nil: 1 each). The zero
+// FlowSet chooses none: the fleet plays the one flow of Config.Flow or
+// Config.Client.
 type FlowSet struct {
 	All     bool
 	Indexes []int
+	Weights []int
+}
+
+// weight is the weight of the k-th listed flow.
+func (s FlowSet) weight(k int) int {
+	if k < len(s.Weights) {
+		return s.Weights[k]
+	}
+	return 1
 }
 
 // IsSet reports whether s chooses flows.
@@ -32,12 +42,19 @@ func (s FlowSet) String() string {
 	parts := make([]string, len(s.Indexes))
 	for i, n := range s.Indexes {
 		parts[i] = strconv.Itoa(n)
+		if s.Weights != nil {
+			parts[i] += ":" + strconv.Itoa(s.weight(i))
+		}
 	}
 	return strings.Join(parts, ",")
 }
 
-// ParseFlowSet reads "all" or a comma list of distinct flow indexes; ""
-// is the zero FlowSet.
+// maxWeight caps a flow's weight in --flows.
+const maxWeight = 1_000_000
+
+// ParseFlowSet reads "all" or a comma list of distinct flow indexes, each
+// optionally with a weight ("0:3,1:1": three clients play flow 0 for each
+// that plays flow 1); "" is the zero FlowSet.
 func ParseFlowSet(text string) (FlowSet, error) {
 	text = strings.TrimSpace(text)
 	switch text {
@@ -47,17 +64,31 @@ func ParseFlowSet(text string) (FlowSet, error) {
 		return FlowSet{All: true}, nil
 	}
 	var s FlowSet
+	weighted := false
 	for _, p := range strings.Split(text, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(p))
+		idx, w, hasW := strings.Cut(strings.TrimSpace(p), ":")
+		n, err := strconv.Atoi(strings.TrimSpace(idx))
 		if err != nil || n < 0 {
-			return FlowSet{}, fmt.Errorf("%q: want \"all\" or flow indexes like 0,2 (see replay inspect)", text)
+			return FlowSet{}, fmt.Errorf("%q: want \"all\" or flow indexes like 0,2, optionally weighted like 0:3,1:1 (see replay inspect)", text)
 		}
+		weight := 1
+		if hasW {
+			weight, err = strconv.Atoi(strings.TrimSpace(w))
+			if err != nil || weight < 1 || weight > maxWeight {
+				return FlowSet{}, fmt.Errorf("%q: flow %d: weight %q is not a whole number from 1 to %d", text, n, w, maxWeight)
+			}
+			weighted = true
+		}
+		s.Weights = append(s.Weights, weight)
 		for _, m := range s.Indexes {
 			if m == n {
 				return FlowSet{}, fmt.Errorf("%q: flow %d listed twice", text, n)
 			}
 		}
 		s.Indexes = append(s.Indexes, n)
+	}
+	if !weighted {
+		s.Weights = nil
 	}
 	return s, nil
 }
@@ -83,23 +114,44 @@ func (v FlowSetValue) Set(text string) error {
 }
 
 // Type names the flag's value in the usage.
-func (FlowSetValue) Type() string { return "all|i,j,..." }
+func (FlowSetValue) Type() string { return "all|i[:w],j[:w],..." }
 
-// flowOf is the index, among the n scripts of a --flows fleet, of the one
-// client i plays: i mod n, so that every flow gets its share in join order
-// and the shards of a fleet agree.
-func flowOf(i, n int) int { return i % n }
-
-// flowClients is how many of clients play each of n scripts (flowOf).
-func flowClients(clients, n int) []int {
-	out := make([]int, n)
-	for k := range out {
-		out[k] = clients / n
-		if k < clients%n {
-			out[k]++
+// flowOf is the index, among the scripts of a --flows fleet with these
+// weights, of the one client i plays: with W the weights' sum, client i
+// takes position i mod W, and script k holds weights[k] positions after
+// those of the scripts before it. Every flow gets its share in join order
+// and the shards of a fleet agree (it depends on i alone).
+func flowOf(i int, weights []int) int {
+	p := i % sum(weights)
+	for k, w := range weights {
+		if p < w {
+			return k
 		}
+		p -= w
+	}
+	return len(weights) - 1 // not reached: p < sum(weights)
+}
+
+// flowClients is how many of clients play each script (flowOf).
+func flowClients(clients int, weights []int) []int {
+	total := sum(weights)
+	rounds, rest := clients/total, clients%total
+	out := make([]int, len(weights))
+	lo := 0
+	for k, w := range weights {
+		out[k] = rounds * w
+		out[k] += max(0, min(rest, lo+w)-lo)
+		lo += w
 	}
 	return out
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }
 
 // FlowClients is one flow of a --flows fleet in its summary: the flow's
@@ -114,6 +166,7 @@ type FlowClients struct {
 // flowScript is one recorded flow of a --flows fleet, compiled.
 type flowScript struct {
 	index  int
+	weight int
 	client string
 	player profile.Player
 	udp    bool
@@ -146,7 +199,7 @@ func (f *Fleet) loadFlows(prof *profile.Profile, loop *session.Loop) error {
 	for _, p := range picked {
 		s, err := f.flowScript(prof, p.flow, loop)
 		if err == nil {
-			s.index = p.index
+			s.index, s.weight = p.index, p.weight
 			scripts = append(scripts, s)
 			for _, n := range p.flow.Notes {
 				f.notes = append(f.notes, fmt.Sprintf("flow %d: %s", p.index, n))
@@ -167,13 +220,29 @@ func (f *Fleet) loadFlows(prof *profile.Profile, loop *session.Loop) error {
 		}
 	}
 	f.flows = scripts
+	f.weights = make([]int, len(scripts))
+	for k, s := range scripts {
+		f.weights[k] = s.weight
+	}
 	f.player, f.udp = scripts[0].player, scripts[0].udp
 	f.ws = !prof.IsReprise && prof.Transport == profile.WebSocket
 	idx := make([]string, len(scripts))
+	weighted := false
 	for i, s := range scripts {
 		idx[i] = strconv.Itoa(s.index)
+		if s.weight != 1 {
+			weighted = true
+		}
 	}
-	f.notes = append(f.notes, fmt.Sprintf("--flows %s: replaying flows %s; client i plays the (i mod %d)-th of them", cfg.Flows, strings.Join(idx, ", "), len(scripts)))
+	how := fmt.Sprintf("client i plays the (i mod %d)-th of them", len(scripts))
+	if weighted {
+		w := make([]string, len(scripts))
+		for i, s := range scripts {
+			w[i] = strconv.Itoa(s.weight)
+		}
+		how = fmt.Sprintf("weights %s: of each %d clients in join order, the first %s play the first flow, and so on", strings.Join(w, ", "), sum(f.weights), w[0])
+	}
+	f.notes = append(f.notes, fmt.Sprintf("--flows %s: replaying flows %s; %s", cfg.Flows, strings.Join(idx, ", "), how))
 	for _, s := range skipped {
 		f.notes = append(f.notes, "--flows all: skipped "+s)
 	}
@@ -204,8 +273,9 @@ func (f *Fleet) flowScript(prof *profile.Profile, fl *capture.Flow, loop *sessio
 
 // pickedFlow is a flow of the capture and its index in `replay inspect`.
 type pickedFlow struct {
-	index int
-	flow  *capture.Flow
+	index  int
+	weight int
+	flow   *capture.Flow
 }
 
 // readFlows reads the capture in two passes, as readFlow does for one: the
@@ -227,14 +297,14 @@ func readFlows(path string, set FlowSet, opts capture.Options) (*capture.Capture
 				skipped = append(skipped, fmt.Sprintf("flow %d (%s): %s", i, fl, capture.UnusableNoClient))
 				continue
 			}
-			want = append(want, pickedFlow{i, fl})
+			want = append(want, pickedFlow{i, 1, fl})
 		}
 	}
-	for _, i := range set.Indexes {
+	for k, i := range set.Indexes {
 		if i >= len(c.Flows) {
 			return nil, nil, nil, badf("--flows %s: the capture has %d flows (see replay inspect)", set, len(c.Flows))
 		}
-		want = append(want, pickedFlow{i, c.Flows[i]})
+		want = append(want, pickedFlow{i, set.weight(k), c.Flows[i]})
 	}
 	if len(want) == 0 {
 		_, err := c.Usable()
@@ -275,7 +345,7 @@ func (f *Fleet) flowClients() []FlowClients {
 	if len(f.flows) == 0 {
 		return nil
 	}
-	n := flowClients(f.cfg.Clients, len(f.flows))
+	n := flowClients(f.cfg.Clients, f.weights)
 	out := make([]FlowClients, len(f.flows))
 	for k, s := range f.flows {
 		out[k] = FlowClients{Flow: s.index, Client: s.client, Clients: n[k]}

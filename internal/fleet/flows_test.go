@@ -22,6 +22,16 @@ func TestParseFlowSet(t *testing.T) {
 		{text: "a", bad: true},
 		{text: "0,", bad: true},
 		{text: "all,1", bad: true},
+		{text: "0:3,1:1", want: FlowSet{Indexes: []int{0, 1}, Weights: []int{3, 1}}},
+		{text: "0:3,1", want: FlowSet{Indexes: []int{0, 1}, Weights: []int{3, 1}}},
+		{text: "2 : 5", want: FlowSet{Indexes: []int{2}, Weights: []int{5}}},
+		{text: "0:0", bad: true},
+		{text: "0:-1", bad: true},
+		{text: "0:", bad: true},
+		{text: "0:x", bad: true},
+		{text: "0:2000000", bad: true},
+		{text: "0:1,0:2", bad: true},
+		{text: "all:2", bad: true},
 	} {
 		got, err := ParseFlowSet(tc.text)
 		if (err != nil) != tc.bad {
@@ -31,46 +41,52 @@ func TestParseFlowSet(t *testing.T) {
 		if tc.bad {
 			continue
 		}
-		if got.All != tc.want.All || !slices.Equal(got.Indexes, tc.want.Indexes) {
+		if got.All != tc.want.All || !slices.Equal(got.Indexes, tc.want.Indexes) || !slices.Equal(got.Weights, tc.want.Weights) {
 			t.Errorf("ParseFlowSet(%q) = %+v, want %+v", tc.text, got, tc.want)
 		}
-		if back, err := ParseFlowSet(got.String()); err != nil || back.All != got.All || !slices.Equal(back.Indexes, got.Indexes) {
+		if back, err := ParseFlowSet(got.String()); err != nil || back.All != got.All || !slices.Equal(back.Indexes, got.Indexes) || !slices.Equal(back.Weights, got.Weights) {
 			t.Errorf("ParseFlowSet(%q).String() = %q does not read back (%v)", tc.text, got.String(), err)
 		}
 	}
 }
 
-// TestFlowAssignment: client i plays flow i mod F, the counts per flow
-// add up to the fleet and differ by at most one, the first flows taking
-// the remainder.
+// TestFlowAssignment: client i plays flow i mod F (weights 1), or by
+// weights in blocks of their sum; the counts per flow add up to the fleet
+// and are what flowOf gives client by client.
 func TestFlowAssignment(t *testing.T) {
+	ones := func(n int) []int { return slices.Repeat([]int{1}, n) }
 	for _, tc := range []struct {
-		clients, flows int
-		first          []int // flowOf for clients 0..len-1
-		counts         []int
+		clients int
+		weights []int
+		first   []int // flowOf for clients 0..len-1
+		counts  []int
 	}{
-		{clients: 20, flows: 2, first: []int{0, 1, 0, 1}, counts: []int{10, 10}},
-		{clients: 7, flows: 3, first: []int{0, 1, 2, 0, 1, 2, 0}, counts: []int{3, 2, 2}},
-		{clients: 1, flows: 3, first: []int{0}, counts: []int{1, 0, 0}},
-		{clients: 5, flows: 1, first: []int{0, 0, 0, 0, 0}, counts: []int{5}},
-		{clients: 50, flows: 50, first: []int{0, 1, 2}, counts: slices.Repeat([]int{1}, 50)},
+		{clients: 20, weights: ones(2), first: []int{0, 1, 0, 1}, counts: []int{10, 10}},
+		{clients: 7, weights: ones(3), first: []int{0, 1, 2, 0, 1, 2, 0}, counts: []int{3, 2, 2}},
+		{clients: 1, weights: ones(3), first: []int{0}, counts: []int{1, 0, 0}},
+		{clients: 5, weights: ones(1), first: []int{0, 0, 0, 0, 0}, counts: []int{5}},
+		{clients: 50, weights: ones(50), first: []int{0, 1, 2}, counts: ones(50)},
+		{clients: 20, weights: []int{3, 1}, first: []int{0, 0, 0, 1, 0, 0, 0, 1}, counts: []int{15, 5}},
+		{clients: 6, weights: []int{3, 1}, first: []int{0, 0, 0, 1, 0, 0}, counts: []int{5, 1}},
+		{clients: 7, weights: []int{1, 2, 3}, first: []int{0, 1, 1, 2, 2, 2, 0}, counts: []int{2, 2, 3}},
+		{clients: 2, weights: []int{1, 5}, first: []int{0, 1}, counts: []int{1, 1}},
 	} {
 		for i, want := range tc.first {
-			if got := flowOf(i, tc.flows); got != want {
-				t.Errorf("flowOf(%d, %d) = %d, want %d", i, tc.flows, got, want)
+			if got := flowOf(i, tc.weights); got != want {
+				t.Errorf("flowOf(%d, %v) = %d, want %d", i, tc.weights, got, want)
 			}
 		}
-		counts := flowClients(tc.clients, tc.flows)
+		counts := flowClients(tc.clients, tc.weights)
 		if !slices.Equal(counts, tc.counts) {
-			t.Errorf("flowClients(%d, %d) = %v, want %v", tc.clients, tc.flows, counts, tc.counts)
+			t.Errorf("flowClients(%d, %v) = %v, want %v", tc.clients, tc.weights, counts, tc.counts)
 		}
 		// The counts are what flowOf gives, client by client.
-		byClient := make([]int, tc.flows)
+		byClient := make([]int, len(tc.weights))
 		for i := range tc.clients {
-			byClient[flowOf(i, tc.flows)]++
+			byClient[flowOf(i, tc.weights)]++
 		}
 		if !slices.Equal(byClient, counts) {
-			t.Errorf("%d clients over %d flows: flowOf gives %v, flowClients %v", tc.clients, tc.flows, byClient, counts)
+			t.Errorf("%d clients over weights %v: flowOf gives %v, flowClients %v", tc.clients, tc.weights, byClient, counts)
 		}
 	}
 }
