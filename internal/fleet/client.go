@@ -267,9 +267,9 @@ func (c *client) leave(deadline time.Time) {
 // wsNormalClose is a close frame's payload: 1000, normal closure.
 var wsNormalClose = []byte{0x03, 0xe8}
 
-// leftUnsent counts, for a client whose leave ran out of time before the
-// server closed, the bytes its kernel still held unacknowledged: sends
-// counted as sent that the close may lose.
+// leftUnsent counts, for a client whose leave ended before the server
+// closed (its bound passed), the bytes its kernel still held
+// unacknowledged: sends counted as sent that the close may lose.
 func (c *client) leftUnsent() {
 	if c.raw == nil {
 		return
@@ -378,7 +378,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 		e := ev.Error
 		c.lastErr.Store(&e)
 	}
-	if len(ev.Reply) > 0 {
+	// A client that is leaving answers nothing: its write side is shut
+	// (or about to be), and a failed write would end its drain early.
+	if len(ev.Reply) > 0 && !(c.stopping.Load() && c.joined.Load()) {
 		if !c.reply(ev) {
 			if !c.joined.Load() {
 				c.loginFailed(loginFail(LoginWriteError), res)

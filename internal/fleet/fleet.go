@@ -789,7 +789,7 @@ func (f *Fleet) stop() {
 // server had not taken: sends counted as sent that it may never see.
 func (f *Fleet) warnLeaveCut() {
 	if n := f.stats.leaveCut.Load(); n > 0 {
-		f.warn("WARNING: %d clients closed at the leave's bound (%v) before the server closed, with %d sent bytes it had not acknowledged: the sent counts include sends the server may not have read",
+		f.warn("WARNING: %d clients closed before the server did (the leave's bound is %v), with %d sent bytes it had not acknowledged: the sent counts include sends the server may not have read",
 			n, f.cfg.LeaveTimeout, f.stats.leaveUnsent.Load())
 	}
 }

@@ -1,14 +1,21 @@
 package fleet
 
 import (
+	"bufio"
 	"context"
 	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/session"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -23,14 +30,17 @@ import (
 type pauseRelay struct {
 	ln                net.Listener
 	pauseAt, pauseFor time.Duration
-	wg                sync.WaitGroup
+	// lines speaks a line protocol instead: HELLO answered OK, then a
+	// PING every 5 ms instead of deliveries; SAY lines are the sends.
+	lines bool
+	wg    sync.WaitGroup
 
 	mu    sync.Mutex
 	conns []net.Conn
 	sends int
 }
 
-func startPauseRelay(t *testing.T, pauseAt, pauseFor time.Duration) *pauseRelay {
+func startPauseRelay(t *testing.T, pauseAt, pauseFor time.Duration, lines bool) *pauseRelay {
 	t.Helper()
 	lc := net.ListenConfig{Control: func(_, _ string, rc syscall.RawConn) error {
 		var serr error
@@ -44,7 +54,7 @@ func startPauseRelay(t *testing.T, pauseAt, pauseFor time.Duration) *pauseRelay 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &pauseRelay{ln: ln, pauseAt: pauseAt, pauseFor: pauseFor}
+	r := &pauseRelay{ln: ln, pauseAt: pauseAt, pauseFor: pauseFor, lines: lines}
 	r.wg.Go(func() {
 		for {
 			conn, err := ln.Accept()
@@ -54,7 +64,11 @@ func startPauseRelay(t *testing.T, pauseAt, pauseFor time.Duration) *pauseRelay 
 			r.mu.Lock()
 			r.conns = append(r.conns, conn)
 			r.mu.Unlock()
-			r.wg.Go(func() { r.serve(conn) })
+			if lines {
+				r.wg.Go(func() { r.serveLines(conn) })
+			} else {
+				r.wg.Go(func() { r.serve(conn) })
+			}
 		}
 	})
 	t.Cleanup(func() {
@@ -107,11 +121,50 @@ func (r *pauseRelay) serve(conn net.Conn) {
 	}
 }
 
-// deliver writes a delivery every 5 ms until done.
+// serveLines is serve for the line protocol.
+func (r *pauseRelay) serveLines(conn net.Conn) {
+	defer conn.Close()
+	var wmu sync.Mutex
+	done := make(chan struct{})
+	defer close(done)
+	var joinedAt time.Time
+	br := bufio.NewReaderSize(conn, 4<<10)
+	for {
+		if !joinedAt.IsZero() {
+			if at := joinedAt.Add(r.pauseAt); time.Now().After(at) && time.Now().Before(at.Add(r.pauseFor)) {
+				time.Sleep(time.Until(at.Add(r.pauseFor)))
+			}
+		}
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		switch {
+		case strings.HasPrefix(line, "HELLO") && joinedAt.IsZero():
+			joinedAt = time.Now()
+			wmu.Lock()
+			_, err := conn.Write([]byte("OK\n"))
+			wmu.Unlock()
+			if err != nil {
+				return
+			}
+			r.wg.Go(func() { r.deliver(conn, &wmu, done) })
+		case strings.HasPrefix(line, "SAY"):
+			r.mu.Lock()
+			r.sends++
+			r.mu.Unlock()
+		}
+	}
+}
+
+// deliver writes a delivery (a PING in lines) every 5 ms until done.
 func (r *pauseRelay) deliver(conn net.Conn, wmu *sync.Mutex, done <-chan struct{}) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	msg := wire.AppendDeliver(nil, wire.Othercast, "other", false, 0, []byte("pose"))
+	if r.lines {
+		msg = []byte("PING\n")
+	}
 	for {
 		select {
 		case <-done:
@@ -144,22 +197,31 @@ func (r *pauseRelay) sent() int {
 func TestLeaveWaitsForTheServer(t *testing.T) {
 	tests := []struct {
 		name  string
+		lines bool // the line protocol, whose pings a reaction answers
 		leave time.Duration
 		cut   bool
 	}{
-		{"bound outlasts the pause", 5 * time.Second, false},
-		{"bound shorter than the pause", 300 * time.Millisecond, true},
+		{"bound outlasts the pause", false, 5 * time.Second, false},
+		{"bound shorter than the pause", false, 300 * time.Millisecond, true},
+		// A ping during the leave is not answered: a write on the shut
+		// write side would fail and end the drain early.
+		{"pings answered until the leave", true, 5 * time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := startPauseRelay(t, 900*time.Millisecond, 1800*time.Millisecond)
+			r := startPauseRelay(t, 900*time.Millisecond, 1800*time.Millisecond, tt.lines)
 			c := baseConfig()
-			fr := []session.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
-			payload := make([]byte, 1<<10)
-			for ts := 10; ts < 410; ts += 10 {
-				fr = append(fr, session.Frame{Offset: ms(ts), Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, Payload: payload})})
+			if tt.lines {
+				c.Frames = nil
+				c.Capture, c.Profile = writeLinesCapture(t)
+			} else {
+				fr := []session.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
+				payload := make([]byte, 1<<10)
+				for ts := 10; ts < 410; ts += 10 {
+					fr = append(fr, session.Frame{Offset: ms(ts), Bytes: wire.AppendSend(nil, wire.Send{Mode: wire.Othercast, Payload: payload})})
+				}
+				c.Frames = fr
 			}
-			c.Frames = fr
 			c.Target = r.ln.Addr().String()
 			c.Clients = 4
 			c.Loop = "10ms,410ms"
@@ -176,8 +238,8 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if s.LoginsSucceeded != 4 || len(s.Disconnects) != 0 {
-				t.Fatalf("logins %d disconnects %v", s.LoginsSucceeded, s.Disconnects)
+			if s.LoginsSucceeded != 4 || len(s.Disconnects) != 0 || (tt.lines && s.FramesSent["pong"] == 0) {
+				t.Fatalf("logins %d disconnects %v frames %v", s.LoginsSucceeded, s.Disconnects, s.FramesSent)
 			}
 			// The server closes once it read each end: wait for its count
 			// (a cut run never gets there).
@@ -185,8 +247,8 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 			for !tt.cut && r.sent() < int(s.MessagesSent) && time.Now().Before(deadline) {
 				time.Sleep(20 * time.Millisecond)
 			}
-			warned := strings.Contains(strings.Join(s.Warnings, "\n"), "closed at the leave's bound")
-			t.Logf("fleet sent %d, the server read %d; cut %d clients, %d bytes; warnings %q", s.MessagesSent, r.sent(), f.stats.leaveCut.Load(), f.stats.leaveUnsent.Load(), s.Warnings)
+			warned := strings.Contains(strings.Join(s.Warnings, "\n"), "clients closed before the server did")
+			t.Logf("fleet sent %d, the server read %d; cut %d clients, %d bytes; frames %v; warnings %q", s.MessagesSent, r.sent(), f.stats.leaveCut.Load(), f.stats.leaveUnsent.Load(), s.FramesSent, s.Warnings)
 			if tt.cut {
 				if !warned || f.stats.leaveUnsent.Load() == 0 {
 					t.Errorf("a leave cut short by its bound was not reported")
@@ -198,4 +260,51 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// writeLinesCapture writes a recorded line-protocol session (HELLO, OK,
+// then a 1 KiB SAY every 10 ms) and the profile that answers its PINGs.
+func writeLinesCapture(t *testing.T) (pcap, prof string) {
+	t.Helper()
+	dir := t.TempDir()
+	pcap, prof = filepath.Join(dir, "lines.pcap"), filepath.Join(dir, "lines.yaml")
+	doc := `name: lines
+port: 7000
+framing: {type: delimiter, delimiter: "\n"}
+kinds:
+  client: [{name: hello, match: {prefix: HELLO}}, {name: say, match: {prefix: SAY}}, {name: pong, match: {prefix: PONG}}]
+  server: [{name: ok, match: {prefix: OK}}, {name: ping, match: {prefix: PING}}]
+login: {send: [hello], success: ok}
+reactions: [{on: ping, send: {text: "PONG\n"}, as: pong}]
+sends: [say]
+identity: {user: {regexp: "HELLO (\\S+)"}}
+`
+	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := capture.Create(pcap, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(conn.Data(t0, true, []byte("HELLO alice\n")))
+	must(conn.Data(t0.Add(time.Millisecond), false, []byte("OK\n")))
+	say := "SAY " + strings.Repeat("x", 1<<10) + "\n"
+	at := t0
+	for ts := 10; ts < 410; ts += 10 {
+		at = t0.Add(ms(ts))
+		must(conn.Data(at, true, []byte(say)))
+	}
+	must(conn.Close(at.Add(time.Millisecond), true))
+	must(w.Close())
+	return pcap, prof
 }
