@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -180,4 +181,38 @@ func serve(t *testing.T, fn func(net.Conn)) string {
 		}
 	})
 	return ln.Addr().String()
+}
+
+// TestRampProgressLevel: while a capacity search's ramp steps through
+// levels, the progress line says which level of how many it is at, and
+// "holding" while it waits at one to be judged; without levels it says
+// none; with every login attempted, no ramp part at all.
+func TestRampProgressLevel(t *testing.T) {
+	tests := []struct {
+		name     string
+		levels   []int
+		done     int32
+		holding  bool
+		attempts int64
+		want     string // the part after the attempts
+	}{
+		{"first level", []int{50, 100, 150}, 0, false, 10, ", level 1 of 3 (50 clients), last login in "},
+		{"holding the first", []int{50, 100, 150}, 0, true, 50, ", holding level 1 of 3 (50 clients), last login in "},
+		{"second level", []int{50, 100, 150}, 1, false, 60, ", level 2 of 3 (100 clients), last login in "},
+		{"every level passed", []int{50, 100, 150}, 3, false, 149, ", level 3 of 3 (150 clients), last login in "},
+		{"no levels", nil, 0, false, 10, ", last login in "},
+	}
+	for _, tt := range tests {
+		f := &Fleet{cfg: Config{Clients: 150, LoginInterval: 100 * time.Millisecond, Levels: tt.levels}, epoch: time.Now()}
+		f.levelsDone.Store(tt.done)
+		f.holding.Store(tt.holding)
+		got := f.rampProgress(tt.attempts)
+		if prefix := fmt.Sprintf(" | ramp %d/150", tt.attempts); !strings.HasPrefix(got, prefix+tt.want) {
+			t.Errorf("%s: %q, want %q then the time", tt.name, got, prefix+tt.want)
+		}
+	}
+	f := &Fleet{cfg: Config{Clients: 150, LoginInterval: time.Millisecond, Levels: []int{50, 150}}, epoch: time.Now()}
+	if got := f.rampProgress(150); got != "" {
+		t.Errorf("every login attempted: %q, want no ramp part", got)
+	}
 }
