@@ -5,6 +5,9 @@ import (
 	"runtime"
 	"sync"
 	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Read buffers are lent, not owned: a reader takes one from these pools
@@ -55,16 +58,21 @@ func putReadBuf(p *[]byte) {
 // sized to the traffic by a readSizer. A connection without a RawConn
 // (none the fleet dials) is read with Read into a buffer kept throughout.
 //
-// Each read's bytes are handled inside the RawConn callback, so that a
-// read that did not fill the buffer (the socket is empty) parks the
-// reader straight away: a plain read loop needs a second read(2) that
-// fails with EAGAIN before every park, one syscall more per wake-up (half
-// of the fleet's reads at N:N). Parking from the callback loses no
-// wake-up: RawConn.Read cleared the socket's readiness before the first
-// read, and any bytes that came since mark it ready again. A read that
-// filled the buffer returns from the callback first, so a Close from
-// another goroutine (it waits for the callback to return) waits for one
-// read at most.
+// Each read's bytes are handled inside the RawConn callback, and the
+// socket tells with each read how many bytes it still holds (TCP_INQ,
+// Linux 4.18): when none, the reader parks straight away. A plain read
+// loop needs a second read(2) that fails with EAGAIN before every park,
+// one syscall more per wake-up (half of the fleet's reads at N:N).
+// Parking after a read that emptied the socket loses no wake-up: bytes
+// that come after it mark the socket ready again. A FIN does too, but one
+// that came before the read (its readiness cleared by RawConn.Read) is
+// not seen by a read that returns data: TCP_INQ then reports 1 ("read
+// again"), and so does the hint for bytes that came during the read.
+// Where the hint is missing (another kernel) the reader reads until
+// EAGAIN as before. A read that filled the buffer, or one after which
+// more waits, returns from the callback first, so a Close from another
+// goroutine (it waits for the callback to return) waits for one read at
+// most.
 type streamReader struct {
 	conn   io.Reader
 	rc     syscall.RawConn
@@ -72,6 +80,7 @@ type streamReader struct {
 	sizer  readSizer
 	buf    *[]byte // lent while the socket has bytes; nil while waiting
 	handle func([]byte) bool
+	inq    bool // TCP_INQ is on: reads say what is left
 	stop   bool // handle said stop
 	err    error
 	fn     func(fd uintptr) bool
@@ -83,12 +92,17 @@ type streamReader struct {
 // callback to return).
 func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) bool) *streamReader {
 	r := &streamReader{conn: conn, rc: rc, size: readBuf, handle: handle}
+	if rc != nil {
+		rc.Control(func(fd uintptr) {
+			r.inq = unix.SetsockoptInt(int(fd), unix.SOL_TCP, unix.TCP_INQ, 1) == nil
+		})
+	}
 	r.fn = func(fd uintptr) bool {
 		if r.buf == nil {
 			r.buf = getReadBuf(r.size)
 		}
 		for {
-			n, err := syscall.Read(int(fd), *r.buf)
+			n, left, err := r.recv(int(fd), *r.buf)
 			switch {
 			case err == syscall.EINTR:
 				continue
@@ -109,8 +123,8 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true
 			}
 			r.adapt(n)
-			if full {
-				return true // more may wait: read again, outside the callback
+			if full || left != 0 {
+				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
 			// The socket is empty: park without reading it again.
 			putReadBuf(r.buf)
@@ -119,6 +133,39 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 		}
 	}
 	return r
+}
+
+// recv reads into b; left is what the socket still holds after the read
+// (1 for a FIN not yet read), -1 when unknown.
+func (r *streamReader) recv(fd int, b []byte) (n, left int, err error) {
+	if !r.inq {
+		n, err = syscall.Read(fd, b)
+		return n, -1, err
+	}
+	var oob [32]byte // one cmsg of an int: 24 bytes on 64-bit
+	iov := unix.Iovec{Base: &b[0]}
+	iov.SetLen(len(b))
+	msg := unix.Msghdr{Iov: &iov, Iovlen: 1, Control: &oob[0]}
+	msg.SetControllen(len(oob))
+	m, _, e := unix.Syscall(unix.SYS_RECVMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), 0)
+	if e != 0 {
+		return 0, -1, e
+	}
+	return int(m), inqHint(oob[:msg.Controllen]), nil
+}
+
+// inqHint reads the TCP_CM_INQ control message of a recvmsg, -1 when
+// there is none.
+func inqHint(oob []byte) int {
+	const hdr = unix.SizeofCmsghdr
+	if len(oob) < hdr+4 {
+		return -1
+	}
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	if h.Level != unix.SOL_TCP || h.Type != unix.TCP_CM_INQ || h.Len < hdr+4 {
+		return -1
+	}
+	return int(*(*int32)(unsafe.Pointer(&oob[hdr])))
 }
 
 // run reads until handle says stop (nil), the peer closes its side

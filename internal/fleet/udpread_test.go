@@ -180,3 +180,43 @@ func TestStreamReaderNoLostWakeup(t *testing.T) {
 		t.Fatalf("after %d of %d bytes in %d reads: %v", got, rounds*10, reads, err)
 	}
 }
+
+// TestStreamReaderDataThenFIN: the peer writes and closes before the
+// reader looks; the read that returns the data leaves the FIN unread
+// with its readiness already spent, so the reader must read again (the
+// TCP_INQ hint says so) and end with EOF, not park for good.
+func TestStreamReaderDataThenFIN(t *testing.T) {
+	for _, n := range []int{10, readBuf - 1, readBuf, 3 * readBuf} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		snd, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := c.(*net.TCPConn).SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		r := newStreamReader(c, rc, func(b []byte) bool { got += len(b); return true })
+		if !r.inq {
+			t.Log("no TCP_INQ here: the reader reads until EAGAIN")
+		}
+		snd.Write(make([]byte, n))
+		snd.Close()
+		time.Sleep(50 * time.Millisecond) // the FIN is in, its readiness seen by the poller
+		c.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if err := r.run(); err != io.EOF || got != n {
+			t.Errorf("%d bytes then FIN: %d bytes read, ended with %v, want EOF", n, got, err)
+		}
+		r.release()
+		c.Close()
+	}
+}
