@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
@@ -167,4 +169,92 @@ func TestFlowsBundled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlowsShardsMosquitto records a real subscriber and a real publisher
+// and replays both with --flows all as 2 shard processes at a barrier,
+// then merges their summaries: the merged per-flow figures are the sums
+// of the shards', they add up to the fleet's totals, and they equal the
+// broker's counts: the publishers' flow sent what mosquitto received, the
+// subscribers' flow received what mosquitto sent to the fleet.
+func TestFlowsShardsMosquitto(t *testing.T) {
+	const msgs, clients, shards, topic = 30, 12, 2, "rooms/shards"
+	port, _, _ := startMosquitto(t)
+	capPath := recordPubSub(t, port, topic, msgs)
+	mon := startSysMonitor(t, port)
+	counter := testproc.Start(t, needTool(t, "mosquitto_sub"), "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-i", "counter", "-t", topic,
+		"-F", "message")
+	recv0, sent0, own0 := mon.settled(t)
+
+	dir := t.TempDir()
+	barrier := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	outs, errs := make([]string, shards), make([]error, shards)
+	var wg sync.WaitGroup
+	for i := range shards {
+		wg.Go(func() {
+			b, err := exec.Command(bins["replay"], "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+				"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "5ms", "--duration", "6s",
+				"--drain-deliveries", "30s", "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
+				"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))).CombinedOutput()
+			outs[i], errs[i] = string(b), err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("shard %d: %v\n%s", i, err, testproc.Tail(outs[i], 30))
+		}
+	}
+	merged := filepath.Join(dir, "merged.json")
+	if out, err := exec.Command(bins["replay"], "merge", "--summary", merged,
+		filepath.Join(dir, "shard-0.json"), filepath.Join(dir, "shard-1.json")).CombinedOutput(); err != nil {
+		t.Fatalf("replay merge: %v\n%s", err, out)
+	}
+	recv1, sent1, own1 := mon.settled(t)
+	counted := strings.Count(counter.Stdout.String(), "message\n")
+	s, _ := readSummary(t, merged)
+	if len(s.Flows) != 2 {
+		t.Fatalf("merged flows %+v, want 2", s.Flows)
+	}
+
+	// The merged per-flow figures are the shards' sums, flow by flow.
+	var want [2]fleet.FlowClients
+	for i := range shards {
+		sh, _ := readSummary(t, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		var logins, sent, recv int64
+		for k, fc := range sh.Flows {
+			want[k].Logins += fc.Logins
+			want[k].Sent += fc.Sent
+			want[k].Received += fc.Received
+			logins, sent, recv = logins+fc.Logins, sent+fc.Sent, recv+fc.Received
+		}
+		if logins != sh.LoginsSucceeded || sent != sh.MessagesSent || recv != sh.MessagesReceived {
+			t.Errorf("shard %d: flows add up to %d logins, %d sent, %d received; its totals %d, %d, %d",
+				i, logins, sent, recv, sh.LoginsSucceeded, sh.MessagesSent, sh.MessagesReceived)
+		}
+	}
+	for k, fc := range s.Flows {
+		if fc.Clients != clients/2 || fc.Logins != want[k].Logins || fc.Sent != want[k].Sent || fc.Received != want[k].Received {
+			t.Errorf("merged flow %d: %+v; want %d clients and the shards' sums %+v", k, fc, clients/2, want[k])
+		}
+	}
+
+	// Against the broker: one flow publishes, the other receives.
+	pub, sub := s.Flows[0], s.Flows[1]
+	if pub.Sent == 0 {
+		pub, sub = sub, pub
+	}
+	wantSent := int64(clients / 2 * msgs)
+	brokerRecv := recv1 - recv0
+	brokerToFleet := sent1 - sent0 - float64(own1-own0) - float64(counted)
+	if pub.Logins != clients/2 || sub.Logins != clients/2 || s.LoginsSucceeded != clients {
+		t.Errorf("logins: publishers' flow %d, subscribers' %d, fleet %d; want %d, %d, %d", pub.Logins, sub.Logins, s.LoginsSucceeded, clients/2, clients/2, clients)
+	}
+	if pub.Sent != wantSent || brokerRecv != float64(wantSent) || counted != int(wantSent) || sub.Sent != 0 {
+		t.Errorf("publishers' flow sent %d (subscribers' %d), mosquitto received %v, the counting subscriber got %d; want %d", pub.Sent, sub.Sent, brokerRecv, counted, wantSent)
+	}
+	if sub.Received == 0 || float64(sub.Received) != brokerToFleet || pub.Received != 0 {
+		t.Errorf("subscribers' flow received %d (publishers' %d), mosquitto sent %v to the fleet", sub.Received, pub.Received, brokerToFleet)
+	}
+	t.Logf("merged flows %+v; mosquitto received %v, sent to the fleet %v", s.Flows, brokerRecv, brokerToFleet)
 }

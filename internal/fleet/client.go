@@ -58,6 +58,7 @@ func (r *readSizer) next(size, n int) int {
 // then owned as noted.
 type client struct {
 	f      *Fleet
+	fc     *flowCounters // its flow's, in a --flows fleet; nil otherwise
 	idx    int
 	user   string
 	sender bool
@@ -364,6 +365,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	cnt.recvFrames.Add(ev.Frames)
 	if ev.Messages > 0 {
 		cnt.recvMsgs.Add(ev.Messages)
+		if c.fc != nil {
+			c.fc.received.Add(ev.Messages)
+		}
 	}
 	if ev.Numbered > 0 {
 		cnt.recvNumbered.Add(ev.Numbered)
@@ -390,6 +394,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 		}
 		for _, r := range ev.Replies {
 			cnt.sentFrames[r.Kind].Add(1)
+			c.flowSent(r.Kind)
 		}
 	}
 	if ev.Failed != "" && !c.joined.Load() {
@@ -442,6 +447,7 @@ func (c *client) sendLogin() ([]byte, error) {
 		}
 		buf = c.frame(buf, start)
 		c.sh.c.sentFrames[k].Add(1)
+		c.flowSent(k)
 		if c.udp {
 			if _, err := c.conn.Write(buf); err != nil {
 				return nil, err
@@ -620,6 +626,9 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	c.conn.SetWriteDeadline(time.Time{})
 	c.joined.Store(true)
 	c.f.stats.loginOK()
+	if c.fc != nil {
+		c.fc.logins.Add(1)
+	}
 	report(res, LoginResult{})
 	if c.stopping.Load() {
 		c.leave(time.Now().Add(c.f.cfg.LeaveTimeout))
@@ -719,6 +728,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		if len(buf) > start {
 			buf = c.frame(buf, start)
 			cnt.sentFrames[kind].Add(1)
+			c.flowSent(kind)
 		}
 		c.next++
 		frames++

@@ -64,6 +64,7 @@ type Fleet struct {
 	// client plays player.
 	flows       []flowScript
 	weights     []int
+	flowCnt     []flowCounters // by flows' index
 	profileName string
 	notes       []string
 	udp         bool
@@ -624,8 +625,10 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	cfg := &f.cfg
 	sender := cfg.isSender(i)
 	player := f.player
+	var fc *flowCounters
 	if len(f.flows) > 0 {
-		player = f.flows[flowOf(i, f.weights)].player
+		k := flowOf(i, f.weights)
+		player, fc = f.flows[k].player, &f.flowCnt[k]
 	}
 	tl := player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)
@@ -653,7 +656,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || !f.isReprise(),
+		replies: f.ws || !f.isReprise(), fc: fc,
 	}
 	if f.ws {
 		c.wsKey = profile.NewWSKey()

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
@@ -155,12 +156,33 @@ func sum(ns []int) int {
 }
 
 // FlowClients is one flow of a --flows fleet in its summary: the flow's
-// index in `replay inspect`, its recorded client, and how many of the
-// fleet's clients play it.
+// index in `replay inspect`, its recorded client, how many of the
+// fleet's clients play it (the whole fleet's, in every shard's summary
+// alike), and this run's (or shard's) logins, messages sent and
+// messages received by those clients, which shards' summaries add up.
 type FlowClients struct {
-	Flow    int    `json:"flow"`
-	Client  string `json:"client"`
-	Clients int    `json:"clients"`
+	Flow     int    `json:"flow"`
+	Client   string `json:"client"`
+	Clients  int    `json:"clients"`
+	Logins   int64  `json:"logins_succeeded"`
+	Sent     int64  `json:"messages_sent"`
+	Received int64  `json:"messages_received"`
+}
+
+// flowCounters are one flow's figures in a --flows fleet; its clients
+// add to them once per login, write or read batch. The padding keeps
+// flows off each other's cache lines.
+type flowCounters struct {
+	logins, sent, received atomic.Int64
+	_                      [40]byte
+}
+
+// flowSent counts a frame of kind sent for the client's flow, if the kind
+// counts as a message.
+func (c *client) flowSent(kind int) {
+	if c.fc != nil && c.f.stats.counted(kind) {
+		c.fc.sent.Add(1)
+	}
 }
 
 // flowScript is one recorded flow of a --flows fleet, compiled.
@@ -220,6 +242,7 @@ func (f *Fleet) loadFlows(prof *profile.Profile, loop *session.Loop) error {
 		}
 	}
 	f.flows = scripts
+	f.flowCnt = make([]flowCounters, len(scripts))
 	f.weights = make([]int, len(scripts))
 	for k, s := range scripts {
 		f.weights[k] = s.weight
@@ -348,7 +371,9 @@ func (f *Fleet) flowClients() []FlowClients {
 	n := flowClients(f.cfg.Clients, f.weights)
 	out := make([]FlowClients, len(f.flows))
 	for k, s := range f.flows {
-		out[k] = FlowClients{Flow: s.index, Client: s.client, Clients: n[k]}
+		fc := &f.flowCnt[k]
+		out[k] = FlowClients{Flow: s.index, Client: s.client, Clients: n[k],
+			Logins: fc.logins.Load(), Sent: fc.sent.Load(), Received: fc.received.Load()}
 	}
 	return out
 }

@@ -76,7 +76,7 @@ func Merge(sums []Summary) (Summary, error) {
 	lat, lag := newHist(), newHist()
 	out := Summary{
 		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{},
-		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: sums[0].Flows,
+		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: flowsZeroed(sums[0].Flows),
 		CPUIdlePct: -1,
 	}
 	seen := map[Shard]bool{}
@@ -95,6 +95,9 @@ func Merge(sums []Summary) (Summary, error) {
 			return Summary{}, fmt.Errorf("%w: shard %s appears twice", ErrMerge, sh)
 		}
 		seen[sh] = true
+		if err := mergeFlows(out.Flows, s.Flows, sh); err != nil {
+			return Summary{}, err
+		}
 		if err := mergeHist(lat, s.Histograms.LatencyUS, sh, "latency"); err != nil {
 			return Summary{}, err
 		}
@@ -251,4 +254,36 @@ func missing(seen map[Shard]bool, n int) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// flowsZeroed is a --flows fleet's flows with no figures yet, for
+// mergeFlows to add the shards' to (nil stays nil).
+func flowsZeroed(fl []FlowClients) []FlowClients {
+	if fl == nil {
+		return nil
+	}
+	out := make([]FlowClients, len(fl))
+	for k, f := range fl {
+		out[k] = FlowClients{Flow: f.Flow, Client: f.Client, Clients: f.Clients}
+	}
+	return out
+}
+
+// mergeFlows adds a shard's per-flow figures to out's: every shard of a
+// --flows fleet lists the same flows, with the whole fleet's clients each.
+func mergeFlows(out, fl []FlowClients, sh Shard) error {
+	if len(fl) != len(out) {
+		return fmt.Errorf("%w: shard %s lists %d flows, the first summary %d", ErrMerge, sh, len(fl), len(out))
+	}
+	for k, f := range fl {
+		o := &out[k]
+		if f.Flow != o.Flow || f.Client != o.Client || f.Clients != o.Clients {
+			return fmt.Errorf("%w: shard %s: flow %d (%s, %d clients) where the first summary has flow %d (%s, %d clients)",
+				ErrMerge, sh, f.Flow, f.Client, f.Clients, o.Flow, o.Client, o.Clients)
+		}
+		o.Logins += f.Logins
+		o.Sent += f.Sent
+		o.Received += f.Received
+	}
+	return nil
 }

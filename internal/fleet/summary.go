@@ -272,7 +272,8 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("frames sent", byReason(s.FramesSent))
 	row("fleet process", processLine(s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k))
 	for _, fc := range s.Flows {
-		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client), fmt.Sprintf("%d clients", fc.Clients))
+		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client),
+			fmt.Sprintf("%d clients, %d logins, %d messages sent, %d received", fc.Clients, fc.Logins, fc.Sent, fc.Received))
 	}
 	if s.Shard != "" {
 		row("shard", s.Shard)
