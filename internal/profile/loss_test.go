@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -118,7 +119,8 @@ func TestSeqTrackerAgainstMap(t *testing.T) {
 			if rng.IntN(50) == 0 && seq > 2 {
 				seq -= 2 // late
 			}
-			id := fmt.Sprintf("user-%d", s)
+			// Ids short, of 8 to 16 bytes, and longer (kept whole).
+			id := fmt.Sprintf("u%d%s", s, strings.Repeat("x", s%24))
 			trace := stampSeq(1e18+int64(round), seq)
 			got += tr.see([]byte(id), trace)
 			q := uint16(trace % seqMod)
@@ -139,5 +141,20 @@ func TestSeqTrackerAgainstMap(t *testing.T) {
 	}
 	if tr.used != senders {
 		t.Errorf("%d senders tracked, want %d", tr.used, senders)
+	}
+}
+
+// TestSeqTrackerLongIDsSameEnds: ids over 16 bytes that share their
+// first and last 8 bytes are two senders, not one.
+func TestSeqTrackerLongIDsSameEnds(t *testing.T) {
+	a, b := []byte("aaaaaaaa-1-bbbbbbbb"), []byte("aaaaaaaa-2-bbbbbbbb")
+	var tr seqTracker
+	var lost int64
+	for i := range uint64(10) {
+		lost += tr.see(a, stampSeq(1e18, i+1))
+		lost += tr.see(b, stampSeq(1e18, 100+i))
+	}
+	if lost != 0 || tr.used != 2 {
+		t.Errorf("lost %d with %d senders tracked, want 0 and 2", lost, tr.used)
 	}
 }
