@@ -138,6 +138,30 @@ func TestFlowsBundled(t *testing.T) {
 			t.Fatalf("logins %d sent %d received %d\n%s%s", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
 		}
 	})
+	t.Run("weighted", func(t *testing.T) {
+		// 8 clients at 3:1: clients 0-2 and 4-6 play flow 0, 3 and 7 flow 1.
+		res := replay(t, "--capture", capPath, "--clients", "8", "--login-interval", "1ms", "--duration", "2s",
+			"--flows", "0:3,1:1", "--loop=1s,3s")
+		mustOK(t, res)
+		s := res.sum
+		if len(s.Flows) != 2 || s.Flows[0].Clients != 6 || s.Flows[1].Clients != 2 {
+			t.Fatalf("flows %+v, want 6 clients on flow 0 and 2 on flow 1\n%s", s.Flows, res.stdout)
+		}
+		var logins, sent, recv int64
+		for _, fc := range s.Flows {
+			logins, sent, recv = logins+fc.Logins, sent+fc.Sent, recv+fc.Received
+			if fc.Logins != int64(fc.Clients) {
+				t.Errorf("flow %d: %d logins for %d clients", fc.Flow, fc.Logins, fc.Clients)
+			}
+		}
+		if logins != s.LoginsSucceeded || sent != s.MessagesSent || recv != s.MessagesReceived || sent == 0 {
+			t.Errorf("flows add up to %d logins, %d sent, %d received; the fleet's %d, %d, %d",
+				logins, sent, recv, s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived)
+		}
+		if !strings.Contains(res.stdout, "6 clients, 6 logins") || !strings.Contains(strings.Join(s.Notes, "\n"), "weights 3, 1") {
+			t.Errorf("summary or notes lack the weighted flows:\n%s\n%q", res.stdout, s.Notes)
+		}
+	})
 	t.Run("loop past one flow", func(t *testing.T) {
 		res := replay(t, append(run, "--flows", "all", "--loop=58s,59s")...)
 		mustOK(t, res)
@@ -161,6 +185,7 @@ func TestFlowsBundled(t *testing.T) {
 		{"with --flow", []string{"--flows", "all", "--flow", "1"}, "pick one"},
 		{"no such flow", []string{"--flows", "0,5"}, "the capture has 2 flows"},
 		{"bad list", []string{"--flows", "0,x"}, "want \"all\" or flow indexes"},
+		{"bad weight", []string{"--flows", "0:0,1"}, "weight \"0\" is not a whole number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := runReplay(t, append(append([]string{"--metrics", ""}, run...), tc.args...)...)
