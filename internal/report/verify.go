@@ -148,8 +148,8 @@ func VerifyHeadline(dir string, sum Summary) error {
 // VerifyPeaks checks that each run's peak send and receive Gbps in
 // summary.json are the rolling peaks of its own series.csv, the rule the
 // table's rows and the charts' lines share (RollingMeans). series.csv
-// keeps milliseconds and six decimals, so a peak read back may differ in
-// its last digits, never more.
+// keeps numbers exactly, but reports written before it did kept six
+// decimals, so a peak read back may differ in its last digits, never more.
 func VerifyPeaks(dir string, sum Summary) error {
 	runs, err := readSeriesFile(dir)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // Files of a report directory besides the charts.
@@ -95,7 +94,8 @@ var SeriesHeader = []string{
 }
 
 // WriteSeriesCSV writes one row per second per run; unmeasured values are
-// empty cells.
+// empty cells. Each number is written exactly (csvNum), so the report's
+// figures judged again from the file are the figures it printed.
 func WriteSeriesCSV(w io.Writer, in Input) error {
 	cw := csv.NewWriter(w)
 	if err := cw.Write(SeriesHeader); err != nil {
@@ -103,12 +103,12 @@ func WriteSeriesCSV(w io.Writer, in Input) error {
 	}
 	for _, r := range in.Runs {
 		for _, p := range r.Series.Points {
-			row := []string{r.Scenario, strconv.Itoa(r.Repeat), csvNum(p.T, 3)}
+			row := []string{r.Scenario, strconv.Itoa(r.Repeat), csvNum(p.T)}
 			for _, v := range []float64{p.SendGbps, p.RecvGbps, p.RelayCPUIdlePct, p.RelayProcessCPUPct,
 				p.LoggedIn, p.LoginAttempts, p.LoginFailures, p.MsgsInPerS, p.MsgsDeliveredPerS,
 				p.LatencyP50Ms, p.LatencyP99Ms, p.ScheduleLagP99Ms, p.FleetCPUIdlePct,
 				p.RelayConnections, p.SlowConsumerDiscards, p.FleetProcessCPUPct, p.FleetDisconnects} {
-				row = append(row, csvNum(v, 6))
+				row = append(row, csvNum(v))
 			}
 			if err := cw.Write(row); err != nil {
 				return fmt.Errorf("write series: %w", err)
@@ -122,20 +122,19 @@ func WriteSeriesCSV(w io.Writer, in Input) error {
 	return nil
 }
 
-// csvNum prints with at most digits decimals and no trailing zeros, so
-// counts stay integers and the file stays small.
-func csvNum(v float64, digits int) string {
+// csvNum prints v as the shortest decimal that reads back as v (counts
+// stay integers, no exponent): a value rounded to a few decimals can land
+// on the other side of a rounding edge (idle 0.5000003 % printed "1 %",
+// read back as 0.5 it prints "0 %") and make Verify's second judgement
+// differ from the first.
+func csvNum(v float64) string {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ""
 	}
-	s := strconv.FormatFloat(v, 'f', digits, 64)
-	if strings.Contains(s, ".") {
-		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if v == 0 {
+		return "0" // and not "-0"
 	}
-	if s == "-0" {
-		s = "0"
-	}
-	return s
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // htmlView is what index.html.tmpl renders.
