@@ -119,6 +119,34 @@ type RunStats struct {
 	Headline                 Headline        `json:"headline"`
 	Warnings                 []string        `json:"warnings"`
 	FleetSummary             json.RawMessage `json:"fleet_summary,omitempty"`
+	// Flows are a --flows fleet's recorded flows with what their clients
+	// did, read from FleetSummary; empty when the fleet played one flow.
+	Flows []FlowFigures `json:"flows,omitempty"`
+}
+
+// FlowFigures are one recorded flow's figures in a --flows fleet: the
+// clients that played it, their logins and the messages they sent and
+// received. They are read from the fleet's summary (the report reads
+// summaries, not the fleet), so the fields follow its JSON names.
+type FlowFigures struct {
+	Flow     int    `json:"flow"`
+	Client   string `json:"client"`
+	Clients  int    `json:"clients"`
+	Logins   int64  `json:"logins_succeeded"`
+	Sent     int64  `json:"messages_sent"`
+	Received int64  `json:"messages_received"`
+}
+
+// fleetFlows reads the flows of a fleet's summary; nil when it has none
+// or the summary is not readable (the other figures do not depend on it).
+func fleetFlows(summary json.RawMessage) []FlowFigures {
+	var s struct {
+		Flows []FlowFigures `json:"flows"`
+	}
+	if len(summary) == 0 || json.Unmarshal(summary, &s) != nil {
+		return nil
+	}
+	return s.Flows
 }
 
 // Stat is one figure aggregated over a scenario's repeats.
@@ -250,6 +278,7 @@ func AnalyzeRun(r Run) RunStats {
 	rs := RunStats{Scenario: r.Scenario, Repeat: r.Repeat, Started: r.Started,
 		Samples: len(pts), ScrapeErrors: r.Series.ScrapeErrors, DurationS: nan,
 		KernelDrops: r.KernelDrops, FleetSummary: r.FleetSummary,
+		Flows:    fleetFlows(r.FleetSummary),
 		Warnings: append([]string{}, r.Warnings...)}
 	rs.EndLoggedIn = nan
 	if n := len(pts); n > 0 {

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -270,5 +271,55 @@ func TestRolledChartHasNoSpike(t *testing.T) {
 		if peak := float64(RollingPeak(pts, c.get)); math.Abs(peak-top) > 1e-12 {
 			t.Errorf("%s: table peak %v, chart's top %v", c.name, peak, top)
 		}
+	}
+}
+
+// TestRunFlows: a --flows fleet's per-flow figures reach the run's stats
+// and the HTML report; a summary without flows, or one that is not JSON,
+// gives none and costs no other figure.
+func TestRunFlows(t *testing.T) {
+	withFlows := []byte(`{"clients_requested":8,"flows":[` +
+		`{"flow":0,"client":"127.0.0.1:50001","clients":6,"logins_succeeded":6,"messages_sent":180,"messages_received":0},` +
+		`{"flow":3,"client":"127.0.0.1:50007","clients":2,"logins_succeeded":2,"messages_sent":0,"messages_received":1067}]}`)
+	cases := []struct {
+		name    string
+		summary []byte
+		want    []FlowFigures
+	}{
+		{"flows", withFlows, []FlowFigures{
+			{Flow: 0, Client: "127.0.0.1:50001", Clients: 6, Logins: 6, Sent: 180},
+			{Flow: 3, Client: "127.0.0.1:50007", Clients: 2, Logins: 2, Received: 1067}}},
+		{"one flow", []byte(`{"clients_requested":8}`), nil},
+		{"no summary", nil, nil},
+		{"not json", []byte(`{"flows":[`), nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := synthModel{scenario: "N:N", repeat: 1, seconds: 20, loginsPerS: 2, maxIn: 8, attempts: 8, rate: 10, size: 100}
+			r := m.run()
+			r.FleetSummary = tc.summary
+			rs := AnalyzeRun(r)
+			if !reflect.DeepEqual(rs.Flows, tc.want) {
+				t.Fatalf("flows %+v, want %+v", rs.Flows, tc.want)
+			}
+			if rs.MaxLoggedIn != 8 {
+				t.Errorf("max logged in %v, want 8 whatever the summary", rs.MaxLoggedIn)
+			}
+			var html strings.Builder
+			if err := WriteHTML(&html, Summary{Runs: []RunStats{rs}}); err != nil {
+				t.Fatal(err)
+			}
+			has := strings.Contains(html.String(), "recorded flows")
+			if has != (len(tc.want) > 0) {
+				t.Fatalf("HTML has the flows table: %v, want %v", has, len(tc.want) > 0)
+			}
+			for _, f := range tc.want {
+				row := fmt.Sprintf("<tr><td>%d</td><td>%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>",
+					f.Flow, f.Client, f.Clients, f.Logins, f.Sent, f.Received)
+				if !strings.Contains(html.String(), row) {
+					t.Errorf("HTML lacks the row %s", row)
+				}
+			}
+		})
 	}
 }
