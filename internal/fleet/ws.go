@@ -93,6 +93,9 @@ func (c *client) feedWS(b []byte, now int64, ev *profile.Events) error {
 			ev.Reply = profile.AppendWSFrame(ev.Reply, profile.WSPong, m.Payload, c.wsKey)
 			return nil
 		case profile.WSClose:
+			if c.stopping.Load() && c.joined.Load() {
+				return nil // the answer to the leave's close: read on until the server closes
+			}
 			return closeOf(m.Payload)
 		case profile.WSPong:
 			return nil

@@ -538,3 +538,23 @@ func TestInspectWalksLoginSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaveWithoutGoodbye: leave: {text: ""} cuts the recorded goodbye
+// from the script like any leave, but the client leaves without it (the
+// fleet only closes); without the key the recorded goodbye is the leave.
+func TestLeaveWithoutGoodbye(t *testing.T) {
+	head := "name: x\nframing: {type: delimiter, delimiter: \"\\n\"}\nkinds:\n  client: [{name: hello, match: {prefix: HELLO}}, {name: say, match: {prefix: SAY}}, {name: leave, match: {prefix: BYE}}]\n"
+	for _, tt := range []struct{ extra, want string }{
+		{"", "BYE u\n"},
+		{"leave: {text: \"\"}\n", ""},
+	} {
+		s := conversationDoc(t, head+tt.extra, "HELLO u\n", "SAY hi\n", "BYE u\n")
+		c, err := s.NewClient(Identity{Index: 0, Clients: 1, User: "u"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := string(c.AppendLeave(nil)); got != tt.want || s.Timeline().Len() != 2 {
+			t.Errorf("%q: leave %q, want %q; script of %d steps, want 2", tt.extra, got, tt.want, s.Timeline().Len())
+		}
+	}
+}

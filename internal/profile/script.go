@@ -88,8 +88,11 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	if lk := p.LeaveKind(); lk > 0 {
 		for i := first + 1; i < last; i++ {
 			if m.Client[i].Kind == lk {
-				// The recorded goodbye, rewritten per client, is the leave.
-				s.leave = m.Client[i]
+				// The recorded goodbye, rewritten per client, is the leave
+				// (unless the profile says to leave without one).
+				if !p.noGoodbye() {
+					s.leave = m.Client[i]
+				}
 				s.notes = append(s.notes, fmt.Sprintf("dropped %d messages from the %s at #%d on: the fleet leaves by itself", last-i, p.Kinds[lk], i))
 				last = i
 				break
@@ -230,6 +233,10 @@ func (p *Profile) counted(k int) bool {
 	}
 	return !p.loginSend[k] && k != p.LeaveKind() && k != p.HeartbeatKind() && !p.reactAs[k]
 }
+
+// noGoodbye reports whether the profile leaves without a goodbye
+// (leave: {text: ""}): the fleet then only closes.
+func (p *Profile) noGoodbye() bool { return p.leave != nil && len(p.leave) == 0 }
 
 // HeartbeatKind is the kind index of heartbeats.
 func (p *Profile) HeartbeatKind() int { return p.Kinds.index("heartbeat") }
