@@ -139,21 +139,25 @@ func TestStuckClientDoesNotStallShard(t *testing.T) {
 	tests := []struct {
 		name         string
 		writeTimeout time.Duration
+		backlog      int
 		reason       string
 	}{
-		// 2 MB/s fills 64 KiB in about 30 ms, long before 10 s.
-		{"backlog overflows", 10 * time.Second, "send_backlog_full"},
-		// 20 ms at 2 MB/s is about 40 KB: under the cap when it expires.
-		{"no progress for the write timeout", 20 * time.Millisecond, "write_timeout"},
+		// 2 MB/s fills the default 64 KiB in about 30 ms, long before 10 s.
+		{"backlog overflows", 10 * time.Second, 0, "send_backlog_full"},
+		// A cap the whole run's 8 MB cannot reach, so only the timeout can
+		// end it: with the default cap, a shard that a loaded host held
+		// back 267 ms caught up with a burst over 64 KiB before 20 ms
+		// without progress had passed, and the backlog (rightly) ended it.
+		{"no progress for the write timeout", 20 * time.Millisecond, 64 << 20, "write_timeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stuckRun(t, tt.writeTimeout, tt.reason)
+			stuckRun(t, tt.writeTimeout, tt.backlog, tt.reason)
 		})
 	}
 }
 
-func stuckRun(t *testing.T, writeTimeout time.Duration, reason string) {
+func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason string) {
 	stuck := "replay-0"
 	r := startStallRelay(t, stuck)
 	c := baseConfig()
@@ -165,6 +169,7 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, reason string) {
 	c.Loop = "10ms,410ms"
 	c.LoginInterval = time.Millisecond
 	c.WriteTimeout = writeTimeout
+	c.SendBacklog = backlog
 	c.Duration = 4 * time.Second
 	f, err := New(c)
 	if err != nil {

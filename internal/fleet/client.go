@@ -506,7 +506,7 @@ func (c *client) reply(ev *profile.Events) bool {
 		return true
 	}
 	if len(c.backlog) > 0 {
-		if len(c.backlog)+len(b) > maxBacklog {
+		if len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
 			return false
 		}
 		c.backlog = append(c.backlog, b...)
@@ -516,7 +516,7 @@ func (c *client) reply(ev *profile.Events) bool {
 		c.rw = newRawWriter()
 	}
 	n, err := c.rw.write(c, b)
-	if err != nil || len(b)-n > maxBacklog {
+	if err != nil || len(b)-n > c.f.cfg.SendBacklog {
 		// Fails the reader, which closes; queue would close from inside
 		// the read callback (a Close there waits for itself).
 		return false

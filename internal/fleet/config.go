@@ -129,6 +129,10 @@ type Config struct {
 	// DrainTimeout bounds the wait for in-flight deliveries after the last
 	// send; 0 means 2 s.
 	DrainTimeout time.Duration
+	// SendBacklog caps the bytes a TCP client may have waiting behind a
+	// socket the server does not drain (send.go); past it the client is
+	// disconnected as send_backlog_full. 0 means 64 KiB.
+	SendBacklog int
 	// LeaveTimeout bounds the leave: after its goodbye and half-close a
 	// client reads until the server closes (so it has read every byte the
 	// client sent), at most this long for the whole fleet; 0 means 5 s.
@@ -181,6 +185,9 @@ func DefaultConfig() Config {
 		LeaveTimeout:     5 * time.Second,
 		ProgressInterval: 5 * time.Second,
 		WriteTimeout:     2 * time.Second,
+		// About 9 s of a 72 Hz pose stream on top of the kernel's socket
+		// buffers.
+		SendBacklog: 64 << 10,
 	}
 }
 
@@ -208,6 +215,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.LeaveTimeout <= 0 {
 		c.LeaveTimeout = d.LeaveTimeout
+	}
+	if c.SendBacklog <= 0 {
+		c.SendBacklog = d.SendBacklog
 	}
 	if c.Out == nil {
 		c.Out = io.Discard

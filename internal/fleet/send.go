@@ -18,7 +18,8 @@ import (
 // Policy on a backlog that cannot drain: the connection is given up and
 // counted by reason, never silently thinned out, so the relay always sees
 // the script's byte stream intact:
-//   - more than maxBacklog bytes waiting: disconnect "send_backlog_full";
+//   - more than Config.SendBacklog bytes waiting: disconnect
+//     "send_backlog_full";
 //   - no byte written for Config.WriteTimeout while bytes wait: disconnect
 //     "write_timeout" (the same bound a blocking write had).
 //
@@ -30,9 +31,6 @@ import (
 // UDP sends stay plain writes: a datagram socket does not fill up on
 // loopback in any meaningful way, and there is no stream to keep whole.
 const (
-	// maxBacklog caps the bytes a client may have waiting: about 9 s of a
-	// 72 Hz pose stream on top of the kernel's socket buffers.
-	maxBacklog = 64 << 10
 	// backlogRetry is how soon a client with a backlog gets another turn
 	// even when none of its frames is due, so the backlog drains once the
 	// relay reads again instead of waiting for the next scheduled frame.
@@ -81,12 +79,12 @@ func (w *rawWriter) write(c *client, b []byte) (int, error) {
 // in one write. ends are the end offsets of b's frames (for counting the
 // ones that had to wait). With no frames due it only retries the backlog.
 func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
-	if len(c.backlog) > 0 && len(c.backlog)+len(b) > maxBacklog {
+	if len(c.backlog) > 0 && len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
 		// Make room first; only a backlog that stays full is fatal.
 		if !c.drain(w, now) {
 			return
 		}
-		if len(c.backlog)+len(b) > maxBacklog {
+		if len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
 			c.disconnect(disconnectBy(DisconnectBacklogFull))
 			return
 		}
@@ -120,12 +118,12 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 // queue keeps b, a tail the kernel did not take, in the backlog, which
 // is allocated only while it is needed.
 func (c *client) queue(b []byte) {
-	if len(b) > maxBacklog {
+	if len(b) > c.f.cfg.SendBacklog {
 		c.disconnect(disconnectBy(DisconnectBacklogFull))
 		return
 	}
 	if c.backlog == nil {
-		c.backlog = make([]byte, 0, min(maxBacklog, max(4<<10, 2*len(b))))
+		c.backlog = make([]byte, 0, min(c.f.cfg.SendBacklog, max(4<<10, 2*len(b))))
 	}
 	c.backlog = append(c.backlog, b...)
 }
