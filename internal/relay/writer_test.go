@@ -160,6 +160,9 @@ func TestWriteTimeoutSlowConsumer(t *testing.T) {
 	}()
 	payload := make([]byte, 4000)
 	const n = total
+	// The flood's own deadline, not the join's 5 s: 8 MB of sends with
+	// their pauses took longer than that on a loaded host (2 runs in 266).
+	sender.SetDeadline(time.Now().Add(30 * time.Second))
 	start := time.Now()
 	var blockedBy time.Time
 	for i := 0; i < n; i++ {
