@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -77,25 +78,7 @@ func TestUDPReaderBatches(t *testing.T) {
 // across reads, grows its buffer when a read fills it, holds no buffer
 // while it waits on an empty socket, and reports the peer's close as EOF.
 func TestStreamReaderLends(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	snd, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snd, c, rc := tcpPair(t)
 	want := make([]byte, 3*readBuf)
 	for i := range want {
 		want[i] = byte(i % 251)
@@ -138,25 +121,7 @@ func TestStreamReaderLends(t *testing.T) {
 // without reading the empty socket again, and must not sleep through
 // them (here until the deadline).
 func TestStreamReaderNoLostWakeup(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	snd, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snd.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rc, err := c.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	snd, c, rc := tcpPair(t)
 	const rounds = 200
 	reads, got := 0, 0
 	r := newStreamReader(c, rc, func(b []byte) bool {
@@ -187,23 +152,7 @@ func TestStreamReaderNoLostWakeup(t *testing.T) {
 // TCP_INQ hint says so) and end with EOF, not park for good.
 func TestStreamReaderDataThenFIN(t *testing.T) {
 	for _, n := range []int{10, readBuf - 1, readBuf, 3 * readBuf} {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		snd, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := ln.Accept()
-		ln.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, err := c.(*net.TCPConn).SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
+		snd, c, rc := tcpPair(t)
 		got := 0
 		r := newStreamReader(c, rc, func(b []byte) bool { got += len(b); return true })
 		if !r.inq {
@@ -219,4 +168,29 @@ func TestStreamReaderDataThenFIN(t *testing.T) {
 		r.release()
 		c.Close()
 	}
+}
+
+// tcpPair is a loopback TCP connection: the sending end, the receiving
+// end and its RawConn for a reader; all closed when the test ends.
+func tcpPair(t *testing.T) (snd, c net.Conn, rc syscall.RawConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	snd, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { snd.Close() })
+	c, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if rc, err = c.(*net.TCPConn).SyscallConn(); err != nil {
+		t.Fatal(err)
+	}
+	return snd, c, rc
 }
