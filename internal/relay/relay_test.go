@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	rclient "github.com/reprise-harness/reprise/internal/client"
 	"github.com/reprise-harness/reprise/internal/room"
@@ -20,11 +21,17 @@ import (
 // listener) until the returned stop is called.
 func startServer(t testing.TB, cfg Config) (*Server, func()) {
 	t.Helper()
+	return startServerLog(t, cfg, nil)
+}
+
+// startServerLog is startServer with the relay's log going to log.
+func startServerLog(t testing.TB, cfg Config, log *zap.Logger) (*Server, func()) {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	if cfg.UDP == "" {
 		cfg.UDP = "off"
 	}
-	s, err := New(cfg, nil, nil)
+	s, err := New(cfg, log, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

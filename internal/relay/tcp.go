@@ -176,7 +176,7 @@ func (c *client) writeLoop() {
 				break
 			}
 			if err := w.write(q); err != nil {
-				c.writeFailed(err)
+				c.writeFailed(err, time.Since(w.last))
 				return
 			}
 			if delivers > 0 {
@@ -307,9 +307,12 @@ func (w *writer) armDeadline(now time.Time) {
 	w.armed = now
 }
 
-// writeFailed closes c after a failed write: a deadline overrun is a slow
-// consumer, anything else a closed peer.
-func (c *client) writeFailed(err error) {
+// writeFailed closes c after a failed write that began blocked ago: a
+// deadline overrun is a slow consumer, anything else a closed peer. The
+// slow consumer's log line says how long its write waited: 7/8 of
+// --write-timeout to all of it (the deadline is armed lazily), more when
+// the relay was too busy to see the deadline pass in time.
+func (c *client) writeFailed(err error, blocked time.Duration) {
 	reason := CloseClosed
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		reason = closeFor(wire.ErrSlowConsumer)
@@ -317,7 +320,7 @@ func (c *client) writeFailed(err error) {
 	if first := c.out.fail(reason); first && reason == closeFor(wire.ErrSlowConsumer) {
 		c.s.m.SlowConsumers.Inc()
 		c.s.log.Info("slow consumer: write over --write-timeout", zap.Uint64("conn", c.id),
-			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout))
+			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout), zap.Duration("blocked", blocked))
 	}
 	c.tcp.Close()
 }
