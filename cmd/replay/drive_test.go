@@ -27,8 +27,9 @@ func runReplay(t *testing.T, args ...string) result {
 	cmd := exec.Command(bins["replay"], args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
+	began := time.Now()
 	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode()}
+	r := result{stdout: out.String(), stderr: errb.String(), code: cmd.ProcessState.ExitCode(), took: time.Since(began)}
 	if err != nil && r.code <= 0 {
 		t.Fatalf("run replay: %v", err)
 	}

@@ -159,6 +159,7 @@ func TestNATSServer(t *testing.T) {
 		t.Fatalf("inspect suggests no loop:\n%s", insp)
 	}
 	hold := 3*natsPing*(natsPingMax+1) + 4*time.Second
+	const drainBound = 30 * time.Second
 
 	t.Run("senders", func(t *testing.T) {
 		in0, out0 := natsVarz(t, mon)
@@ -166,9 +167,10 @@ func TestNATSServer(t *testing.T) {
 		peak := connzPeak(ctx, mon)
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target,
 			"--clients", "200", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1], "--login-interval", "10ms",
-			"--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", "30s")
+			"--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", drainBound.String())
 		cancel()
 		mustOK(t, res)
+		drainedBefore(t, res, hold, drainBound)
 		s := res.sum
 		in1, out1 := natsVarz(t, mon)
 		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
@@ -183,8 +185,8 @@ func TestNATSServer(t *testing.T) {
 		if s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 <= 0 || s.FramesSent["pong"] == 0 {
 			t.Errorf("latency %+v, pongs %d", s.LatencyMS, s.FramesSent["pong"])
 		}
-		t.Logf("nats senders: %v held; fleet sent %d received %d; nats-server in %d out %d; latency p50 %.2f p99 %.2f ms; pongs %d",
-			hold, s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"])
+		t.Logf("nats senders: %v held, the run took %v; fleet sent %d received %d; nats-server in %d out %d; latency p50 %.2f p99 %.2f ms; pongs %d",
+			hold, res.took.Round(time.Millisecond), s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"])
 	})
 	t.Run("receive-only", func(t *testing.T) {
 		in0, _ := natsVarz(t, mon)

@@ -137,6 +137,19 @@ type result struct {
 	sum            fleet.Summary
 	stdout, stderr string
 	code           int
+	took           time.Duration // the process's run, start to exit
+}
+
+// drainedBefore fails a run that took past its --duration plus half of
+// its --drain-deliveries bound, against a server that pings its clients
+// for as long as they stay: the drain waited for the pings to stop, not
+// for the deliveries in flight (it counts deliveries only); half the
+// bound is the margin for a loaded host.
+func drainedBefore(t *testing.T, r result, duration, drainBound time.Duration) {
+	t.Helper()
+	if r.took >= duration+drainBound/2 {
+		t.Errorf("the run took %v with --duration %v and --drain-deliveries %v: its drain waited for the server's pings to stop", r.took.Round(time.Millisecond), duration, drainBound)
+	}
 }
 
 // replay runs the replay binary to its end and reads its --summary file.

@@ -129,13 +129,15 @@ func TestSocketIO(t *testing.T) {
 		t.Fatalf("inspect suggests no loop:\n%s", insp)
 	}
 	hold := 3*(sioPing+sioTimeout) + 4*time.Second
+	const drainBound = 30 * time.Second
 
 	t.Run("senders", func(t *testing.T) {
 		sioGet(t, port, "/reset")
 		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
 			"--clients", "200", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1],
-			"--login-interval", "10ms", "--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", "30s")
+			"--login-interval", "10ms", "--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", drainBound.String())
 		mustOK(t, res)
+		drainedBefore(t, res, hold, drainBound)
 		s := res.sum
 		app := settledStats(t, port)
 		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
@@ -150,8 +152,8 @@ func TestSocketIO(t *testing.T) {
 		if s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 <= 0 || s.FramesSent["pong"] == 0 {
 			t.Errorf("latency %+v, pongs %d", s.LatencyMS, s.FramesSent["pong"])
 		}
-		t.Logf("socket.io senders: %v held; fleet sent %d received %d; app chats %d delivered %d users %d; latency p50 %.2f p99 %.2f ms; pongs %d; app disconnects %v",
-			hold, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Users, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"], app.Disconnects)
+		t.Logf("socket.io senders: %v held, the run took %v; fleet sent %d received %d; app chats %d delivered %d users %d; latency p50 %.2f p99 %.2f ms; pongs %d; app disconnects %v",
+			hold, res.took.Round(time.Millisecond), s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Users, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"], app.Disconnects)
 	})
 	t.Run("receive-only", func(t *testing.T) {
 		sioGet(t, port, "/reset")

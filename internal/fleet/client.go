@@ -474,6 +474,12 @@ func (c *client) sendLogin() ([]byte, error) {
 // after it in order with the shard's writes.
 func (c *client) reply(ev *profile.Events) bool {
 	b := append([]byte(nil), ev.Reply...) // framed already (feedWS)
+	if c.udp && c.joined.Load() {
+		// Its own deadline: the shard's (writeUDP) lapses WriteTimeout
+		// after the shard's last write, in a gap of the script or once
+		// the sends stopped, while the server still pings.
+		c.conn.SetWriteDeadline(time.Now().Add(c.f.cfg.WriteTimeout))
+	}
 	if c.udp && len(ev.Replies) > 1 {
 		// One datagram per message.
 		prev := 0

@@ -1,0 +1,344 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+)
+
+// pingServer speaks a line protocol over TCP or UDP (a line per
+// datagram): HELLO is answered OK, then the client gets a PING every 5 ms
+// until it says BYE (or closes), as a server that keeps every connection
+// alive does; each SAY comes back as a MSG (the delivery) 20 ms later,
+// unless the client said BYE by then: a server that drops a leaving
+// member's deliveries. With flood it also sends a MSG every 5 ms of its
+// own, deliveries that never stop.
+type pingServer struct {
+	flood bool
+	wg    sync.WaitGroup
+	done  chan struct{}
+
+	mu                     sync.Mutex
+	says, delivered, pongs int
+	udp                    *net.UDPConn
+	udpPeers               map[string]*pingPeer
+	addr                   string
+}
+
+// pingPeer is one client as the server knows it; its writes go through
+// write under mu.
+type pingPeer struct {
+	mu    sync.Mutex
+	bye   bool
+	write func([]byte) error
+}
+
+// send writes b unless the client said BYE; delivery counts it.
+func (s *pingServer) send(p *pingPeer, b []byte, delivery bool) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bye || p.write(b) != nil {
+		return false
+	}
+	if delivery {
+		s.mu.Lock()
+		s.delivered++
+		s.mu.Unlock()
+	}
+	return true
+}
+
+// line handles one client line; false ends a TCP connection.
+func (s *pingServer) line(p *pingPeer, line string) bool {
+	switch {
+	case strings.HasPrefix(line, "HELLO"):
+		if !s.send(p, []byte("OK\n"), false) {
+			return false
+		}
+		s.wg.Go(func() { s.ping(p) })
+	case strings.HasPrefix(line, "SAY"):
+		s.mu.Lock()
+		s.says++
+		s.mu.Unlock()
+		msg := []byte("MSG" + strings.TrimSuffix(line[3:], "\n") + "\n")
+		s.wg.Go(func() {
+			select {
+			case <-s.done:
+			case <-time.After(20 * time.Millisecond):
+				s.send(p, msg, true)
+			}
+		})
+	case strings.HasPrefix(line, "PONG"):
+		s.mu.Lock()
+		s.pongs++
+		s.mu.Unlock()
+	case strings.HasPrefix(line, "BYE"):
+		p.mu.Lock()
+		p.bye = true
+		p.mu.Unlock()
+	}
+	return true
+}
+
+// ping writes a PING (and with flood a MSG) every 5 ms until the client
+// leaves.
+func (s *pingServer) ping(p *pingPeer) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+		}
+		if !s.send(p, []byte("PING\n"), false) || (s.flood && !s.send(p, []byte("MSG flood\n"), true)) {
+			return
+		}
+	}
+}
+
+func startPingServer(t *testing.T, udp, flood bool) *pingServer {
+	t.Helper()
+	s := &pingServer{flood: flood, done: make(chan struct{}), udpPeers: map[string]*pingPeer{}}
+	var closer func()
+	if udp {
+		conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.udp, s.addr, closer = conn, conn.LocalAddr().String(), func() { conn.Close() }
+		s.wg.Go(s.serveUDP)
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.addr = ln.Addr().String()
+		var cmu sync.Mutex
+		var conns []net.Conn
+		closer = func() {
+			ln.Close()
+			cmu.Lock()
+			for _, c := range conns {
+				c.Close()
+			}
+			cmu.Unlock()
+		}
+		s.wg.Go(func() {
+			for {
+				conn, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				cmu.Lock()
+				conns = append(conns, conn)
+				cmu.Unlock()
+				s.wg.Go(func() { s.serveTCP(conn) })
+			}
+		})
+	}
+	t.Cleanup(func() {
+		close(s.done)
+		closer()
+		s.wg.Wait()
+	})
+	return s
+}
+
+// serveTCP reads a connection's lines until the client closes, then
+// closes (the fleet's leave reads until it does).
+func (s *pingServer) serveTCP(conn net.Conn) {
+	defer conn.Close()
+	p := &pingPeer{write: func(b []byte) error {
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, err := conn.Write(b)
+		return err
+	}}
+	defer func() {
+		p.mu.Lock()
+		p.bye = true // closed: nothing more is written, or counted
+		p.mu.Unlock()
+	}()
+	br := bufio.NewReader(conn)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil || !s.line(p, line) {
+			return
+		}
+	}
+}
+
+func (s *pingServer) serveUDP() {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := s.udp.ReadFromUDP(buf)
+		if err != nil {
+			return
+		}
+		p := s.udpPeers[from.String()]
+		if p == nil {
+			p = &pingPeer{write: func(b []byte) error {
+				_, err := s.udp.WriteToUDP(b, from)
+				return err
+			}}
+			s.udpPeers[from.String()] = p
+		}
+		s.line(p, string(buf[:n]))
+	}
+}
+
+func (s *pingServer) counts() (says, delivered, pongs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.says, s.delivered, s.pongs
+}
+
+// writePingCapture writes a recorded session of the ping server's line
+// protocol (HELLO, OK, then a SAY every 10 ms) over tcp or udp, and the
+// profile that answers its PINGs and counts its MSGs as deliveries.
+func writePingCapture(t *testing.T, transport string) (pcap, prof string) {
+	t.Helper()
+	dir := t.TempDir()
+	pcap, prof = filepath.Join(dir, "ping.pcap"), filepath.Join(dir, "ping.yaml")
+	doc := `name: pings
+transport: ` + transport + `
+port: 7000
+framing: {type: delimiter, delimiter: "\n"}
+kinds:
+  client: [{name: hello, match: {prefix: HELLO}}, {name: say, match: {prefix: SAY}}, {name: pong, match: {prefix: PONG}}, {name: bye, match: {prefix: BYE}}]
+  server: [{name: ok, match: {prefix: OK}}, {name: ping, match: {prefix: PING}}, {name: msg, match: {prefix: MSG}}]
+login: {send: [hello], success: ok}
+reactions: [{on: ping, send: {text: "PONG\n"}, as: pong}]
+expects: [{on: ping, answer: pong}]
+leave: {text: "BYE\n"}
+sends: [say]
+delivery: [msg]
+identity: {user: {regexp: "HELLO (\\S+)"}}
+`
+	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := capture.Create(pcap, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cli, srv := netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7000")
+	data := func(at time.Time, fromClient bool, b string) error {
+		if fromClient {
+			return w.UDP(at, cli, srv, []byte(b))
+		}
+		return w.UDP(at, srv, cli, []byte(b))
+	}
+	var conn *capture.TCPConn
+	if transport == "tcp" {
+		conn, err = w.OpenTCP(t0, cli, srv)
+		must(err)
+		data = func(at time.Time, fromClient bool, b string) error { return conn.Data(at, fromClient, []byte(b)) }
+	}
+	must(data(t0, true, "HELLO alice\n"))
+	must(data(t0.Add(time.Millisecond), false, "OK\n"))
+	at := t0
+	for ts := 10; ts < 410; ts += 10 {
+		at = t0.Add(ms(ts))
+		must(data(at, true, fmt.Sprintf("SAY hello %d\n", ts))) // distinct: equal datagrams read as copies
+	}
+	if conn != nil {
+		must(conn.Close(at.Add(time.Millisecond), true))
+	}
+	must(w.Close())
+	return pcap, prof
+}
+
+// TestDrainCountsDeliveriesOnly: the end-of-run drain waits for the
+// deliveries in flight, and for nothing else. Against a server that pings
+// every client every 5 ms until it leaves, the run ends about the drain's
+// quiet period after its duration, not at the drain's bound (it waited
+// for a quiet period without any byte, which never came), and every
+// send's delivery, due 20 ms after it and dropped once the client says
+// BYE, arrived and was counted. A server whose deliveries never stop
+// holds the drain to its bound, and the run says so.
+func TestDrainCountsDeliveriesOnly(t *testing.T) {
+	for _, transport := range []string{"tcp", "udp"} {
+		for _, flood := range []bool{false, true} {
+			name := transport + "/pings"
+			if flood {
+				name = transport + "/deliveries never stop"
+			}
+			t.Run(name, func(t *testing.T) {
+				srv := startPingServer(t, transport == "udp", flood)
+				c := baseConfig()
+				c.Frames = nil
+				c.Capture, c.Profile = writePingCapture(t, transport)
+				c.Target = srv.addr
+				c.Clients = 4
+				c.Loop = "10ms,410ms"
+				c.LoginInterval = time.Millisecond
+				c.Duration = time.Second
+				c.DrainTimeout = 20 * time.Second
+				if flood {
+					c.DrainTimeout = 300 * time.Millisecond
+				}
+				c.LeaveTimeout = 5 * time.Second
+				if transport == "udp" {
+					// A UDP write's deadline lapses WriteTimeout after the
+					// shard's last write: the pings' answers during the
+					// drain need their own.
+					c.WriteTimeout = 100 * time.Millisecond
+				}
+				f, err := New(c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				began := time.Now()
+				s, err := f.Run(context.Background())
+				took := time.Since(began)
+				if err != nil {
+					t.Fatal(err)
+				}
+				says, delivered, pongs := srv.counts()
+				warned := strings.Contains(strings.Join(s.Warnings, "\n"), "ended the wait")
+				t.Logf("took %v (duration %v, drain bound %v); fleet sent %d received %d, pongs %d; the server read %d says and %d pongs, delivered %d; warnings %q; join retries %d, loops %d, lag p99 %v",
+					took.Round(time.Millisecond), c.Duration, c.DrainTimeout, s.MessagesSent, s.MessagesReceived, s.FramesSent["pong"], says, pongs, delivered, s.Warnings, s.UDPJoinRetries, s.LoopsCompleted, s.ScheduleLagMS.P99)
+				if s.LoginsSucceeded != 4 || len(s.Disconnects) != 0 || s.FramesSent["pong"] == 0 || s.MessagesSent == 0 {
+					t.Fatalf("logins %d disconnects %v frames %v", s.LoginsSucceeded, s.Disconnects, s.FramesSent)
+				}
+				if flood {
+					// Held to the bound, and said so.
+					if !warned || took < c.Duration+c.DrainTimeout {
+						t.Errorf("deliveries that never stop: took %v, warned %v; want the drain's bound reached and a warning", took, warned)
+					}
+					return
+				}
+				// The pings go on until the leave: a drain that waited for
+				// no byte at all would reach its bound of 20 s; half of it
+				// is the margin for a loaded host.
+				if took >= c.Duration+c.DrainTimeout/2 || warned {
+					t.Errorf("the run took %v with a duration of %v and a drain bound of %v (warned %v): the drain waited for the pings to stop", took, c.Duration, c.DrainTimeout, warned)
+				}
+				// Every send's delivery came before the leave, and was
+				// counted.
+				if int64(says) != s.MessagesSent || delivered != says || int64(delivered) != s.MessagesReceived {
+					t.Errorf("the server read %d sends and delivered %d; the fleet sent %d and received %d", says, delivered, s.MessagesSent, s.MessagesReceived)
+				}
+			})
+		}
+	}
+}
