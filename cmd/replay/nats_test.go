@@ -35,8 +35,15 @@ const (
 // lowered ping interval; with auth, clients must give a user and password.
 func startNATS(t *testing.T, bin string, auth bool) (port, mon int) {
 	t.Helper()
+	return startNATSPinging(t, bin, auth, natsPing, natsPingMax)
+}
+
+// startNATSPinging is startNATS with the server pinging every ping and
+// closing a client that leaves pingMax pings unanswered.
+func startNATSPinging(t *testing.T, bin string, auth bool, ping time.Duration, pingMax int) (port, mon int) {
+	t.Helper()
 	port, mon = freePort(t), freePort(t)
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nping_interval: %q\nping_max: %d\n", port, mon, natsPing.String(), natsPingMax)
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nping_interval: %q\nping_max: %d\n", port, mon, ping.String(), pingMax)
 	if auth {
 		conf += "authorization { user: alice, password: s3cret }\n"
 	}
@@ -188,6 +195,7 @@ func TestNATSServer(t *testing.T) {
 		t.Logf("nats senders: %v held, the run took %v; fleet sent %d received %d; nats-server in %d out %d; latency p50 %.2f p99 %.2f ms; pongs %d",
 			hold, res.took.Round(time.Millisecond), s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"])
 	})
+	t.Run("pings often", func(t *testing.T) { natsPingsOften(t, bin, capPath, loop[1]) })
 	t.Run("receive-only", func(t *testing.T) {
 		in0, _ := natsVarz(t, mon)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -229,4 +237,31 @@ func TestNATSServer(t *testing.T) {
 			t.Fatalf("without the PONG reaction: disconnects %v, want stale_connection=20 (exit %d)\n%s%s", res.sum.Disconnects, res.code, res.stdout, res.stderr)
 		}
 	})
+}
+
+// natsPingsOften: against a nats-server that pings every client every
+// 20 ms (and waits 150 pings, 3 s, for an answer, as the other runs do),
+// the run ends about the drain's quiet period after its duration:
+// the drain waits for deliveries in flight, not for a moment without any
+// byte, which the pings never leave (it took the drain's bound, 20 s,
+// before). The counts match the server's as the senders run's do.
+func natsPingsOften(t *testing.T, bin, capPath, loop string) {
+	port, mon := startNATSPinging(t, bin, false, 20*time.Millisecond, 150)
+	const duration, drainBound = 3 * time.Second, 20 * time.Second
+	in0, out0 := natsVarz(t, mon)
+	res := replay(t, "--profile", "nats", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+		"--clients", "40", "--senders", "4", "--room-size", "10", "--speed", "0.5", "--loop", loop, "--login-interval", "10ms",
+		"--login-timeout", "30s", "--duration", duration.String(), "--drain-deliveries", drainBound.String())
+	mustOK(t, res)
+	drainedBefore(t, res, duration, drainBound)
+	s := res.sum
+	in1, out1 := natsVarz(t, mon)
+	if s.LoginsSucceeded != 40 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
+		t.Fatalf("logins %d disconnects %v sent %d frames %v\n%s", s.LoginsSucceeded, s.Disconnects, s.MessagesSent, s.FramesSent, res.stdout)
+	}
+	if !within(float64(in1-in0), float64(s.MessagesSent), 1) || !within(float64(out1-out0), float64(s.MessagesReceived), 1) {
+		t.Errorf("nats-server in_msgs %d out_msgs %d; the fleet sent %d received %d (want within 1%%, as the senders run)", in1-in0, out1-out0, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("nats pinging every 20 ms: the run took %v (duration %v, drain bound %v); fleet sent %d received %d; nats-server in %d out %d; pongs %d",
+		res.took.Round(time.Millisecond), duration, drainBound, s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.FramesSent["pong"])
 }

@@ -51,9 +51,15 @@ func npmCI(t *testing.T) {
 // startSocketIO starts the room app and returns its port.
 func startSocketIO(t *testing.T, node string) int {
 	t.Helper()
+	return startSocketIOPinging(t, node, sioPing)
+}
+
+// startSocketIOPinging is startSocketIO with Engine.IO pinging every ping.
+func startSocketIOPinging(t *testing.T, node string, ping time.Duration) int {
+	t.Helper()
 	port := freePort(t)
 	p := testproc.Start(t, node, filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
-		strconv.Itoa(int(sioPing/time.Millisecond)), strconv.Itoa(int(sioTimeout/time.Millisecond)))
+		strconv.Itoa(int(ping/time.Millisecond)), strconv.Itoa(int(sioTimeout/time.Millisecond)))
 	p.StopSignal = os.Interrupt
 	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
 	return port
@@ -155,6 +161,7 @@ func TestSocketIO(t *testing.T) {
 		t.Logf("socket.io senders: %v held, the run took %v; fleet sent %d received %d; app chats %d delivered %d users %d; latency p50 %.2f p99 %.2f ms; pongs %d; app disconnects %v",
 			hold, res.took.Round(time.Millisecond), s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Users, s.LatencyMS.P50, s.LatencyMS.P99, s.FramesSent["pong"], app.Disconnects)
 	})
+	t.Run("pings often", func(t *testing.T) { sioPingsOften(t, node, capPath, loop[1]) })
 	t.Run("receive-only", func(t *testing.T) {
 		sioGet(t, port, "/reset")
 		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
@@ -201,6 +208,31 @@ func TestSocketIO(t *testing.T) {
 		t.Logf("without the pong reaction: the app's disconnects %v, the fleet's %v", app.Disconnects, res.sum.Disconnects)
 	})
 	t.Run("direct messages", func(t *testing.T) { sioDirect(t, node, port) })
+}
+
+// sioPingsOften: against the app pinging every client every 20 ms, the
+// run ends about the drain's quiet period after its duration: the drain
+// waits for deliveries in flight, not for a moment without any byte,
+// which the pings never leave (it took the drain's bound, 20 s, before).
+// The counts match the app's as the senders run's do.
+func sioPingsOften(t *testing.T, node, capPath, loop string) {
+	port := startSocketIOPinging(t, node, 20*time.Millisecond)
+	const duration, drainBound = 3 * time.Second, 20 * time.Second
+	res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+		"--clients", "40", "--senders", "4", "--room-size", "10", "--speed", "0.5", "--loop", loop,
+		"--login-interval", "10ms", "--login-timeout", "30s", "--duration", duration.String(), "--drain-deliveries", drainBound.String())
+	mustOK(t, res)
+	drainedBefore(t, res, duration, drainBound)
+	s := res.sum
+	app := settledStats(t, port)
+	if s.LoginsSucceeded != 40 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
+		t.Fatalf("logins %d disconnects %v sent %d frames %v; the app's disconnects %v\n%s", s.LoginsSucceeded, s.Disconnects, s.MessagesSent, s.FramesSent, app.Disconnects, res.stdout)
+	}
+	if !within(float64(app.Chats), float64(s.MessagesSent), 1) || !within(float64(app.Delivered), float64(s.MessagesReceived), 1) {
+		t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want within 1%%, as the senders run)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("socket.io pinging every 20 ms: the run took %v (duration %v, drain bound %v); fleet sent %d received %d; app chats %d delivered %d; pongs %d; app disconnects %v",
+		res.took.Round(time.Millisecond), duration, drainBound, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, s.FramesSent["pong"], app.Disconnects)
 }
 
 // sioDMProfile is the built-in socketio profile with the app's direct
