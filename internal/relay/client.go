@@ -113,7 +113,7 @@ func (b *batch) deliver(c *client, frame []byte) {
 	case len(frame) > wire.MaxDatagram:
 		c.s.sendUDP(frame, c.addr) // not sent: counted and logged there
 	case b.out != nil:
-		if b.out.w.add(frame, c.addr) {
+		if b.out.w.add(frame, c.addr, b.now) {
 			b.out.flush() // a huge fan-out: send what is queued now
 		}
 	default:
@@ -132,7 +132,7 @@ func (b *batch) queueUDP(c *client, frame []byte) {
 		}
 		return
 	}
-	if w.add(frame, c.addr) {
+	if w.add(frame, c.addr, b.now) {
 		b.flushUDP(c.s.m)
 	}
 }
@@ -149,7 +149,7 @@ func (b *batch) udpWriter(s *Server) *udpWriter {
 // flushUDP sends what the batch queued for UDP members.
 func (b *batch) flushUDP(m *metrics.Relay) {
 	if b.udp != nil && b.udp.pending() > 0 {
-		sendQueued(b.udp, m)
+		sendQueued(b.udp, m, 0, false)
 	}
 }
 

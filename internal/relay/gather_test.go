@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -97,4 +98,68 @@ func TestUDPHoldPacksABurst(t *testing.T) {
 		}
 	}
 	t.Fatal("20 bursts: never one datagram per member")
+}
+
+// TestUDPKeptDatagramGoesWhenDue: a delivery kept open for more frames
+// goes out when its hold is over, without waiting for another datagram to
+// read or for the sweep tick (750 ms here). Room a's send wakes the
+// worker, which holds; room b's send, read after that hold, is queued for
+// b1 in a datagram of its own, which is young, so kept. The median of five
+// tries is judged, so that one starved moment of the test host does not
+// decide; without the read timeout set to the hold, most tries take about
+// the tick (one that finds the worker between holds does not).
+func TestUDPKeptDatagramGoesWhenDue(t *testing.T) {
+	const hold = 20 * time.Millisecond
+	s, stop := startServer(t, Config{UDP: UDPSameAsTCP, UDPWorkers: 1, UDPHold: hold})
+	defer stop()
+	tick := s.sweepTick()
+	if tick < 10*hold {
+		t.Fatalf("sweep tick %v: the test needs one far over the hold", tick)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := map[string]*rclient.Conn{}
+	for _, name := range []string{"a0", "a1", "b0", "b1"} {
+		c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Join("due-"+name[:1], name, nil); err != nil {
+			t.Fatal(err)
+		}
+		cs[name] = c
+	}
+	for _, name := range []string{"a0", "b0"} {
+		cs[name].SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := cs[name].RecvType(wire.TypeMemberJoined); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pose := wire.Send{Mode: wire.Othercast, Payload: []byte("pose")}
+	var took []time.Duration
+	for try := range 5 {
+		if err := cs["a0"].Send(pose); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(hold / 4)
+		start := time.Now()
+		if err := cs["b0"].Send(pose); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"b1", "a1"} {
+			cs[name].SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := cs[name].RecvType(wire.TypeDeliver); err != nil {
+				t.Fatalf("try %d: %s: %v", try, name, err)
+			}
+			if name == "b1" {
+				took = append(took, time.Since(start))
+				t.Logf("try %d: b1's delivery after %v (hold %v)", try, took[try], hold)
+			}
+		}
+	}
+	slices.Sort(took)
+	if med := took[len(took)/2]; med >= tick/2 {
+		t.Fatalf("a kept delivery took %v (median): it waited for the sweep tick (%v), not its hold of %v", med, tick, hold)
+	}
 }

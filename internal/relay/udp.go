@@ -111,6 +111,7 @@ func newUDPServer(s *Server, conn *udpSock) (*udpServer, error) {
 	if err != nil {
 		return nil, err
 	}
+	w.wait = int64(s.cfg.UDPHold)
 	return &udpServer{s: s, conn: conn, r: r, w: w, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client)}, nil
 }
 
@@ -137,12 +138,23 @@ func (u *udpServer) loop(ctx context.Context) {
 	s := u.s
 	tick := int64(s.sweepTick())
 	next := s.now() + tick
-	if err := u.conn.setReadTimeout(time.Duration(tick)); err != nil {
-		s.log.Warn("udp read timeout", zap.Error(err)) // reads wait for datagrams only: sweeps come after them
-	}
+	set := int64(-1) // the read timeout set on the socket
 	// What a read's datagrams cause goes out after it and the rest of its
-	// burst (gather), packed per client (udpio.go).
+	// burst (gather), packed per client (udpio.go); a datagram kept open
+	// for more frames goes out when due, read or not.
 	for ctx.Err() == nil {
+		wait := tick // sweeps come after reads: a read need only wait for datagrams
+		if due, ok := u.w.keeping(); ok {
+			wait = max(due-s.now(), 0)
+		}
+		// Set again when it changed by more than a quarter (a system
+		// call: not at every read of a busy worker).
+		if d := wait - set; set < 0 || d > set/4 || -d > wait/4 {
+			if err := u.conn.setReadTimeout(time.Duration(wait)); err != nil {
+				s.log.Warn("udp read timeout", zap.Error(err)) // reads wait for datagrams only: sweeps come after them
+			}
+			set = wait
+		}
 		n, err := u.r.read()
 		if ctx.Err() != nil {
 			break
@@ -157,7 +169,7 @@ func (u *udpServer) loop(ctx context.Context) {
 			u.closeAll()
 			return
 		case errors.As(err, &ne) && ne.Timeout():
-			// the sweep tick
+			u.flush() // the datagrams kept open that are due; then the sweep tick
 		default:
 			s.log.Warn("udp read", zap.Error(err))
 		}
@@ -246,19 +258,31 @@ func (u *udpServer) missed() {
 	}
 }
 
-// flush sends the deliveries queued while handling a read.
-func (u *udpServer) flush() {
+// flush sends the deliveries queued while handling a read, but for the
+// clients' datagrams the writer keeps open for more (udpWriter.flushDue).
+func (u *udpServer) flush() { u.send(true) }
+
+// flushAll sends every queued delivery (shutdown).
+func (u *udpServer) flushAll() { u.send(false) }
+
+func (u *udpServer) send(keep bool) {
 	if u.w.pending() == 0 {
 		return
 	}
-	if failed, err := sendQueued(u.w, u.s.m); failed > 0 || err != nil {
+	if failed, err := sendQueued(u.w, u.s.m, u.s.now(), keep); failed > 0 || err != nil {
 		u.s.log.Debug("udp send", zap.Int("failed", failed), zap.Error(err))
 	}
 }
 
-// sendQueued flushes w and counts what it sent.
-func sendQueued(w *udpWriter, m *metrics.Relay) (failed int, err error) {
-	sent, bytes, calls, failed, err := w.flush()
+// sendQueued flushes w and counts what it sent; keep: flushDue at relay
+// clock now.
+func sendQueued(w *udpWriter, m *metrics.Relay, now int64, keep bool) (failed int, err error) {
+	var sent, bytes, calls int
+	if keep {
+		sent, bytes, calls, failed, err = w.flushDue(now)
+	} else {
+		sent, bytes, calls, failed, err = w.flush()
+	}
 	m.SentBytes.Add(float64(bytes))
 	m.UDPSendCalls.Add(float64(calls))
 	m.UDPDatagrams.Add(float64(sent))
@@ -662,5 +686,5 @@ func (u *udpServer) closeAll() {
 	for _, c := range u.sessions {
 		u.end(c, closeFor(wire.ErrShuttingDown), "relay is stopping")
 	}
-	u.flush()
+	u.flushAll()
 }
