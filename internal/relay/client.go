@@ -38,6 +38,9 @@ type client struct {
 	// which hold that lock.
 	confirmed bool
 	pend      *pending
+	// dg is the UDP client's datagram being filled, by whichever worker
+	// delivers to it (udppack.go).
+	dg openDgram
 
 	// Membership, written only by the goroutine that reads this client
 	// (its TCP reader, or the UDP loop), with the shard locked.
@@ -82,9 +85,9 @@ type batch struct {
 	recvMsgs  int
 	recvBytes int
 	// out is the UDP worker whose goroutine runs this batch (UDP sessions
-	// only): deliveries to confirmed UDP members are queued in its writer
-	// and sent in one sendmmsg after the read. nil, or a
-	// member not confirmed yet: client.deliver, one by one.
+	// only): deliveries to confirmed UDP members go into each member's
+	// open datagram (udppack.go) and leave in the worker's sendmmsg. nil,
+	// or a member not confirmed yet: client.deliver, one by one.
 	out *udpServer
 	// udp queues the deliveries of a TCP reader's batch to confirmed UDP
 	// members, packed per member and sent at flush like out's (made on
@@ -113,9 +116,7 @@ func (b *batch) deliver(c *client, frame []byte) {
 	case len(frame) > wire.MaxDatagram:
 		c.s.sendUDP(frame, c.addr) // not sent: counted and logged there
 	case b.out != nil:
-		if b.out.w.add(frame, c.addr, b.now) {
-			b.out.flush() // a huge fan-out: send what is queued now
-		}
+		b.out.pack(c, frame, b.now)
 	default:
 		b.queueUDP(c, frame)
 	}
@@ -132,7 +133,7 @@ func (b *batch) queueUDP(c *client, frame []byte) {
 		}
 		return
 	}
-	if w.add(frame, c.addr, b.now) {
+	if w.add(frame, c.addr) {
 		b.flushUDP(c.s.m)
 	}
 }
@@ -149,7 +150,7 @@ func (b *batch) udpWriter(s *Server) *udpWriter {
 // flushUDP sends what the batch queued for UDP members.
 func (b *batch) flushUDP(m *metrics.Relay) {
 	if b.udp != nil && b.udp.pending() > 0 {
-		sendQueued(b.udp, m, 0, false)
+		sendQueued(b.udp, m)
 	}
 }
 

@@ -49,6 +49,10 @@ type udpServer struct {
 	reply     []byte
 	// gather's holds: misses in a row, holds left to skip, the next skip
 	misses, skip, next int
+	// the clients' open datagrams this worker opened (udppack.go), and
+	// when the first of them is due (relay clock; 0: none)
+	opened  []opened
+	nextDue int64
 }
 
 // Bounds on what unconfirmed sessions hold: notices per session, and the
@@ -111,7 +115,6 @@ func newUDPServer(s *Server, conn *udpSock) (*udpServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.wait = int64(s.cfg.UDPHold)
 	return &udpServer{s: s, conn: conn, r: r, w: w, sessions: make(map[uint64]*client), byAddr: make(map[netip.AddrPort]*client)}, nil
 }
 
@@ -144,8 +147,8 @@ func (u *udpServer) loop(ctx context.Context) {
 	// for more frames goes out when due, read or not.
 	for ctx.Err() == nil {
 		wait := tick // sweeps come after reads: a read need only wait for datagrams
-		if due, ok := u.w.keeping(); ok {
-			wait = max(due-s.now(), 0)
+		if u.nextDue != 0 {
+			wait = max(u.nextDue-s.now(), 0)
 		}
 		// Set again when it changed by more than a quarter (a system
 		// call: not at every read of a busy worker).
@@ -169,7 +172,7 @@ func (u *udpServer) loop(ctx context.Context) {
 			u.closeAll()
 			return
 		case errors.As(err, &ne) && ne.Timeout():
-			u.flush() // the datagrams kept open that are due; then the sweep tick
+			u.flush() // the open datagrams that are due; then the sweep tick
 		default:
 			s.log.Warn("udp read", zap.Error(err))
 		}
@@ -258,31 +261,35 @@ func (u *udpServer) missed() {
 	}
 }
 
-// flush sends the deliveries queued while handling a read, but for the
-// clients' datagrams the writer keeps open for more (udpWriter.flushDue).
-func (u *udpServer) flush() { u.send(true) }
+// flush sends the deliveries queued while handling a read, and the open
+// datagrams this worker opened that are due (udppack.go).
+func (u *udpServer) flush() {
+	if len(u.opened) > 0 {
+		u.due(u.s.now(), false)
+	}
+	u.sendAll()
+}
 
-// flushAll sends every queued delivery (shutdown).
-func (u *udpServer) flushAll() { u.send(false) }
+// flushAll sends every queued delivery and every open datagram this
+// worker opened (shutdown).
+func (u *udpServer) flushAll() {
+	u.due(u.s.now(), true)
+	u.sendAll()
+}
 
-func (u *udpServer) send(keep bool) {
+// sendAll sends what the worker's writer holds.
+func (u *udpServer) sendAll() {
 	if u.w.pending() == 0 {
 		return
 	}
-	if failed, err := sendQueued(u.w, u.s.m, u.s.now(), keep); failed > 0 || err != nil {
+	if failed, err := sendQueued(u.w, u.s.m); failed > 0 || err != nil {
 		u.s.log.Debug("udp send", zap.Int("failed", failed), zap.Error(err))
 	}
 }
 
-// sendQueued flushes w and counts what it sent; keep: flushDue at relay
-// clock now.
-func sendQueued(w *udpWriter, m *metrics.Relay, now int64, keep bool) (failed int, err error) {
-	var sent, bytes, calls int
-	if keep {
-		sent, bytes, calls, failed, err = w.flushDue(now)
-	} else {
-		sent, bytes, calls, failed, err = w.flush()
-	}
+// sendQueued flushes w and counts what it sent.
+func sendQueued(w *udpWriter, m *metrics.Relay) (failed int, err error) {
+	sent, bytes, calls, failed, err := w.flush()
 	m.SentBytes.Add(float64(bytes))
 	m.UDPSendCalls.Add(float64(calls))
 	m.UDPDatagrams.Add(float64(sent))

@@ -167,28 +167,13 @@ func putSockaddr(sa *sockaddr, to netip.AddrPort, v6 bool) uint32 {
 // frames), each datagram gathered from the arena by its own iovecs: on
 // loopback and on the wire alike, the cost of UDP is per datagram, and one
 // client of a 32-member room gets 31 frames per tick.
-//
-// With wait > 0 (a UDP worker's writer: Config.UDPHold), flushDue keeps a
-// client's last datagram open when it still has room and its first frame
-// has waited less than wait, so the next flush fills it: a client's
-// frames from one burst rarely fill whole datagrams (the rest of a burst
-// went to another worker, or a datagram's worth was split at the coalesce
-// size), and a part-filled datagram costs the kernel as much as a full one.
-// A frame so waits at most about wait more than it would have (the worker
-// reads again within wait while it keeps any: udpServer.loop).
 type udpWriter struct {
 	rc       syscall.RawConn
 	v6       bool
-	coalesce int   // most bytes of a datagram packing several frames; 0: one frame each
-	wait     int64 // how long flushDue keeps a datagram open for more frames (relay clock); 0: never
+	coalesce int // most bytes of a datagram packing several frames; 0: one frame each
 	arena    []byte
 	msgs     []outMsg
 	last     int // arena offset of the last frame copied, -1 for none
-	// kept is the frames at the start of msgs (and their bytes at the
-	// start of arena) that the last flush kept in open datagrams; due is
-	// when the first of those datagrams is to go (relay clock).
-	kept, keptBytes int
-	due             int64
 
 	// flush's scratch, kept between flushes
 	open   map[netip.AddrPort]int // the datagram still open per client
@@ -197,15 +182,12 @@ type udpWriter struct {
 	hdrs   []mmsghdr
 	iovs   []unix.Iovec
 	names  []sockaddr
-	spare  []byte   // the next arena, for the kept frames
-	keep   []outMsg // the kept frames, while the arena is rebuilt
-	batch  []mmsghdr
+	batch  []mmsghdr // the chunk fn sends
 	sent   int
 	err    error
 	fn     func(fd uintptr) bool
-	// dlv is the deliver frames of each datagram to send, in the order of
-	// the headers pack laid out; delivered, after a
-	// flush, the deliver frames of the datagrams the kernel took
+	// dlv is the deliver frames of each packed datagram; delivered, after
+	// a flush, the deliver frames of the datagrams the kernel took
 	// (relay_delivered_messages_total counts what was written).
 	dlv       []int
 	delivered int
@@ -214,8 +196,8 @@ type udpWriter struct {
 type outMsg struct {
 	off, len int
 	to       netip.AddrPort
-	at       int64 // relay clock when it was queued
-	deliver  bool  // a deliver frame
+	dlv      int  // the deliver frames in it
+	whole    bool // a datagram already packed (udpServer.pack), sent as it is
 }
 
 // dgram is one datagram being packed: its frames are iovs[iov:iov+n].
@@ -223,11 +205,6 @@ type dgram struct {
 	to        netip.AddrPort
 	size, n   int
 	iov, used int
-	hdr       int   // its header's index, if sent
-	at        int64 // its first frame's
-	last      int   // its last frame's size
-	closed    bool  // a later datagram to the same client was opened
-	keep      bool  // kept open for more frames, not sent
 }
 
 // Bounds on what a writer holds before it must flush, and on the frames of
@@ -269,103 +246,96 @@ func newUDPWriter(conn rawConner, coalesce int) (*udpWriter, error) {
 	return w, nil
 }
 
-// add queues frame for to at relay clock now; full reports that the writer
-// should be flushed before more is added.
-func (w *udpWriter) add(frame []byte, to netip.AddrPort, now int64) (full bool) {
+// add queues frame for to; full reports that the writer should be flushed
+// before more is added.
+func (w *udpWriter) add(frame []byte, to netip.AddrPort) (full bool) {
 	off := w.last
 	if off < 0 || w.msgs[len(w.msgs)-1].len != len(frame) || !bytes.Equal(w.arena[off:off+len(frame)], frame) {
 		off = len(w.arena)
 		w.arena = append(w.arena, frame...)
 		w.last = off
 	}
-	w.msgs = append(w.msgs, outMsg{off: off, len: len(frame), to: to, at: now, deliver: wire.Type(frame[wire.LenSize]) == wire.TypeDeliver})
-	return len(w.msgs)-w.kept >= maxQueuedDatagrams || len(w.arena)-w.keptBytes >= maxQueuedBytes
+	dlv := 0
+	if wire.Type(frame[wire.LenSize]) == wire.TypeDeliver {
+		dlv = 1
+	}
+	w.msgs = append(w.msgs, outMsg{off: off, len: len(frame), to: to, dlv: dlv})
+	return w.full()
 }
 
-// pending is the number of queued frames, kept ones included.
+// addDatagram queues d, whole frames holding dlv deliver frames, to go to
+// to as one datagram of its own; full as for add.
+func (w *udpWriter) addDatagram(d []byte, to netip.AddrPort, dlv int) (full bool) {
+	off := len(w.arena)
+	w.arena = append(w.arena, d...)
+	w.last = -1
+	w.msgs = append(w.msgs, outMsg{off: off, len: len(d), to: to, dlv: dlv, whole: true})
+	return w.full()
+}
+
+func (w *udpWriter) full() bool {
+	return len(w.msgs) >= maxQueuedDatagrams || len(w.arena) >= maxQueuedBytes
+}
+
+// pending is the number of queued frames.
 func (w *udpWriter) pending() int { return len(w.msgs) }
 
-// keeping reports whether the last flush kept frames, and when the first
-// of them is due.
-func (w *udpWriter) keeping() (due int64, ok bool) { return w.due, w.kept > 0 }
-
-// pack assigns the queued frames to datagrams, in order per client, picks
-// the datagrams to keep open (keep: flushDue at relay clock now), and lays
-// out the iovecs and headers of the others.
-func (w *udpWriter) pack(now int64, keep bool) []mmsghdr {
+// pack assigns the queued frames to datagrams, in order per client, and
+// lays out their iovecs and headers.
+func (w *udpWriter) pack() []mmsghdr {
 	clear(w.open)
 	dgs := w.dgrams[:0]
 	w.assign = w.assign[:0]
+	w.dlv = w.dlv[:0]
 	for _, m := range w.msgs {
+		if m.whole {
+			// Its own datagram; a frame after it for the same client
+			// starts another, so none overtakes it.
+			delete(w.open, m.to)
+			w.dlv = append(w.dlv, m.dlv)
+			w.assign = append(w.assign, len(dgs))
+			dgs = append(dgs, dgram{to: m.to, size: m.len, n: 1})
+			continue
+		}
 		d, ok := w.open[m.to]
 		if !ok || w.coalesce <= 0 || dgs[d].size+m.len > w.coalesce || dgs[d].n == maxFramesPerDgram {
-			if ok {
-				dgs[d].closed = true
-			}
 			d = len(dgs)
-			dgs = append(dgs, dgram{to: m.to, at: m.at})
+			dgs = append(dgs, dgram{to: m.to})
+			w.dlv = append(w.dlv, 0)
 			w.open[m.to] = d
 		}
+		w.dlv[d] += m.dlv
 		dgs[d].size += m.len
-		dgs[d].last = m.len
 		dgs[d].n++
 		w.assign = append(w.assign, d)
 	}
-	// Keep a client's last datagram while another frame like its last
-	// still fits and its first has not waited w.wait.
-	keep = keep && w.wait > 0 && w.coalesce > 0
-	nsend, niov := 0, 0
-	w.due = 0
+	if cap(w.iovs) < len(w.msgs) {
+		w.iovs = make([]unix.Iovec, len(w.msgs))
+	}
+	if cap(w.hdrs) < len(dgs) {
+		w.hdrs = make([]mmsghdr, len(dgs))
+		w.names = make([]sockaddr, len(dgs))
+	}
+	iovs, hdrs, names := w.iovs[:len(w.msgs)], w.hdrs[:len(dgs)], w.names[:len(dgs)]
+	pos := 0
 	for i := range dgs {
-		d := &dgs[i]
-		d.keep = keep && !d.closed && d.size+d.last <= w.coalesce && d.n < maxFramesPerDgram && now-d.at < w.wait
-		if d.keep {
-			if due := d.at + w.wait; w.due == 0 || due < w.due {
-				w.due = due
-			}
-			continue
-		}
-		d.iov, niov = niov, niov+d.n
-		nsend++
+		dgs[i].iov, pos = pos, pos+dgs[i].n
 	}
-	if cap(w.iovs) < niov {
-		w.iovs = make([]unix.Iovec, niov)
-	}
-	if cap(w.hdrs) < nsend {
-		w.hdrs = make([]mmsghdr, nsend)
-		w.names = make([]sockaddr, nsend)
-	}
-	iovs, hdrs, names := w.iovs[:niov], w.hdrs[:nsend], w.names[:nsend]
 	for i, m := range w.msgs {
 		d := &dgs[w.assign[i]]
-		if d.keep {
-			continue
-		}
 		iov := &iovs[d.iov+d.used]
 		iov.Base = &w.arena[m.off]
 		iov.SetLen(m.len)
 		d.used++
 	}
-	w.dlv = w.dlv[:0]
-	k := 0
 	for i := range dgs {
-		if dgs[i].keep {
-			continue
-		}
-		h := &hdrs[k].hdr
-		*h = unix.Msghdr{Iov: &iovs[dgs[i].iov], Name: (*byte)(unsafe.Pointer(&names[k]))}
+		h := &hdrs[i].hdr
+		*h = unix.Msghdr{Iov: &iovs[dgs[i].iov], Name: (*byte)(unsafe.Pointer(&names[i]))}
 		h.SetIovlen(dgs[i].n)
-		h.Namelen = putSockaddr(&names[k], dgs[i].to, w.v6)
-		w.dlv = append(w.dlv, 0)
-		dgs[i].hdr = k
-		k++
+		h.Namelen = putSockaddr(&names[i], dgs[i].to, w.v6)
 	}
-	for i, m := range w.msgs {
-		if d := &dgs[w.assign[i]]; m.deliver && !d.keep {
-			w.dlv[d.hdr]++
-		}
-	}
-	w.dgrams = dgs
+	clear(dgs) // drop the addresses' references
+	w.dgrams = dgs[:0]
 	return hdrs
 }
 
@@ -374,22 +344,11 @@ func (w *udpWriter) pack(now int64, keep bool) []mmsghdr {
 // kernel took, the system calls made, and the datagrams it refused (a
 // destination it cannot reach), which are skipped.
 func (w *udpWriter) flush() (sent, bytes, calls, failed int, err error) {
-	return w.send(0, false)
-}
-
-// flushDue is flush, except that it keeps open each client's last
-// datagram that still has room and whose first frame has waited less than
-// w.wait at relay clock now (see udpWriter).
-func (w *udpWriter) flushDue(now int64) (sent, bytes, calls, failed int, err error) {
-	return w.send(now, true)
-}
-
-func (w *udpWriter) send(now int64, keep bool) (sent, bytes, calls, failed int, err error) {
 	w.delivered = 0
 	if len(w.msgs) == 0 {
 		return 0, 0, 0, 0, nil
 	}
-	hdrs := w.pack(now, keep)
+	hdrs := w.pack()
 	for i := 0; i < len(hdrs); {
 		w.batch = hdrs[i:min(len(hdrs), i+maxMmsg)]
 		if cerr := w.rc.Write(w.fn); cerr != nil {
@@ -417,53 +376,10 @@ func (w *udpWriter) send(now int64, keep bool) (sent, bytes, calls, failed int, 
 		i += w.sent
 	}
 	runtime.KeepAlive(w.arena)
-	if err != nil {
-		w.dropKept() // the socket is closed: nothing will go out
-	}
-	w.rebuild()
-	return sent, bytes, calls, failed, err
-}
-
-// dropKept marks every datagram as sent, so rebuild keeps nothing.
-func (w *udpWriter) dropKept() {
-	for i := range w.dgrams {
-		w.dgrams[i].keep = false
-	}
-}
-
-// rebuild empties the writer but for the frames of kept datagrams, which
-// move, in order, to the start of a fresh arena (frames shared by
-// consecutive kept messages stay shared).
-func (w *udpWriter) rebuild() {
-	w.keep = w.keep[:0]
-	for i, m := range w.msgs {
-		if w.dgrams[w.assign[i]].keep {
-			w.keep = append(w.keep, m)
-		}
-	}
-	clear(w.dgrams) // drop the addresses' references
-	w.dgrams = w.dgrams[:0]
-	next := w.spare[:0]
-	prev := -1
-	for i := range w.keep {
-		m := &w.keep[i]
-		if m.off != prev {
-			prev = m.off
-			m.off = len(next)
-			next = append(next, w.arena[prev:prev+m.len]...)
-		} else {
-			m.off = w.keep[i-1].off
-		}
-	}
 	clear(w.msgs) // drop the addresses' references
-	w.msgs = append(w.msgs[:0], w.keep...)
-	clear(w.keep)
-	w.kept, w.keptBytes = len(w.msgs), len(next)
-	if len(w.msgs) == 0 {
-		w.due = 0
+	w.msgs, w.arena, w.last, w.batch = w.msgs[:0], w.arena[:0], -1, nil
+	if cap(w.arena) > 4*maxQueuedBytes {
+		w.arena = nil // one huge burst: do not keep its arena
 	}
-	w.spare, w.arena, w.last, w.batch = w.arena[:0], next, -1, nil
-	if cap(w.spare) > 4*maxQueuedBytes {
-		w.spare = nil // one huge burst: do not keep its arena
-	}
+	return sent, bytes, calls, failed, err
 }

@@ -64,11 +64,11 @@ func TestUDPWriterPacksPerClient(t *testing.T) {
 				// for one of them: 100 + 30 bytes per round for it.
 				cast := wire.AppendDeliver(nil, wire.Othercast, "alice", true, int64(k), bytes.Repeat([]byte{byte(k)}, 80))
 				for i, c := range rcv {
-					w.add(cast, c.LocalAddr().(*net.UDPAddr).AddrPort(), 0)
+					w.add(cast, c.LocalAddr().(*net.UDPAddr).AddrPort())
 					want[i] = append(want[i], cast)
 				}
 				own := wire.AppendMemberJoined(nil, "user-"+string(rune('a'+k)))
-				w.add(own, rcv[k%3].LocalAddr().(*net.UDPAddr).AddrPort(), 0)
+				w.add(own, rcv[k%3].LocalAddr().(*net.UDPAddr).AddrPort())
 				want[k%3] = append(want[k%3], own)
 			}
 			sent, _, calls, failed, err := w.flush()
@@ -219,90 +219,5 @@ func TestListenUDPRefusesAPortInUse(t *testing.T) {
 			c.Close()
 		}
 		t.Fatal("a second set of workers bound the port of the first")
-	}
-}
-
-// TestUDPWriterKeepsOpenDatagrams: flushDue keeps a client's last datagram
-// open while a frame like its last still fits and its first frame has
-// waited less than the writer's wait, and sends it once full or due; the
-// frames arrive whole and in order, each delivery counted once, when its
-// datagram is sent. flush sends everything.
-func TestUDPWriterKeepsOpenDatagrams(t *testing.T) {
-	conn, err := net.ListenUDP("udp", mustUDPAddr(t, "127.0.0.1:0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	w, err := newUDPWriter(conn, 300)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.wait = 1000
-	var rcv [2]*net.UDPConn
-	var to [2]netip.AddrPort
-	for i := range rcv {
-		if rcv[i], err = net.ListenUDP("udp", mustUDPAddr(t, "127.0.0.1:0")); err != nil {
-			t.Fatal(err)
-		}
-		defer rcv[i].Close()
-		to[i] = rcv[i].LocalAddr().(*net.UDPAddr).AddrPort()
-	}
-	seq := 0
-	var want [2][][]byte
-	add := func(c int, at int64) { // a 100-byte deliver for client c, queued at at
-		f := wire.AppendDeliver(nil, wire.Othercast, "bob", true, int64(seq), bytes.Repeat([]byte{byte(seq)}, 100-wire.DeliverSize("bob", true, 0)))
-		if len(f) != 100 {
-			t.Fatalf("frame of %d bytes", len(f))
-		}
-		seq++
-		w.add(f, to[c], at)
-		want[c] = append(want[c], f)
-	}
-	type step struct {
-		name            string
-		flush           func() (sent, bytes, calls, failed int, err error)
-		sent, delivered int
-		keeping         bool
-		due             int64
-	}
-	check := func(s step) {
-		t.Helper()
-		sent, _, _, failed, err := s.flush()
-		if err != nil || failed != 0 || sent != s.sent || w.delivered != s.delivered {
-			t.Fatalf("%s: sent %d datagrams (%d deliveries), failed %d, err %v; want %d (%d)", s.name, sent, w.delivered, failed, err, s.sent, s.delivered)
-		}
-		due, keeping := w.keeping()
-		if keeping != s.keeping || (keeping && due != s.due) {
-			t.Fatalf("%s: keeping %v due %d, want %v %d", s.name, keeping, due, s.keeping, s.due)
-		}
-	}
-	due := func(now int64) func() (int, int, int, int, error) {
-		return func() (int, int, int, int, error) { return w.flushDue(now) }
-	}
-
-	add(0, 0)
-	add(0, 100)
-	add(1, 200)
-	check(step{name: "young, with room: kept", flush: due(500), keeping: true, due: 1000})
-	add(0, 600) // client 0's datagram is full at 300 bytes
-	check(step{name: "client 0 full", flush: due(700), sent: 1, delivered: 3, keeping: true, due: 1200})
-	add(1, 1100)
-	add(0, 1150)
-	check(step{name: "client 1 due", flush: due(1200), sent: 1, delivered: 2, keeping: true, due: 2150})
-	add(0, 1300)
-	add(0, 1400) // 4th frame opens a second datagram: the first is closed
-	add(0, 1500)
-	check(step{name: "a closed datagram goes, its successor stays", flush: due(1600), sent: 1, delivered: 3, keeping: true, due: 2500})
-	check(step{name: "flush sends what is kept", flush: w.flush, sent: 1, delivered: 1})
-	if w.pending() != 0 || len(w.arena) != 0 {
-		t.Fatalf("after flush: %d frames, %d arena bytes left", w.pending(), len(w.arena))
-	}
-	for i, c := range rcv {
-		got, _ := readFrames(t, c, len(want[i]), 300)
-		for j := range want[i] {
-			if !bytes.Equal(got[j], want[i][j]) {
-				t.Fatalf("client %d frame %d: %x, want %x", i, j, got[j], want[i][j])
-			}
-		}
 	}
 }
