@@ -117,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.IntVar(&cfg.UDPWorkers, "udp-workers", d.UDPWorkers, "UDP sockets sharing the port (SO_REUSEPORT), each with its own reading and fan-out goroutine (0: one per CPU)")
 	f.IntVar(&cfg.UDPReadBuffer, "udp-rcvbuf", d.UDPReadBuffer, "receive buffer of each UDP socket, bytes (-1: the kernel's default); drops past it: relay_udp_receive_drops_total")
 	f.IntVar(&cfg.UDPCoalesce, "udp-coalesce", d.UDPCoalesce, "most bytes of a datagram packing several frames for one UDP client (-1: one frame per datagram, for clients that read only one)")
-	f.DurationVar(&cfg.UDPHold, "udp-hold", d.UDPHold, "how long a UDP worker that emptied its socket waits for more of a burst before it sends what it read, packed (0: at once)")
+	f.DurationVar(&cfg.UDPHold, "udp-hold", d.UDPHold, "how long a UDP worker that emptied its socket waits for more of a burst, and a client's datagram with room for more frames (0: at once)")
 	f.IntVar(&cfg.HeartbeatMisses, "heartbeat-misses", d.HeartbeatMisses, "remove a client that heartbeats after this many of its heartbeat intervals without a frame (at least 5s, at most --idle-timeout; negative: off)")
 	f.Float64Var(&cfg.RateMessages, "rate-messages", d.RateMessages, "frames per second one sender may send, sustained (negative: no limit)")
 	f.IntVar(&cfg.RateMessagesBurst, "rate-messages-burst", d.RateMessagesBurst, "frames one sender may send at once above --rate-messages")

@@ -100,15 +100,16 @@ func TestUDPHoldPacksABurst(t *testing.T) {
 	t.Fatal("20 bursts: never one datagram per member")
 }
 
-// TestUDPKeptDatagramGoesWhenDue: a delivery kept open for more frames
-// goes out when its hold is over, without waiting for another datagram to
-// read or for the sweep tick (750 ms here). Room a's send wakes the
-// worker, which holds; room b's send, read after that hold, is queued for
-// b1 in a datagram of its own, which is young, so kept. The median of five
-// tries is judged, so that one starved moment of the test host does not
-// decide; without the read timeout set to the hold, most tries take about
-// the tick (one that finds the worker between holds does not).
-func TestUDPKeptDatagramGoesWhenDue(t *testing.T) {
+// TestUDPOpenDatagramGoesWhenDue: a client's open datagram (udppack.go)
+// goes out when its first frame has waited the hold, without waiting for
+// another datagram to read or for the sweep tick (750 ms here). Room a's
+// send wakes the worker, which holds; room b's send, read after that hold,
+// opens b1's datagram, which is young at the flush, so stays open. The
+// median of five tries is judged, so that one starved moment of the test
+// host does not decide; without the read timeout set to the first due
+// datagram, most tries take about the tick (one that finds the worker
+// between holds does not).
+func TestUDPOpenDatagramGoesWhenDue(t *testing.T) {
 	const hold = 20 * time.Millisecond
 	s, stop := startServer(t, Config{UDP: UDPSameAsTCP, UDPWorkers: 1, UDPHold: hold})
 	defer stop()
@@ -160,6 +161,6 @@ func TestUDPKeptDatagramGoesWhenDue(t *testing.T) {
 	}
 	slices.Sort(took)
 	if med := took[len(took)/2]; med >= tick/2 {
-		t.Fatalf("a kept delivery took %v (median): it waited for the sweep tick (%v), not its hold of %v", med, tick, hold)
+		t.Fatalf("a delivery in an open datagram took %v (median): it waited for the sweep tick (%v), not its hold of %v", med, tick, hold)
 	}
 }

@@ -95,7 +95,9 @@ type Config struct {
 	UDPCoalesce int
 	// UDPHold is how long a UDP worker whose read emptied its socket waits
 	// for the rest of a burst before it reads again and sends what it
-	// read (0: at once); like WriteCoalesce for a TCP writer. See gather.
+	// read, and how long a client's datagram that still has room waits for
+	// more frames (0: neither; each flush packs what it holds); like
+	// WriteCoalesce for a TCP writer. See gather and udppack.go.
 	UDPHold time.Duration
 
 	// Rate limits per sender (see limiter): frames and bytes per second

@@ -143,8 +143,8 @@ func (u *udpServer) loop(ctx context.Context) {
 	next := s.now() + tick
 	set := int64(-1) // the read timeout set on the socket
 	// What a read's datagrams cause goes out after it and the rest of its
-	// burst (gather), packed per client (udpio.go); a datagram kept open
-	// for more frames goes out when due, read or not.
+	// burst (gather), packed per client: each client's open datagram
+	// leaves once full, or once due, read or not (udppack.go).
 	for ctx.Err() == nil {
 		wait := tick // sweeps come after reads: a read need only wait for datagrams
 		if u.nextDue != 0 {

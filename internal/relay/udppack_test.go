@@ -2,12 +2,15 @@ package relay
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	rclient "github.com/reprise-harness/reprise/internal/client"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -90,5 +93,82 @@ func TestUDPOpenDatagramAcrossWorkers(t *testing.T) {
 		if !bytes.Equal(got[i], want[i]) {
 			t.Fatalf("frame %d: %x, want %x", i, got[i], want[i])
 		}
+	}
+}
+
+// TestUDPRoomAcrossWorkers: a room of UDP clients spread over two workers,
+// each member sending in bursts, as a tick of a game does: every member
+// gets every other's frames, each sender's in order, the relay counts
+// each delivery once, and the datagrams carry several deliveries each.
+func TestUDPRoomAcrossWorkers(t *testing.T) {
+	s, stop := startServer(t, Config{UDP: UDPSameAsTCP, UDPWorkers: 2, UDPHold: 5 * time.Millisecond})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const members, rounds = 12, 20
+	var cs []*rclient.Conn
+	for i := range members {
+		c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Join("tick", fmt.Sprintf("m%02d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	time.Sleep(50 * time.Millisecond) // the member notices are out: count from here
+	d0, f0 := testutil.ToFloat64(s.m.UDPDatagrams), testutil.ToFloat64(s.m.DeliveredMessages)
+	errs := make(chan error, members)
+	for i, c := range cs {
+		go func() { // each member reads its deliveries: each sender's in order
+			next := map[string]int{}
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			for got := 0; got < (members-1)*rounds; {
+				f, err := c.Recv()
+				if err != nil {
+					errs <- fmt.Errorf("member %d after %d deliveries: %w", i, got, err)
+					return
+				}
+				if f.Type != wire.TypeDeliver {
+					continue
+				}
+				from, seq := string(f.User), int(f.Payload[0])
+				if seq != next[from] {
+					errs <- fmt.Errorf("member %d: frame %d from %s, want %d", i, seq, from, next[from])
+					return
+				}
+				next[from]++
+				got++
+			}
+			errs <- nil
+		}()
+	}
+	for r := range rounds {
+		for _, c := range cs {
+			if err := c.Send(wire.Send{Mode: wire.Othercast, Payload: []byte{byte(r), 'p', 'o', 's', 'e'}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	for range members {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := float64(members * (members - 1) * rounds)
+	deadline := time.Now().Add(5 * time.Second) // the counter follows the last sendmmsg
+	for testutil.ToFloat64(s.m.DeliveredMessages)-f0 != want && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	dgrams, delivered := testutil.ToFloat64(s.m.UDPDatagrams)-d0, testutil.ToFloat64(s.m.DeliveredMessages)-f0
+	t.Logf("%v deliveries in %v datagrams (%.1f each)", delivered, dgrams, delivered/dgrams)
+	if delivered != want {
+		t.Fatalf("relay counted %v deliveries, the members got %v", delivered, want)
+	}
+	if dgrams >= delivered/2 {
+		t.Fatalf("%v deliveries in %v datagrams: bursts of %d senders were not packed", delivered, dgrams, members)
 	}
 }
