@@ -2,7 +2,7 @@ package profile
 
 import (
 	"encoding/binary"
-	"hash/maphash"
+	"math/bits"
 )
 
 // Loss accounting of the reprise profile. Over UDP a delivery can be lost; the fleet counts what
@@ -33,41 +33,44 @@ func stampSeq(now int64, seq uint64) int64 {
 }
 
 // seqTracker is one receiver's last sequence per sender, created on its
-// first numbered delivery, in a small open-addressed table of its own.
-// A Go map was the receive path's largest user-space cost (a lookup
-// hashes the sender every time): in a room the relay delivers the other
-// members' casts in much the same order round after round, so each entry
-// remembers which sender followed it last time, and a delivery whose
-// sender is that guess is found with one comparison and no hash. A wrong
-// guess costs one hash and a probe, as before.
+// first numbered delivery, in a small table of its own.
+//
+// A lookup is the receive path's largest user-space cost, and what it
+// costs is memory more than instructions: with hundreds of receivers, a
+// receiver's table has left the near caches by its next read. So the
+// entries are dense, 24 bytes each, in the order their senders were first
+// seen, and each remembers which sender followed it last time. In a room
+// the relay delivers the other members' casts in much the same order
+// round after round, so a read's deliveries are found with one comparison
+// each and no hash, walking the entries in memory order (two or three to
+// a cache line). A wrong guess costs a hash of the key and a probe of an
+// index of int32s. (The table before held 56-byte entries at hash
+// positions: one line touched per delivery, at random.)
 type seqTracker struct {
-	seed  maphash.Seed
-	slots []seqSlot // a power of two, at most half full; nil until first use
-	used  int
-	prev  int32 // slot of the last delivery's sender; -1 none
+	ents  []seqEnt // in order of first delivery
+	index []int32  // entry+1 at the sender's hash position, 0 empty; a power of two, at most half full
+	long  []string // by entry: the id when over 16 bytes ("" otherwise); nil until one is
+	prev  int32    // entry+1 of the last delivery's sender; 0 none
 }
 
-// seqSlot is one sender's entry; hash 0 marks an empty slot. key holds
-// an id of up to 16 bytes in the slot itself, so that comparing one
-// reads no other memory: with hundreds of receivers the ids' own bytes
-// are seldom in the cache, and that miss was most of a lookup's cost.
-type seqSlot struct {
-	hash uint64
+// seqEnt is one sender's entry. key holds an id of up to 16 bytes in the
+// entry itself, so that comparing one reads no other memory.
+type seqEnt struct {
 	key  idKey
-	id   string // compared only for ids over 16 bytes
 	last uint16 // seq+1 of the last delivery in order
-	next int32  // slot of the sender that came after this one last time; -1 none
+	next int32  // entry+1 of the sender that came after this one last time; 0 none
 }
 
-// idKey is an id's length with its first and last 8 bytes (zero-padded
-// when shorter): for ids of up to 16 bytes, equal keys are equal ids.
+// idKey is an id's first and last 8 bytes (zero-padded when shorter) and
+// its length (capped at 0xffff): for ids of up to 16 bytes, equal keys
+// are equal ids.
 type idKey struct {
 	head, tail uint64
-	n          int
+	n          uint16
 }
 
 func keyOf(b []byte) idKey {
-	k := idKey{n: len(b)}
+	k := idKey{n: uint16(min(len(b), 0xffff))}
 	if len(b) >= 8 {
 		k.head = binary.LittleEndian.Uint64(b)
 		k.tail = binary.LittleEndian.Uint64(b[len(b)-8:])
@@ -79,75 +82,83 @@ func keyOf(b []byte) idKey {
 	return k
 }
 
-// is says whether the slot holds sender, whose key is k.
-func (s *seqSlot) is(k idKey, sender []byte) bool {
-	return s.key == k && (k.n <= 16 || s.id == string(sender))
+// hash mixes a key (ids longer than 16 bytes with equal keys share a
+// chain; is tells them apart). The index uses its top bits.
+func (k idKey) hash() uint64 {
+	return (k.head ^ bits.RotateLeft64(k.tail, 31) ^ uint64(k.n)<<48) * 0x9e3779b97f4a7c15
 }
 
-// seqSlotsMin is the table's first size.
-const seqSlotsMin = 64
+// is says whether entry e holds sender, whose key is k.
+func (t *seqTracker) is(e int32, k idKey, sender []byte) bool {
+	return t.ents[e].key == k && (k.n <= 16 || t.long[e] == string(sender))
+}
 
-// slot returns the slot of sender, adding it when new (found false).
-func (t *seqTracker) slot(sender []byte) (i int32, found bool) {
+// seqIndexMin is the index's first size.
+const seqIndexMin = 64
+
+// entry returns the entry of sender, adding it when new (found false).
+func (t *seqTracker) entry(sender []byte) (e int32, found bool) {
 	k := keyOf(sender)
-	if t.slots != nil && t.prev >= 0 {
-		if g := t.slots[t.prev].next; g >= 0 && t.slots[g].is(k, sender) {
-			t.prev = g
+	if t.prev > 0 {
+		if g := t.ents[t.prev-1].next - 1; g >= 0 && t.is(g, k, sender) {
+			t.prev = g + 1
 			return g, true
 		}
 	}
-	if t.slots == nil {
-		t.seed = maphash.MakeSeed()
-		t.slots = make([]seqSlot, seqSlotsMin)
-		t.prev = -1
+	if t.index == nil {
+		t.index = make([]int32, seqIndexMin)
 	}
-	h := maphash.Bytes(t.seed, sender) | 1
-	mask := len(t.slots) - 1
-	j := int(h) & mask
-	for ; t.slots[j].hash != 0; j = (j + 1) & mask {
-		if t.slots[j].hash == h && t.slots[j].is(k, sender) {
-			t.link(int32(j))
-			return int32(j), true
+	j, mask := t.home(k), len(t.index)-1
+	for ; t.index[j] != 0; j = (j + 1) & mask {
+		if e := t.index[j] - 1; t.is(e, k, sender) {
+			t.link(e)
+			return e, true
 		}
 	}
-	if 2*(t.used+1) > len(t.slots) {
+	if 2*(len(t.ents)+1) > len(t.index) {
 		t.grow()
-		return t.slot(sender)
+		return t.entry(sender)
 	}
-	t.slots[j] = seqSlot{hash: h, key: k, next: -1}
-	if k.n > 16 {
-		t.slots[j].id = string(sender)
+	e = int32(len(t.ents))
+	t.ents = append(t.ents, seqEnt{key: k})
+	if k.n > 16 && t.long == nil {
+		t.long = make([]string, e, cap(t.ents))
 	}
-	t.used++
-	t.link(int32(j))
-	return int32(j), false
-}
-
-// link records that slot j came after the previous delivery's sender.
-func (t *seqTracker) link(j int32) {
-	if t.prev >= 0 {
-		t.slots[t.prev].next = j
-	}
-	t.prev = j
-}
-
-// grow doubles the table; the guesses start over.
-func (t *seqTracker) grow() {
-	old := t.slots
-	t.slots = make([]seqSlot, 2*len(old))
-	mask := len(t.slots) - 1
-	for _, s := range old {
-		if s.hash == 0 {
-			continue
+	if t.long != nil {
+		t.long = append(t.long, "")
+		if k.n > 16 {
+			t.long[e] = string(sender)
 		}
-		j := int(s.hash) & mask
-		for t.slots[j].hash != 0 {
+	}
+	t.index[j] = e + 1
+	t.link(e)
+	return e, false
+}
+
+// home is a key's first position in the index.
+func (t *seqTracker) home(k idKey) int {
+	return int(k.hash() >> (64 - bits.TrailingZeros(uint(len(t.index)))))
+}
+
+// link records that entry e came after the previous delivery's sender.
+func (t *seqTracker) link(e int32) {
+	if t.prev > 0 {
+		t.ents[t.prev-1].next = e + 1
+	}
+	t.prev = e + 1
+}
+
+// grow doubles the index; the entries and their guesses stay.
+func (t *seqTracker) grow() {
+	t.index = make([]int32, 2*len(t.index))
+	mask := len(t.index) - 1
+	for e := range t.ents {
+		j := t.home(t.ents[e].key)
+		for t.index[j] != 0 {
 			j = (j + 1) & mask
 		}
-		s.next = -1
-		t.slots[j] = s
+		t.index[j] = int32(e) + 1
 	}
-	t.prev = -1
 }
 
 // see accounts one numbered delivery from sender; it returns the change
@@ -157,8 +168,8 @@ func (t *seqTracker) see(sender []byte, trace int64) int64 {
 		return 0
 	}
 	seq := uint16(trace % seqMod)
-	i, ok := t.slot(sender)
-	s := &t.slots[i]
+	i, ok := t.entry(sender)
+	s := &t.ents[i]
 	if !ok {
 		s.last = seq + 1
 		return 0

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -139,8 +140,8 @@ func TestSeqTrackerAgainstMap(t *testing.T) {
 	if got != want {
 		t.Errorf("lost %d, want %d (a map's count)", got, want)
 	}
-	if tr.used != senders {
-		t.Errorf("%d senders tracked, want %d", tr.used, senders)
+	if len(tr.ents) != senders {
+		t.Errorf("%d senders tracked, want %d", len(tr.ents), senders)
 	}
 }
 
@@ -154,7 +155,87 @@ func TestSeqTrackerLongIDsSameEnds(t *testing.T) {
 		lost += tr.see(a, stampSeq(1e18, i+1))
 		lost += tr.see(b, stampSeq(1e18, 100+i))
 	}
-	if lost != 0 || tr.used != 2 {
-		t.Errorf("lost %d with %d senders tracked, want 0 and 2", lost, tr.used)
+	if lost != 0 || len(tr.ents) != 2 {
+		t.Errorf("lost %d with %d senders tracked, want 0 and 2", lost, len(tr.ents))
 	}
+}
+
+// BenchmarkSeqTrackerRooms: the fleet's shape at N:N, rooms×32 receivers
+// each with its own tracker, served in a shuffled order one read (about
+// 15 deliveries) at a time, as the readers of a busy fleet are: between
+// two reads of one receiver the others' tables pass through the cache, so
+// this measures a lookup whose table is not in L1, unlike
+// BenchmarkSeqTracker. Each receiver gets its 31 room-mates' casts in the
+// same order every round but for one swapped pair in ten rounds.
+func BenchmarkSeqTrackerRooms(b *testing.B) {
+	for _, rooms := range []int{8, 16} {
+		b.Run(fmt.Sprintf("%dx32", rooms), func(b *testing.B) { benchSeqRooms(b, rooms) })
+	}
+}
+
+func benchSeqRooms(b *testing.B, rooms int) {
+	const members, perRead = 32, 15
+	n := rooms * members
+	ids := make([][]byte, n)
+	for i := range ids {
+		ids[i] = []byte(fmt.Sprintf("replay-%d", 100+i))
+	}
+	type receiver struct {
+		tr    seqTracker
+		order []int // the senders' indices in delivery order
+		pos   int   // next in order
+		seq   []uint64
+	}
+	rcv := make([]*receiver, n)
+	for i := range rcv {
+		r := &receiver{seq: make([]uint64, n)}
+		room := i / members
+		for m := range members {
+			if s := room*members + m; s != i {
+				r.order = append(r.order, s)
+			}
+		}
+		rcv[i] = r
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	turn := make([]int, n)
+	for i := range turn {
+		turn[i] = i
+	}
+	var lost int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for done := 0; done < b.N; {
+		rng.Shuffle(n, func(i, j int) { turn[i], turn[j] = turn[j], turn[i] })
+		for _, i := range turn {
+			r := rcv[i]
+			for k := 0; k < perRead && done < b.N; k++ {
+				if r.pos == len(r.order) {
+					r.pos = 0
+					if rng.IntN(10) == 0 {
+						a := rng.IntN(len(r.order) - 1)
+						r.order[a], r.order[a+1] = r.order[a+1], r.order[a]
+					}
+				}
+				s := r.order[r.pos]
+				r.pos++
+				r.seq[s]++
+				lost += r.tr.see(ids[s], stampSeq(1e18, r.seq[s]))
+				done++
+			}
+		}
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	if lost != 0 {
+		b.Fatalf("lost %d, want 0", lost)
+	}
+}
+
+// processCPU is the process's CPU time so far (user and system, ns): on
+// a shared host a benchmark's CPU per op is steadier than its wall time.
+func processCPU() int64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
