@@ -41,31 +41,28 @@ type counters struct {
 	_            [64]byte
 }
 
-// hists is a pair of recording histograms (delivery latency and schedule
-// lag, in µs) behind one mutex. Readers and schedulers record into one of
-// several of these; the stats ticker moves their contents into the
-// cumulative ones once a second, so recording never waits on a scrape.
+// hists is a pair of recording counts (delivery latency and schedule
+// lag, in µs, in the histograms' layout: hdrcounts.go) behind one mutex.
+// Readers and schedulers record into one of several of these; the stats
+// ticker moves their contents into the cumulative histograms once a
+// second, so recording never waits on a scrape.
 type hists struct {
 	mu      sync.Mutex
-	latency *hdrhistogram.Histogram
-	lag     *hdrhistogram.Histogram
+	latency *hdrCounts
+	lag     *hdrCounts
 }
 
-func newHists() *hists { return &hists{latency: newHist(), lag: newHist()} }
+func newHists() *hists { return &hists{latency: newHdrCounts(), lag: newHdrCounts()} }
 
 func (h *hists) recordLatencies(us []int64) {
 	h.mu.Lock()
-	for _, v := range us {
-		h.latency.RecordValue(clampHist(v))
-	}
+	h.latency.record(us)
 	h.mu.Unlock()
 }
 
 func (h *hists) recordLags(us []int64) {
 	h.mu.Lock()
-	for _, v := range us {
-		h.lag.RecordValue(clampHist(v))
-	}
+	h.lag.record(us)
 	h.mu.Unlock()
 }
 
@@ -168,12 +165,8 @@ func (s *stats) fold() {
 	defer s.mu.Unlock()
 	for _, h := range s.rec {
 		h.mu.Lock()
-		s.cumLat.Merge(h.latency)
-		s.winLat.Merge(h.latency)
-		s.cumLag.Merge(h.lag)
-		s.winLag.Merge(h.lag)
-		h.latency.Reset()
-		h.lag.Reset()
+		h.latency.fold(s.cumLat, s.winLat)
+		h.lag.fold(s.cumLag, s.winLag)
 		h.mu.Unlock()
 	}
 }
