@@ -197,7 +197,17 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 		}
 		return nil
 	}
-	err := c.p.Feed(b, handle)
+	var err error
+	if c.joined {
+		// Logged in, deliveries skip the Frame (the most frequent frame
+		// by far; wire.Parser.FeedDeliveries).
+		err = c.p.FeedDeliveries(b, func(d *wire.Deliver) {
+			ev.Frames++
+			c.delivered(d.Mode, d.HasTrace, d.Trace, d.User, now, ev)
+		}, handle)
+	} else {
+		err = c.p.Feed(b, handle)
+	}
 	if err == errRefused {
 		return nil
 	}
@@ -217,14 +227,7 @@ func (c *repriseClient) handle(fr *wire.Frame, now int64, ev *Events) error {
 	}
 	switch fr.Type {
 	case wire.TypeDeliver:
-		ev.Messages++
-		if fr.HasTrace {
-			ev.Latencies = append(ev.Latencies, (now-fr.Trace)/1000)
-			if fr.Mode == wire.Broadcast || fr.Mode == wire.Othercast {
-				ev.Numbered++
-				ev.Lost += c.seqs.see(fr.User, fr.Trace)
-			}
-		}
+		c.delivered(fr.Mode, fr.HasTrace, fr.Trace, fr.User, now, ev)
 	case wire.TypeJoined:
 		if !c.joined {
 			c.joined = true
@@ -254,6 +257,19 @@ func (c *repriseClient) handle(fr *wire.Frame, now int64, ev *Events) error {
 		}
 	}
 	return nil
+}
+
+// delivered accounts one delivery: a message, its latency when stamped,
+// and its sequence when a room-wide cast.
+func (c *repriseClient) delivered(mode wire.Mode, hasTrace bool, trace int64, user []byte, now int64, ev *Events) {
+	ev.Messages++
+	if hasTrace {
+		ev.Latencies = append(ev.Latencies, (now-trace)/1000)
+		if mode == wire.Broadcast || mode == wire.Othercast {
+			ev.Numbered++
+			ev.Lost += c.seqs.see(user, trace)
+		}
+	}
 }
 
 // padded is the join datagram again, padded to the size the relay asked

@@ -184,8 +184,29 @@ func decodeDeliver(r *reader, f *Frame) {
 // received, the most frequent frame there is. Anything else (a short or
 // malformed body) is left to the checked path, which says what is wrong.
 func deliverFast(r *reader, f *Frame) bool {
-	b := r.b
-	if r.err != nil || len(b) < 2 {
+	var d Deliver
+	if r.err != nil || !d.read(r.b) {
+		return false
+	}
+	f.Mode, f.HasTrace, f.User, f.Trace, f.Payload = d.Mode, d.HasTrace, d.User, d.Trace, d.Payload
+	r.b = nil
+	return true
+}
+
+// Deliver is a deliver frame as a fleet client reads it (Parser.
+// FeedDeliveries); its slices point into the bytes fed.
+type Deliver struct {
+	Mode     Mode
+	HasTrace bool
+	Trace    int64 // sender's clock, Unix nanoseconds
+	User     []byte
+	Payload  []byte
+}
+
+// read decodes a well-formed deliver body b in one pass; false leaves
+// anything else (short, malformed) to the checked path.
+func (d *Deliver) read(b []byte) bool {
+	if len(b) < 2 {
 		return false
 	}
 	flags, n := b[0], int(b[1])
@@ -197,13 +218,13 @@ func deliverFast(r *reader, f *Frame) bool {
 	if !mode.Valid() || flags&^(modeMask|flagTrace) != 0 || n == 0 || n > MaxIDLen || len(b) < end {
 		return false
 	}
-	f.Mode, f.HasTrace = mode, hasTrace
-	f.User = b[2 : 2+n : 2+n]
+	d.Mode, d.HasTrace = mode, hasTrace
+	d.User = b[2 : 2+n : 2+n]
+	d.Trace = 0
 	if hasTrace {
-		f.Trace = int64(binary.BigEndian.Uint64(b[2+n:]))
+		d.Trace = int64(binary.BigEndian.Uint64(b[2+n:]))
 	}
-	f.Payload = b[end:]
-	r.b = nil
+	d.Payload = b[end:]
 	return true
 }
 

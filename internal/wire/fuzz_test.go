@@ -2,6 +2,8 @@ package wire
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +31,49 @@ func FuzzParser(f *testing.F) {
 				t.Fatalf("byte at a time: %q, whole: %q", got, whole)
 			}
 		}
+		// FeedDeliveries reads the same frames, fields and errors as Feed.
+		for _, chunks := range [][][]byte{{data}, {data[:int(cut)%(len(data)+1)], data[int(cut)%(len(data)+1):]}} {
+			slow, _ := feedFields(chunks, false)
+			if fast, _ := feedFields(chunks, true); fast != slow {
+				t.Fatalf("FeedDeliveries: %q, Feed: %q", fast, slow)
+			}
+		}
 	})
+}
+
+// feedFields parses chunks with Feed or FeedDeliveries (fast) and
+// summarises every frame (a deliver's fields in full) and the error, with
+// how many deliver frames took the shortcut.
+func feedFields(chunks [][]byte, fast bool) (string, int) {
+	p := Parser{MaxFrame: 4096}
+	var out strings.Builder
+	shortcut := 0
+	deliver := func(d *Deliver) {
+		shortcut++
+		fmt.Fprintf(&out, "deliver %d %v %d %q %q;", d.Mode, d.HasTrace, d.Trace, d.User, d.Payload)
+	}
+	fn := func(f *Frame) error {
+		if f.Type == TypeDeliver {
+			fmt.Fprintf(&out, "deliver %d %v %d %q %q;", f.Mode, f.HasTrace, f.Trace, f.User, f.Payload)
+		} else {
+			fmt.Fprintf(&out, "%s %d;", f.Type, f.Size)
+		}
+		return nil
+	}
+	for _, c := range chunks {
+		var err error
+		if fast {
+			err = p.FeedDeliveries(c, deliver, fn)
+		} else {
+			err = p.Feed(c, fn)
+		}
+		if err != nil {
+			fmt.Fprintf(&out, "|%v", err)
+			break
+		}
+	}
+	fmt.Fprintf(&out, "|offset %d", p.Offset())
+	return out.String(), shortcut
 }
 
 // feedAll parses chunks with a small max frame and summarises the outcome

@@ -23,6 +23,7 @@ type Parser struct {
 	offset     int64 // stream offset of data[0] in the current Feed
 	pending    []byte
 	frame      Frame
+	deliver    Deliver
 }
 
 // Offset is how many bytes of the stream the parser has consumed.
@@ -51,13 +52,32 @@ func (p *Parser) maxFrame() int {
 // protocol error (an *Error, with the frame's stream offset) or the first
 // error fn returns; the stream cannot be resumed after a protocol error.
 func (p *Parser) Feed(data []byte, fn func(*Frame) error) error {
+	return p.FeedDeliveries(data, nil, fn)
+}
+
+// FeedDeliveries is Feed with a shortcut for the frame a fleet client
+// reads most: a whole, well-formed deliver frame within MaxFrame goes to
+// deliver, decoded in one pass, and no Frame is built for it. Every other
+// frame goes to fn as with Feed, and so does a deliver frame the shortcut
+// does not read (a partial one once whole; a malformed one fails as with
+// Feed). A nil deliver is Feed. The Deliver is valid only during the call.
+func (p *Parser) FeedDeliveries(data []byte, deliver func(*Deliver), fn func(*Frame) error) error {
 	if len(p.pending) > 0 {
 		var err error
 		if data, err = p.completePending(data, fn); err != nil || len(p.pending) > 0 {
 			return err
 		}
 	}
+	d := &p.deliver // in the Parser: deliver may keep the pointer, so a local would escape
 	for len(data) > 0 {
+		if deliver != nil && len(data) >= HeaderSize && Type(data[LenSize]) == TypeDeliver {
+			if n := FrameLen(data); n > HeaderSize && n <= len(data) && n-LenSize <= p.maxFrame() && d.read(data[HeaderSize:n]) {
+				p.offset += int64(n)
+				deliver(d)
+				data = data[n:]
+				continue
+			}
+		}
 		n, err := p.peek(data)
 		if err != nil {
 			return err

@@ -350,3 +350,42 @@ func TestFrameSize(t *testing.T) {
 		t.Fatalf("size %d, %v; want %d", f.Size, err, len(b))
 	}
 }
+
+// TestFeedDeliveries: whole, well-formed deliver frames take the shortcut
+// (no Frame built), and the shortcut reads what Feed reads: the same
+// frames, fields, offsets and errors, whole and at every split.
+func TestFeedDeliveries(t *testing.T) {
+	long := strings.Repeat("u", MaxIDLen)
+	var stream []byte
+	stream = AppendJoined(stream, 0, "alice", []string{"alice", "bob"})
+	stream = AppendDeliver(stream, Othercast, "bob", true, 1_700_000_000_123_456_789, []byte("pose"))
+	stream = AppendDeliver(stream, Broadcast, long, false, 0, nil)
+	stream = AppendMemberJoined(stream, "carol")
+	stream = AppendDeliver(stream, Unicast, "carol", true, -1, []byte("x"))
+	malformed := AppendDeliver(nil, Broadcast, "dave", false, 0, []byte("y"))
+	malformed[HeaderSize] |= 0x40 // a flag bit no mode has
+	for _, tt := range []struct {
+		name     string
+		data     []byte
+		shortcut int // deliver frames through the shortcut when fed whole
+	}{
+		{"mixed", stream, 3},
+		{"malformed deliver", append(append([]byte(nil), stream...), malformed...), 3},
+		{"oversized deliver", AppendDeliver(nil, Broadcast, "bob", false, 0, make([]byte, 5000)), 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want, _ := feedFields([][]byte{tt.data}, false)
+			got, n := feedFields([][]byte{tt.data}, true)
+			if got != want || n != tt.shortcut {
+				t.Fatalf("FeedDeliveries: %q with %d by the shortcut\nFeed: %q, want %d by the shortcut", got, n, want, tt.shortcut)
+			}
+			for c := range len(tt.data) + 1 {
+				chunks := [][]byte{tt.data[:c], tt.data[c:]}
+				want, _ := feedFields(chunks, false)
+				if got, _ := feedFields(chunks, true); got != want {
+					t.Fatalf("split at %d: FeedDeliveries %q, Feed %q", c, got, want)
+				}
+			}
+		})
+	}
+}
