@@ -89,11 +89,10 @@ type client struct {
 	confirming *confirmer
 
 	// Owned by the shard once the client is scheduled.
-	start   int64 // fleet clock (ns) at which step 0 was due: the joined time
-	next    int64 // next step
-	due     int64 // fleet clock of step next
-	heapIdx int
-	wdl     time.Time // current write deadline (UDP)
+	start int64     // fleet clock (ns) at which step 0 was due: the joined time
+	next  int64     // next step
+	due   int64     // fleet clock of step next
+	wdl   time.Time // current write deadline (UDP)
 	// backlog holds bytes the kernel did not take yet (TCP), nil when
 	// empty; stuckSince is the fleet clock of its last progress.
 	backlog    []byte
