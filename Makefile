@@ -5,16 +5,16 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build deps-demo deps-test deps-bench-fleet demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare bench-fleet captures observe clean k8s-images k8s-e2e
+.PHONY: all build deps-demo deps-test deps-bench-fleet deps-bench-fidelity demo test check vet staticcheck race timing fuzz golden bench bench-relay bench-compare bench-fleet bench-fidelity captures observe clean k8s-images k8s-e2e
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/ ./cmd/... ./examples/vrclient
 
-## deps-demo, deps-test, deps-bench-fleet: install the Debian packages (scripts/debian-packages) and
+## deps-demo, deps-test, deps-bench-fleet, deps-bench-fidelity: install the Debian packages (scripts/debian-packages) and
 ## go-installed programs (scripts/go-tools) the target needs when missing, as root; otherwise print the command and exit 2.
-deps-demo deps-test deps-bench-fleet: deps-%:
+deps-demo deps-test deps-bench-fleet deps-bench-fidelity: deps-%:
 	./scripts/deps.sh $*
 
 ## demo: the main job on the bundled capture against a relay child process.
@@ -75,6 +75,12 @@ bench-fleet: build
 	./scripts/fleet-ratio.sh
 	./scripts/fleet-idle.sh
 	cd bench && $(GO) run ./cmd/wsvsk6 --bin ../$(BIN) --wsroom ../$(BIN)/wsroom --idle-clients 1000
+
+## bench-fidelity: timing fidelity on the wire: tcpdump on lo while the fleet replays the bundled
+## captures (8x32 and 1x8 N:N, TCP and UDP, 3 reps), each client's gaps between frames against the
+## recorded gaps (tools/fidelity). Root and tcpdump (deps-bench-fidelity). BINS="old=DIR new=bin" for A/B.
+bench-fidelity: deps-bench-fidelity build
+	./scripts/timing-fidelity.sh
 
 ## bench-compare: the relay (over TCP and over UDP), the UDP floor and nats-server side by side (bench/, its own module; docs/performance.md).
 BENCH_COMPARE_FLAGS ?=
