@@ -154,7 +154,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.Pause, "pause", 0, "length of a ramp pause")
 	fs.DurationVar(&c.LoginTimeout, "login-timeout", c.LoginTimeout, "a login fails if joined does not arrive within this")
 	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
-	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, "after the last send, wait for deliveries in flight until none came for 200 ms, at most this long")
+	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, fmt.Sprintf("after the last send, wait for deliveries in flight until none came for %v, at most this long", fleet.DrainQuiet))
 	fs.Var(cli.Addr{P: &c.Metrics, Listen: true, Off: true}, "metrics", `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "period of the progress line")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")

@@ -748,11 +748,12 @@ func (f *Fleet) loopsLive() int64 {
 	return n
 }
 
-// drainQuiet is how long no delivery must arrive for the drain to end.
-const drainQuiet = 200 * time.Millisecond
+// DrainQuiet is how long no delivery must arrive for the drain to end (the
+// flag help of --drain-deliveries says it from here).
+const DrainQuiet = 200 * time.Millisecond
 
 // drain waits for the deliveries of the last sends still in flight: until
-// none arrived for drainQuiet, at most DrainTimeout. Only deliveries count
+// none arrived for DrainQuiet, at most DrainTimeout. Only deliveries count
 // (the messages the profile counts as received, Events.Messages): a
 // server's keepalive pings, the answers to the clients' own heartbeats
 // and the other frames no figure counts go on for as long as the
@@ -770,7 +771,7 @@ func (f *Fleet) drain() {
 		time.Sleep(20 * time.Millisecond)
 		if n := f.stats.totals().MessagesReceived; n != last {
 			last, lastChange = n, time.Now()
-		} else if time.Since(lastChange) >= drainQuiet {
+		} else if time.Since(lastChange) >= DrainQuiet {
 			return
 		}
 	}
