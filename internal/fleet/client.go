@@ -214,7 +214,12 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 	report(res, reason)
 }
 
-// disconnect marks a logged-in client gone for reason, once.
+// disconnect marks a logged-in client gone for reason, once, and gives
+// its connection up. On TCP it shuts the socket down and ends the reads
+// rather than close it: the shard calls it holding wmu, and a close waits
+// for the reader's read callback to return, which may be waiting for wmu
+// to answer the server (the shard hung for good when a server reset its
+// clients). The reader then stops and closes the socket (readUntilEnd).
 func (c *client) disconnect(reason Disconnect) {
 	c.once.Do(func() {
 		c.dead.Store(true)
@@ -223,7 +228,11 @@ func (c *client) disconnect(reason Disconnect) {
 		}
 		c.f.stats.disconn.add(reason.String())
 		c.f.stats.loggedIn.Add(-1)
-		c.conn.Close()
+		if c.raw == nil || c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) }) != nil {
+			c.conn.Close()
+			return
+		}
+		c.conn.SetReadDeadline(time.Now())
 	})
 }
 
