@@ -392,17 +392,23 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	}
 	// A client that is leaving answers nothing: its write side is shut
 	// (or about to be), and a failed write would end its drain early.
+	// An answer that cannot be written because the server closed, having
+	// said why in the same read (a WebSocket close frame), ends the
+	// connection for what the read found (err, below), not as a write
+	// error: a strict server's late-pong close came out as write_error.
 	if len(ev.Reply) > 0 && !(c.stopping.Load() && c.joined.Load()) {
-		if !c.reply(ev) {
-			if !c.joined.Load() {
-				c.loginFailed(loginFail(LoginWriteError), res)
-				return Disconnect{}, true
+		switch {
+		case c.reply(ev):
+			for _, r := range ev.Replies {
+				cnt.sentFrames[r.Kind].Add(1)
+				c.flowSent(r.Kind)
 			}
+		case err != nil:
+		case !c.joined.Load():
+			c.loginFailed(loginFail(LoginWriteError), res)
+			return Disconnect{}, true
+		default:
 			return disconnectBy(DisconnectWriteError), true
-		}
-		for _, r := range ev.Replies {
-			cnt.sentFrames[r.Kind].Add(1)
-			c.flowSent(r.Kind)
 		}
 	}
 	if ev.Failed != "" && !c.joined.Load() {
