@@ -77,7 +77,7 @@ bench-fleet: build
 	cd bench && $(GO) run ./cmd/wsvsk6 --bin ../$(BIN) --wsroom ../$(BIN)/wsroom --idle-clients 1000
 
 ## bench-fidelity: timing fidelity on the wire: tcpdump on lo while the fleet replays the bundled
-## captures (8x32 and 1x8 N:N, TCP and UDP, 3 reps), each client's gaps between frames against the
+## captures (8x32, 2x32 and 1x8 N:N, TCP and UDP, 3 reps), each client's gaps between frames against the
 ## recorded gaps (tools/fidelity). Root and tcpdump (deps-bench-fidelity). BINS="old=DIR new=bin" for A/B.
 bench-fidelity: deps-bench-fidelity build
 	./scripts/timing-fidelity.sh

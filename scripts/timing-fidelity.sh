@@ -13,11 +13,12 @@
 # stream, not counted in packets) with the recorded gaps of the same
 # frames. One row per run: clients and gaps compared, median and p99 of
 # |gap error|, the share of gaps within 1 ms and 5 ms, how late each
-# client's last frame was against its schedule (median, worst), the
+# client's last frame was against its schedule and how late its frames of
+# the last second were (median and worst over clients), the
 # fleet's own schedule-lag p99 from its summary, tcpdump's drops and the
 # load average. Then the medians per build, workload and transport.
 #
-#   scripts/timing-fidelity.sh                                  # bin, 8x32 and 1x8, tcp and udp, 3 reps, 15 s
+#   scripts/timing-fidelity.sh                                  # bin, 8x32, 2x32 and 1x8, tcp and udp, 3 reps, 15 s (~8 min)
 #   BINS="old=/tmp/old/bin new=bin" scripts/timing-fidelity.sh  # two builds, interleaved
 #   REPS=1 WORKLOADS=1x8 TRANSPORTS=tcp KEEP=1 scripts/timing-fidelity.sh  # keep the pcaps in OUT
 #
@@ -30,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
 DURATION=${DURATION:-15s}
-WORKLOADS=${WORKLOADS:-"8x32 1x8"}
+WORKLOADS=${WORKLOADS:-"8x32 2x32 1x8"}
 TRANSPORTS=${TRANSPORTS:-"tcp udp"}
 BINS=${BINS:-bin}
 RELAY=${RELAY:-bin/relay}
@@ -80,7 +81,7 @@ run_one() { # run_one LABEL=BINDIR WORKLOAD TRANSPORT REP
 	local tpid=$!
 	PIDS+=("$tpid")
 	for _ in $(seq 50); do
-		grep -q 'listening on' "$OUT/tcpdump-$tag.log" && break
+		grep -q 'listening on' "$OUT/tcpdump-$tag.log" 2>/dev/null && break
 		sleep 0.1
 	done
 	grep -q 'listening on' "$OUT/tcpdump-$tag.log" || { echo "tcpdump did not start: $(cat "$OUT/tcpdump-$tag.log")" >&2; return 1; }
@@ -115,7 +116,7 @@ EOF
 }
 
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) reps=$REPS duration=$DURATION bins='$BINS' relay=$RELAY out=$OUT"
-HEAD="bin	workload	transport	rep	frames	clients	gaps	err_p50_ms	err_p99_ms	within_1ms_%	within_5ms_%	drift_p50_ms	drift_max_ms	unmatched	size_diff	idle	broken	logins	wire/sent_%	lag_p99_ms	tcpdump_drops	load1"
+HEAD="bin	workload	transport	rep	frames	clients	gaps	err_p50_ms	err_p99_ms	within_1ms_%	within_5ms_%	drift_p50_ms	drift_max_ms	end_late_p50_ms	end_late_max_ms	unmatched	size_diff	idle	broken	logins	wire/sent_%	lag_p99_ms	tcpdump_drops	load1"
 echo "$HEAD"
 RES=$OUT/results.tsv
 : >"$RES"
@@ -143,8 +144,8 @@ rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     rows[(f[1], f[2], f[0])].append(f)
-col = {n: i for i, n in enumerate("bin workload transport rep frames clients gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms unmatched size_diff idle broken logins wire/sent_% lag_p99_ms tcpdump_drops load1".split())}
-show = "gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms wire/sent_% lag_p99_ms load1".split()
+col = {n: i for i, n in enumerate("bin workload transport rep frames clients gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms unmatched size_diff idle broken logins wire/sent_% lag_p99_ms tcpdump_drops load1".split())}
+show = "gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms wire/sent_% lag_p99_ms load1".split()
 print("workload\ttransport\tbin\truns\t" + "\t".join(show))
 for (w, t, b), fs in sorted(rows.items()):
     m = lambda n: st.median(float(x[col[n]]) for x in fs)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
@@ -70,6 +71,11 @@ type clientResult struct {
 	// time-minus-due of a client is its schedule's start plus the least
 	// lateness).
 	drift int64
+	// endLate is how far behind its schedule the client was at the end:
+	// the median lateness (anchored as drift is) of its frames of the
+	// last second. One last frame may be on time after a burst that
+	// caught up (a shard that fell behind sends what is due in one turn).
+	endLate int64
 	// matched frames played a step of the schedule; unmatched came after
 	// the first send but were not the next step's kind (the fleet's own
 	// leave, heartbeats after the script, anything the recording did not
@@ -91,7 +97,9 @@ func compareClient(s schedule, frames []capture.Frame) (r clientResult, ok bool)
 	}
 	step := s.firstSend
 	var prevT, prevDue time.Duration
-	var minLate, lastLate int64
+	var minLate int64
+	var times []time.Duration
+	var lates []int64
 	for k, f := range frames[i:] {
 		if k > 0 {
 			if step+1 >= len(s.kinds) || f.Type != s.kinds[step+1] {
@@ -111,11 +119,16 @@ func compareClient(s schedule, frames []capture.Frame) (r clientResult, ok bool)
 		if r.matched == 0 || late < minLate {
 			minLate = late
 		}
-		lastLate = late
+		times, lates = append(times, t), append(lates, late)
 		prevT, prevDue = t, due
 		r.matched++
 	}
-	r.drift = lastLate - minLate
+	r.drift = lates[len(lates)-1] - minLate
+	end := times[len(times)-1] - time.Second
+	i = sort.Search(len(times), func(k int) bool { return times[k] >= end })
+	last := slices.Clone(lates[i:])
+	slices.Sort(last)
+	r.endLate = last[(len(last)-1)/2] - minLate
 	return r, true
 }
 
@@ -127,19 +140,20 @@ type result struct {
 	clients, idle, broken int
 	// frames are the client→server frames of every flow in the capture:
 	// the fleet's own count of frames sent should match it.
-	frames              int
-	gaps                int
-	p50, p99            time.Duration // of |gap error|
-	within1, within5    float64       // share of |gap error| <= 1 ms, <= 5 ms
-	driftP50, driftMax  time.Duration // over clients
-	unmatched, sizeDiff int
+	frames                 int
+	gaps                   int
+	p50, p99               time.Duration // of |gap error|
+	within1, within5       float64       // share of |gap error| <= 1 ms, <= 5 ms
+	driftP50, driftMax     time.Duration // over clients
+	endLateP50, endLateMax time.Duration // over clients
+	unmatched, sizeDiff    int
 }
 
 // compare measures every client flow of a replay's capture against the
 // schedule.
 func compare(s schedule, flows []*capture.Flow) (result, error) {
 	var res result
-	var errs, drifts []int64
+	var errs, drifts, endLates []int64
 	for _, fl := range flows {
 		res.frames += fl.ClientCount
 		if fl.Resynced {
@@ -158,6 +172,7 @@ func compare(s schedule, flows []*capture.Flow) (result, error) {
 			errs = append(errs, abs(e))
 		}
 		drifts = append(drifts, r.drift)
+		endLates = append(endLates, r.endLate)
 	}
 	if len(errs) == 0 {
 		return res, fmt.Errorf("no gaps to compare: %d clients sent, %d only listened, %d lost bytes in the capture", res.clients, res.idle, res.broken)
@@ -169,6 +184,8 @@ func compare(s schedule, flows []*capture.Flow) (result, error) {
 	res.within1 = share(errs, int64(time.Millisecond))
 	res.within5 = share(errs, int64(5*time.Millisecond))
 	res.driftP50, res.driftMax = time.Duration(rank(drifts, 0.50)), time.Duration(drifts[len(drifts)-1])
+	slices.Sort(endLates)
+	res.endLateP50, res.endLateMax = time.Duration(rank(endLates, 0.50)), time.Duration(endLates[len(endLates)-1])
 	return res, nil
 }
 

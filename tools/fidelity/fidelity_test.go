@@ -211,6 +211,17 @@ func TestCompareTCPSegments(t *testing.T) {
 			if wantDrift := lates[len(lates)-1] - slices.Min(lates); got.drift != wantDrift {
 				t.Errorf("drift %v, want %v", time.Duration(got.drift), time.Duration(wantDrift))
 			}
+			// The median lateness of the frames of the last second.
+			var end []int64
+			for i := first; i < len(script)-1; i++ {
+				if seen[len(script)-2].Sub(seen[i]) <= time.Second {
+					end = append(end, lates[i-first]-slices.Min(lates))
+				}
+			}
+			slices.Sort(end)
+			if want := end[(len(end)-1)/2]; got.endLate != want {
+				t.Errorf("lateness over the last second %v, want %v", time.Duration(got.endLate), time.Duration(want))
+			}
 			if got.matched != len(script)-1-first || got.unmatched != 1 || got.sizeDiff != 0 {
 				t.Errorf("matched %d unmatched %d size_diff %d, want %d, 1 (the leave), 0", got.matched, got.unmatched, got.sizeDiff, len(script)-1-first)
 			}
@@ -345,8 +356,8 @@ func TestReplayGolden(t *testing.T) {
 			// Every client compared, none left out, and only each
 			// client's leave after the script.
 			f := strings.Split(strings.Split(out.String(), "\n")[1], "\t")
-			if f[2] == "0" || f[10] != f[2] || f[12] != "0" || f[13] != "0" {
-				t.Errorf("clients %s unmatched %s idle %s broken %s; want some, one leave each, 0, 0", f[2], f[10], f[12], f[13])
+			if f[2] == "0" || f[12] != f[2] || f[14] != "0" || f[15] != "0" {
+				t.Errorf("clients %s unmatched %s idle %s broken %s; want some, one leave each, 0, 0", f[2], f[12], f[14], f[15])
 			}
 		})
 	}

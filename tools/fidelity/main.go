@@ -11,8 +11,9 @@
 // between each two successive frames with the recorded gap of the same
 // two frames. It prints one tab-separated row per capture: clients and
 // gaps compared, median and p99 of |gap error|, the share of gaps within
-// 1 ms and 5 ms, and how late the last frame of a client was against its
-// schedule (median and worst over clients).
+// 1 ms and 5 ms, how late the last frame of a client was against its
+// schedule and how late its frames of the last second were (median and
+// worst over clients).
 //
 //	fidelity --recording captures/vr-session.pcap --server-port 40123 replay.pcap
 //
@@ -134,12 +135,12 @@ func measure(ctx context.Context, s schedule, path string, port uint16) (result,
 	return res, nil
 }
 
-const header = "run\tframes\tclients\tgaps\terr_p50_ms\terr_p99_ms\twithin_1ms_%\twithin_5ms_%\tdrift_p50_ms\tdrift_max_ms\tunmatched\tsize_diff\tidle\tbroken"
+const header = "run\tframes\tclients\tgaps\terr_p50_ms\terr_p99_ms\twithin_1ms_%\twithin_5ms_%\tdrift_p50_ms\tdrift_max_ms\tend_late_p50_ms\tend_late_max_ms\tunmatched\tsize_diff\tidle\tbroken"
 
 func (r result) row(label string) string {
-	return fmt.Sprintf("%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.2f\t%.2f\t%.3f\t%.3f\t%d\t%d\t%d\t%d",
+	return fmt.Sprintf("%s\t%d\t%d\t%d\t%.3f\t%.3f\t%.2f\t%.2f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%d",
 		label, r.frames, r.clients, r.gaps, ms(r.p50), ms(r.p99), 100*r.within1, 100*r.within5,
-		ms(r.driftP50), ms(r.driftMax), r.unmatched, r.sizeDiff, r.idle, r.broken)
+		ms(r.driftP50), ms(r.driftMax), ms(r.endLateP50), ms(r.endLateMax), r.unmatched, r.sizeDiff, r.idle, r.broken)
 }
 
 func ms(d time.Duration) float64 { return d.Seconds() * 1e3 }
