@@ -8,7 +8,7 @@
 # per run: logins, delivery latency, loss, relay CPU per million
 # deliveries (utime+stime of the relay over the whole replay run, divided
 # by relay_delivered_messages_total), the relay's UDP receive drops, the
-# load average, and deliveries per TCP write or per UDP datagram.
+# load average, and deliveries and bytes per TCP write or per UDP datagram.
 # Then the medians per workload and transport, and UDP/TCP ratios.
 #
 # BINS compares builds: each rep runs every workload and transport with
@@ -88,27 +88,30 @@ run_one() { # run_one LABEL=BINDIR WORKLOAD TRANSPORT REP
 	local sends=relay_writes_total # what one delivery shares: a TCP write, a UDP datagram
 	[[ $t == udp ]] && sends=relay_udp_sent_datagrams_total
 	sends=$(metric "$mURL" $sends)
+	local bytes
+	bytes=$(metric "$mURL" relay_sent_bytes_total)
 	kill "$pid"
 	wait "$pid" 2>/dev/null || true
-	python3 - "$sum" "$w" "$t" "$rep" "$c0" "$c1" "$TCK" "$d" "$drops" "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$sends" <<'EOF'
+	python3 - "$sum" "$w" "$t" "$rep" "$c0" "$c1" "$TCK" "$d" "$drops" "$label" "$(cut -d' ' -f1 /proc/loadavg)" "$sends" "$bytes" <<'EOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 w, t, rep = sys.argv[2:5]
 c0, c1, tck, d, drops = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8]), float(sys.argv[9])
 label, load, sends = sys.argv[10], sys.argv[11], float(sys.argv[12])
 per_send = d / sends if sends else float("nan")
+bytes_per_send = float(sys.argv[13]) / sends if sends else float("nan")
 cpu = (c1 - c0) / tck
 per_m = cpu / d * 1e6 if d else float("nan")
 lat = s["latency_ms"] or {"p50": float("nan"), "p99": float("nan")}  # null: no stamped delivery
 loss = s.get("loss_percent", float("nan"))
 fails = sum(s["logins_failed"].values())
 print(f"{label}\t{w}\t{t}\t{rep}\t{s['logins_succeeded']}/{s['clients_requested']}\t{fails}\t"
-      f"{lat['p50']:.2f}\t{lat['p99']:.2f}\t{loss:.3f}\t{int(d)}\t{cpu:.2f}\t{per_m:.2f}\t{int(drops)}\t{s['messages_received']}\t{load}\t{per_send:.1f}")
+      f"{lat['p50']:.2f}\t{lat['p99']:.2f}\t{loss:.3f}\t{int(d)}\t{cpu:.2f}\t{per_m:.2f}\t{int(drops)}\t{s['messages_received']}\t{load}\t{per_send:.1f}\t{bytes_per_send:.0f}")
 EOF
 }
 
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) (LOAD=$LOAD busy loops) reps=$REPS duration=$DURATION bins='$BINS' relay_args='$RELAY_ARGS' login_interval=$LOGIN_INTERVAL out=$OUT"
-printf 'bin\tworkload\ttransport\trep\tlogins\tfailed\tp50ms\tp99ms\tloss%%\tdeliveries\trelay_cpu_s\tcpu_s_per_M\tudp_drops\treceived\tload1\tdlv_per_send\n'
+printf 'bin\tworkload\ttransport\trep\tlogins\tfailed\tp50ms\tp99ms\tloss%%\tdeliveries\trelay_cpu_s\tcpu_s_per_M\tudp_drops\treceived\tload1\tdlv_per_send\tbytes_per_send\n'
 RES=$OUT/results.tsv
 : >"$RES"
 for rep in $(seq "$REPS"); do
@@ -129,13 +132,13 @@ for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     rows[(f[0], f[1], f[2])].append(f)
 med = {}
-print("bin\tworkload\ttransport\tlogins(min)\tfailed(max)\tp50ms\tp99ms\tloss%\tcpu_s_per_M\tudp_drops\tload1\tdlv_per_send")
+print("bin\tworkload\ttransport\tlogins(min)\tfailed(max)\tp50ms\tp99ms\tloss%\tcpu_s_per_M\tudp_drops\tload1\tdlv_per_send\tbytes_per_send")
 for (b, w, t), fs in sorted(rows.items()):
     m = lambda i: st.median(float(x[i]) for x in fs)
     med[(b, w, t)] = (m(7), m(11))
     logins = min((x[4] for x in fs), key=lambda s: int(s.split("/")[0]))
     failed = max(int(x[5]) for x in fs)
-    print(f"{b}\t{w}\t{t}\t{logins}\t{failed}\t{m(6):.2f}\t{m(7):.2f}\t{m(8):.3f}\t{m(11):.2f}\t{m(12):.0f}\t{m(14):.1f}\t{m(15):.1f}")
+    print(f"{b}\t{w}\t{t}\t{logins}\t{failed}\t{m(6):.2f}\t{m(7):.2f}\t{m(8):.3f}\t{m(11):.2f}\t{m(12):.0f}\t{m(14):.1f}\t{m(15):.1f}\t{m(16):.0f}")
 for (b, w, t), (p99, cpu) in sorted(med.items()):
     if t == "udp" and (b, w, "tcp") in med and med[(b, w, "tcp")][0] and med[(b, w, "tcp")][1]:
         tp99, tcpu = med[(b, w, "tcp")]

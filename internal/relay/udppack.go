@@ -63,6 +63,9 @@ func (u *udpServer) pack(c *client, frame []byte, now int64) {
 		full = u.take(c)
 	}
 	if len(d.b) == 0 {
+		if d.b == nil {
+			d.b = make([]byte, 0, limit) // held while the client lives: ≤ 1200 bytes by default
+		}
 		d.at = now
 		d.seq++
 		u.opened = append(u.opened, opened{c, d.seq})
