@@ -170,12 +170,36 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason stri
 	c.LoginInterval = time.Millisecond
 	c.WriteTimeout = writeTimeout
 	c.SendBacklog = backlog
-	c.Duration = 4 * time.Second
+	// The run lasts 4 s, and past that until 1 s after the stuck client
+	// was given up: the kernel takes megabytes before its backlog even
+	// starts, which a fleet a loaded host slows (lag p50 1.5 s at load
+	// 20) did not send in 4 s, and nothing was given up.
+	c.Duration = 60 * time.Second
 	f, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.Run(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		defer cancel()
+		least := time.After(4 * time.Second)
+		for f.stats.disconn.total() == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		for _, wait := range []<-chan time.Time{time.After(time.Second), least} {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wait:
+			}
+		}
+	}()
+	s, err := f.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +217,17 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason stri
 	}
 	// The clients sharing the stuck client's shard against those of the
 	// other shards, in the same run: a shard held up by the stuck write
-	// stops its clients' sends for that long, while a loaded host delays
-	// every shard alike (an absolute bound, lag p99 under 50 ms, failed
-	// with 811 ms at load 30).
+	// stops its clients' sends for the write timeout, while a loaded host
+	// delays every shard (an absolute bound, lag p99 under 50 ms, failed
+	// with 811 ms at load 30), though not alike: at load 20-24 one shard's
+	// longest pause was 1.27 s against the other's 0.52 s, and its
+	// clients got 1,358 sends against 1,919, either shard the stuck
+	// one's. So the bounds are what the held-up shard would lose, the
+	// write timeout, and a write timeout shorter than that noise (the
+	// 20 ms case, there for its disconnect reason) is not looked for.
+	if writeTimeout < 5*time.Second {
+		return
+	}
 	var shared, others time.Duration
 	for i := 1; i < c.Clients; i++ {
 		if g := r.gapOf(c.userID(i)); i%len(f.shards) == 0 {
@@ -205,21 +237,24 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason stri
 		}
 	}
 	t.Logf("longest pause between two sends at the relay: %v on the stuck client's shard, %v on the others", shared, others)
-	if shared > 2*others+100*time.Millisecond {
+	if shared > others+writeTimeout/2 {
 		t.Errorf("the stuck client's shard paused its clients' sends for %v, the other shards for at most %v: the stuck client held up its shard (lag p99 %.3f ms, max %.3f ms)",
 			shared, others, s.ScheduleLagMS.P99, lagMax)
 	}
 	// Every other client kept sending for the whole run: those sharing
 	// the stuck client's shard got as many sends to the relay as those on
-	// other shards. (Lag alone would not show a blocked shard: the sends
-	// it never produced are never timed.)
+	// other shards, less what half the write timeout holds (a send every
+	// 2 ms). (Lag alone would not show a blocked shard: the sends it
+	// never produced are never timed.) No absolute count: a loaded host
+	// slows every shard (500 of 2,000 due sends at load 20).
 	most := 0
 	for i := 1; i < c.Clients; i++ {
 		most = max(most, r.sendsBy(c.userID(i)))
 	}
+	least := most - int(writeTimeout/2/(2*time.Millisecond))
 	for i := 1; i < c.Clients; i++ {
-		if n := r.sendsBy(c.userID(i)); n < 1000 || n < most*9/10 {
-			t.Errorf("%s: %d sends reached the relay, want ≥ 1000 and ≥ 90%% of the most any client sent (%d)", c.userID(i), n, most)
+		if n := r.sendsBy(c.userID(i)); n == 0 || n < least {
+			t.Errorf("%s: %d sends reached the relay, want ≥ %d (the most any client sent, %d, less half the write timeout's)", c.userID(i), n, least, most)
 		}
 	}
 }
