@@ -15,8 +15,9 @@
 # |gap error|, the share of gaps within 1 ms and 5 ms, how late each
 # client's last frame was against its schedule and how late its frames of
 # the last second were (median and worst over clients), the
-# fleet's own schedule-lag p99 from its summary, tcpdump's drops and the
-# load average. Then the medians per build, workload and transport.
+# fleet's own schedule-lag p99 from its summary, tcpdump's drops, the
+# load average and the clients the server disconnected. Then the
+# medians per build, workload and transport.
 #
 #   scripts/timing-fidelity.sh                                  # bin, 8x32, 2x32 and 1x8, tcp and udp, 3 reps, 15 s (~8 min)
 #   BINS="old=/tmp/old/bin new=bin" scripts/timing-fidelity.sh  # two builds, interleaved
@@ -111,12 +112,15 @@ row = sys.argv[2].split("\t")
 # capture missed frames (or the fleet counted frames it did not send).
 sent = sum(s.get("frames_sent", {}).values())
 wire = 100 * int(row[4]) / sent if sent else float("nan")
-print(f"{sys.argv[2]}\t{s['logins_succeeded']}/{s['clients_requested']}\t{wire:.1f}\t{lag:.2f}\t{sys.argv[3]}\t{sys.argv[4]}")
+# Clients the server cut (a slow consumer on a loaded host) send fewer
+# frames and no leave: such a run compares less.
+disc = sum((s.get("disconnects") or {}).values())
+print(f"{sys.argv[2]}\t{s['logins_succeeded']}/{s['clients_requested']}\t{wire:.1f}\t{lag:.2f}\t{sys.argv[3]}\t{sys.argv[4]}\t{disc}")
 EOF
 }
 
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) reps=$REPS duration=$DURATION bins='$BINS' relay=$RELAY out=$OUT"
-HEAD="bin	workload	transport	rep	frames	clients	gaps	err_p50_ms	err_p99_ms	within_1ms_%	within_5ms_%	drift_p50_ms	drift_max_ms	end_late_p50_ms	end_late_max_ms	unmatched	size_diff	idle	broken	logins	wire/sent_%	lag_p99_ms	tcpdump_drops	load1"
+HEAD="bin	workload	transport	rep	frames	clients	gaps	err_p50_ms	err_p99_ms	within_1ms_%	within_5ms_%	drift_p50_ms	drift_max_ms	end_late_p50_ms	end_late_max_ms	unmatched	size_diff	idle	broken	logins	wire/sent_%	lag_p99_ms	tcpdump_drops	load1	disconnects"
 echo "$HEAD"
 RES=$OUT/results.tsv
 : >"$RES"
@@ -144,8 +148,8 @@ rows = collections.defaultdict(list)
 for line in open(sys.argv[1]):
     f = line.rstrip("\n").split("\t")
     rows[(f[1], f[2], f[0])].append(f)
-col = {n: i for i, n in enumerate("bin workload transport rep frames clients gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms unmatched size_diff idle broken logins wire/sent_% lag_p99_ms tcpdump_drops load1".split())}
-show = "gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms wire/sent_% lag_p99_ms load1".split()
+col = {n: i for i, n in enumerate("bin workload transport rep frames clients gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms unmatched size_diff idle broken logins wire/sent_% lag_p99_ms tcpdump_drops load1 disconnects".split())}
+show = "gaps err_p50_ms err_p99_ms within_1ms_% within_5ms_% drift_p50_ms drift_max_ms end_late_p50_ms end_late_max_ms wire/sent_% lag_p99_ms load1 disconnects".split()
 print("workload\ttransport\tbin\truns\t" + "\t".join(show))
 for (w, t, b), fs in sorted(rows.items()):
     m = lambda n: st.median(float(x[col[n]]) for x in fs)
