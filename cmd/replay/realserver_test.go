@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,7 +133,13 @@ func inspectProfile(t *testing.T, prof, capPath string) string {
 func startRecordProxy(t *testing.T, listen, upstream, out string) *testproc.Proc {
 	t.Helper()
 	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out)
-	waitListening(t, listen)
+	// It says when it listens: a probe bounded by 10 s gave up on a
+	// -race proxy that a loaded host (load 20) started later than that.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.WaitOutput(ctx, p.Stderr, regexp.MustCompile(`record: proxy on `)); err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 
