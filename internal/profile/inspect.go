@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -94,7 +95,7 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure, or each step's success)")
 	}
 	if a, b := first+s.tl.HandshakeEnd(), first+s.tl.Len(); a < b && a > first {
-		r.Loop = suggestLoop(m.Client[a:b])
+		r.Loop = suggestLoop(m.Client[a-1].Offset, a, m.Client[a:b])
 	}
 	r.Correlations = map[string]string{}
 	for name, v := range s.CorrelationValues() {
@@ -111,13 +112,24 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	return r
 }
 
-// suggestLoop is a --loop over msgs (the messages after the login): from
-// the first one exactly (to the µs, never after it) to one period after
-// the last, the period being the median gap between them, so every wrap
-// keeps the recorded rhythm (ending at the last one would send two
-// messages back to back at each wrap).
-func suggestLoop(msgs []Message) string {
-	a := msgs[0].Offset.Truncate(time.Microsecond)
+// suggestLoop is a --loop over msgs (the messages after the login, the
+// first of them message number first, the login's last at offset login):
+// from the first one exactly (to the µs, never after it) to one period
+// after the last, the period being the median gap between them, so every
+// wrap keeps the recorded rhythm (ending at the last one would send two
+// messages back to back at each wrap). A start rounded to the µs must
+// still come after the login, or replay would loop the join and refuse
+// it: when the login's last message shares the first send's µs the start
+// is written to the ns, and when it shares its very instant (a capture
+// stamped in µs), as the first send's index.
+func suggestLoop(login time.Duration, first int, msgs []Message) string {
+	a := msgs[0].Offset.Truncate(time.Microsecond).String()
+	switch {
+	case msgs[0].Offset <= login:
+		a = "#" + strconv.Itoa(first)
+	case msgs[0].Offset.Truncate(time.Microsecond) <= login:
+		a = msgs[0].Offset.String()
+	}
 	gaps := make([]time.Duration, 0, len(msgs))
 	for i := 1; i < len(msgs); i++ {
 		gaps = append(gaps, msgs[i].Offset-msgs[i-1].Offset)

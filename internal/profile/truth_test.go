@@ -17,7 +17,7 @@ func TestSuggestedLoopKeepsTheRhythm(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		msgs = append(msgs, Message{Offset: 172456789*time.Nanosecond + time.Duration(i)*50*time.Millisecond})
 	}
-	got := suggestLoop(msgs)
+	got := suggestLoop(0, 1, msgs)
 	if want := "172.456ms,1.172456s"; got != want {
 		t.Fatalf("loop %s, want %s", got, want)
 	}
@@ -27,6 +27,50 @@ func TestSuggestedLoopKeepsTheRhythm(t *testing.T) {
 	}
 	if l.A.Offset > msgs[0].Offset || l.B.Offset-l.A.Offset != 20*50*time.Millisecond {
 		t.Fatalf("loop %v..%v: starts after the first send or lasts %v, not 20 periods", l.A.Offset, l.B.Offset, l.B.Offset-l.A.Offset)
+	}
+}
+
+// TestSuggestedLoopStartsAfterTheLogin: a suggested loop replay takes,
+// however close the login's last message is to the first send: a start
+// rounded down to the µs that reaches the join would loop the login,
+// which replay refuses (a recording proxy stamped join and first send in
+// the same µs).
+func TestSuggestedLoopStartsAfterTheLogin(t *testing.T) {
+	const ms = time.Millisecond
+	send := 217*ms + 639636*time.Nanosecond // 217.639636ms
+	for _, tc := range []struct {
+		name  string
+		login time.Duration
+		start string
+	}{
+		{"a µs before", send - 2*time.Microsecond, "217.639ms"},
+		{"same µs, earlier ns", send - 100, "217.639636ms"},
+		{"same instant", send, "#1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flow := []time.Duration{tc.login}
+			var msgs []Message
+			for i := 0; i < 10; i++ {
+				o := send + time.Duration(i)*50*ms
+				msgs = append(msgs, Message{Offset: o})
+				flow = append(flow, o)
+			}
+			got := suggestLoop(tc.login, 1, msgs)
+			if a, _, _ := strings.Cut(got, ","); a != tc.start {
+				t.Errorf("loop %s: start %s, want %s", got, a, tc.start)
+			}
+			l, _, err := session.ParseLoop(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl, err := session.NewTimeline(session.TimelineInput{Flow: flow, First: 0, Last: len(flow), FirstSend: 1, Loop: &l})
+			if err != nil {
+				t.Fatalf("loop %s: %v", got, err)
+			}
+			if tl.LoginEnd() != 1 {
+				t.Errorf("loop %s: the login ends at message %d, want 1 (the first send)", got, tl.LoginEnd())
+			}
+		})
 	}
 }
 
