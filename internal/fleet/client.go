@@ -530,6 +530,7 @@ func (c *client) reply(ev *profile.Events) bool {
 			return false
 		}
 		c.backlog = append(c.backlog, b...)
+		c.sh.retryBacklog(c)
 		return true
 	}
 	if c.rw == nil {
@@ -543,7 +544,11 @@ func (c *client) reply(ev *profile.Events) bool {
 	}
 	c.sh.c.sentBytes.Add(int64(n))
 	if n < len(b) {
+		// The scheduler drains it (retryBacklog): this client may have
+		// no turn due for long. The write timeout counts from now.
+		c.stuckSince = c.f.now()
 		c.queue(b[n:])
+		c.sh.retryBacklog(c)
 	}
 	return true
 }

@@ -31,6 +31,12 @@ type shard struct {
 
 	mu       sync.Mutex
 	incoming []*client
+	// retry lists clients whose reader left bytes in their backlog (an
+	// answer the kernel took only in part): the scheduler retries them a
+	// backlogRetry apart until the backlog drains, as it does after a
+	// send turn, for a client whose next frame may be far off or never
+	// come (its script ended).
+	retry []*client
 
 	// sleepUntil is the fleet clock the scheduler sleeps until (never
 	// while it runs). A Go timer fires only when the P that holds it
@@ -77,6 +83,45 @@ func (s *shard) takeIncoming() {
 	}
 }
 
+// retryBacklog asks the scheduler to drain c's backlog (see retry).
+func (s *shard) retryBacklog(c *client) {
+	s.mu.Lock()
+	s.retry = append(s.retry, c)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// drainRetries writes what it can of the listed backlogs at fleet clock
+// now; it reports whether some still wait.
+func (s *shard) drainRetries(now int64) bool {
+	s.mu.Lock()
+	list := s.retry
+	s.retry = nil
+	s.mu.Unlock()
+	if len(list) == 0 {
+		return false
+	}
+	keep := list[:0]
+	for _, c := range list {
+		c.wmu.Lock()
+		if !c.dead.Load() && len(c.backlog) > 0 && c.drain(s.w, now) && len(c.backlog) > 0 {
+			keep = append(keep, c)
+		}
+		c.wmu.Unlock()
+	}
+	clear(list[len(keep):])
+	if len(keep) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	s.retry = append(s.retry, keep...)
+	s.mu.Unlock()
+	return true
+}
+
 // run schedules until ctx ends.
 func (s *shard) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
@@ -115,6 +160,9 @@ func (s *shard) run(ctx context.Context) {
 		if len(s.h) > 0 {
 			due = s.h[0].due
 			wait = time.Duration(due - now)
+		}
+		if s.drainRetries(now) && wait > time.Duration(backlogRetry) {
+			wait, due = time.Duration(backlogRetry), now+backlogRetry
 		}
 		s.sleepUntil.Store(due)
 		timer.Reset(wait)
