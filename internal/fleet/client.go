@@ -397,8 +397,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	// connection for what the read found (err, below), not as a write
 	// error: a strict server's late-pong close came out as write_error.
 	if len(ev.Reply) > 0 && !(c.stopping.Load() && c.joined.Load()) {
+		why := c.reply(ev)
 		switch {
-		case c.reply(ev):
+		case why == DisconnectNone:
 			for _, r := range ev.Replies {
 				cnt.sentFrames[r.Kind].Add(1)
 				c.flowSent(r.Kind)
@@ -408,7 +409,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			c.loginFailed(loginFail(LoginWriteError), res)
 			return Disconnect{}, true
 		default:
-			return disconnectBy(DisconnectWriteError), true
+			return disconnectBy(why), true
 		}
 	}
 	if ev.Failed != "" && !c.joined.Load() {
@@ -485,8 +486,10 @@ func (c *client) sendLogin() ([]byte, error) {
 
 // reply sends what the profile answers to the server: before the login
 // straight away (a padded UDP join replaces the login to send again),
-// after it in order with the shard's writes.
-func (c *client) reply(ev *profile.Events) bool {
+// after it in order with the shard's writes. It returns why it could not
+// (DisconnectNone: it could): the write failed, or the answer would
+// overfill the client's send backlog.
+func (c *client) reply(ev *profile.Events) DisconnectCode {
 	b := append([]byte(nil), ev.Reply...) // framed already (feedWS)
 	if c.udp && c.joined.Load() {
 		// Its own deadline: the shard's (writeUDP) lapses WriteTimeout
@@ -500,47 +503,50 @@ func (c *client) reply(ev *profile.Events) bool {
 		for _, r := range ev.Replies {
 			n, err := c.conn.Write(b[prev:r.End])
 			if err != nil {
-				return false
+				return DisconnectWriteError
 			}
 			c.sh.c.sentBytes.Add(int64(n))
 			prev = r.End
 		}
-		return true
+		return DisconnectNone
 	}
 	if c.udp || !c.joined.Load() {
 		if ev.Relogin && c.retry != nil {
 			c.retry.dgram = b
 		}
 		if _, err := c.conn.Write(b); err != nil {
-			return false
+			return DisconnectWriteError
 		}
 		if ev.Relogin {
 			c.sh.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
 		}
 		c.sh.c.sentBytes.Add(int64(len(b)))
-		return true
+		return DisconnectNone
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.dead.Load() {
-		return true
+		return DisconnectNone
 	}
 	if len(c.backlog) > 0 {
 		if len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
-			return false
+			return DisconnectBacklogFull
 		}
 		c.backlog = append(c.backlog, b...)
 		c.sh.retryBacklog(c)
-		return true
+		return DisconnectNone
 	}
 	if c.rw == nil {
 		c.rw = newRawWriter()
 	}
 	n, err := c.rw.write(c, b)
-	if err != nil || len(b)-n > c.f.cfg.SendBacklog {
-		// Fails the reader, which closes; queue would close from inside
-		// the read callback (a Close there waits for itself).
-		return false
+	switch {
+	// Fails the reader, which closes; queue would close from inside the
+	// read callback (a Close there waits for itself).
+	case err != nil:
+		return DisconnectWriteError
+	case len(b)-n > c.f.cfg.SendBacklog:
+		return DisconnectBacklogFull
 	}
 	c.sh.c.sentBytes.Add(int64(n))
 	if n < len(b) {
@@ -550,7 +556,7 @@ func (c *client) reply(ev *profile.Events) bool {
 		c.queue(b[n:])
 		c.sh.retryBacklog(c)
 	}
-	return true
+	return DisconnectNone
 }
 
 // resendJoin sends a UDP client's join again after its wait for joined

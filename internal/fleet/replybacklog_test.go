@@ -23,43 +23,65 @@ import (
 // server was not reading) goes out as soon as the server reads again, not
 // at the client's next scheduled frame, which a client whose script has
 // ended never gets before its leave; and the wait does not count as a
-// write timeout from the start of the run. The server pings while it
-// reads nothing, each ping answered with a 16 KiB PONG, until the client's
-// socket is full; then it reads again and notes when the last answer came.
+// write timeout from the start of the run. The server pings 300 times
+// while it reads nothing, each ping answered with a 16 KiB PONG, then
+// reads again and notes when the last answer came. Answers that outgrow
+// the send backlog end the client as send_backlog_full, as sends do.
 func TestReplyBacklogDrains(t *testing.T) {
-	const pings = 300
-	srv := startDeafServer(t, pings)
-	c := baseConfig()
-	c.Frames = nil
-	c.Capture, c.Profile = writeBigPongCapture(t)
-	c.Target = srv.addr
-	c.Clients = 1
-	c.Duration = 6 * time.Second
-	c.WriteTimeout = 2 * time.Second
-	c.SendBacklog = 16 << 20 // holds every answer: only the drain is under test
-	f, err := New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := f.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	pongs, complete, bye, deafFor := srv.result()
-	t.Logf("pongs %d of %d, all in %v after the server read again, BYE at %v; fleet pongs %d, disconnects %v", pongs, pings, complete, bye, s.FramesSent["pong"], s.Disconnects)
-	if s.LoginsSucceeded != 1 || len(s.Disconnects) != 0 {
-		t.Fatalf("logins %d, disconnects %v", s.LoginsSucceeded, s.Disconnects)
-	}
-	if pongs != pings || s.FramesSent["pong"] != pings {
-		t.Fatalf("the server read %d answers to %d pings; the fleet sent %d", pongs, pings, s.FramesSent["pong"])
-	}
-	if deafFor < 100*time.Millisecond {
-		t.Fatalf("the client's socket never filled (the server was deaf for %v): the test proves nothing", deafFor)
-	}
-	// Drained by the scheduler's retries (a millisecond apart), not by
-	// the leave 6 s into the run; 2 s of margin for a loaded host.
-	if complete > 2*time.Second {
-		t.Errorf("the last answers arrived %v after the server read again (BYE at %v): the backlog waited for the leave", complete, bye)
+	for _, tc := range []struct {
+		name    string
+		backlog int
+		why     string // the disconnect expected; "" none
+	}{
+		{"drains", 16 << 20, ""},                     // holds every answer: the drain is under test
+		{"overfills", 64 << 10, "send_backlog_full"}, // the default: the answers outgrow it
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const pings = 300
+			srv := startDeafServer(t, pings)
+			c := baseConfig()
+			c.Frames = nil
+			c.Capture, c.Profile = writeBigPongCapture(t)
+			c.Target = srv.addr
+			c.Clients = 1
+			c.Duration = 6 * time.Second
+			c.WriteTimeout = 2 * time.Second
+			c.SendBacklog = tc.backlog
+			f, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := f.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			pongs, complete, bye, deafFor := srv.result()
+			t.Logf("pongs %d of %d, all in %v after the server read again, BYE at %v; fleet pongs %d, disconnects %v", pongs, pings, complete, bye, s.FramesSent["pong"], s.Disconnects)
+			if s.LoginsSucceeded != 1 {
+				t.Fatalf("logins %d", s.LoginsSucceeded)
+			}
+			if tc.why != "" {
+				if len(s.Disconnects) != 1 || s.Disconnects[tc.why] != 1 {
+					t.Errorf("disconnects %v, want one %s", s.Disconnects, tc.why)
+				}
+				return
+			}
+			if len(s.Disconnects) != 0 {
+				t.Fatalf("disconnects %v", s.Disconnects)
+			}
+			if pongs != pings || s.FramesSent["pong"] != pings {
+				t.Fatalf("the server read %d answers to %d pings; the fleet sent %d", pongs, pings, s.FramesSent["pong"])
+			}
+			if deafFor < 100*time.Millisecond {
+				t.Fatalf("the client's socket never filled (the server was deaf for %v): the test proves nothing", deafFor)
+			}
+			// Drained by the scheduler's retries (a millisecond apart),
+			// not by the leave 6 s into the run; 2 s of margin for a
+			// loaded host.
+			if complete > 2*time.Second {
+				t.Errorf("the last answers arrived %v after the server read again (BYE at %v): the backlog waited for the leave", complete, bye)
+			}
+		})
 	}
 }
 
