@@ -265,9 +265,6 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 // writeLinesCapture writes a recorded line-protocol session (HELLO, OK,
 // then a 1 KiB SAY every 10 ms) and the profile that answers its PINGs.
 func writeLinesCapture(t *testing.T) (pcap, prof string) {
-	t.Helper()
-	dir := t.TempDir()
-	pcap, prof = filepath.Join(dir, "lines.pcap"), filepath.Join(dir, "lines.yaml")
 	doc := `name: lines
 port: 7000
 framing: {type: delimiter, delimiter: "\n"}
@@ -279,6 +276,29 @@ reactions: [{on: ping, send: {text: "PONG\n"}, as: pong}]
 sends: [say]
 identity: {user: {regexp: "HELLO (\\S+)"}}
 `
+	steps := []lineStep{{0, true, "HELLO alice\n"}, {ms(1), false, "OK\n"}}
+	say := "SAY " + strings.Repeat("x", 1<<10) + "\n"
+	for ts := 10; ts < 410; ts += 10 {
+		steps = append(steps, lineStep{ms(ts), true, say})
+	}
+	return writeLineSession(t, "lines", doc, steps)
+}
+
+// lineStep is one recorded message of a line-protocol session: when
+// after the first, which way, and its bytes.
+type lineStep struct {
+	at         time.Duration
+	fromClient bool
+	b          string
+}
+
+// writeLineSession writes a recorded TCP session of steps (the client
+// closes 1 ms after the last) as name.pcap and the profile doc as
+// name.yaml, in a temporary directory.
+func writeLineSession(t *testing.T, name, doc string, steps []lineStep) (pcap, prof string) {
+	t.Helper()
+	dir := t.TempDir()
+	pcap, prof = filepath.Join(dir, name+".pcap"), filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -291,20 +311,18 @@ identity: {user: {regexp: "HELLO (\\S+)"}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		if err != nil {
+	var last time.Duration
+	for _, st := range steps {
+		if err := conn.Data(t0.Add(st.at), st.fromClient, []byte(st.b)); err != nil {
 			t.Fatal(err)
 		}
+		last = st.at
 	}
-	must(conn.Data(t0, true, []byte("HELLO alice\n")))
-	must(conn.Data(t0.Add(time.Millisecond), false, []byte("OK\n")))
-	say := "SAY " + strings.Repeat("x", 1<<10) + "\n"
-	at := t0
-	for ts := 10; ts < 410; ts += 10 {
-		at = t0.Add(ms(ts))
-		must(conn.Data(at, true, []byte(say)))
+	if err := conn.Close(t0.Add(last+time.Millisecond), true); err != nil {
+		t.Fatal(err)
 	}
-	must(conn.Close(at.Add(time.Millisecond), true))
-	must(w.Close())
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return pcap, prof
 }

@@ -4,19 +4,13 @@ import (
 	"bufio"
 	"context"
 	"net"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket/layers"
 	"golang.org/x/sys/unix"
-
-	"github.com/reprise-harness/reprise/internal/capture"
 )
 
 // TestReplyBacklogDrains: an answer the kernel took only in part (the
@@ -193,9 +187,6 @@ func (s *deafServer) result() (pongs int, complete, bye time.Duration, deafFor t
 // (HELLO, OK, one SAY) and a profile that answers each PING with a
 // 16 KiB PONG line.
 func writeBigPongCapture(t *testing.T) (pcap, prof string) {
-	t.Helper()
-	dir := t.TempDir()
-	pcap, prof = filepath.Join(dir, "deaf.pcap"), filepath.Join(dir, "deaf.yaml")
 	doc := `name: deaf
 transport: tcp
 port: 7000
@@ -209,32 +200,5 @@ leave: {text: "BYE\n"}
 sends: [say]
 identity: {user: {regexp: "HELLO (\\S+)"}}
 `
-	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w, err := capture.Create(pcap, layers.LinkTypeEthernet, 65535)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7000"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, step := range []struct {
-		at         time.Duration
-		fromClient bool
-		b          string
-	}{{0, true, "HELLO alice\n"}, {ms(1), false, "OK\n"}, {ms(10), true, "SAY hello\n"}} {
-		if err := conn.Data(t0.Add(step.at), step.fromClient, []byte(step.b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := conn.Close(t0.Add(ms(20)), true); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return pcap, prof
+	return writeLineSession(t, "deaf", doc, []lineStep{{0, true, "HELLO alice\n"}, {ms(1), false, "OK\n"}, {ms(10), true, "SAY hello\n"}})
 }
