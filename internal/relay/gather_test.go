@@ -61,15 +61,7 @@ func TestUDPHoldPacksABurst(t *testing.T) {
 	const members = 6
 	var cs []*rclient.Conn
 	for i := range members {
-		c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Join("burst", fmt.Sprintf("u%d", i), nil); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
+		cs = append(cs, joinUDP(ctx, t, s, "burst", fmt.Sprintf("u%d", i)))
 	}
 	// Every member's member_joined notices have gone out: count from here.
 	time.Sleep(100 * time.Millisecond)
@@ -121,15 +113,7 @@ func TestUDPOpenDatagramGoesWhenDue(t *testing.T) {
 	defer cancel()
 	cs := map[string]*rclient.Conn{}
 	for _, name := range []string{"a0", "a1", "b0", "b1"} {
-		c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Join("due-"+name[:1], name, nil); err != nil {
-			t.Fatal(err)
-		}
-		cs[name] = c
+		cs[name] = joinUDP(ctx, t, s, "due-"+name[:1], name)
 	}
 	for _, name := range []string{"a0", "b0"} {
 		cs[name].SetDeadline(time.Now().Add(5 * time.Second))
@@ -163,4 +147,19 @@ func TestUDPOpenDatagramGoesWhenDue(t *testing.T) {
 	if med := took[len(took)/2]; med >= tick/2 {
 		t.Fatalf("a delivery in an open datagram took %v (median): it waited for the sweep tick (%v), not its hold of %v", med, tick, hold)
 	}
+}
+
+// joinUDP dials the relay over UDP and joins room as user; the
+// connection closes when the test ends.
+func joinUDP(ctx context.Context, t *testing.T, s *Server, room, user string) *rclient.Conn {
+	t.Helper()
+	c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Join(room, user, nil); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

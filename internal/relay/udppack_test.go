@@ -108,15 +108,7 @@ func TestUDPRoomAcrossWorkers(t *testing.T) {
 	const members, rounds = 12, 20
 	var cs []*rclient.Conn
 	for i := range members {
-		c, err := rclient.DialUDP(ctx, s.UDPAddr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		if _, err := c.Join("tick", fmt.Sprintf("m%02d", i), nil); err != nil {
-			t.Fatal(err)
-		}
-		cs = append(cs, c)
+		cs = append(cs, joinUDP(ctx, t, s, "tick", fmt.Sprintf("m%02d", i)))
 	}
 	time.Sleep(50 * time.Millisecond) // the member notices are out: count from here
 	d0, f0 := testutil.ToFloat64(s.m.UDPDatagrams), testutil.ToFloat64(s.m.DeliveredMessages)
