@@ -382,3 +382,29 @@ func TestUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestCutCaptureWarns: a replay capture cut short (tcpdump killed
+// mid-write) is measured over what it holds, and the tool says so on
+// stderr: a row over part of a capture must not pass for the whole.
+func TestCutCaptureWarns(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "replay-tcp-*.pcap"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no TCP replay capture in testdata (%v)", err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := filepath.Join(t.TempDir(), "cut.pcap")
+	if err := os.WriteFile(cut, b[:len(b)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := strings.TrimSuffix(strings.Split(filepath.Base(files[0]), "-")[2], ".pcap")
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"--recording", recordedTCP, "--server-port", port, cut}, &out, &errOut); err != nil {
+		t.Fatalf("%v (%s)", err, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "fidelity: warning: "+cut+": file ends inside packet") {
+		t.Errorf("stderr %q: want a warning that the capture was cut short", errOut.String())
+	}
+}

@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.serverPort == 0 || o.serverPort > 65535 {
 		return fmt.Errorf("--server-port %d: want 1 to 65535", o.serverPort)
 	}
-	s, err := readSchedule(ctx, o.recording, o.flow, o.speed)
+	s, err := readSchedule(ctx, o.recording, o.flow, o.speed, stderr)
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, header)
 	}
 	for _, path := range fs.Args() {
-		res, err := measure(ctx, s, path, uint16(o.serverPort))
+		res, err := measure(ctx, s, path, uint16(o.serverPort), stderr)
 		if err != nil {
 			return err
 		}
@@ -100,11 +100,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // readSchedule reads the recorded flow's schedule.
-func readSchedule(ctx context.Context, path string, flow int, speed float64) (schedule, error) {
+func readSchedule(ctx context.Context, path string, flow int, speed float64, warn io.Writer) (schedule, error) {
 	c, err := capture.ReadFileContext(ctx, path, capture.Options{})
 	if err != nil {
 		return schedule{}, fmt.Errorf("recording: %w", err)
 	}
+	warnings(warn, path, c)
 	var fl *capture.Flow
 	switch {
 	case flow < 0:
@@ -123,16 +124,26 @@ func readSchedule(ctx context.Context, path string, flow int, speed float64) (sc
 }
 
 // measure reads one replay's capture and compares its clients.
-func measure(ctx context.Context, s schedule, path string, port uint16) (result, error) {
+func measure(ctx context.Context, s schedule, path string, port uint16, warn io.Writer) (result, error) {
 	c, err := capture.ReadFileContext(ctx, path, capture.Options{ServerPort: port})
 	if err != nil {
 		return result{}, fmt.Errorf("replay capture: %w", err)
 	}
+	warnings(warn, path, c)
 	res, err := compare(s, c.Flows)
 	if err != nil {
 		return res, fmt.Errorf("replay capture %s: %w", path, err)
 	}
 	return res, nil
+}
+
+// warnings says what reading a capture skipped or could not read (a
+// file cut short, packets out of order): a row measured over part of a
+// capture must not pass for the whole.
+func warnings(w io.Writer, path string, c *capture.Capture) {
+	for _, m := range c.Warnings {
+		fmt.Fprintf(w, "fidelity: warning: %s: %s\n", path, m)
+	}
 }
 
 const header = "run\tframes\tclients\tgaps\terr_p50_ms\terr_p99_ms\twithin_1ms_%\twithin_5ms_%\tdrift_p50_ms\tdrift_max_ms\tend_late_p50_ms\tend_late_max_ms\tunmatched\tsize_diff\tidle\tbroken"
