@@ -133,7 +133,19 @@ func (b *batch) queueUDP(c *client, frame []byte) {
 		}
 		return
 	}
-	if w.add(frame, c.addr) {
+	// Frames a UDP worker holds for c in its open datagram (udppack.go)
+	// were received before this one: they leave first, in the same
+	// flush, so the relay sends in the order it received.
+	d := &c.dg
+	d.mu.Lock()
+	full := false
+	if len(d.b) > 0 {
+		full = w.addDatagram(d.b, c.addr, d.dlv)
+		d.b, d.dlv = d.b[:0], 0
+	}
+	full = w.add(frame, c.addr) || full
+	d.mu.Unlock()
+	if full {
 		b.flushUDP(c.s.m)
 	}
 }

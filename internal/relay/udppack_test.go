@@ -164,3 +164,50 @@ func TestUDPRoomAcrossWorkers(t *testing.T) {
 		t.Fatalf("%v deliveries in %v datagrams: bursts of %d senders were not packed", delivered, dgrams, members)
 	}
 }
+
+// TestUDPOrderAcrossTransports: a UDP member gets a room's frames in the
+// order the relay received them (docs/protocol.md), whichever transport
+// their senders use: a TCP member's frame does not overtake a UDP
+// member's one that still waits in the receiver's open datagram.
+func TestUDPOrderAcrossTransports(t *testing.T) {
+	s, stop := startServer(t, Config{UDP: UDPSameAsTCP, UDPWorkers: 1, UDPHold: 300 * time.Millisecond})
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m := joinUDP(ctx, t, s, "mix", "m")
+	u := joinUDP(ctx, t, s, "mix", "u")
+	tc, err := rclient.Dial(ctx, s.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	if _, err := tc.Join("mix", "tc", nil); err != nil {
+		t.Fatal(err)
+	}
+	m.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, who := range []string{"u", "tc"} { // the joins, in their order too
+		f, err := m.RecvType(wire.TypeMemberJoined)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(f.User) != who {
+			t.Fatalf("member_joined %s, want %s first", f.User, who)
+		}
+	}
+	if err := u.Send(wire.Send{Mode: wire.Othercast, Payload: []byte("first")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // handled, and held in m's open datagram
+	if err := tc.Send(wire.Send{Mode: wire.Othercast, Payload: []byte("second")}); err != nil {
+		t.Fatal(err)
+	}
+	for _, who := range []string{"u", "tc"} {
+		f, err := m.RecvType(wire.TypeDeliver)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(f.User) != who {
+			t.Fatalf("deliver from %s (%q), want %s's first", f.User, f.Payload, who)
+		}
+	}
+}
