@@ -9,8 +9,11 @@ BIN       := bin
 
 all: build
 
+## build: relay, replay and vrclient without cgo (static, no C library malloc arenas: an address-space
+## cap such as prlimit --as 2 GiB leaves them the room it says); record with it (libpcap for `record live`).
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./examples/vrclient
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/ ./cmd/relay ./cmd/replay ./examples/vrclient
+	$(GO) build -o $(BIN)/ ./cmd/record
 
 ## deps-demo, deps-test, deps-bench-fleet, deps-bench-fidelity: install the Debian packages (scripts/debian-packages) and
 ## go-installed programs (scripts/go-tools) the target needs when missing, as root; otherwise print the command and exit 2.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			for _, w := range warnings {
 				log.Warn(w)
 			}
+			m := relay.ReadMachine()
+			goLimit := setGoMemoryLimit(m, cfg.MaxMemory)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			srv, err := relay.New(cfg, log, reg)
@@ -68,13 +71,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 			fmt.Fprintf(stdout, "listening tcp=%s udp=%s metrics=%s\n", srv.Addr(), addrOrOff(srv.UDPAddr()), addrOrOff(srv.MetricsAddr()))
-			rc, m := srv.Config(), relay.ReadMachine()
+			rc := srv.Config()
 			fmt.Fprintf(stdout, "limits max-connections=%s max-rooms=%s per-source connections=%s rooms=%s (open files %d, memory %d MiB)\n",
 				capText(rc.MaxConnections), capText(rc.MaxRooms), capText(rc.MaxConnectionsPerSource), capText(rc.MaxRoomsPerSource), m.OpenFiles, m.Memory>>20)
+			fmt.Fprintf(stdout, "memory max-memory=%d MiB (%s) go-limit=%s queue-budget=%s per-source=%s\n",
+				rc.MaxMemory>>20, memorySource(m, cfg.MaxMemory), mibText(goLimit), mibText(rc.QueueBudget), mibText(rc.QueueBudgetPerSource))
 			log.Info("relay started", zap.Stringer("tcp", srv.Addr()), zap.String("udp", addrOrOff(srv.UDPAddr())),
 				zap.String("metrics", addrOrOff(srv.MetricsAddr())), zap.Int("max_connections", rc.MaxConnections),
 				zap.Int("max_rooms", rc.MaxRooms), zap.Int("max_connections_per_source", rc.MaxConnectionsPerSource),
-				zap.Int("max_rooms_per_source", rc.MaxRoomsPerSource), zap.Uint64("open_files", m.OpenFiles), zap.Uint64("memory_bytes", m.Memory))
+				zap.Int("max_rooms_per_source", rc.MaxRoomsPerSource), zap.Uint64("open_files", m.OpenFiles), zap.Uint64("memory_bytes", m.Memory),
+				zap.String("memory_from", memorySource(m, cfg.MaxMemory)), zap.Int64("max_memory", rc.MaxMemory), zap.Int64("go_memory_limit", goLimit),
+				zap.Int64("queue_budget", rc.QueueBudget), zap.Int64("queue_budget_per_source", rc.QueueBudgetPerSource))
 			err = srv.Run(ctx)
 			log.Info("relay stopped")
 			return err
@@ -126,10 +133,85 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.DurationVar(&cfg.RateLimitGrace, "rate-limit-grace", d.RateLimitGrace, "disconnect a sender whose frames are dropped for this long without a second's break")
 	f.DurationVar(&cfg.FrameTimeout, "frame-timeout", d.FrameTimeout, "close a connection whose frame is not complete this long after its first byte")
 	f.Int64Var(&cfg.PartialBudget, "partial-budget", d.PartialBudget, "bytes held in partial frames over all connections; past it the connection with the largest is closed (negative: no cap)")
+	f.Var(mibFlag{&cfg.MaxMemory, false}, "max-memory", "memory the relay may use, MiB; Go's soft memory limit is set to 90 % of it unless GOMEMLIMIT is (default: GOMEMLIMIT, else the memory cgroup's limit, v1 or v2, else the machine's memory)")
+	f.Var(mibFlag{&cfg.QueueBudget, true}, "queue-budget", "MiB the outbound queues and partial frames of all connections may hold together; past it the connections holding the most are cut as memory_budget (default: a quarter of --max-memory; negative: none)")
+	f.Var(mibFlag{&cfg.QueueBudgetPerSource, true}, "queue-budget-per-source", "MiB of --queue-budget the connections of one source address may hold (default: a quarter of it; negative: none)")
 	f.StringVar(&secret.File, "auth-secret-file", "", "file holding the secret joins' tokens must be signed with (docs/protocol.md); or $"+auth.EnvSecret)
 	f.StringVar(&secret.Flag, "auth-secret", "", "the secret itself: visible to every local user in ps, prefer --auth-secret-file or $"+auth.EnvSecret)
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	return cmd.ExecuteContext(ctx)
+}
+
+// goLimitShare: with no GOMEMLIMIT, Go's soft memory limit is this share
+// of the relay's memory limit when that is the container's or
+// --max-memory, so the GC works harder before the container's limit kills
+// the relay, and a little is left for what Go does not count (the
+// kernel's socket buffers a cgroup v2 charges).
+const goLimitShare = 0.9
+
+// setGoMemoryLimit sets Go's soft memory limit from the container's limit
+// or --max-memory (flag bytes, 0: not given), unless GOMEMLIMIT set one,
+// and returns the limit in force (0: none).
+func setGoMemoryLimit(m relay.Machine, flag int64) int64 {
+	if m.GoLimit > 0 {
+		return int64(m.GoLimit)
+	}
+	lim := flag
+	if lim <= 0 && m.MemoryFrom != "meminfo" {
+		lim = int64(m.Memory)
+	}
+	if lim <= 0 {
+		return 0
+	}
+	lim = int64(float64(lim) * goLimitShare)
+	debug.SetMemoryLimit(lim)
+	return lim
+}
+
+// memorySource says where --max-memory's value came from.
+func memorySource(m relay.Machine, flag int64) string {
+	switch {
+	case flag > 0:
+		return "--max-memory"
+	case m.GoLimit > 0:
+		return "GOMEMLIMIT"
+	}
+	return m.MemoryFrom
+}
+
+// mibFlag is a byte count given in MiB; neg allows negative values (none).
+type mibFlag struct {
+	b   *int64
+	neg bool
+}
+
+func (v mibFlag) String() string {
+	if v.b == nil || *v.b == 0 {
+		return "0"
+	}
+	return strconv.FormatInt(*v.b>>20, 10)
+}
+
+func (v mibFlag) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil || n > 1<<30 || n < -1<<30:
+		return fmt.Errorf("%q is not a size in MiB", s)
+	case n == 0 || n < 0 && !v.neg:
+		return fmt.Errorf("%q: at least 1 MiB", s)
+	}
+	*v.b = n << 20
+	return nil
+}
+
+func (mibFlag) Type() string { return "MiB" }
+
+// mibText is a byte count as printed: MiB, or "none".
+func mibText(n int64) string {
+	if n <= 0 {
+		return "none"
+	}
+	return strconv.FormatInt(n>>20, 10) + " MiB"
 }
 
 // capText is a cap as printed: its value, or "none".

@@ -15,6 +15,10 @@ const (
 	// ReasonUnconfirmed: a UDP session whose client never sent back its
 	// token within --udp-confirm-timeout (its source may have been forged).
 	ReasonUnconfirmed = "unconfirmed"
+	// ReasonMemoryBudget: a TCP connection cut because the relay's queued
+	// bytes passed --queue-budget or its source's share, among those
+	// holding the most.
+	ReasonMemoryBudget = "memory_budget"
 )
 
 // Reasons a frame for a client was not sent (relay_undelivered_frames_total).
@@ -65,7 +69,7 @@ var caps = []string{CapConnections, CapConnectionsPerSource, CapRooms, CapRoomsP
 // error code names, which every labelled counter starts with at 0 so a
 // dashboard shows 0 rather than no data.
 var (
-	disconnectReasons = []string{ReasonClosed, ReasonLeave, ReasonUnconfirmed}
+	disconnectReasons = []string{ReasonClosed, ReasonLeave, ReasonUnconfirmed, ReasonMemoryBudget}
 	rejectReasons     = []string{ReasonGarbage, ReasonUnknownSession, ReasonWrongSource}
 )
 
@@ -275,6 +279,30 @@ func (m *Relay) Disconnect(reason string) { m.disconnects.WithLabelValues(reason
 // Undelivered counts a frame for a client that was not sent; reason is one
 // of the Reason constants of relay_undelivered_frames_total.
 func (m *Relay) Undelivered(reason string) { m.undelivered.WithLabelValues(reason).Inc() }
+
+// RegisterQueueMemory registers relay_queued_bytes, read by queued at
+// scrape time (the bytes in the TCP connections' outbound chunks, partial
+// frames not included: relay_partial_frame_bytes), and the budget they
+// count against with partial frames, relay_queue_budget_bytes{scope} (all,
+// per_source; 0: none).
+func RegisterQueueMemory(reg prometheus.Registerer, queued func() float64, budget, perSource int64) error {
+	q := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "relay_queued_bytes",
+		Help: "Bytes in the TCP connections' outbound queues (pooled 4 KiB chunks, the write in flight included); with relay_partial_frame_bytes what --queue-budget bounds.",
+	}, queued)
+	b := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "relay_queue_budget_bytes",
+		Help: "The memory budget of queued bytes and partial frames: scope all (--queue-budget) and per_source (--queue-budget-per-source); 0: none. Past either the connections holding the most are cut (relay_disconnects_total{reason=\"memory_budget\"}).",
+	}, []string{"scope"})
+	b.WithLabelValues("all").Set(float64(budget))
+	b.WithLabelValues("per_source").Set(float64(perSource))
+	for _, c := range []prometheus.Collector{q, b} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register relay queue metrics: %w", err)
+		}
+	}
+	return nil
+}
 
 // RegisterUDPDrops registers relay_udp_receive_drops_total, read by drops
 // at scrape time (the kernel's counter of the relay's own UDP sockets).

@@ -231,10 +231,15 @@ func (c *client) trackPartial(now, start int64, buffered, held int) {
 	}
 	if d := int64(held) - c.partialHeld.Load(); d != 0 {
 		c.partialHeld.Store(int64(held))
-		if s.partial.Add(d) > s.cfg.PartialBudget && d > 0 {
-			select {
-			case s.evict <- struct{}{}:
-			default:
+		if total := s.partial.Add(d); d > 0 {
+			if total > s.cfg.PartialBudget {
+				select {
+				case s.evict <- struct{}{}:
+				default:
+				}
+			}
+			if s.mem.limit > 0 && total+s.mem.used.Load() > s.mem.limit {
+				s.mem.wake()
 			}
 		}
 	}
@@ -289,36 +294,47 @@ func (s *Server) evictPartial() {
 	}
 }
 
-// After an attack of partial frames the relay's heap is left far larger
-// than its live data, and the Go runtime would keep that memory for
-// minutes (its next GC is due at twice the peak). So once the bytes held
-// in partial frames have fallen by reclaimBytes from their peak and stopped
-// falling (the closed connections' readers are gone), the sweeper returns
-// the freed memory to the OS, at most once per reclaimEvery.
+// Memory given back: after a flood of connections, a stall of members that
+// do not read or an attack of partial frames, the relay's heap is left far
+// larger than its live data, and the Go runtime would keep that memory for
+// minutes (its next GC is due at twice the peak, and the pooled chunks wait
+// for two GCs). So once what the relay holds (heldBytes: queued chunks,
+// partial frames, and reclaimConnCost per connection) has fallen by
+// reclaimBytes from its peak and stopped falling (the closed connections'
+// goroutines are gone), the sweeper returns the freed memory to the OS, at
+// most once per reclaimEvery, and once more reclaimEvery later.
 const (
-	reclaimBytes = 32 << 20
-	reclaimEvery = int64(5 * time.Second)
+	reclaimBytes    = 8 << 20
+	reclaimEvery    = int64(5 * time.Second)
+	reclaimConnCost = 16 << 10 // a connection's two goroutine stacks, read buffer and state, rounded up
 )
+
+// heldBytes is what the relay holds that a flood or a stall grows.
+func (s *Server) heldBytes() int64 {
+	return s.mem.used.Load() + s.partial.Load() + s.nconns.Load()*reclaimConnCost
+}
 
 // reclaim runs at every sweep tick (the sweeper's own state).
 func (s *Server) reclaim(now int64) {
-	cur := s.partial.Load()
-	falling := cur < s.partialLast
-	s.partialLast = cur
-	s.partialPeak = max(s.partialPeak, cur)
+	cur := s.heldBytes()
+	falling := cur < s.heldLast
+	s.heldLast = cur
+	s.heldPeak = max(s.heldPeak, cur)
 	if s.reclaimAgain && !falling && now-s.lastReclaim >= reclaimEvery {
 		// A second pass, once: the closed connections' goroutines may
 		// still have held their buffers at the first (a loaded host runs
-		// them late: RSS stayed 40-65% over its baseline at load 20), and
-		// an idle relay would not collect them for minutes.
+		// them late: RSS stayed 40-65% over its baseline at load 20), the
+		// pooled chunks are freed only by a second GC, and an idle relay
+		// would not collect them for minutes.
 		debug.FreeOSMemory()
 		s.reclaimAgain, s.lastReclaim = false, now
 		return
 	}
-	if falling || s.partialPeak-cur < reclaimBytes || now-s.lastReclaim < reclaimEvery {
+	if falling || s.heldPeak-cur < reclaimBytes || now-s.lastReclaim < reclaimEvery {
 		return
 	}
 	debug.FreeOSMemory()
-	s.partialPeak, s.lastReclaim, s.reclaimAgain = cur, now, true
-	s.log.Info("partial-frame memory released; memory returned to the OS", zap.Int64("partial_bytes", cur))
+	s.log.Info("memory returned to the OS", zap.Int64("held_bytes", cur), zap.Int64("peak_bytes", s.heldPeak),
+		zap.Int64("partial_bytes", s.partial.Load()), zap.Int64("queued_bytes", s.mem.used.Load()))
+	s.heldPeak, s.lastReclaim, s.reclaimAgain = cur, now, true
 }

@@ -55,6 +55,10 @@ type outbound struct {
 	// closed mirrors closing for readers that must not take the mutex (the
 	// connection's own reader checks it after every read).
 	closed atomic.Bool
+	// mem counts the chunks the queue holds against the relay's memory
+	// budget and src's share (budget.go); nil: not counted (tests).
+	mem *memBudget
+	src *source
 }
 
 // slowConsumerFrame is the last frame a slow consumer gets: the queue it
@@ -127,6 +131,7 @@ func (o *outbound) pushLocked(b []byte) {
 		} else {
 			c = chunkPool.Get().(*chunk)
 			o.q = append(o.q, c)
+			o.chunks(1)
 		}
 		k := copy(c.b[len(c.b):cap(c.b)], b)
 		c.b = c.b[:len(c.b)+k]
@@ -135,6 +140,7 @@ func (o *outbound) pushLocked(b []byte) {
 }
 
 func (o *outbound) dropLocked() {
+	o.chunks(-len(o.q))
 	for i, c := range o.q {
 		o.queued -= int64(len(c.b))
 		putChunk(c)
@@ -142,6 +148,14 @@ func (o *outbound) dropLocked() {
 	}
 	o.q = o.q[:0]
 	o.frames, o.delivers = 0, 0
+}
+
+// chunks counts n chunks taken from the pool (negative: given back)
+// against the memory budget.
+func (o *outbound) chunks(n int) {
+	if o.mem != nil && n != 0 {
+		o.mem.charge(o.src, int64(n)*chunkSize)
+	}
 }
 
 // take hands the writer every queued chunk, swapping in spare as the new

@@ -15,12 +15,14 @@ import (
 // (relay_disconnects_total).
 type CloseReason int32
 
-// Ends that send the client no error frame. Every other CloseReason is an
+// Ends that send the client no error frame (a connection cut for the
+// memory budget was not reading). Every other CloseReason is an
 // error code (closeFor).
 const (
-	CloseClosed      CloseReason = -1 - iota // the client closed or reset the connection
-	CloseLeave                               // a UDP session ended by leave
-	CloseUnconfirmed                         // a UDP session whose client never sent back its token
+	CloseClosed       CloseReason = -1 - iota // the client closed or reset the connection
+	CloseLeave                                // a UDP session ended by leave
+	CloseUnconfirmed                          // a UDP session whose client never sent back its token
+	CloseMemoryBudget                         // cut for the memory budget: among the connections holding the most queued bytes
 )
 
 // closeFor is the reason of an end the client is told with code.
@@ -44,6 +46,8 @@ func (r CloseReason) String() string {
 		return metrics.ReasonLeave
 	case CloseUnconfirmed:
 		return metrics.ReasonUnconfirmed
+	case CloseMemoryBudget:
+		return metrics.ReasonMemoryBudget
 	}
 	return r.Code().String()
 }

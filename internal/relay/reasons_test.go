@@ -12,7 +12,7 @@ import (
 // metric's own word for the others, all distinct.
 func TestReasonLabels(t *testing.T) {
 	seen := map[string]bool{}
-	for _, r := range []CloseReason{CloseClosed, CloseLeave, CloseUnconfirmed} {
+	for _, r := range []CloseReason{CloseClosed, CloseLeave, CloseUnconfirmed, CloseMemoryBudget} {
 		if r.Code() != 0 || seen[r.String()] {
 			t.Errorf("%v: code %v, or its label twice", r, r.Code())
 		}

@@ -115,6 +115,16 @@ type Config struct {
 	FrameTimeout  time.Duration
 	PartialBudget int64
 
+	// MaxMemory is the memory the relay may use, bytes: by default Go's
+	// soft limit if GOMEMLIMIT set one, else the machine's or its memory
+	// cgroup's (Machine.MemoryLimit). The budget of what it queues is a
+	// share of it: QueueBudget bounds the bytes in outbound queues and
+	// partial frames together, QueueBudgetPerSource those of one source
+	// address (budget.go); negative: none.
+	MaxMemory            int64
+	QueueBudget          int64 // default MaxMemory / queueShare
+	QueueBudgetPerSource int64 // default QueueBudget / perSourceShare
+
 	// HeartbeatMisses: a client that heartbeats is removed after this many
 	// of its heartbeat intervals without a frame (see beat); negative: off.
 	HeartbeatMisses int
@@ -136,7 +146,11 @@ type Config struct {
 func DefaultConfig() Config {
 	m := ReadMachine()
 	const members = 1024
+	mem := int64(m.MemoryLimit())
 	return Config{
+		MaxMemory:               mem,
+		QueueBudget:             mem / queueShare,
+		QueueBudgetPerSource:    mem / queueShare / perSourceShare,
 		MaxConnections:          m.MaxConnections(),
 		MaxRooms:                m.MaxRooms(),
 		MaxConnectionsPerSource: perSource(m.MaxConnections()),
@@ -167,7 +181,7 @@ func DefaultConfig() Config {
 		RateBytesBurst:          128 << 10,
 		RateLimitGrace:          3 * time.Second,
 		FrameTimeout:            10 * time.Second,
-		PartialBudget:           128 << 20,
+		PartialBudget:           min(128<<20, max(mem/queueShare, 1<<20)),
 		HeartbeatMisses:         3,
 	}
 }
@@ -274,7 +288,28 @@ func (c *Config) setDefaults() {
 	if c.HeartbeatMisses == 0 {
 		c.HeartbeatMisses = d.HeartbeatMisses
 	}
+	if c.MaxMemory <= 0 {
+		c.MaxMemory = d.MaxMemory
+	}
+	// Budgets: 0 takes the default (a share of MaxMemory), negative means
+	// none (0 from here on).
+	if c.QueueBudget == 0 {
+		c.QueueBudget = c.MaxMemory / queueShare
+	} else if c.QueueBudget < 0 {
+		c.QueueBudget = 0
+	}
+	if c.QueueBudgetPerSource == 0 {
+		c.QueueBudgetPerSource = c.QueueBudget / perSourceShare
+	} else if c.QueueBudgetPerSource < 0 {
+		c.QueueBudgetPerSource = 0
+	}
 }
+
+// queueShare: by default the relay's queues and partial frames may hold a
+// quarter of its memory (Config.QueueBudget); the rest is its connections'
+// goroutines and buffers, the rooms, the Go heap's headroom and the
+// kernel's socket buffers where the container counts them (cgroup v2).
+const queueShare = 4
 
 // capOr is v, or def when v is 0; negative (no cap) becomes 0.
 func capOr(v, def int) int {
@@ -335,10 +370,12 @@ type Server struct {
 	abuseLog            logLimiter
 	partial             atomic.Int64  // bytes held in partial frames, all connections
 	evict               chan struct{} // readers ask the sweeper to enforce PartialBudget
-	// The sweeper's own: the partial-frame peak since the last reclaim, the
-	// value at the last tick, and when it last reclaimed.
-	partialPeak, partialLast, lastReclaim int64
-	reclaimAgain                          bool // a second reclaim is due reclaimEvery after the first
+	mem                 memBudget     // the queues' memory budget (budget.go)
+	// The sweeper's own: the peak of what the relay holds (heldBytes) since
+	// the last reclaim, the value at the last tick, and when it last
+	// reclaimed.
+	heldPeak, heldLast, lastReclaim int64
+	reclaimAgain                    bool // a second reclaim is due reclaimEvery after the first
 
 	mu       sync.Mutex
 	stopping bool
@@ -370,6 +407,7 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 		roomMsgs: newGCRA(cfg.RoomRateMessages, cfg.RoomRateMessagesBurst), roomBytes: newGCRA(cfg.RoomRateBytes, cfg.RoomRateBytesBurst),
 		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery}
 	s.abuseLog.every = int64(time.Second)
+	s.mem = memBudget{limit: cfg.QueueBudget, perSource: cfg.QueueBudgetPerSource, evict: make(chan struct{}, 1)}
 	for i := range s.conns {
 		s.conns[i].m = make(map[*client]struct{})
 	}
@@ -378,6 +416,9 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 		return nil, err
 	}
 	s.m = m
+	if err := metrics.RegisterQueueMemory(reg, func() float64 { return float64(s.mem.used.Load()) }, cfg.QueueBudget, cfg.QueueBudgetPerSource); err != nil {
+		return nil, err
+	}
 	if err := s.bind(); err != nil {
 		s.closeSockets()
 		return nil, err
@@ -644,6 +685,9 @@ func (s *Server) sweep(ctx context.Context) {
 		case <-s.evict:
 			s.evictPartial()
 			continue
+		case <-s.mem.evict:
+			s.evictMemory()
+			continue
 		case <-t.C:
 		}
 		now := s.now()
@@ -696,6 +740,7 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 		nc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
 		c := newTCPClient(s, nc)
 		c.src = src
+		c.out.src = s.srcs.entry(src)
 		s.nconns.Add(1)
 		s.m.ConnectionsTCP.Inc()
 		s.addClient(c)

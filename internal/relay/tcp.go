@@ -33,6 +33,7 @@ func newTCPClient(s *Server, nc *net.TCPConn) *client {
 		writerDone: make(chan struct{}),
 	}
 	c.out.max = s.cfg.MaxPending
+	c.out.mem = &s.mem
 	now := s.now()
 	c.unjoinedSince.Store(now)
 	c.lastActive.Store(now)
@@ -281,6 +282,7 @@ func (w *writer) write(q []*chunk) error {
 		putChunk(ch)
 		q[i] = nil
 	}
+	c.out.chunks(-len(q))
 	w.spare = q[:0]
 	clear(w.iov)
 	c.out.written(total)

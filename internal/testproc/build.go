@@ -30,6 +30,8 @@ type Options struct {
 	// CheckLeaks makes Main fail a passing run that left goroutines
 	// behind (goleak.Find).
 	CheckLeaks bool
+	// Env is added to go build's environment, e.g. "CGO_ENABLED=0".
+	Env []string
 }
 
 // Build builds the named programs into a new temporary directory and
@@ -70,6 +72,9 @@ func BuildWith(o Options, names ...string) (bins map[string]string, cleanup func
 	}
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	if len(o.Env) > 0 {
+		cmd.Env = append(os.Environ(), o.Env...)
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		cleanup()
 		return nil, nil, fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
