@@ -23,12 +23,14 @@ func capacityFlags(fs *pflag.FlagSet, cc *compare.Config) {
 	fs.Var(&cc.SLO, "slo", "objectives every level must keep: p99 (latency), drops (disconnects of logged-in clients), login_fail (%), idle (relay host CPU idle %), fleet_idle and lag (the load generator's saturation); KEY=off drops one")
 }
 
-// searchCapacity runs the search; it prints the levels.
+// searchCapacity runs the search; it prints the levels, and last the
+// answer card.
 func searchCapacity(ctx context.Context, cc compare.Config) (driven, error) {
 	res, err := compare.RunCapacity(ctx, cc)
 	return driven{
 		sum:  res.Summary,
 		dir:  res.Dir,
 		head: func(w io.Writer) error { return report.WriteLevels(w, res.Capacity) },
+		tail: func(w io.Writer) error { return report.WriteCardsText(w, res.Summary.Cards) },
 	}, err
 }

@@ -21,7 +21,7 @@ func checkCompare(cc *compare.Config) error {
 }
 
 // runCompare runs the comparison; it prints the side-by-side table, and
-// each scenario's headline last.
+// last the answer cards and each scenario's headline in one line.
 func runCompare(ctx context.Context, cc compare.Config) (driven, error) {
 	res, err := compare.Run(ctx, cc)
 	return driven{
@@ -29,6 +29,9 @@ func runCompare(ctx context.Context, cc compare.Config) (driven, error) {
 		dir:  res.Dir,
 		head: func(w io.Writer) error { return report.SideBySide(res.Summary).WriteText(w) },
 		tail: func(w io.Writer) error {
+			if err := report.WriteCardsText(w, res.Summary.Cards); err != nil {
+				return err
+			}
 			for _, sc := range res.Summary.Scenarios {
 				if _, err := fmt.Fprintln(w, sc.Headline.Line()); err != nil {
 					return err

@@ -228,8 +228,8 @@ func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, ru
 	if werr := res.head(st.stdout); werr != nil {
 		return werr
 	}
-	for _, w := range res.sum.Warnings {
-		fmt.Fprintln(st.stdout, "warning:", w)
+	if werr := report.WriteWarningsText(st.stdout, res.sum.WarningGroups); werr != nil {
+		return werr
 	}
 	abs, aerr := filepath.Abs(filepath.Join(res.dir, report.IndexFile))
 	if aerr != nil {

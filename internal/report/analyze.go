@@ -109,16 +109,26 @@ type RunStats struct {
 	// or received; and their peak resident memory: the relay's the most
 	// any scrape saw, the fleet's its own VmHWM from its summary (sampled
 	// like the relay's when the summary lacks it).
-	RelayCPUMSPer1kDelivered Num             `json:"relay_process_cpu_ms_per_1k_delivered"`
-	FleetCPUMSPer1kMessages  Num             `json:"fleet_process_cpu_ms_per_1k_messages"`
-	RelayPeakRSSBytes        Num             `json:"relay_process_peak_rss_bytes"`
-	FleetPeakRSSBytes        Num             `json:"fleet_process_peak_rss_bytes"`
-	KernelDrops              *KernelDrops    `json:"kernel_drops,omitempty"`
-	Linear                   Fit             `json:"fit_linear"`
-	Quadratic                Fit             `json:"fit_quadratic"`
-	Headline                 Headline        `json:"headline"`
-	Warnings                 []string        `json:"warnings"`
-	FleetSummary             json.RawMessage `json:"fleet_summary,omitempty"`
+	RelayCPUMSPer1kDelivered Num          `json:"relay_process_cpu_ms_per_1k_delivered"`
+	FleetCPUMSPer1kMessages  Num          `json:"fleet_process_cpu_ms_per_1k_messages"`
+	RelayPeakRSSBytes        Num          `json:"relay_process_peak_rss_bytes"`
+	FleetPeakRSSBytes        Num          `json:"fleet_process_peak_rss_bytes"`
+	KernelDrops              *KernelDrops `json:"kernel_drops,omitempty"`
+	// The run's health over its samples (SampledS seconds): the seconds
+	// the fleet was saturated by its own work and those its host was busy
+	// with other work (at least hostBusyMinCores of it; HostOtherCoresMax
+	// the most seen), each from the first second it was seen.
+	SampledS            Num             `json:"sampled_s"`
+	FleetSaturatedS     Num             `json:"fleet_saturated_s"`
+	FleetSaturatedFromS Num             `json:"fleet_saturated_from_s"`
+	HostBusyS           Num             `json:"host_busy_s"`
+	HostBusyFromS       Num             `json:"host_busy_from_s"`
+	HostOtherCoresMax   Num             `json:"host_other_cores_max"`
+	Linear              Fit             `json:"fit_linear"`
+	Quadratic           Fit             `json:"fit_quadratic"`
+	Headline            Headline        `json:"headline"`
+	Warnings            []string        `json:"warnings"`
+	FleetSummary        json.RawMessage `json:"fleet_summary,omitempty"`
 	// Flows are a --flows fleet's recorded flows with what their clients
 	// did, read from FleetSummary; empty when the fleet played one flow.
 	Flows []FlowFigures `json:"flows,omitempty"`
@@ -177,12 +187,16 @@ type Summary struct {
 	// held and why it stopped there (or the capacity search's answer).
 	Headline string `json:"headline"`
 	// SLO is the objectives the headline judged (--slo's syntax).
-	SLO       string          `json:"slo"`
-	Capacity  *Capacity       `json:"capacity,omitempty"`
-	Params    []Param         `json:"params"`
-	Warnings  []string        `json:"warnings"`
-	Scenarios []ScenarioStats `json:"scenarios"`
-	Runs      []RunStats      `json:"runs"`
+	SLO string `json:"slo"`
+	// Cards are the answer at a glance (Cards), one per scenario.
+	Cards    []Card    `json:"answer"`
+	Capacity *Capacity `json:"capacity,omitempty"`
+	Params   []Param   `json:"params"`
+	Warnings []string  `json:"warnings"`
+	// WarningGroups are the warnings by cause, each cause once.
+	WarningGroups []WarningGroup  `json:"warning_groups"`
+	Scenarios     []ScenarioStats `json:"scenarios"`
+	Runs          []RunStats      `json:"runs"`
 }
 
 // Analyze reduces every run to its figures and aggregates each scenario's
@@ -235,6 +249,8 @@ func Analyze(in Input) Summary {
 		}
 		s.Headline = HeadlineText(hs)
 	}
+	s.WarningGroups = groupWarnings(in.Warnings, s.Runs)
+	s.Cards = Cards(s)
 	return s
 }
 
@@ -359,6 +375,11 @@ func AnalyzeRun(r Run) RunStats {
 	}
 	x, y := fitData(pts)
 	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
+	rs.SampledS = nan
+	if n := len(pts); n > 0 {
+		rs.SampledS = Num(pts[n-1].T)
+	}
+	rs.FleetSaturatedS, rs.FleetSaturatedFromS, rs.HostBusyS, rs.HostBusyFromS, rs.HostOtherCoresMax = healthSeconds(pts)
 	rs.Warnings = append(rs.Warnings, runWarnings(rs, fleetIdle, r.Series.LastError)...)
 	return rs
 }
@@ -397,7 +418,13 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 			busy++
 		}
 	}
-	if len(fleetIdle) > 0 && float64(busy) >= math.Max(2, saturatedMinFraction*float64(len(fleetIdle))) {
+	// A host busy with other work starves the fleet too, but adding fleet
+	// machines is not the cure: say which it was.
+	if s := float64(rs.HostBusyS); s > 0 {
+		w = append(w, fmt.Sprintf("this host is busy with other work: at least %s cores beside the fleet and the relay for %.0f of %s s; the figures are unreliable",
+			fmtNum(rs.HostOtherCoresMax, 1), s, fmtNum(rs.SampledS, 0)))
+	}
+	if len(fleetIdle) > 0 && float64(busy) >= math.Max(2, saturatedMinFraction*float64(len(fleetIdle))) && rs.FleetSaturatedS > 0 {
 		w = append(w, fmt.Sprintf("load generator saturated: fleet host CPU idle under %d%% for %d of %d seconds; the relay's numbers are understated",
 			saturatedCPUIdlePct, busy, len(fleetIdle)))
 	}

@@ -29,6 +29,10 @@ type Point struct {
 	SlowConsumerDiscards float64 // cumulative since the run started
 	FleetDisconnects     float64 // logged-in clients lost, cumulative since the run started
 	RelayRSSBytes        float64 // relay process resident memory at the interval's end
+	// HostOtherCores is the fleet host's CPU spent on work other than the
+	// fleet and the server, in cores, when the fleet measured it; NaN
+	// otherwise (hostBusyCores then bounds it from the columns above).
+	HostOtherCores float64
 }
 
 // Derive computes the point for the interval from prev to cur; base is the
@@ -41,7 +45,7 @@ func Derive(base, prev, cur Snapshot) Point {
 		LoggedIn: nan, LoginAttempts: nan, LoginFailures: nan, MsgsInPerS: nan,
 		MsgsDeliveredPerS: nan, LatencyP50Ms: nan, LatencyP99Ms: nan, ScheduleLagP99Ms: nan,
 		FleetCPUIdlePct: nan, FleetProcessCPUPct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
-		FleetDisconnects: nan, RelayRSSBytes: nan,
+		FleetDisconnects: nan, RelayRSSBytes: nan, HostOtherCores: nan,
 	}
 	if dt := roleDT(prev.At, cur.At, prev.Relay.At, cur.Relay.At); dt > 0 {
 		deriveRelay(&p, base, prev, cur, dt)

@@ -30,6 +30,9 @@ type Headline struct {
 	// so Held is a lower bound.
 	Saturated bool `json:"saturated"`
 	AtS       Num  `json:"at_s"`
+	// BrokeAt is who was logged in at the sample that broke the deciding
+	// objective; NaN when none broke (all held, a plateau, saturation).
+	BrokeAt Num `json:"broke_at"`
 	// FiguresAt says where SendGbps and RelayCPUIdlePct were taken: "at
 	// plateau", "at peak" (logged-in near its maximum), or "just before"
 	// the breach (the 3 samples before it).
@@ -117,7 +120,7 @@ func HeadlineText(hs []Headline) string {
 func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 	pts := r.Series.Points
 	h := Headline{Scenario: r.Scenario, Requested: r.Requested, Held: rs.MaxLoggedIn, Reason: ReasonAllHeld,
-		AtS: Num(math.NaN()), FiguresAt: "at peak", SendGbps: rs.PlateauSendGbps, RelayCPUIdlePct: rs.PlateauCPUIdlePct,
+		AtS: Num(math.NaN()), BrokeAt: Num(math.NaN()), FiguresAt: "at peak", SendGbps: rs.PlateauSendGbps, RelayCPUIdlePct: rs.PlateauCPUIdlePct,
 		Coverage: coverage(slo, pointsMeasure(pts))}
 	event := len(pts) // index of the deciding sample; len: none
 	if pl := rs.Plateau; pl.Detected {
@@ -135,6 +138,7 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 		event = b.idx
 		h.Reason, h.Detail, h.AtS = b.reason, b.detail, Num(pts[b.idx].T)
 		h.Held = Num(heldBefore(pts, b))
+		h.BrokeAt = Num(pts[b.idx].LoggedIn)
 		// The figures of the last seconds before the breach.
 		lo := max(0, b.idx-3)
 		hi := max(b.idx, lo+1)

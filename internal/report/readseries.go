@@ -45,7 +45,8 @@ func ReadSeriesCSV(r io.Reader) ([]Run, error) {
 		p := Point{T: v[0], SendGbps: v[1], RecvGbps: v[2], RelayCPUIdlePct: v[3], RelayProcessCPUPct: v[4],
 			LoggedIn: v[5], LoginAttempts: v[6], LoginFailures: v[7], MsgsInPerS: v[8], MsgsDeliveredPerS: v[9],
 			LatencyP50Ms: v[10], LatencyP99Ms: v[11], ScheduleLagP99Ms: v[12], FleetCPUIdlePct: v[13],
-			RelayConnections: v[14], SlowConsumerDiscards: v[15], FleetProcessCPUPct: v[16], FleetDisconnects: v[17]}
+			RelayConnections: v[14], SlowConsumerDiscards: v[15], FleetProcessCPUPct: v[16], FleetDisconnects: v[17],
+			RelayRSSBytes: math.NaN(), HostOtherCores: math.NaN()}
 		if n := len(runs); n == 0 || runs[n-1].Scenario != rec[0] || runs[n-1].Repeat != rep {
 			runs = append(runs, Run{Scenario: rec[0], Repeat: rep})
 		}

@@ -1,10 +1,12 @@
 package report
 
 import (
+	"bytes"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"image"
 	"image/png"
 	"math"
@@ -39,11 +41,14 @@ func Verify(dir string) (Summary, error) {
 	if err := VerifyPeaks(dir, sum); err != nil {
 		return sum, err
 	}
-	html, err := os.ReadFile(filepath.Join(dir, IndexFile))
+	page, err := os.ReadFile(filepath.Join(dir, IndexFile))
 	if err != nil {
 		return sum, fmt.Errorf("verify: %w", err)
 	}
-	refs := imgSrc.FindAllSubmatch(html, -1)
+	if err := verifyCardsShown(page, sum); err != nil {
+		return sum, err
+	}
+	refs := imgSrc.FindAllSubmatch(page, -1)
 	if len(refs) < len(Charts) {
 		return sum, fmt.Errorf("verify %s: %d images, want %d", IndexFile, len(refs), len(Charts))
 	}
@@ -141,6 +146,37 @@ func VerifyHeadline(dir string, sum Summary) error {
 	again := Analyze(Input{Runs: runs, SLO: &slo})
 	if again.Headline != sum.Headline {
 		return fmt.Errorf("verify: the headline is not what %s says:\n  %s: %s\n  %s: %s", SeriesFile, SummaryFile, sum.Headline, SeriesFile, again.Headline)
+	}
+	if sum.Cards == nil { // a report written before the cards
+		return nil
+	}
+	if len(again.Cards) != len(sum.Cards) {
+		return fmt.Errorf("verify: %d answer cards in %s, %d from %s", len(sum.Cards), SummaryFile, len(again.Cards), SeriesFile)
+	}
+	for i, c := range sum.Cards {
+		if a := again.Cards[i]; cardAnswer(a) != cardAnswer(c) {
+			return fmt.Errorf("verify: the answer card is not what %s says:\n  %s: %s\n  %s: %s", SeriesFile, SummaryFile, cardAnswer(c), SeriesFile, cardAnswer(a))
+		}
+	}
+	return nil
+}
+
+// cardAnswer is what a card answers, without its health (which comes from
+// the run's counters as well as the samples): scenario, number, what
+// decided it and the marks.
+func cardAnswer(c Card) string {
+	return c.Scenario + ": " + c.Title() + "; " + c.DecidedBy + "; " + marksText(c.Marks)
+}
+
+// verifyCardsShown: index.html shows each card's number and what decided
+// it, as summary.json has them.
+func verifyCardsShown(page []byte, sum Summary) error {
+	for _, c := range sum.Cards {
+		for _, text := range []string{c.Title(), c.DecidedBy} {
+			if !bytes.Contains(page, []byte(html.EscapeString(text))) {
+				return fmt.Errorf("verify %s: the answer card of %s does not show %q", IndexFile, c.Scenario, text)
+			}
+		}
 	}
 	return nil
 }
