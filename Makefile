@@ -52,6 +52,7 @@ fuzz:
 golden:
 	$(GO) test ./internal/wire -run Golden -update
 	$(GO) test ./internal/report -run Golden -update
+	$(GO) test ./internal/report -run ReportInChromium -update # docs/report-example.png
 	$(GO) test ./cmd/replay -run InspectProfileGolden -update
 
 ## captures: re-record captures/*.pcap with `record live` on lo (root; see captures/README.md).
