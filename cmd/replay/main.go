@@ -147,6 +147,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.StringVar(&c.Room, "room", "", "room name (default: the recorded one)")
 	fs.IntVar(&c.RoomSize, "room-size", 0, "spread clients over rooms of M members, named <room>-<k> (0: one room)")
 	fs.BoolVar(&c.RewritePayload, "rewrite-payload", false, "also rewrite recorded user ids inside payload bytes")
+	fs.Var(&c.WSDeflate, "ws-deflate", "permessage-deflate over WebSocket: recorded (offer what the recording offered; compress when the server accepts) or off (strip the offer)")
 	fs.StringVar(&ff.secret.File, "auth-secret-file", "", "file holding the secret to sign joins with (the relay's); or $"+auth.EnvSecret)
 	fs.StringVar(&ff.secret.Flag, "auth-secret", "", "the secret itself: visible to every local user in ps, prefer --auth-secret-file or $"+auth.EnvSecret)
 	fs.DurationVar(&c.LoginInterval, "login-interval", c.LoginInterval, "cooldown between two login attempts")

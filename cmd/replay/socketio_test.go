@@ -31,7 +31,10 @@ const (
 var sioDir = filepath.Join("testdata", "socketio")
 
 // npmCI installs the app's locked packages (npm ci) unless they are.
-func npmCI(t *testing.T) {
+func npmCI(t *testing.T) { npmCIIn(t, sioDir) }
+
+// npmCIIn installs the locked packages of the fixture in dir unless they are.
+func npmCIIn(t *testing.T, sioDir string) {
 	t.Helper()
 	npm := needTool(t, "npm")
 	lock, err := os.Stat(filepath.Join(sioDir, "package-lock.json"))

@@ -74,6 +74,7 @@ type client struct {
 	udp   bool
 	ws    bool       // WebSocket: messages travel in frames (ws.go)
 	wsKey []byte     // the client's masking key
+	zip   *wsDeflate // permessage-deflate, when the server accepted it
 	retry *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
 	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
 	// WebSocket pong) with the shard's writes, when the profile has any
@@ -153,7 +154,7 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	conn.SetReadDeadline(deadline)
 	var early []byte
 	if c.ws {
-		if early, err = wsHandshake(conn, c.pc.UpgradeRequest()); err != nil {
+		if early, c.zip, err = wsHandshake(conn, c.pc.UpgradeRequest(), f.cfg.WSDeflate); err != nil {
 			conn.Close()
 			c.loginFailed(upgradeReason(err), res)
 			return

@@ -88,6 +88,9 @@ type Config struct {
 	RoomSize       int    // clients per room; 0: one room
 	RewritePayload bool
 	AuthSecret     string // signs joins when set
+	// WSDeflate: what a WebSocket upgrade offers of permessage-deflate
+	// (the recorded offer, or none).
+	WSDeflate DeflateMode
 
 	LoginInterval time.Duration // cooldown between two login attempts
 	PauseEvery    int           // pause the ramp after this many attempts; 0: never

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -20,15 +21,66 @@ import (
 // maxUpgradeAnswer bounds the HTTP head of the server's answer.
 const maxUpgradeAnswer = 16 << 10
 
+// DeflateMode says what the upgrade offers of permessage-deflate
+// (--ws-deflate): what the recording offered, or nothing.
+type DeflateMode uint8
+
+const (
+	DeflateRecorded DeflateMode = iota
+	DeflateOff
+)
+
+func (m DeflateMode) String() string {
+	if m == DeflateOff {
+		return "off"
+	}
+	return "recorded"
+}
+
+// Set parses --ws-deflate.
+func (m *DeflateMode) Set(s string) error {
+	switch s {
+	case "recorded":
+		*m = DeflateRecorded
+	case "off":
+		*m = DeflateOff
+	default:
+		return fmt.Errorf("%q: recorded or off", s)
+	}
+	return nil
+}
+
+// Type is the flag's type in the usage.
+func (*DeflateMode) Type() string { return "mode" }
+
+// wsDeflate is a client's permessage-deflate, when the server accepted
+// it: the client compresses each message on its own (no state), the
+// inflater holds the server's window only when the server keeps its
+// context.
+type wsDeflate struct {
+	d     profile.Deflate
+	infl  *profile.Inflater
+	plain []byte // the reader's: an inflated message
+}
+
+// maxKeptPlain bounds the inflate buffer a client keeps between messages.
+const maxKeptPlain = 16 << 10
+
+var zipBufs = sync.Pool{New: func() any { return new([]byte) }}
+
 // wsHandshake sends the upgrade request and checks the answer; it returns
-// the bytes that came after the answer's head (the server's first frames).
-func wsHandshake(conn net.Conn, req []byte) ([]byte, error) {
+// the bytes that came after the answer's head (the server's first
+// frames) and the permessage-deflate the server accepted, if any.
+func wsHandshake(conn net.Conn, req []byte, mode DeflateMode) ([]byte, *wsDeflate, error) {
 	if req == nil {
-		return nil, errors.New("websocket: the recording holds no upgrade request")
+		return nil, nil, errors.New("websocket: the recording holds no upgrade request")
+	}
+	if mode == DeflateOff {
+		req = profile.WithoutExtensions(req)
 	}
 	out, accept := profile.WithKey(req, profile.NewWSNonce())
 	if _, err := conn.Write(out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	buf := make([]byte, 0, 1024)
 	tmp := make([]byte, 1024)
@@ -36,15 +88,26 @@ func wsHandshake(conn net.Conn, req []byte) ([]byte, error) {
 		n, err := conn.Read(tmp)
 		buf = append(buf, tmp[:n]...)
 		if h, herr := profile.HTTPHead(buf, maxUpgradeAnswer); herr != nil {
-			return nil, herr
+			return nil, nil, herr
 		} else if h > 0 {
 			if err := profile.CheckUpgradeResponse(buf[:h], accept); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return buf[h:], nil
+			d, err := profile.AcceptedDeflate(buf[:h])
+			if err == nil && d.On && !profile.OffersDeflate(out) {
+				err = fmt.Errorf("%w it was not offered: permessage-deflate", profile.ErrExtension)
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			var z *wsDeflate
+			if d.On {
+				z = &wsDeflate{d: d, infl: d.NewInflater(true)}
+			}
+			return buf[h:], z, nil
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
@@ -57,7 +120,7 @@ func upgradeReason(err error) LoginResult {
 		return LoginResult{code: LoginUpgradeRefused, said: r.Status}
 	case isTimeout(err):
 		return loginFail(LoginTimeout)
-	case errors.Is(err, profile.ErrFraming):
+	case errors.Is(err, profile.ErrFraming), errors.Is(err, profile.ErrExtension):
 		return loginFail(LoginUpgradeError)
 	}
 	var ne net.Error
@@ -73,11 +136,20 @@ func (c *client) frame(b []byte, start int) []byte {
 	if !c.ws || len(b) == start {
 		return b
 	}
-	msg := append([]byte(nil), b[start:]...)
 	op := byte(profile.WSBinary)
 	if c.f.player.WSText() {
 		op = profile.WSText
 	}
+	if z := c.zip; z != nil {
+		// The shard and the reader (replies) both frame: a pooled
+		// buffer, no scratch on the client.
+		zb := zipBufs.Get().(*[]byte)
+		*zb = z.d.AppendDeflated((*zb)[:0], b[start:])
+		b = profile.AppendWSDeflated(b[:start], op, *zb, c.wsKey)
+		zipBufs.Put(zb)
+		return b
+	}
+	msg := append([]byte(nil), b[start:]...)
 	return profile.AppendWSFrame(b[:start], op, msg, c.wsKey)
 }
 
@@ -85,7 +157,7 @@ func (c *client) frame(b []byte, start int) []byte {
 // profile, a ping is answered, a close ends the connection.
 func (c *client) feedWS(b []byte, now int64, ev *profile.Events) error {
 	if c.wsr == nil {
-		c.wsr = &profile.WSReader{}
+		c.wsr = &profile.WSReader{Deflate: c.zip != nil}
 	}
 	return c.wsr.Feed(b, func(m profile.WSMessage) error {
 		switch m.Opcode {
@@ -99,6 +171,16 @@ func (c *client) feedWS(b []byte, now int64, ev *profile.Events) error {
 			return closeOf(m.Payload)
 		case profile.WSPong:
 			return nil
+		}
+		if m.Compressed {
+			var err error
+			if c.zip.plain, err = c.zip.infl.Inflate(c.zip.plain[:0], m.Payload, 0); err != nil {
+				return err
+			}
+			m.Payload = c.zip.plain
+			if cap(c.zip.plain) > maxKeptPlain {
+				c.zip.plain = nil // an idle client keeps no large message
+			}
 		}
 		start, r0 := len(ev.Reply), len(ev.Replies)
 		err := c.pc.Feed(m.Payload, now, ev)

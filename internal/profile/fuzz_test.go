@@ -360,3 +360,21 @@ func FuzzServerPeers(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInflate: any bytes as a compressed message, with or without a
+// window kept from the one before: an error or at most max bytes, never
+// a panic.
+func FuzzInflate(f *testing.F) {
+	d := Deflate{On: true, ServerBits: 15, ClientBits: 15}
+	f.Add(d.AppendDeflated(nil, []byte(`42["chat",{"text":"hi","ts":""}]`)), false)
+	f.Add(d.AppendDeflated(nil, make([]byte, 5000)), true)
+	f.Fuzz(func(t *testing.T, data []byte, noContext bool) {
+		in := Deflate{On: true, ServerNoContext: noContext, ServerBits: 15, ClientBits: 15}.NewInflater(true)
+		for range 2 {
+			out, err := in.Inflate(nil, data, 4096)
+			if err == nil && len(out) > 4096 {
+				t.Fatalf("%d bytes out of a 4096 bound", len(out))
+			}
+		}
+	})
+}

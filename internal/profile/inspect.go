@@ -46,7 +46,10 @@ type Report struct {
 	// (identity.server_peers), in the order they first appear.
 	ServerPeers []string `json:"server_peers,omitempty"`
 	Upgrade     string   `json:"upgrade,omitempty"`
-	Notes       []string `json:"notes,omitempty"`
+	// Deflate is the permessage-deflate the recorded server accepted
+	// (the messages counted are the inflated plaintext).
+	Deflate string   `json:"deflate,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 	// Problems are what makes the profile unfit for the flow.
 	Problems []string `json:"problems,omitempty"`
 	// Default marks the flow replay plays when --flow does not say (the
@@ -66,6 +69,9 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	if m.Upgrade != nil {
 		r.Upgrade = string(firstLine(m.Upgrade))
+	}
+	if m.Deflate.On {
+		r.Deflate = m.Deflate.String()
 	}
 	r.Notes = append(r.Notes, m.Notes...)
 	r.Problems = append(r.Problems, m.Dropped...)
@@ -189,6 +195,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "profile %s, flow %s\n", r.Profile, r.Flow)
 	if r.Upgrade != "" {
 		fmt.Fprintf(&b, "  websocket upgrade: %s\n", r.Upgrade)
+	}
+	if r.Deflate != "" {
+		fmt.Fprintf(&b, "  compression: %s negotiated; messages inflated\n", r.Deflate)
 	}
 	fmt.Fprintf(&b, "  client messages: %d  %s\n", r.Client, kinds(r.ClientKinds))
 	fmt.Fprintf(&b, "  server messages: %d  %s\n", r.Server, kinds(r.ServerKinds))

@@ -35,6 +35,9 @@ type Messages struct {
 	// WSText says the client sent text frames.
 	Upgrade []byte
 	WSText  bool
+	// Deflate is the permessage-deflate the server's 101 accepted: the
+	// messages above are the plaintext, inflated.
+	Deflate Deflate
 	Notes   []string
 	// Dropped say which recorded bytes the framing could not cut into
 	// messages: a profile that drops any does not fit the flow.
@@ -46,10 +49,16 @@ func (p *Profile) Messages(r Recording) Messages {
 	var out Messages
 	var dropped []string
 	var text bool
-	out.Client, out.Upgrade, text, dropped = p.cut("client", r.Client)
+	if p.Transport == WebSocket {
+		var err error
+		if out.Deflate, err = recordedDeflate(r.Server); err != nil {
+			out.Dropped = append(out.Dropped, fmt.Sprintf("server's 101: %v", err))
+		}
+	}
+	out.Client, out.Upgrade, text, dropped = p.cut("client", r.Client, out.Deflate)
 	out.WSText = text
 	out.Dropped = append(out.Dropped, dropped...)
-	out.Server, _, _, dropped = p.cut("server", r.Server)
+	out.Server, _, _, dropped = p.cut("server", r.Server, out.Deflate)
 	out.Dropped = append(out.Dropped, dropped...)
 	for i := range out.Client {
 		out.Client[i].Kind = p.ClientKind(out.Client[i].Bytes)
@@ -105,8 +114,26 @@ func (p *Profile) ServerKindName(k int) string {
 	return "other"
 }
 
+// recordedDeflate is the permessage-deflate the recorded server's 101
+// accepted (its head is at the start of the server's stream).
+func recordedDeflate(segs []Segment) (Deflate, error) {
+	var buf []byte
+	for _, s := range segs {
+		buf = append(buf, s.Bytes...)
+		n, err := HTTPHead(buf, 0)
+		if err != nil {
+			return Deflate{}, nil // cut says why
+		}
+		if n > 0 {
+			return AcceptedDeflate(buf[:n])
+		}
+	}
+	return Deflate{}, nil
+}
+
 // cut cuts one direction into messages; the notes say what it dropped.
-func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, bool, []string) {
+// With deflate on, compressed WebSocket messages are inflated first.
+func (p *Profile) cut(dir string, segs []Segment, deflate Deflate) ([]Message, []byte, bool, []string) {
 	if p.Raw && p.Transport != WebSocket {
 		out := make([]Message, 0, len(segs))
 		for _, s := range segs {
@@ -129,6 +156,9 @@ func (p *Profile) cut(dir string, segs []Segment) ([]Message, []byte, bool, []st
 		return out, nil, false, notes
 	}
 	st := &streamCutter{p: p, dir: dir}
+	if deflate.On {
+		st.ws.Deflate, st.infl = true, deflate.NewInflater(dir == "server")
+	}
 	for _, s := range segs {
 		if !st.feed(s) {
 			break
@@ -147,6 +177,8 @@ type streamCutter struct {
 	upgrade []byte
 	headed  bool
 	ws      WSReader
+	infl    *Inflater // permessage-deflate's, when negotiated
+	plain   []byte
 	notes   []string
 	failed  bool
 	text    bool // the first data message was a text frame
@@ -183,6 +215,13 @@ func (c *streamCutter) feed(s Segment) bool {
 		}
 		if !c.data {
 			c.data, c.text = true, m.Opcode == WSText
+		}
+		if m.Compressed {
+			var err error
+			if c.plain, err = c.infl.Inflate(c.plain[:0], m.Payload, c.p.frame.Max); err != nil {
+				return err
+			}
+			m.Payload = c.plain
 		}
 		if !c.frame(m.Payload, s.Offset) {
 			return errStop

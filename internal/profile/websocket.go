@@ -23,6 +23,7 @@ const (
 // the input only when it was not masked.
 type WSFrame struct {
 	Fin     bool
+	Rsv1    bool // a compressed message's first frame (permessage-deflate)
 	Opcode  byte
 	Payload []byte
 	// Len is the frame's size on the wire.
@@ -32,12 +33,19 @@ type WSFrame struct {
 // NextWSFrame decodes the frame at the start of b: ok false when b holds
 // only part of one. A masked payload is unmasked into a copy.
 func NextWSFrame(b []byte, max int) (f WSFrame, ok bool, err error) {
+	return nextWSFrame(b, max, false)
+}
+
+// nextWSFrame is NextWSFrame; rsv1 allows RSV1 (permessage-deflate was
+// negotiated).
+func nextWSFrame(b []byte, max int, rsv1 bool) (f WSFrame, ok bool, err error) {
 	if len(b) < 2 {
 		return f, false, nil
 	}
 	f.Fin = b[0]&0x80 != 0
-	if b[0]&0x70 != 0 {
-		return f, false, framingErr("WebSocket frame with reserved bits %#x (no extension was negotiated)", b[0]&0x70)
+	f.Rsv1 = b[0]&0x40 != 0
+	if bad := b[0] & 0x70; bad != 0 && (!rsv1 || bad != 0x40) {
+		return f, false, framingErr("WebSocket frame with reserved bits %#x (no extension was negotiated that sets them)", bad)
 	}
 	f.Opcode = b[0] & 0x0f
 	masked := b[1]&0x80 != 0
@@ -85,17 +93,23 @@ func NextWSFrame(b []byte, max int) (f WSFrame, ok bool, err error) {
 // WSReader reassembles WebSocket messages from a byte stream: data
 // frames with their continuations; control frames come out on their own.
 type WSReader struct {
-	Max  int
-	buf  []byte
-	msg  []byte
-	op   byte
-	frag bool
+	Max int
+	// Deflate: permessage-deflate was negotiated, a message whose first
+	// frame has RSV1 is compressed (WSMessage.Compressed).
+	Deflate bool
+	buf     []byte
+	msg     []byte
+	op      byte
+	frag    bool
+	zipped  bool
 }
 
-// WSMessage is one whole message, or a control frame.
+// WSMessage is one whole message, or a control frame. Compressed: its
+// payload is permessage-deflate data (Inflater.Inflate).
 type WSMessage struct {
-	Opcode  byte
-	Payload []byte
+	Opcode     byte
+	Payload    []byte
+	Compressed bool
 }
 
 // Feed adds stream bytes and calls fn for each message completed. The
@@ -108,7 +122,7 @@ func (r *WSReader) Feed(b []byte, fn func(WSMessage) error) error {
 		r.buf = r.buf[:n]
 	}()
 	for {
-		f, ok, err := NextWSFrame(r.buf[off:], r.Max)
+		f, ok, err := nextWSFrame(r.buf[off:], r.Max, r.Deflate)
 		if err != nil {
 			return err
 		}
@@ -118,7 +132,10 @@ func (r *WSReader) Feed(b []byte, fn func(WSMessage) error) error {
 		off += f.Len
 		switch {
 		case f.Opcode >= 0x8:
-			if err := fn(WSMessage{f.Opcode, f.Payload}); err != nil {
+			if f.Rsv1 {
+				return framingErr("WebSocket control frame %#x with RSV1", f.Opcode)
+			}
+			if err := fn(WSMessage{Opcode: f.Opcode, Payload: f.Payload}); err != nil {
 				return err
 			}
 			continue
@@ -126,17 +143,20 @@ func (r *WSReader) Feed(b []byte, fn func(WSMessage) error) error {
 			if !r.frag {
 				return framingErr("WebSocket continuation frame without a first fragment")
 			}
+			if f.Rsv1 {
+				return framingErr("WebSocket continuation frame with RSV1")
+			}
 		default:
 			if r.frag {
 				return framingErr("WebSocket data frame %#x inside a fragmented message", f.Opcode)
 			}
-			r.op, r.msg = f.Opcode, r.msg[:0]
+			r.op, r.msg, r.zipped = f.Opcode, r.msg[:0], f.Rsv1
 		}
 		if len(r.msg)+len(f.Payload) > maxOr(r.Max, DefaultMaxMessage) {
 			return framingErr("WebSocket message over the maximum %d", maxOr(r.Max, DefaultMaxMessage))
 		}
 		if f.Fin && !r.frag {
-			if err := fn(WSMessage{f.Opcode, f.Payload}); err != nil {
+			if err := fn(WSMessage{Opcode: f.Opcode, Payload: f.Payload, Compressed: f.Rsv1}); err != nil {
 				return err
 			}
 			continue
@@ -144,7 +164,7 @@ func (r *WSReader) Feed(b []byte, fn func(WSMessage) error) error {
 		r.msg = append(r.msg, f.Payload...)
 		r.frag = !f.Fin
 		if f.Fin {
-			if err := fn(WSMessage{r.op, r.msg}); err != nil {
+			if err := fn(WSMessage{Opcode: r.op, Payload: r.msg, Compressed: r.zipped}); err != nil {
 				return err
 			}
 		}
@@ -154,7 +174,17 @@ func (r *WSReader) Feed(b []byte, fn func(WSMessage) error) error {
 // AppendWSFrame appends one final frame of payload with opcode op, masked
 // with key when key is not nil (a client must mask every frame).
 func AppendWSFrame(dst []byte, op byte, payload []byte, key []byte) []byte {
-	dst = append(dst, 0x80|op)
+	return appendWSFrame(dst, 0x80|op, payload, key)
+}
+
+// AppendWSDeflated is AppendWSFrame for a message compressed with
+// Deflate.AppendDeflated: RSV1 set.
+func AppendWSDeflated(dst []byte, op byte, payload []byte, key []byte) []byte {
+	return appendWSFrame(dst, 0xc0|op, payload, key)
+}
+
+func appendWSFrame(dst []byte, b0 byte, payload []byte, key []byte) []byte {
+	dst = append(dst, b0)
 	var m byte
 	if key != nil {
 		m = 0x80

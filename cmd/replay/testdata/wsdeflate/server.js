@@ -1,0 +1,72 @@
+// A room chat over the node ws library with permessage-deflate on (every
+// message compressed, the server keeping its context as ws does by
+// default), for cmd/replay's tests. JSON text messages:
+//   client {"type":"join","user":U,"room":R}  -> {"type":"joined","room":R}
+//   client {"type":"chat","text":T,"ts":S}    -> {"type":"msg","from":U,"text":T,"ts":S} to the room's others
+// A user id starting "banned" is refused: {"type":"error","reason":"banned"}, close.
+// GET /stats answers the counters, GET /reset zeroes them.
+//
+//   node server.js PORT
+"use strict";
+const http = require("http");
+const { WebSocketServer } = require("ws");
+
+const port = Number(process.argv[2]);
+let stats;
+const reset = () => {
+  stats = { connected: 0, peak: 0, users: 0, joins: 0, chats: 0, delivered: 0, deflated: 0, refused: 0, errors: 0 };
+  seen.clear();
+};
+const seen = new Set();
+reset();
+const rooms = new Map();
+
+const server = http.createServer((req, res) => {
+  if (req.url === "/stats") {
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify(stats));
+  } else if (req.url === "/reset") {
+    reset();
+    res.end("ok");
+  } else {
+    res.statusCode = 404;
+    res.end();
+  }
+});
+const wss = new WebSocketServer({ server, perMessageDeflate: { threshold: 0 } });
+wss.on("connection", (ws) => {
+  stats.connected++;
+  stats.peak = Math.max(stats.peak, stats.connected);
+  if (ws.extensions.includes("permessage-deflate")) stats.deflated++;
+  let me = null;
+  ws.on("error", () => stats.errors++);
+  ws.on("message", (data) => {
+    let m;
+    try { m = JSON.parse(data.toString()); } catch { stats.errors++; ws.close(1003, "not json"); return; }
+    if (m.type === "join") {
+      if (String(m.user).startsWith("banned")) {
+        stats.refused++;
+        ws.send(JSON.stringify({ type: "error", reason: "banned" }), () => ws.close());
+        return;
+      }
+      me = { user: String(m.user), room: String(m.room) };
+      if (!seen.has(me.user)) { seen.add(me.user); stats.users++; }
+      stats.joins++;
+      if (!rooms.has(me.room)) rooms.set(me.room, new Set());
+      rooms.get(me.room).add(ws);
+      ws.send(JSON.stringify({ type: "joined", room: me.room }));
+    } else if (m.type === "chat" && me) {
+      stats.chats++;
+      const out = JSON.stringify({ type: "msg", from: me.user, text: m.text, ts: m.ts });
+      for (const peer of rooms.get(me.room)) {
+        if (peer !== ws) { peer.send(out); stats.delivered++; }
+      }
+    }
+  });
+  ws.on("close", () => {
+    stats.connected--;
+    if (me) rooms.get(me.room).delete(ws);
+  });
+});
+server.listen(port, "127.0.0.1");
+process.on("SIGINT", () => process.exit(0));

@@ -1,0 +1,130 @@
+package main
+
+// permessage-deflate (RFC 7692) against a real server no one here wrote:
+// testdata/wsdeflate/server.js, a room chat on the node ws library with
+// compression on (the server keeping its context, ws's default), recorded
+// from a ws client that negotiated it through `record proxy`.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+var wsdDir = filepath.Join("testdata", "wsdeflate")
+
+type wsdStats struct {
+	Connected int   `json:"connected"`
+	Peak      int   `json:"peak"`
+	Users     int   `json:"users"`
+	Joins     int   `json:"joins"`
+	Chats     int64 `json:"chats"`
+	Delivered int64 `json:"delivered"`
+	Deflated  int   `json:"deflated"`
+	Refused   int   `json:"refused"`
+	Errors    int   `json:"errors"`
+}
+
+// wsdSettled waits until the server holds no connection and returns its
+// counters.
+func wsdSettled(t *testing.T, port int) wsdStats {
+	t.Helper()
+	var s wsdStats
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", port), &s)
+		if s.Connected == 0 || time.Now().After(end) {
+			return s
+		}
+	}
+}
+
+// TestWSDeflate: inspect inflates the recording (the kinds are the
+// plaintext's, the compression is named); 200 clients replay it with the
+// recorded offer, every connection compressed both ways, and the server's
+// counts equal the fleet's exactly; --ws-deflate off strips the offer
+// (the server compresses nothing) and the counts still match.
+func TestWSDeflate(t *testing.T) {
+	node := needTool(t, "node")
+	npmCIIn(t, wsdDir)
+	port := freePort(t)
+	p := testproc.Start(t, node, filepath.Join(wsdDir, "server.js"), strconv.Itoa(port))
+	p.StopSignal = os.Interrupt
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, target)
+	capPath := recordThrough(t, target, node, filepath.Join(wsdDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
+	prof := filepath.Join(wsdDir, "chat.yaml")
+	docExampleIs(t, "# The room chat of server.js", prof)
+	insp := inspectProfile(t, prof, capPath)
+	for _, want := range []string{"compression: permessage-deflate negotiated; messages inflated", "chat 20, join 1", `user id: "rec-user-01"`, "server answer: accepted"} {
+		if !strings.Contains(insp, want) {
+			t.Fatalf("inspect lacks %q:\n%s", want, insp)
+		}
+	}
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	if loop == nil {
+		t.Fatalf("inspect suggests no loop:\n%s", insp)
+	}
+	for _, tc := range []struct {
+		name     string
+		clients  int
+		args     []string
+		deflated int
+	}{
+		{"recorded offer", 200, nil, 200},
+		{"off", 20, []string{"--ws-deflate", "off"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ok string
+			if err := fetchText(fmt.Sprintf("http://%s/reset", target), &ok); err != nil {
+				t.Fatal(err)
+			}
+			res := replay(t, append([]string{"--profile", prof, "--capture", capPath, "--target", target,
+				"--clients", strconv.Itoa(tc.clients), "--senders", "10", "--room-size", "50", "--loop", loop[1],
+				"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "3s", "--drain-deliveries", "20s"}, tc.args...)...)
+			mustOK(t, res)
+			s, app := res.sum, wsdSettled(t, port)
+			if s.LoginsSucceeded != int64(tc.clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
+				t.Fatalf("logins %d failed %v disconnects %v sent %d received %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
+			}
+			if app.Deflated != tc.deflated || app.Joins != tc.clients || app.Users != tc.clients || app.Errors != 0 {
+				t.Errorf("the server compressed %d connections of %d joins (%d users, %d errors); want %d", app.Deflated, app.Joins, app.Users, app.Errors, tc.deflated)
+			}
+			if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+				t.Errorf("the server got %d chats and delivered %d; the fleet sent %d and received %d", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+			}
+			if s.LatencyMS.P50 <= 0 {
+				t.Errorf("no latency: %+v", s.LatencyMS)
+			}
+			t.Logf("%s: sent %d received %d, server chats %d delivered %d, deflated %d", tc.name, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Deflated)
+		})
+	}
+}
+
+// docExampleIs checks that docs/profiles.md shows the file at path as the
+// YAML example starting with prefix, as it is.
+func docExampleIs(t *testing.T, prefix, path string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/profiles.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
+		if block, _, _ := strings.Cut(part, "```"); strings.HasPrefix(block, prefix) {
+			if block != string(file) {
+				t.Fatalf("docs/profiles.md's example %q is not %s:\n%s", prefix, path, block)
+			}
+			return
+		}
+	}
+	t.Fatalf("docs/profiles.md has no example starting %q", prefix)
+}
