@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -13,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/reprise-harness/reprise/internal/capture"
-	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
 )
 
@@ -249,7 +249,7 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 		if len(fl.ClientFrames) == 0 || (po.flow >= 0 && i != po.flow) {
 			continue
 		}
-		m := prof.Messages(fleet.RecordingOf(fl))
+		m := prof.Messages(profile.RecordingOf(fl))
 		r := prof.Inspect(fmt.Sprintf("#%d %s", i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
 		r.Default = po.flow < 0 && fl == longest
 		out = append(out, r)
@@ -266,10 +266,10 @@ func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, er
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	if prof.IsReprise {
-		return nil, nil, usageError(fmt.Errorf("--profile reprise: use replay inspect without --profile"))
+	c, err := prof.ReadCapture(path)
+	if errors.Is(err, profile.ErrBadConfig) {
+		return nil, nil, usageError(err)
 	}
-	c, err := capture.ReadFile(path, capture.Options{Raw: true, ServerPort: prof.Port})
 	if c == nil {
 		return nil, nil, err
 	}
@@ -298,7 +298,7 @@ func (po *profileOpts) writeFrames(w io.Writer, path string, asJSON bool) error 
 	if fl == nil {
 		return fmt.Errorf("%s: no flow with client data", path)
 	}
-	rows := prof.FrameRows(prof.Messages(fleet.RecordingOf(fl)))
+	rows := prof.FrameRows(prof.Messages(profile.RecordingOf(fl)))
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")

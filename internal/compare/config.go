@@ -187,19 +187,20 @@ func MetricsURL(addr string) (string, error) {
 }
 
 // relayMetricsURL is the server's metrics to sample: RelayMetrics, else
-// the reprise relay's default port on the target's host, else none ("").
+// the profile's usual metrics port on the target's host, else none ("").
 func (c *Config) relayMetricsURL() (string, error) {
 	if c.RelayMetrics != "" {
 		return MetricsURL(c.RelayMetrics)
 	}
-	if !c.Fleet.Prof.IsReprise {
+	port := c.Fleet.Prof.MetricsPort
+	if port == 0 {
 		return "", nil
 	}
 	host, err := hostPort(c.Fleet.Target)
 	if err != nil {
 		return "", badf("--target %q: %v", c.Fleet.Target, err)
 	}
-	return MetricsURL(net.JoinHostPort(host, strconv.Itoa(wire.DefaultMetricsPort)))
+	return MetricsURL(net.JoinHostPort(host, strconv.Itoa(int(port))))
 }
 
 // resolveProfile resolves the fleet's profile once, unless the caller

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/session"
 )
@@ -35,14 +33,14 @@ type Config struct {
 	// the (i mod F)-th of the F flows chosen, or by their weights
 	// (flowOf), each flow's script
 	// built as for Flow. It excludes Flow, Client and Frames.
-	Flows FlowSet
+	Flows profile.FlowSet
 	// MaxFrame caps a frame read from the capture or from the relay (the
 	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
-	// a flow's client side when nothing else does; 0 means capture.DefaultServerPort.
+	// a flow's client side when nothing else does; 0 means the profile's port.
 	MaxFrame   int
 	ServerPort uint16
 	// CaptureMemory caps what reading the capture holds (--max-memory);
-	// 0 means capture.DefaultMaxMemory.
+	// 0 means profile.DefaultCaptureMemory.
 	CaptureMemory int64
 
 	// Target is the relay's host:port (required: the fleet starts no
@@ -168,15 +166,17 @@ func (c *Config) heartbeat(profileInterval time.Duration) time.Duration {
 // replay on this host), a free loopback port is used and printed instead.
 var DefaultMetrics = net.JoinHostPort("127.0.0.1", strconv.Itoa(DefaultMetricsPort))
 
-// DefaultMetricsPort is the fleet's /metrics port, beside the relay's
-// (wire.DefaultMetricsPort); a pod serves it on every interface.
+// DefaultMetricsPort is the fleet's /metrics port, beside the relay's; a
+// pod serves it on every interface. It is wire.FleetMetricsPort, which
+// the manifests read (the fleet imports no protocol package; a test
+// holds the two together).
 const DefaultMetricsPort = 9401
 
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {
 	return Config{
 		Flow:             -1,
-		CaptureMemory:    capture.DefaultMaxMemory,
+		CaptureMemory:    profile.DefaultCaptureMemory,
 		Clients:          1,
 		Speed:            1,
 		Heartbeat:        HeartbeatDefault,
@@ -247,8 +247,9 @@ func (c Config) CheckHost() error {
 	return checkSourceIPs(c.SourceIPs)
 }
 
-// ErrBadConfig marks errors in the configuration (bad flags).
-var ErrBadConfig = errors.New("bad configuration")
+// ErrBadConfig marks errors in the configuration (bad flags): the
+// profile loader's, one value for both.
+var ErrBadConfig = profile.ErrBadConfig
 
 func badf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
@@ -418,6 +419,14 @@ func (c *Config) peerIndexes(i, others int) []int {
 		}
 	}
 	return out
+}
+
+// source is what the profile's loader reads.
+func (c *Config) source() profile.Source {
+	return profile.Source{
+		Capture: c.Capture, Frames: c.Frames, Flow: c.Flow, Client: c.Client, Flows: c.Flows,
+		MaxFrame: c.MaxFrame, ServerPort: c.ServerPort, CaptureMemory: c.CaptureMemory, Transport: c.Transport,
+	}
 }
 
 // loop is the loop to play, nil for none.

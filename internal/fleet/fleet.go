@@ -1,5 +1,6 @@
 // Package fleet replays one recorded client session as many clients
-// against a relay: it reads the capture into a session.Script, ramps the
+// against a server: it plays the players the profile's loader compiles
+// (profile.Load: the fleet reads no capture and no protocol), ramps the
 // logins (cooldown, pauses, timeouts, failures counted by reason), plays
 // each client's plan from one scheduler goroutine per core (which never
 // blocks on a socket: see send.go for the per-client backlog and its
@@ -40,10 +41,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/auth"
-	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/profile"
-	"github.com/reprise-harness/reprise/internal/session"
 )
 
 // Fleet is one run. New prepares it (script, limits, sockets); Run runs it
@@ -62,7 +61,7 @@ type Fleet struct {
 	// flows are the scripts of a --flows fleet (client i plays
 	// flows[flowOf(i, weights)]); player is the first's. Nil: every
 	// client plays player.
-	flows       []flowScript
+	flows       []profile.LoadedFlow
 	weights     []int
 	flowCnt     []flowCounters // by flows' index
 	profileName string
@@ -159,8 +158,8 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
-// loadScript builds the script from the capture or cfg.Frames through
-// the profile.
+// loadScript compiles the source through the profile's loader: the
+// fleet plays the players it gives.
 func (f *Fleet) loadScript() error {
 	prof := f.cfg.Prof
 	if prof == nil {
@@ -169,91 +168,29 @@ func (f *Fleet) loadScript() error {
 			return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
 		}
 	}
-	var err error
 	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
-	switch {
-	case f.cfg.Flows.IsSet():
-		err = f.loadFlows(prof, loop)
-	case prof.IsReprise:
-		err = f.loadReprise(loop)
-	default:
-		err = f.loadProfile(prof, loop)
-	}
+	l, err := profile.Load(prof, f.cfg.source(), profile.ScriptOptions{
+		Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom,
+		RewritePayload: f.cfg.RewritePayload, MaxFrame: f.cfg.MaxFrame,
+	})
 	if err != nil {
 		return err
 	}
-	if len(f.flows) == 0 { // loadFlows noted each flow's
-		f.notes = append(f.notes, f.player.Notes()...)
+	f.notes = l.Notes
+	f.player = l.Player()
+	f.udp = f.player.Transport() == profile.UDP
+	f.ws = f.player.Transport() == profile.WebSocket
+	if l.Many {
+		f.flows = l.Flows
+		f.flowCnt = make([]flowCounters, len(l.Flows))
+		f.weights = make([]int, len(l.Flows))
+		for k, s := range l.Flows {
+			f.weights[k] = s.Weight
+		}
 	}
 	return f.checkIDs()
-}
-
-func (f *Fleet) loadReprise(loop *session.Loop) error {
-	frames, transport := f.cfg.Frames, "tcp"
-	var end time.Duration
-	if frames == nil {
-		rec, err := readCapture(f.cfg.Capture, choice{f.cfg.Flow, f.cfg.Client}, capture.Options{MaxFrame: f.cfg.MaxFrame, ServerPort: f.cfg.ServerPort, MaxMemory: f.cfg.CaptureMemory})
-		if err != nil {
-			return err
-		}
-		frames, transport, end, f.notes = rec.frames, rec.transport, rec.end, rec.notes
-	}
-	if f.cfg.Transport != "" {
-		transport = f.cfg.Transport
-	}
-	f.udp = transport == "udp"
-	p, err := f.repriseScript(frames, transport, end, loop)
-	if err != nil {
-		return err
-	}
-	f.player = p
-	return nil
-}
-
-// repriseScript is the reprise protocol's script of one flow's frames.
-func (f *Fleet) repriseScript(frames []session.Frame, transport string, end time.Duration, loop *session.Loop) (profile.Player, error) {
-	if transport == "websocket" {
-		return nil, badf("--transport websocket: the reprise profile runs over tcp or udp")
-	}
-	s, err := session.New(frames, session.Options{Speed: f.cfg.Speed, RewritePayload: f.cfg.RewritePayload, Loop: loop, End: end, MaxFrame: f.cfg.MaxFrame})
-	if errors.Is(err, session.ErrNoJoin) {
-		// The capture, not the flags: the same failure as inspect's.
-		return nil, fmt.Errorf("%w: %v", capture.ErrUnusable, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
-	}
-	rp := profile.NewReprise(s, transport == "udp")
-	rp.MaxFrame = f.cfg.MaxFrame
-	return rp, nil
-}
-
-func (f *Fleet) loadProfile(prof *profile.Profile, loop *session.Loop) error {
-	if f.cfg.Capture == "" {
-		return badf("--profile %s needs --capture", prof.Name)
-	}
-	if t := f.cfg.Transport; t != "" && t != string(prof.Transport) {
-		return badf("--transport %s: the %s profile runs over %s", t, prof.Name, prof.Transport)
-	}
-	port := prof.Port
-	if f.cfg.ServerPort != 0 {
-		port = f.cfg.ServerPort
-	}
-	rec, notes, err := readRecording(f.cfg.Capture, choice{f.cfg.Flow, f.cfg.Client}, capture.Options{Raw: true, ServerPort: port, MaxMemory: f.cfg.CaptureMemory})
-	if err != nil {
-		return err
-	}
-	f.notes = notes
-	s, err := prof.Compile(prof.Messages(rec), profile.ScriptOptions{Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom})
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadConfig, err)
-	}
-	f.player = s
-	f.udp = prof.Transport == profile.UDP
-	f.ws = prof.Transport == profile.WebSocket
-	return nil
 }
 
 // checkIDs checks the ids the fleet will use against the protocol.
@@ -628,7 +565,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	var fc *flowCounters
 	if len(f.flows) > 0 {
 		k := flowOf(i, f.weights)
-		player, fc = f.flows[k].player, &f.flowCnt[k]
+		player, fc = f.flows[k].Player, &f.flowCnt[k]
 	}
 	tl := player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)
@@ -656,7 +593,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || !f.isReprise(), fc: fc,
+		replies: f.ws || player.Replies(), fc: fc,
 	}
 	if f.ws {
 		c.wsKey = profile.NewWSKey()
@@ -677,20 +614,10 @@ func (c *client) closedBy() Disconnect {
 	if k := c.pc.Unanswered(); k != "" {
 		return Disconnect{code: DisconnectNoReply, said: k}
 	}
-	return c.f.closedBy()
-}
-
-// closedBy is a connection the server closed without a reason.
-func (f *Fleet) closedBy() Disconnect {
-	if f.isReprise() {
+	if c.player.ClosedByRelay() {
 		return disconnectBy(DisconnectClosedByRelay)
 	}
 	return disconnectBy(DisconnectClosedByServer)
-}
-
-func (f *Fleet) isReprise() bool {
-	_, ok := f.player.(*profile.Reprise)
-	return ok
 }
 
 // dial connects client i, from its source address if any.

@@ -17,14 +17,13 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Ports the manifests use; the fleet's and the relay's defaults.
 const (
-	MetricsPort      = fleet.DefaultMetricsPort
-	BarrierPort      = 9402
+	MetricsPort      = wire.FleetMetricsPort
+	BarrierPort      = wire.BarrierPort
 	RelayPort        = wire.DefaultPort
 	RelayMetricsPort = wire.DefaultMetricsPort
 )

@@ -44,12 +44,10 @@ func BuiltinFile(name string) ([]byte, bool) {
 const Default = "reprise"
 
 // Lookup returns a built-in profile by name, or reads a profile file.
-// "reprise" is handled by the caller (its script is internal/session's):
-// Lookup returns it with IsReprise set.
 func Lookup(nameOrFile string) (*Profile, error) {
 	switch nameOrFile {
 	case "", "reprise":
-		return &Profile{Name: "reprise", Transport: TCP, Port: wire.DefaultPort, IsReprise: true}, nil
+		return &Profile{Name: "reprise", Transport: TCP, Port: wire.DefaultPort, MetricsPort: wire.DefaultMetricsPort, reprise: true}, nil
 	case "mqtt":
 		return mqtt(TCP), nil
 	case "mqtt-ws":
@@ -75,6 +73,10 @@ func Lookup(nameOrFile string) (*Profile, error) {
 	}
 	return Compile(s)
 }
+
+// SpokenByRelay reports whether the reference relay (cmd/relay) speaks
+// the profile's protocol, so that a command may start one as the target.
+func (p *Profile) SpokenByRelay() bool { return p.reprise }
 
 // hookFuncs implements hooks with optional functions.
 type hookFuncs struct {

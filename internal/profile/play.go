@@ -35,6 +35,13 @@ type Player interface {
 	CheckID(what, id string) error
 	// NewClient prepares one client's own bytes.
 	NewClient(id Identity) (Client, error)
+	// Replies says the reader may write after the login (a reaction's
+	// answer, an acknowledgement), so the sender must share the
+	// connection with it.
+	Replies() bool
+	// ClosedByRelay says a close without a reason is the reference
+	// relay's (its protocol is the relay's), not an unknown server's.
+	ClosedByRelay() bool
 }
 
 // Identity is who one replayed client is.

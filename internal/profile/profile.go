@@ -45,9 +45,12 @@ type Profile struct {
 	Port uint16
 	// Raw replays the recorded segments as they were sent.
 	Raw bool
-	// IsReprise marks the reprise profile, whose script and clients are
-	// internal/session's over internal/wire.
-	IsReprise bool
+	// MetricsPort is the server's usual /metrics port, 0 when the
+	// protocol's servers have none we know.
+	MetricsPort uint16
+	// reprise marks the reprise protocol: the capture reader cuts its
+	// frames, and its players are Reprise.
+	reprise bool
 
 	framer Framer
 	frame  FramingSpec

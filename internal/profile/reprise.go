@@ -81,6 +81,13 @@ func (r *Reprise) Recorded() (string, string, int) {
 // CheckID implements Player.
 func (r *Reprise) CheckID(what, id string) error { return wire.CheckID(what, id) }
 
+// Replies implements Player: a reprise client answers nothing once
+// logged in.
+func (r *Reprise) Replies() bool { return false }
+
+// ClosedByRelay implements Player.
+func (r *Reprise) ClosedByRelay() bool { return true }
+
 // NewClient implements Player.
 func (r *Reprise) NewClient(id Identity) (Client, error) {
 	sid := session.Identity{User: id.User, Room: id.Room, Peers: id.Peers, Auth: id.Auth}

@@ -16,6 +16,10 @@ type ScriptOptions struct {
 	// User and Room, when set, are the recorded user id and room, found
 	// by value (they override the profile's places and proposals).
 	User, Room string
+	// RewritePayload also replaces recorded user ids inside payload
+	// bytes, and MaxFrame caps a frame read (the reprise protocol's).
+	RewritePayload bool
+	MaxFrame       int
 }
 
 // Script is a recording compiled by a declarative or built-in profile
@@ -435,6 +439,13 @@ func (s *Script) Transport() Transport { return s.p.Transport }
 
 // WSText implements Player.
 func (s *Script) WSText() bool { return s.wsText }
+
+// Replies implements Player: answers and reactions go out from the
+// reader.
+func (s *Script) Replies() bool { return true }
+
+// ClosedByRelay implements Player.
+func (s *Script) ClosedByRelay() bool { return false }
 
 // Notes implements Player.
 func (s *Script) Notes() []string { return s.notes }

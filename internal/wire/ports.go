@@ -3,11 +3,14 @@ package wire
 import "strconv"
 
 // DefaultPort is the reprise relay's TCP and UDP port, and
-// DefaultMetricsPort its /metrics port: the one place these numbers are
-// written.
+// DefaultMetricsPort its /metrics port; FleetMetricsPort is a replay
+// fleet's /metrics port beside it, and BarrierPort the start barrier's
+// of a fleet run as shards: the one place these numbers are written.
 const (
 	DefaultPort        = 7400
 	DefaultMetricsPort = 9400
+	FleetMetricsPort   = 9401
+	BarrierPort        = 9402
 )
 
 // Loopback is port on 127.0.0.1, as host:port: the default address of a

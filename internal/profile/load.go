@@ -1,0 +1,414 @@
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/session"
+)
+
+// ErrBadConfig marks errors in what the loader was asked (bad flags):
+// the fleet's and the commands' ErrBadConfig are this one.
+var ErrBadConfig = errors.New("bad configuration")
+
+func badf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadConfig, fmt.Sprintf(format, args...))
+}
+
+// DefaultCaptureMemory caps what reading a capture holds (--max-memory).
+const DefaultCaptureMemory = capture.DefaultMaxMemory
+
+// Source is what a fleet replays: a flow (or flows) of a capture file,
+// or frames a program built (the reprise protocol's, over TCP).
+type Source struct {
+	// Capture is the pcap/pcapng file; Frames, when set, are used
+	// instead.
+	Capture string
+	Frames  []session.Frame
+	// Flow picks a flow by its index in `replay inspect`; -1 is the
+	// longest. Client, if valid, picks the flow of that recorded client
+	// address instead (the longest of them, if its port was reused).
+	Flow   int
+	Client netip.AddrPort
+	// Flows, when set, picks several flows (--flows); it excludes Flow,
+	// Client and Frames.
+	Flows FlowSet
+	// MaxFrame caps a reprise frame read from the capture or the relay;
+	// 0 means wire.DefaultMaxFrame. ServerPort tells a flow's client side
+	// when nothing else does; 0 means the profile's port.
+	MaxFrame   int
+	ServerPort uint16
+	// CaptureMemory caps what reading the capture holds; 0 means
+	// DefaultCaptureMemory.
+	CaptureMemory int64
+	// Transport overrides the recorded transport ("tcp", "udp",
+	// "websocket"); empty keeps the capture's (tcp for Frames).
+	Transport string
+}
+
+// Loaded is a source compiled by a profile: the players of the chosen
+// flows and the notes on what was read, dropped or adjusted.
+type Loaded struct {
+	// Flows are the players; one unless Source.Flows chose several
+	// (Many), each with its index in `replay inspect` and weight.
+	Flows []LoadedFlow
+	Many  bool
+	Notes []string
+}
+
+// LoadedFlow is one compiled flow.
+type LoadedFlow struct {
+	Index, Weight int
+	// Client is the recorded client's address ("" for Frames).
+	Client string
+	Player Player
+}
+
+// Player is the first flow's player: the one every client of a
+// one-flow fleet plays.
+func (l *Loaded) Player() Player { return l.Flows[0].Player }
+
+// Load reads src through p and compiles what it chose with opts: the one
+// loader of replay, its fleet runners, inspect and `profile check`.
+func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
+	if opts.MaxFrame == 0 {
+		opts.MaxFrame = src.MaxFrame
+	}
+	if src.Flows.IsSet() {
+		return loadFlows(p, src, opts)
+	}
+	if !p.reprise {
+		if src.Capture == "" {
+			return nil, badf("--profile %s needs --capture", p.Name)
+		}
+		if t := src.Transport; t != "" && t != string(p.Transport) {
+			return nil, badf("--transport %s: the %s profile runs over %s", t, p.Name, p.Transport)
+		}
+	}
+	var (
+		pl    Player
+		notes []string
+	)
+	if src.Frames != nil {
+		var err error
+		if pl, err = p.compileFrames(src.Frames, src.transport("tcp"), 0, opts); err != nil {
+			return nil, err
+		}
+	} else {
+		c, fl, err := readFlow(src.Capture, src.Flow, src.Client, p.captureOptions(src), p.noFlow(src.Capture))
+		if err != nil {
+			return nil, err
+		}
+		notes = append(append(notes, c.Warnings...), fl.Notes...)
+		if pl, err = p.compileFlow(fl, src, opts); err != nil {
+			if !p.reprise {
+				err = fmt.Errorf("%w: %v", ErrBadConfig, err)
+			}
+			return nil, err
+		}
+	}
+	return &Loaded{Flows: []LoadedFlow{{Index: src.Flow, Weight: 1, Player: pl}}, Notes: append(notes, pl.Notes()...)}, nil
+}
+
+// transport is the one the source asks for, else def.
+func (src Source) transport(def string) string {
+	if src.Transport != "" {
+		return src.Transport
+	}
+	return def
+}
+
+// captureOptions is how p reads a capture: the reprise protocol's frames
+// cut by the reader, any other profile's payloads raw, for Messages to cut.
+func (p *Profile) captureOptions(src Source) capture.Options {
+	if p.reprise {
+		return capture.Options{MaxFrame: src.MaxFrame, ServerPort: src.ServerPort, MaxMemory: src.CaptureMemory}
+	}
+	port := p.Port
+	if src.ServerPort != 0 {
+		port = src.ServerPort
+	}
+	return capture.Options{Raw: true, ServerPort: port, MaxMemory: src.CaptureMemory}
+}
+
+// noFlow is the error of a capture with no flow to replay.
+func (p *Profile) noFlow(path string) func(*capture.Capture) error {
+	if p.reprise {
+		return func(c *capture.Capture) error {
+			_, err := c.Usable()
+			return fmt.Errorf("read capture %s: %w", path, err)
+		}
+	}
+	return func(*capture.Capture) error {
+		return fmt.Errorf("read capture %s: no flow with client data", path)
+	}
+}
+
+// compileFlow compiles one flow of a capture read with captureOptions.
+func (p *Profile) compileFlow(fl *capture.Flow, src Source, opts ScriptOptions) (Player, error) {
+	if p.reprise {
+		return p.compileFrames(framesOf(fl), src.transport(string(fl.Transport)), fl.Duration(), opts)
+	}
+	return p.Compile(p.Messages(RecordingOf(fl)), opts)
+}
+
+// compileFrames is the reprise protocol's player of one flow's frames.
+func (p *Profile) compileFrames(frames []session.Frame, transport string, end time.Duration, opts ScriptOptions) (Player, error) {
+	if transport == "websocket" {
+		return nil, badf("--transport websocket: the reprise profile runs over tcp or udp")
+	}
+	s, err := session.New(frames, session.Options{Speed: opts.Speed, RewritePayload: opts.RewritePayload, Loop: opts.Loop, End: end, MaxFrame: opts.MaxFrame})
+	if errors.Is(err, session.ErrNoJoin) {
+		// The capture, not the flags: the same failure as inspect's.
+		return nil, fmt.Errorf("%w: %v", capture.ErrUnusable, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
+	}
+	rp := NewReprise(s, transport == "udp")
+	rp.MaxFrame = opts.MaxFrame
+	return rp, nil
+}
+
+// loadFlows compiles one player per chosen flow (src.Flows). With All, a
+// flow that cannot be compiled is skipped and a note says why; a listed
+// flow that cannot be is an error.
+func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
+	if src.Capture == "" {
+		return nil, badf("--flows needs --capture")
+	}
+	if t := src.Transport; !p.reprise && t != "" && t != string(p.Transport) {
+		return nil, badf("--transport %s: the %s profile runs over %s", t, p.Name, p.Transport)
+	}
+	c, picked, skipped, err := readFlows(src.Capture, src.Flows, p.captureOptions(src))
+	if err != nil {
+		return nil, err
+	}
+	out := &Loaded{Many: true, Notes: append([]string(nil), c.Warnings...)}
+	for _, pf := range picked {
+		pl, err := p.compileFlow(pf.flow, src, opts)
+		if err == nil {
+			out.Flows = append(out.Flows, LoadedFlow{Index: pf.index, Weight: pf.weight, Client: pf.flow.Client.String(), Player: pl})
+			for _, n := range pf.flow.Notes {
+				out.Notes = append(out.Notes, fmt.Sprintf("flow %d: %s", pf.index, n))
+			}
+			continue
+		}
+		if !src.Flows.All {
+			return nil, fmt.Errorf("--flows: flow %d (%s): %w", pf.index, pf.flow, err)
+		}
+		skipped = append(skipped, fmt.Sprintf("flow %d (%s): %v", pf.index, pf.flow, err))
+	}
+	if len(out.Flows) == 0 {
+		return nil, fmt.Errorf("%w: --flows all: none of the %d flows of %s can be replayed (%s)", capture.ErrUnusable, len(c.Flows), src.Capture, strings.Join(skipped, "; "))
+	}
+	first := out.Flows[0]
+	for _, f := range out.Flows[1:] {
+		if f.Player.Transport() != first.Player.Transport() {
+			return nil, badf("--flows: flow %d and flow %d run over different transports; choose flows of one transport", first.Index, f.Index)
+		}
+	}
+	idx := make([]string, len(out.Flows))
+	weights := make([]string, len(out.Flows))
+	total, weighted := 0, false
+	for i, f := range out.Flows {
+		idx[i], weights[i] = strconv.Itoa(f.Index), strconv.Itoa(f.Weight)
+		total += f.Weight
+		weighted = weighted || f.Weight != 1
+	}
+	how := fmt.Sprintf("client i plays the (i mod %d)-th of them", len(out.Flows))
+	if weighted {
+		how = fmt.Sprintf("weights %s: of each %d clients in join order, the first %s play the first flow, and so on", strings.Join(weights, ", "), total, weights[0])
+	}
+	out.Notes = append(out.Notes, fmt.Sprintf("--flows %s: replaying flows %s; %s", src.Flows, strings.Join(idx, ", "), how))
+	for _, s := range skipped {
+		out.Notes = append(out.Notes, "--flows all: skipped "+s)
+	}
+	for _, f := range out.Flows {
+		for _, n := range f.Player.Notes() {
+			out.Notes = append(out.Notes, fmt.Sprintf("flow %d: %s", f.Index, n))
+		}
+	}
+	return out, nil
+}
+
+// readFlow reads the capture in two passes: an index pass that keeps no
+// frames finds the flows and picks one (flow < 0: the longest, client
+// valid: that client's; none gives noFlow's error), then a pass keeps
+// that flow's frames only, so a replay holds its script, not the file.
+func readFlow(path string, flow int, client netip.AddrPort, opts capture.Options, noFlow func(*capture.Capture) error) (*capture.Capture, *capture.Flow, error) {
+	index := opts
+	index.Select = func(a, b netip.AddrPort) bool { return false }
+	c, err := readPartial(path, index)
+	if err != nil {
+		return nil, nil, err
+	}
+	if client.IsValid() {
+		var of []*capture.Flow
+		for _, f := range c.Flows {
+			if f.Client == client {
+				of = append(of, f)
+			}
+		}
+		c.Flows = of
+		if len(of) == 0 {
+			return nil, nil, badf("--client %s: no flow of the capture has this client (see replay inspect)", client)
+		}
+		flow = -1
+	}
+	if flow < 0 && c.Longest() == nil {
+		return nil, nil, noFlow(c)
+	}
+	pick, err := pickFlow(c, path, flow)
+	if err != nil {
+		return nil, nil, err
+	}
+	same := func(a, b netip.AddrPort) bool {
+		return (a == pick.Client && b == pick.Server) || (a == pick.Server && b == pick.Client)
+	}
+	opts.Select = same
+	c, err = readPartial(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range c.Flows {
+		// A port reused gives flows with the same endpoints: the start
+		// tells them apart.
+		if same(f.Client, f.Server) && f.Start.Equal(pick.Start) {
+			return c, f, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("read capture %s: flow %s not found again on the second pass", path, pick)
+}
+
+// readPartial reads a capture; a structure break late in the file gives
+// what was read before it, with a warning saying so.
+func readPartial(path string, opts capture.Options) (*capture.Capture, error) {
+	c, err := capture.ReadFile(path, opts)
+	if err != nil {
+		if c == nil || len(c.Flows) == 0 {
+			return nil, fmt.Errorf("read capture: %w", err)
+		}
+		c.Warnings = append(c.Warnings, "capture cut short: "+err.Error())
+	}
+	return c, nil
+}
+
+// pickFlow is flow number flow of c, or its longest with flow < 0.
+func pickFlow(c *capture.Capture, path string, flow int) (*capture.Flow, error) {
+	switch {
+	case flow < 0:
+		if fl := c.Longest(); fl != nil {
+			return fl, nil
+		}
+		return nil, fmt.Errorf("read capture %s: no flow with client data", path)
+	case flow >= len(c.Flows):
+		return nil, badf("--flow %d: the capture has %d flows (see replay inspect)", flow, len(c.Flows))
+	}
+	return c.Flows[flow], nil
+}
+
+// pickedFlow is a flow of the capture and its index in `replay inspect`.
+type pickedFlow struct {
+	index  int
+	weight int
+	flow   *capture.Flow
+}
+
+// readFlows reads the capture in two passes, as readFlow does for one: the
+// index pass finds the flows and picks the set's (All: those with client
+// data; the others are returned as skipped, with why), the second keeps
+// those flows' frames only.
+func readFlows(path string, set FlowSet, opts capture.Options) (*capture.Capture, []pickedFlow, []string, error) {
+	index := opts
+	index.Select = func(a, b netip.AddrPort) bool { return false }
+	c, err := readPartial(path, index)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var want []pickedFlow
+	var skipped []string
+	if set.All {
+		for i, fl := range c.Flows {
+			if fl.ClientCount == 0 {
+				skipped = append(skipped, fmt.Sprintf("flow %d (%s): %s", i, fl, capture.UnusableNoClient))
+				continue
+			}
+			want = append(want, pickedFlow{i, 1, fl})
+		}
+	}
+	for k, i := range set.Indexes {
+		if i >= len(c.Flows) {
+			return nil, nil, nil, badf("--flows %s: the capture has %d flows (see replay inspect)", set, len(c.Flows))
+		}
+		want = append(want, pickedFlow{i, set.Weight(k), c.Flows[i]})
+	}
+	if len(want) == 0 {
+		_, err := c.Usable()
+		if err == nil {
+			err = errors.New("no flow with client data")
+		}
+		return nil, nil, nil, fmt.Errorf("read capture %s: %w", path, err)
+	}
+	ends := map[[2]netip.AddrPort]bool{}
+	for _, p := range want {
+		ends[[2]netip.AddrPort{p.flow.Client, p.flow.Server}] = true
+	}
+	opts.Select = func(a, b netip.AddrPort) bool { return ends[[2]netip.AddrPort{a, b}] || ends[[2]netip.AddrPort{b, a}] }
+	c2, err := readPartial(path, opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for k, p := range want {
+		found := false
+		for _, fl := range c2.Flows {
+			// A port reused gives flows with the same endpoints: the
+			// start tells them apart.
+			if fl.Client == p.flow.Client && fl.Server == p.flow.Server && fl.Start.Equal(p.flow.Start) {
+				want[k].flow, found = fl, true
+				break
+			}
+		}
+		if !found {
+			return nil, nil, nil, fmt.Errorf("read capture %s: flow %d (%s) not found again on the second pass", path, p.index, p.flow)
+		}
+	}
+	return c2, want, skipped, nil
+}
+
+// framesOf is a capture flow's client frames as the reprise script's
+// input.
+func framesOf(fl *capture.Flow) []session.Frame {
+	out := make([]session.Frame, len(fl.ClientFrames))
+	for i, fr := range fl.ClientFrames {
+		out[i] = session.Frame{Offset: fr.Offset, Bytes: fr.Bytes}
+	}
+	return out
+}
+
+// RecordingOf is a raw capture flow as a profile's recording.
+func RecordingOf(fl *capture.Flow) Recording {
+	seg := func(frames []capture.Frame) []Segment {
+		out := make([]Segment, len(frames))
+		for i, fr := range frames {
+			out[i] = Segment{Offset: fr.Offset, Bytes: fr.Bytes}
+		}
+		return out
+	}
+	return Recording{Client: seg(fl.ClientFrames), Server: seg(fl.ServerFrames)}
+}
+
+// ReadCapture reads every flow of a capture as p reads it (Load's rule),
+// for inspect and `profile check`. As capture.ReadFile, a structure break
+// late in the file gives what was read before it and the error.
+func (p *Profile) ReadCapture(path string) (*capture.Capture, error) {
+	if p.reprise {
+		return nil, badf("--profile %s: use replay inspect without --profile", p.Name)
+	}
+	return capture.ReadFile(path, p.captureOptions(Source{}))
+}
