@@ -13,6 +13,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 cache=${K8S_CACHE:-/var/cache/reprise-k8s}
 src=$here/deploy/k8s-e2e
 kver=v1.33.13
+# The build's niceness: 15 starved it on a busy shared host (31.5 min);
+# 5 still yields to interactive work. K8S_BUILD_NICE=15 for the old way.
+nice_=${K8S_BUILD_NICE:-5}
 
 need_pkgs() {
 	local missing=()
@@ -57,10 +60,10 @@ main() {
 		ld="$ld -X $p.gitVersion=$kver -X $p.gitMajor=1 -X $p.gitMinor=33 -X $p.gitTreeState=clean -X $p.buildDate=2026-01-01T00:00:00Z"
 	done
 	t0=$(date +%s)
-	(cd "$cache/src/pause" && nice -n 15 go build -trimpath -ldflags "-s -w" -o "$cache/bin/pause" .)
-	(cd "$cache/src/dnsbuild" && nice -n 15 go build -p 1 -trimpath -ldflags "-s -w" -o "$cache/bin/coredns" .)
+	(cd "$cache/src/pause" && nice -n "$nice_" go build -trimpath -ldflags "-s -w" -o "$cache/bin/pause" .)
+	(cd "$cache/src/dnsbuild" && nice -n "$nice_" go build -p 1 -trimpath -ldflags "-s -w" -o "$cache/bin/coredns" .)
 	echo "k8s-build: coredns $(( $(date +%s) - t0 ))s"
-	(cd "$cache/src/kbuild" && nice -n 15 go build -p 2 -trimpath -ldflags "$ld" -o "$cache/bin/" \
+	(cd "$cache/src/kbuild" && nice -n "$nice_" go build -p 2 -trimpath -ldflags "$ld" -o "$cache/bin/" \
 		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet \
 		k8s.io/kubernetes/cmd/kube-proxy k8s.io/kubernetes/cmd/kubectl)

@@ -32,6 +32,7 @@ type shardFlags struct {
 	barrierTimeout time.Duration
 	barrierLead    time.Duration
 	barrierServe   bool
+	barrierHold    bool
 	levels         []int
 }
 
@@ -45,6 +46,10 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	// Hidden: `replay compare --shards` coordinates its shards itself.
 	fs.BoolVar(&sf.barrierServe, "barrier-serve", true, "shard 0 serves the barrier (false: another program coordinates)")
 	fs.MarkHidden("barrier-serve")
+	// Hidden: `replay compare/capacity --k8s` controls shard 0's barrier
+	// from the user's machine and starts the fleet after its baseline.
+	fs.BoolVar(&sf.barrierHold, "barrier-hold", false, "shard 0's barrier starts the fleet only when its controller says so")
+	fs.MarkHidden("barrier-hold")
 	// Hidden: `replay capacity --shards` has its shards wait at its levels.
 	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits at --barrier for the coordinator's go or stop (a capacity search's levels)")
 	fs.MarkHidden("levels")
@@ -173,6 +178,9 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 			return time.Time{}, fmt.Errorf("start barrier: %w", err)
 		}
 		c := barrier.NewCoordinator(s.shard.Count, sf.barrierLead)
+		if sf.barrierHold {
+			c.HoldStart()
+		}
 		sctx, cancel := context.WithCancel(context.Background())
 		s.stop = cancel
 		s.wg.Go(func() { c.Serve(sctx, ln) })

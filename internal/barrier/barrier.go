@@ -26,6 +26,18 @@
 //	coordinator → shard: go <delay ns> <resume, coordinator's Unix ns>
 //	                     stop
 //	                     error <message>
+//
+// A controller (control.go: the driver of a fleet whose coordinator runs
+// elsewhere, e.g. in shard 0's pod on Kubernetes) holds one connection
+// open and takes the decisions a local driver takes through Levels,
+// Resume and Halt; a coordinator that holds its start (HoldStart) starts
+// only once the controller says so.
+//
+//	controller → coordinator: control <count>
+//	                          start | resume <attempts> | halt
+//	coordinator → controller: started <delay ns> <start, coordinator's Unix ns>
+//	                          level <attempts>
+//	                          error <message>
 package barrier
 
 import (
@@ -66,6 +78,9 @@ type Coordinator struct {
 	atLevel map[int]map[int]net.Conn
 	halted  bool
 	levels  chan int // a level every shard waits at, to the one deciding
+	// hold: the start waits for a controller's "start" (released) as
+	// well as for every shard; controlled: a controller is connected.
+	hold, released, controlled bool
 }
 
 // NewCoordinator is a coordinator for count shards that starts them lead
@@ -127,7 +142,8 @@ func (c *Coordinator) closeWaiting() {
 // written by whoever completes the barrier.
 func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	line, err := bufio.NewReader(conn).ReadString('\n')
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
 	if err != nil {
 		conn.Close()
 		return
@@ -135,6 +151,10 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 	conn.SetReadDeadline(time.Time{})
 	if strings.HasPrefix(line, "level ") {
 		c.handleLevel(ctx, conn, line)
+		return
+	}
+	if strings.HasPrefix(line, "control ") {
+		c.handleControl(ctx, conn, r, line)
 		return
 	}
 	index, count, err := parseReady(line)
@@ -152,7 +172,17 @@ func (c *Coordinator) handle(ctx context.Context, conn net.Conn) {
 		old.Close() // a restarted shard: its new connection counts
 	}
 	c.waiting[index] = conn
-	if len(c.waiting) < c.count || ctx.Err() != nil {
+	if ctx.Err() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.startLocked()
+}
+
+// startLocked starts the fleet when every shard is ready (and, with
+// HoldStart, the controller said start); it unlocks c.mu.
+func (c *Coordinator) startLocked() {
+	if len(c.waiting) < c.count || (c.hold && !c.released) || !c.start.IsZero() {
 		c.mu.Unlock()
 		return
 	}
