@@ -52,6 +52,7 @@ type driveFlags struct {
 	logLevel string
 	shards   int
 	local    bool
+	k8s      k8sDrive
 }
 
 // addDriveFlags registers the shared flags on cmd; the caller adds its
@@ -64,6 +65,7 @@ func addDriveFlags(cmd *cobra.Command, d *driveFlags) {
 	fs.AddFlagSet(d.fleetFS)
 	fs.IntVar(&d.shards, "shards", 1, "run the fleet as N shard processes started together (with --local), sampling every shard's metrics")
 	fs.BoolVar(&d.local, "local", false, "the shards are local processes of this replay binary")
+	addK8sDriveFlags(fs, &d.k8s)
 	fs.StringVar(&d.cc.Out, "out", "", "report directory (default out/"+d.kind+"-<time>)")
 	fs.Var(metricsAddr{&d.cc.RelayMetrics}, "relay-metrics", fmt.Sprintf("the server's metrics with --target: host:port (its /metrics) or a URL "+
 		"(default <target host>:%d for --profile reprise, none for another server: its columns are then absent; without --target, the relay child's)", wire.DefaultMetricsPort))
@@ -118,7 +120,10 @@ func (d *driveFlags) config(cmd *cobra.Command, st *state, spec driveSpec) (comp
 	if cc.Out == "" {
 		cc.Out = compare.DefaultOut(d.kind, time.Now())
 	}
-	if cc.Fleet.Target == "" {
+	if err := d.k8s.check(cmd.Flags(), cc.Fleet.Target); err != nil {
+		return cc, err
+	}
+	if cc.Fleet.Target == "" && !d.k8s.on {
 		if err := childRelayFits(cc.Fleet); err != nil {
 			return cc, err
 		}
@@ -142,6 +147,10 @@ func (d *driveFlags) runner() (launch.Runner, error) {
 	switch {
 	case d.shards < 1:
 		return nil, usageError(fmt.Errorf("--shards %d: must be at least 1", d.shards))
+	case d.k8s.on && d.local:
+		return nil, usageError(errors.New("--k8s and --local: pick one"))
+	case d.k8s.on:
+		return nil, nil // set once the cluster is known (drive)
 	case d.shards == 1:
 		return nil, nil
 	case !d.local:
@@ -208,6 +217,19 @@ func newDriveCmd(st *state, spec driveSpec) *cobra.Command {
 // report is, even when the run failed after writing it.
 func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, run func(context.Context, compare.Config) (driven, error)) error {
 	defer cc.Log.Sync()
+	if d.k8s.on {
+		s, err := d.k8s.open(ctx, st, d, &cc)
+		if err != nil {
+			return err
+		}
+		// Deleted after the report is written: its last samples need the
+		// relay's /metrics.
+		defer func() {
+			if cerr := s.close(ctx); cerr != nil {
+				fmt.Fprintln(st.stderr, "replay:", cerr)
+			}
+		}()
+	}
 	if cc.Fleet.Target == "" {
 		child, err := startChildRelay(ctx, st, d.ff.relay, filepath.Join(cc.Out, "relay.log"))
 		if err != nil {

@@ -32,17 +32,17 @@ func addRenderFlags(f *pflag.FlagSet, rf *renderFlags) {
 	rf.p = k8s.DefaultParams()
 	p := &rf.p
 	f.StringVar(&p.Name, "name", p.Name, "prefix of the objects' names")
-	f.StringVar(&p.Image, "image", p.Image, "container image holding the replay and relay binaries (`replay k8s image`, or deploy/kubernetes/Dockerfile)")
+	f.StringVar(&p.Image, "image", p.Image, "container image holding the replay and relay binaries (replay k8s image, or deploy/kubernetes/Dockerfile)")
 	f.StringVar(&p.RelayImage, "relay-image", "", "the relay's image (default: --image)")
 	f.StringVar(&p.PullPolicy, "pull-policy", p.PullPolicy, "imagePullPolicy of the containers: Always, IfNotPresent or Never")
-	f.StringVar(&rf.images, "images", "", "run the images `replay k8s image --out DIR` wrote (sets --image, --relay-image and --pull-policy)")
+	f.StringVar(&rf.images, "images", "", "run the images 'replay k8s image --out `DIR`' wrote (sets --image, --relay-image and --pull-policy)")
 	f.IntVar(&p.Shards, "shards", p.Shards, "number of shards: the Job's parallelism and completions")
 	f.StringVar(&p.CaptureFile, "capture-file", p.CaptureFile, "the capture's file name in its ConfigMap or volume")
 	f.StringVar(&p.CapturePVC, "capture-pvc", "", "mount the capture from this PersistentVolumeClaim instead of the ConfigMap <name>-capture (over 1 MiB)")
-	f.StringVar(&p.CaptureInImage, "image-capture", "", "replay this capture inside the image (`replay k8s image --capture`, e.g. "+k8s.CaptureDir+"/x.pcap): no volume (default with --images: the image's only capture)")
+	f.StringVar(&p.CaptureInImage, "image-capture", "", "replay this capture inside the image (replay k8s image --capture, e.g. "+k8s.CaptureDir+"/x.pcap): no volume (default with --images: the image's only capture)")
 	f.IntVar(&p.MemoryPerClientKiB, "memory-per-client", p.MemoryPerClientKiB, "KiB of memory requested per client of a shard")
 	f.IntVar(&p.BaseMemoryMiB, "memory-base", p.BaseMemoryMiB, "MiB of memory requested per shard besides its clients")
-	f.StringVar(&p.CPU, "cpu", p.CPU, "CPU request of each shard")
+	f.StringVar(&p.CPU, "cpu", p.CPU, "CPU request of each shard (default: run: an even share of the nodes' free CPU, 100m to 1; render: "+k8s.DefaultShardCPU+")")
 	f.BoolVar(&p.Relay, "relay", false, "also render the bundled relay (Deployment and Service) and target it")
 	// --relay-flags as in replay, compare and capacity: split on spaces,
 	// repeatable; --relay-arg is its old name, kept hidden.

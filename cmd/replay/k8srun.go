@@ -3,10 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,15 +26,12 @@ import (
 // k8sRunner is one `replay k8s run`.
 type k8sRunner struct {
 	st           *state
-	kubectl      string
-	namespace    string
+	kc           k8s.Kubectl
 	out          string
 	keep         bool
 	poll         time.Duration
 	startTimeout time.Duration
 	p            k8s.Params
-	// created are the manifests created so far, deleted in reverse.
-	created []string
 }
 
 func newK8sRunCmd(st *state) *cobra.Command {
@@ -84,8 +79,8 @@ and on Ctrl-C (unless --keep). A shard that fails, or does not start within
 	addRenderFlags(cmd.Flags(), &rf)
 	f := cmd.Flags()
 	f.StringVar(&capture, "capture", "", "the capture to replay (a local file, at most 1 MiB: created as the ConfigMap <name>-capture)")
-	f.StringVar(&r.kubectl, "kubectl", "kubectl", "the kubectl program (it uses $KUBECONFIG and its current context)")
-	f.StringVarP(&r.namespace, "namespace", "n", "", "namespace (default: the context's)")
+	f.StringVar(&r.kc.Program, "kubectl", "kubectl", "the kubectl program (it uses $KUBECONFIG and its current context)")
+	f.StringVarP(&r.kc.Namespace, "namespace", "n", "", "namespace (default: the context's)")
 	f.StringVar(&r.out, "out", "", "directory for the manifests, the shards' logs and summaries, and merged.json (default out/k8s-<time>)")
 	f.StringVar(&summary, "summary", "", "also write the merged summary as JSON to this file")
 	f.BoolVar(&r.keep, "keep", false, "leave the objects in the cluster at the end (to look at them; delete with kubectl delete -f OUT/manifests)")
@@ -98,8 +93,58 @@ func (r *k8sRunner) logf(format string, a ...any) {
 	fmt.Fprintf(r.st.stderr, "k8s: "+format+"\n", a...)
 }
 
+// fit reads the nodes' room before anything is created, sets each
+// shard's requests (an auto CPU request as the nodes allow) and refuses a
+// run the scheduler could not place, with the numbers.
+func (r *k8sRunner) fit(ctx context.Context) error {
+	p := &r.p
+	per := (p.Clients + p.Shards - 1) / p.Shards
+	want := k8s.Want{Shards: p.Shards, ClientsPerShard: per, Relay: p.Relay,
+		MemMiB: int64(p.BaseMemoryMiB + (per*p.MemoryPerClientKiB+1023)/1024)}
+	var err error
+	if p.CPU != "" {
+		if want.CPUMilli, err = k8s.MilliCPU(p.CPU); err != nil {
+			return usageError(fmt.Errorf("--cpu: %w", err))
+		}
+	}
+	if p.Relay {
+		if want.RelayCPUMilli, err = k8s.MilliCPU(p.RelayCPU); err != nil {
+			return usageError(fmt.Errorf("--relay-cpu: %w", err))
+		}
+		if want.RelayMemMiB, err = k8s.MiB(p.RelayMemory); err != nil {
+			return usageError(fmt.Errorf("--relay-memory: %w", err))
+		}
+	}
+	rooms, err := r.kc.Rooms(ctx)
+	if err != nil {
+		return fmt.Errorf("the nodes' room: %w", err)
+	}
+	fit, err := k8s.Plan(want, rooms)
+	if err != nil {
+		return err
+	}
+	p.CPU, p.MemoryMiB = fmt.Sprintf("%dm", fit.CPUMilli), fit.MemMiB
+	r.logf("%d shards × %d clients: %s CPU and %d MiB requested each (%s)", p.Shards, per, p.CPU, fit.MemMiB, roomsLine(rooms))
+	return nil
+}
+
+// kubectlRun runs kubectl (k8s.Kubectl.Run).
+func (r *k8sRunner) kubectlRun(ctx context.Context, args ...string) ([]byte, error) {
+	return r.kc.Run(ctx, args...)
+}
+
+func (r *k8sRunner) create(ctx context.Context, path string) error { return r.kc.Create(ctx, path) }
+
+// pods lists the pods of one app label.
+func (r *k8sRunner) pods(ctx context.Context, app string) ([]k8s.Pod, error) {
+	return r.kc.Pods(ctx, app)
+}
+
 // run is the whole run; created objects are deleted however it ends.
 func (r *k8sRunner) run(ctx context.Context, capture, summary string) (err error) {
+	if err := r.fit(ctx); err != nil {
+		return err
+	}
 	files, err := k8s.Render(r.p)
 	if err != nil {
 		return usageError(err)
@@ -155,98 +200,24 @@ func (r *k8sRunner) run(ctx context.Context, capture, summary string) (err error
 	return r.answer(ctx, pods, summary)
 }
 
-// kubectlRun runs kubectl; its error carries kubectl's own message.
-func (r *k8sRunner) kubectlRun(ctx context.Context, args ...string) ([]byte, error) {
-	if r.namespace != "" {
-		args = append([]string{"--namespace", r.namespace}, args...)
-	}
-	cmd := exec.CommandContext(ctx, r.kubectl, args...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		msg := strings.TrimSpace(stderr.String())
-		if ctx.Err() != nil {
-			return out, context.Cause(ctx)
-		}
-		if msg == "" {
-			return out, fmt.Errorf("%s %s: %w", r.kubectl, args[0], err)
-		}
-		return out, fmt.Errorf("%s %s: %s", r.kubectl, args[0], msg)
-	}
-	return out, nil
-}
-
-func (r *k8sRunner) create(ctx context.Context, path string) error {
-	if _, err := r.kubectlRun(ctx, "create", "-f", path); err != nil {
-		return err
-	}
-	r.created = append(r.created, path)
-	r.logf("created %s", filepath.Base(path))
-	return nil
-}
-
 // cleanup deletes what was created, in reverse, waiting until the pods
 // are gone, even when ctx was cancelled (Ctrl-C).
 func (r *k8sRunner) cleanup(ctx context.Context) error {
 	if r.keep {
-		if len(r.created) > 0 {
+		if len(r.kc.Created()) > 0 {
 			r.logf("kept: kubectl delete -f %s", filepath.Join(r.out, "manifests"))
 		}
 		return nil
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	var errs []error
-	for i := len(r.created) - 1; i >= 0; i-- {
-		if _, err := r.kubectlRun(dctx, "delete", "--ignore-not-found", "--cascade=foreground", "--wait=true", "-f", r.created[i]); err != nil {
-			errs = append(errs, fmt.Errorf("clean up: %w", err))
-		}
-	}
-	if len(r.created) > 0 && len(errs) == 0 {
-		r.logf("deleted everything it created")
-	}
-	r.created = nil
-	return errors.Join(errs...)
-}
-
-// pods lists the pods of one app label.
-func (r *k8sRunner) pods(ctx context.Context, app string) ([]k8s.Pod, error) {
-	b, err := r.kubectlRun(ctx, "get", "pods", "-l", "app.kubernetes.io/name="+app, "-o", "json")
-	if err != nil {
-		return nil, err
-	}
-	return k8s.DecodePods(b)
+	return r.kc.Cleanup(ctx)
 }
 
 // waitRelay waits until a relay pod is ready.
 func (r *k8sRunner) waitRelay(ctx context.Context) error {
-	app := r.p.Name + "-relay"
-	deadline := time.Now().Add(r.startTimeout)
-	for {
-		pods, err := r.pods(ctx, app)
-		if err != nil {
-			return err
-		}
-		var why string
-		for _, p := range pods {
-			st, reason := p.State()
-			switch {
-			case st == k8s.PodRunning && p.Ready():
-				r.logf("relay %s ready", p.Metadata.Name)
-				return nil
-			case st == k8s.PodFailed || st == k8s.PodSucceeded:
-				return fmt.Errorf("relay pod %s %s: %s", p.Metadata.Name, st, or(reason, "it exited"))
-			}
-			why = fmt.Sprintf("relay pod %s: %s", p.Metadata.Name, or(reason, "not ready"))
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("the relay was not ready within --start-timeout %v: %s", r.startTimeout, or(why, "no pod was created (kubectl describe deployment "+app+")"))
-		}
-		if err := sleepCtx(ctx, r.poll); err != nil {
-			return err
-		}
+	if err := r.kc.WaitReady(ctx, r.p.Name+"-relay", r.startTimeout); err != nil {
+		return fmt.Errorf("the relay: %w", err)
 	}
+	return nil
 }
 
 // waitShards follows the shard pods until every one succeeded, and
@@ -280,6 +251,10 @@ func (r *k8sRunner) waitShards(ctx context.Context, start time.Time) ([]k8s.Pod,
 				r.logTail(ctx, p.Metadata.Name)
 				return nil, fmt.Errorf("shard %d (pod %s) failed: %s", i, p.Metadata.Name, reason)
 			case k8s.PodStarting:
+				if strings.HasPrefix(reason, "Unschedulable") {
+					// The scheduler said so: waiting would not change the nodes.
+					return nil, fmt.Errorf("shard %d (pod %s) cannot be scheduled: %s", i, p.Metadata.Name, reason)
+				}
 				starting = append(starting, fmt.Sprintf("shard %d (pod %s): %s", i, p.Metadata.Name, reason))
 			}
 		}
@@ -353,13 +328,6 @@ func (r *k8sRunner) answer(ctx context.Context, pods []k8s.Pod, summary string) 
 		return fmt.Errorf("no client of any shard logged in: nothing was measured (see %s/shard-*.log)", r.out)
 	}
 	return nil
-}
-
-func or(s, dflt string) string {
-	if s == "" {
-		return dflt
-	}
-	return s
 }
 
 func btoi(b bool) int {

@@ -254,4 +254,3 @@ func (r *Remote) Close() {
 		r.wg.Wait()
 	})
 }
-

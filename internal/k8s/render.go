@@ -62,6 +62,12 @@ type Params struct {
 	MemoryPerClientKiB int
 	BaseMemoryMiB      int
 	CPU                string
+	// MemoryMiB, when set, is each shard's memory request (Plan's), in
+	// place of the one from MemoryPerClientKiB and BaseMemoryMiB.
+	MemoryMiB int64
+	// CaptureConfigMap is the ConfigMap the capture is mounted from
+	// (default <name>-capture).
+	CaptureConfigMap string
 
 	// Relay adds the relay Deployment and Service, and points the fleet
 	// at it. RelayArgs are extra relay flags.
@@ -71,20 +77,16 @@ type Params struct {
 	RelayMemory string
 }
 
-// MemoryPerClientKiB is the fleet's measured memory per idle
-// receive-only client, the larger of its transports' (docs/performance.md,
-// "The fleet's own cost": 7.4 KiB over TCP, 7.6 over UDP at 10,000
-// clients; WebSocket not measured), rounded up with room for WebSocket
-// and for busy clients' read buffers, which are lent only while a socket
-// has bytes.
-const MemoryPerClientKiB = 12
+// DefaultShardCPU is a shard's CPU request when no cluster was asked
+// (k8s render without --cpu).
+const DefaultShardCPU = "250m"
 
 // DefaultParams are the defaults of `replay k8s render`.
 func DefaultParams() Params {
 	return Params{
 		Name: "reprise", Image: "ghcr.io/reprise-harness/reprise:latest", PullPolicy: "IfNotPresent", Shards: 4, Clients: 1000,
-		CaptureFile: "capture.pcap", MemoryPerClientKiB: MemoryPerClientKiB, BaseMemoryMiB: 64, CPU: "1",
-		RelayCPU: "1", RelayMemory: "1Gi",
+		CaptureFile: "capture.pcap", MemoryPerClientKiB: ShardPerClientKiB, BaseMemoryMiB: ShardBaseMiB,
+		RelayCPU: "500m", RelayMemory: "256Mi",
 	}
 }
 
@@ -121,14 +123,25 @@ func Render(p Params) ([]File, error) {
 		return nil, err
 	}
 	per := (p.Clients + p.Shards - 1) / p.Shards
-	reqMiB := p.BaseMemoryMiB + (per*p.MemoryPerClientKiB+1023)/1024
+	reqMiB := int64(p.BaseMemoryMiB + (per*p.MemoryPerClientKiB+1023)/1024)
+	if p.MemoryMiB > 0 {
+		reqMiB = p.MemoryMiB
+	}
 	v := view{
 		Params: p, MetricsPort: MetricsPort, BarrierPort: BarrierPort, RelayPort: RelayPort, RelayMetricsPort: RelayMetricsPort,
 		ClientsPerShard: per, MemoryRequest: fmt.Sprintf("%dMi", reqMiB), MemoryLimit: fmt.Sprintf("%dMi", 2*reqMiB),
 		CaptureDir: "/capture", CaptureKind: "configmap", CaptureSource: p.Name + "-capture",
 	}
+	if p.CaptureConfigMap != "" {
+		v.CaptureSource = p.CaptureConfigMap
+	}
 	if v.RelayImage == "" {
 		v.RelayImage = p.Image
+	}
+	if v.CPU == "" {
+		// No cluster to ask (k8s render): a modest share; `k8s run` and
+		// --k8s ask the nodes (Plan).
+		v.CPU = DefaultShardCPU
 	}
 	capture := v.CaptureDir + "/" + p.CaptureFile
 	switch {

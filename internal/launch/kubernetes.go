@@ -1,0 +1,420 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/barrier"
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/k8s"
+	"github.com/reprise-harness/reprise/internal/report"
+)
+
+// Kubernetes runs each fleet as an Indexed Job of shard pods (internal/k8s
+// renders it), from this machine through the user's kubectl. Shard 0's pod
+// serves the barrier and holds the start; this process controls it over a
+// `kubectl port-forward` (barrier.Remote): it starts the fleet after its
+// baseline and decides at each level, as for local shards. Every shard's
+// /metrics is scraped through one `kubectl proxy` (the API server's proxy
+// to the pod), so the cluster's network need not reach this machine nor
+// this machine the pods. Each shard's summary is the last line of its log;
+// the logs, the summaries and the manifests are kept in Dir. A fleet's
+// objects are deleted when it ends, fails or is interrupted.
+type Kubernetes struct {
+	Kubectl   *k8s.Kubectl
+	Namespace string // resolved (Kubectl.CurrentNamespace)
+	// Proxy is the host:port of a `kubectl proxy` (Kubectl.Proxy).
+	Proxy string
+	// Params are the manifests' parameters: Name (each fleet's Job is
+	// <Name>-<n>), Image, PullPolicy, Shards, the capture's source.
+	Params k8s.Params
+	// CPUMilli is each shard's CPU request (0: as k8s.Plan gives).
+	CPUMilli int64
+	// Args gives a fleet's replay flags in its pods (cmd/replay builds
+	// them next to the flags that define them): the manifests add the
+	// capture, shard, barrier, metrics and summary flags.
+	Args func(fleet.Config) []string
+	// Dir receives each fleet's manifests, shard logs and summaries.
+	Dir string
+	// StartTimeout bounds the wait for every pod to run and answer on
+	// its metrics (0: 3 min). A pod that cannot be scheduled or cannot
+	// start (no image) ends the wait at once, with the cluster's reason.
+	StartTimeout time.Duration
+
+	mu  sync.Mutex
+	seq int
+}
+
+// Describe implements Runner.
+func (k *Kubernetes) Describe() string {
+	return fmt.Sprintf("%d shard pods of a Kubernetes Job (namespace %s)", k.Params.Shards, k.Namespace)
+}
+
+// pollEvery is how often the pods are listed.
+const pollEvery = time.Second
+
+// Prepare implements Runner: it checks that the fleet fits the nodes
+// (read now), creates the Job, and returns once every shard runs, answers
+// on its metrics and its barrier is under this process's control.
+func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, error) {
+	n := k.Params.Shards
+	if n < 1 || k.Args == nil || k.Kubectl == nil {
+		return nil, fmt.Errorf("kubernetes: %d shards, kubectl and args: want at least 1 shard and both", n)
+	}
+	k.mu.Lock()
+	k.seq++
+	name := fmt.Sprintf("%s-%d", k.Params.Name, k.seq)
+	k.mu.Unlock()
+	rooms, err := k.Kubectl.Rooms(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: the nodes' room: %w", err)
+	}
+	per := (cfg.Clients + n - 1) / n
+	fit, err := k8s.Plan(k8s.Want{Shards: n, ClientsPerShard: per, CPUMilli: k.CPUMilli}, rooms)
+	if err != nil {
+		return nil, err
+	}
+	p := k.Params
+	p.Name, p.Relay, p.Clients = name, false, cfg.Clients
+	p.CPU, p.MemoryMiB = fmt.Sprintf("%dm", fit.CPUMilli), fit.MemMiB
+	if p.CaptureConfigMap == "" {
+		p.CaptureConfigMap = k.Params.Name + "-capture"
+	}
+	p.RunArgs = append(k.Args(cfg), "--barrier-hold")
+	if len(cfg.Levels) > 0 {
+		p.RunArgs = append(p.RunArgs, "--levels", intList(cfg.Levels))
+	}
+	files, err := k8s.Render(p)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	dir := filepath.Join(k.Dir, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("kubernetes: %w", err)
+	}
+	if err := k8s.Write(files[:1], dir, nil); err != nil {
+		return nil, err
+	}
+	h := &kfleet{k: k, name: name, dir: dir, manifest: filepath.Join(dir, "fleet.yaml"), n: n, list: cfg.Levels,
+		levels: make(chan Level), failed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{})}
+	k.logf("%s: %d shards × %d clients, each %dm CPU and %d MiB requested", name, n, per, fit.CPUMilli, fit.MemMiB)
+	if err := k.Kubectl.Create(ctx, h.manifest); err != nil {
+		h.close()
+		return nil, err
+	}
+	if err := h.prepare(ctx); err != nil {
+		h.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+func (k *Kubernetes) logf(format string, a ...any) {
+	if k.Kubectl.Logf != nil {
+		k.Kubectl.Logf(format, a...)
+	}
+}
+
+func (k *Kubernetes) startTimeout() time.Duration {
+	if k.StartTimeout <= 0 {
+		return 3 * time.Minute
+	}
+	return k.StartTimeout
+}
+
+// kfleet is one fleet's Job. watch (one goroutine from prepare until
+// every pod ended or the fleet is closed) owns pods and the first failure;
+// forward hands the remote barrier's levels to the driver.
+type kfleet struct {
+	k        *Kubernetes
+	name     string
+	dir      string
+	manifest string
+	n        int
+	list     []int
+
+	pods    []string // by index, set before watch starts
+	targets []report.Target
+	pf      *k8s.Background
+	remote  *barrier.Remote
+	levels  chan Level
+
+	failOnce sync.Once
+	failErr  error
+	failed   chan struct{} // closed at the first failure (failErr set)
+	ended    chan struct{} // closed by watch when every pod ended
+	done     chan struct{} // closed by close: the watcher and forwarder stop
+	bg       sync.WaitGroup
+	closeMu  sync.Once
+}
+
+func (h *kfleet) fail(err error) {
+	h.failOnce.Do(func() {
+		h.failErr = err
+		close(h.failed)
+	})
+}
+
+// prepare waits for every pod to run and answer, then takes the barrier.
+func (h *kfleet) prepare(ctx context.Context) error {
+	k := h.k
+	deadline := time.Now().Add(k.startTimeout())
+	app := h.name + "-fleet"
+	for {
+		pods, err := k.Kubectl.Pods(ctx, app)
+		if err != nil {
+			return err
+		}
+		byIndex, running, err := h.look(pods)
+		if err != nil {
+			return err
+		}
+		if running == h.n {
+			h.pods = byIndex
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not every shard of %s runs within --start-timeout %v: %d of %d (kubectl describe job %s)", h.name, k.startTimeout(), running, h.n, app)
+		}
+		if err := sleepCtx(ctx, pollEvery); err != nil {
+			return err
+		}
+	}
+	for _, pod := range h.pods {
+		h.targets = append(h.targets, report.Target{Role: report.RoleFleet,
+			URL: k8s.ProxyURL(k.Proxy, k.Namespace, "pods", pod, strconv.Itoa(k8s.MetricsPort), "/metrics")})
+	}
+	h.bg.Go(func() { h.watch(ctx) })
+	if err := waitMetrics(ctx, h.targets, time.Until(deadline)+10*time.Second, h.failed); err != nil {
+		return errors.Join(err, h.failErr)
+	}
+	pf, err := k.Kubectl.PortForward(ctx, h.pods[0], k8s.BarrierPort)
+	if err != nil {
+		return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+	}
+	h.pf = pf
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if h.remote, err = barrier.Dial(dctx, pf.Addr, h.n); err != nil {
+		return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+	}
+	h.bg.Go(h.forward)
+	return nil
+}
+
+// look reads the pods by index: how many run (or ran), and the first
+// failure, with the cluster's reason. A pod the scheduler cannot place
+// fails the run at once: waiting would not change the nodes.
+func (h *kfleet) look(pods []k8s.Pod) ([]string, int, error) {
+	byIndex := make([]string, h.n)
+	running := 0
+	for _, p := range pods {
+		i := p.CompletionIndex()
+		if i < 0 || i >= h.n {
+			continue
+		}
+		byIndex[i] = p.Metadata.Name
+		st, reason := p.State()
+		switch {
+		case st == k8s.PodFailed:
+			return nil, 0, fmt.Errorf("shard %d (pod %s) failed: %s", i, p.Metadata.Name, reason)
+		case st == k8s.PodStarting && strings.HasPrefix(reason, "Unschedulable"):
+			return nil, 0, fmt.Errorf("shard %d (pod %s) cannot be scheduled: %s", i, p.Metadata.Name, reason)
+		case st == k8s.PodRunning || st == k8s.PodSucceeded:
+			running++
+		}
+	}
+	return byIndex, running, nil
+}
+
+// watch lists the pods until every one ended (ended) or one failed.
+func (h *kfleet) watch(ctx context.Context) {
+	app := h.name + "-fleet"
+	for {
+		select {
+		case <-h.done:
+			return
+		default:
+		}
+		pods, err := h.k.Kubectl.Pods(ctx, app)
+		if err != nil {
+			h.fail(err)
+			return
+		}
+		if _, _, err := h.look(pods); err != nil {
+			h.fail(err)
+			return
+		}
+		succeeded := 0
+		for _, p := range pods {
+			if st, _ := p.State(); st == k8s.PodSucceeded {
+				succeeded++
+			}
+		}
+		if succeeded == h.n {
+			close(h.ended)
+			return
+		}
+		t := time.NewTimer(pollEvery)
+		select {
+		case <-h.done:
+			t.Stop()
+			return
+		case <-ctx.Done():
+			t.Stop()
+			h.fail(context.Cause(ctx))
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// forward hands each level every shard waits at to the driver; levels
+// is closed when the barrier's connection ends (shard 0 ended) or the
+// fleet is closed.
+func (h *kfleet) forward() {
+	defer close(h.levels)
+	for {
+		select {
+		case a, ok := <-h.remote.Levels():
+			if !ok {
+				return
+			}
+			select {
+			case h.levels <- Level{Index: levelIndex(h.list, a), Attempts: a, At: time.Now()}:
+			case <-h.failed:
+				return
+			case <-h.done:
+				return
+			}
+		case <-h.failed:
+			return
+		case <-h.done:
+			return
+		}
+	}
+}
+
+func (h *kfleet) Targets() []report.Target { return h.targets }
+
+func (h *kfleet) Start(ctx context.Context) (time.Time, error) {
+	if err := h.remote.Begin(); err != nil {
+		return time.Time{}, fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+	}
+	select {
+	case <-h.remote.Started():
+		return h.remote.Start(), nil
+	case <-h.remote.Done():
+		return time.Time{}, h.remote.Err()
+	case <-h.failed:
+		return time.Time{}, h.failErr
+	case <-ctx.Done():
+		return time.Time{}, context.Cause(ctx)
+	}
+}
+
+func (h *kfleet) Levels() <-chan Level { return h.levels }
+
+func (h *kfleet) Resume(l Level) { h.remote.Resume(l.Attempts) }
+
+// Stop halts the shards at their next level (now, for those waiting at
+// one). A fleet with no levels runs to its duration: its pods are not
+// interrupted, for their summaries are in their logs.
+func (h *kfleet) Stop() {
+	if h.remote != nil {
+		h.remote.Halt()
+	}
+}
+
+// Wait waits until every pod ended, reads each one's summary from its
+// log (kept in dir), merges them and deletes the fleet's objects.
+func (h *kfleet) Wait() (fleet.Summary, error) {
+	defer h.close()
+	select {
+	case <-h.ended:
+	case <-h.failed:
+		return fleet.Summary{}, h.failErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	sums := make([]fleet.Summary, 0, h.n)
+	for i, pod := range h.pods {
+		b, err := h.k.Kubectl.Run(ctx, "logs", pod)
+		if err != nil {
+			return fleet.Summary{}, fmt.Errorf("shard %d log: %w", i, err)
+		}
+		if err := os.WriteFile(filepath.Join(h.dir, fmt.Sprintf("shard-%d.log", i)), b, 0o644); err != nil {
+			return fleet.Summary{}, fmt.Errorf("kubernetes: %w", err)
+		}
+		s, err := SummaryFromLog(b)
+		if err != nil {
+			return fleet.Summary{}, fmt.Errorf("shard %d (pod %s): %w", i, pod, err)
+		}
+		sums = append(sums, s)
+	}
+	return fleet.Merge(sums)
+}
+
+func (h *kfleet) Close() { h.close() }
+
+// close stops the watcher, the barrier's control and its port-forward,
+// and deletes the Job (waiting until its pods are gone).
+func (h *kfleet) close() {
+	h.closeMu.Do(func() {
+		close(h.done)
+		if h.remote != nil {
+			h.remote.Close()
+		}
+		h.bg.Wait()
+		h.pf.Stop()
+		if err := h.k.Kubectl.Delete(context.Background(), h.manifest); err != nil {
+			h.k.logf("%s: %v", h.name, err)
+		}
+	})
+}
+
+// SummaryFromLog is the summary a shard wrote as the last JSON line of
+// its log (--summary -).
+func SummaryFromLog(b []byte) (fleet.Summary, error) {
+	lines := bytes.Split(b, []byte("\n"))
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := bytes.TrimSpace(lines[i])
+		if !bytes.HasPrefix(l, []byte(`{"clients_requested"`)) {
+			continue
+		}
+		var s fleet.Summary
+		if err := json.Unmarshal(l, &s); err == nil {
+			return s, nil
+		}
+	}
+	return fleet.Summary{}, errors.New("its log holds no summary line")
+}
+
+// intList is ns as a comma-separated list.
+func intList(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ",")
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
