@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"gonum.org/v1/gonum/stat"
@@ -211,9 +212,13 @@ func Analyze(in Input) Summary {
 	s.SLO = slo.String()
 	var order []string
 	byScenario := map[string][]int{}
+	windows := make([][]Point, len(in.Runs))
 	for i, r := range in.Runs {
 		rs := AnalyzeRun(r)
 		rs.Headline = RunHeadline(r, rs, slo)
+		var over string
+		windows[i], over = fitWindow(r.Series.Points, rs.Headline)
+		rs.Linear, rs.Quadratic = fitsOver(windows[i], over)
 		s.Runs = append(s.Runs, rs)
 		for _, w := range rs.Warnings {
 			s.Warnings = append(s.Warnings, fmt.Sprintf("%s #%d: %s", r.Scenario, r.Repeat, w))
@@ -227,17 +232,22 @@ func Analyze(in Input) Summary {
 		var runs []RunStats
 		var pts []Point
 		var heads []Headline
+		var overs []string
 		for _, i := range byScenario[name] {
 			runs = append(runs, s.Runs[i])
-			pts = append(pts, in.Runs[i].Series.Points...)
+			pts = append(pts, windows[i]...)
 			heads = append(heads, s.Runs[i].Headline)
+			overs = append(overs, fmt.Sprintf("#%d %s", s.Runs[i].Repeat, s.Runs[i].Linear.Over))
 		}
 		sc := ScenarioStats{Scenario: name, Runs: len(runs), Headline: scenarioHeadline(heads)}
 		for _, m := range tableMetrics {
 			sc.Stats = append(sc.Stats, aggregate(m, runs))
 		}
-		x, y := fitData(pts)
-		sc.Linear, sc.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
+		over := runs[0].Linear.Over
+		if len(runs) > 1 {
+			over = strings.Join(overs, "; ")
+		}
+		sc.Linear, sc.Quadratic = fitsOver(pts, over)
 		s.Scenarios = append(s.Scenarios, sc)
 	}
 	if in.Capacity != nil {
@@ -286,7 +296,53 @@ func fitData(pts []Point) (x, y []float64) {
 	return x, y
 }
 
-// AnalyzeRun computes one run's figures from its samples.
+// fitsOver fits send Gbps against logged-in clients over pts, both fits
+// labelled with what they cover.
+func fitsOver(pts []Point, over string) (linear, quadratic Fit) {
+	x, y := fitData(pts)
+	linear, quadratic = FitLinear(x, y), FitQuadratic(x, y)
+	linear.Over, quadratic.Over = over, over
+	return linear, quadratic
+}
+
+// fitWindow is the samples a run's fits cover, and their label: the
+// seconds before its breaking point, which is the objective that decided
+// its headline or the first logged-in client lost, whichever came first.
+// After it the server no longer carries its users (a collapse fitted in
+// turns a quadratic's n² term negative).
+func fitWindow(pts []Point, h Headline) ([]Point, string) {
+	cut, why := math.Inf(1), ""
+	switch h.Reason {
+	case ReasonDisconnects, ReasonLoginFailures, ReasonLatency, ReasonCPUIdle:
+		cut, why = float64(h.AtS), objectiveName(h.Reason)+" broke"
+	}
+	for _, p := range pts {
+		if p.T >= cut {
+			break
+		}
+		if math.Max(nz(p.SlowConsumerDiscards), nz(p.FleetDisconnects)) > 0 {
+			cut, why = p.T, "the first client was lost"
+			break
+		}
+	}
+	n := 0
+	for n < len(pts) && pts[n].T < cut {
+		n++
+	}
+	win := pts[:n]
+	if len(win) == 0 {
+		return win, fmt.Sprintf("no seconds before %s at %.0f s", why, cut)
+	}
+	span := fmt.Sprintf("%.0f–%.0f s", win[0].T, win[len(win)-1].T)
+	if n == len(pts) {
+		return win, span + ", the whole run"
+	}
+	return win, fmt.Sprintf("%s, before %s at %.0f s", span, why, cut)
+}
+
+// AnalyzeRun computes one run's figures from its samples; the fits, which
+// stop at the run's breaking point, are Analyze's, once it has the
+// headline.
 func AnalyzeRun(r Run) RunStats {
 	pts := r.Series.Points
 	first, last := r.Series.First, r.Series.Last
@@ -373,8 +429,6 @@ func AnalyzeRun(r Run) RunStats {
 			rs.RelayPeakRSSBytes = rss
 		}
 	}
-	x, y := fitData(pts)
-	rs.Linear, rs.Quadratic = FitLinear(x, y), FitQuadratic(x, y)
 	rs.SampledS = nan
 	if n := len(pts); n > 0 {
 		rs.SampledS = Num(pts[n-1].T)

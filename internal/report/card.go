@@ -24,6 +24,9 @@ type Card struct {
 	// (22 s): latency p99 464 ms > 100ms for 3 s".
 	DecidedBy string `json:"decided_by"`
 	Reason    Reason `json:"reason"`
+	// BrokeAt is the users logged in where an objective broke; NaN when
+	// none did.
+	BrokeAt Num `json:"broke_at"`
 	// Marks are every objective, in Reason order: passed, broken, could
 	// not judge (and why) or off.
 	Marks []Mark `json:"marks"`
@@ -120,7 +123,7 @@ type Badge struct {
 
 // HeadlineCard is the card of a compare scenario's headline.
 func HeadlineCard(h Headline) Card {
-	c := Card{Scenario: h.Scenario, Held: h.Held, Number: h.Number(), Reason: h.Reason, Health: []Badge{}}
+	c := Card{Scenario: h.Scenario, Held: h.Held, Number: h.Number(), Reason: h.Reason, BrokeAt: h.BrokeAt, Health: []Badge{}}
 	c.DecidedBy = headlineDecided(h)
 	broken := map[Reason]string{}
 	if h.Reason != ReasonAllHeld {
@@ -167,7 +170,10 @@ func breachWords(r Reason, detail string) string {
 
 // CapacityCard is the card of a capacity search's answer.
 func CapacityCard(c Capacity) Card {
-	card := Card{Scenario: c.Scenario, Held: c.Held, Number: fmtNum(c.Held, 0), Reason: c.Reason, Health: []Badge{}}
+	card := Card{Scenario: c.Scenario, Held: c.Held, Number: fmtNum(c.Held, 0), Reason: c.Reason, BrokeAt: Num(math.NaN()), Health: []Badge{}}
+	if c.BrokeAt > 0 {
+		card.BrokeAt = Num(c.BrokeAt)
+	}
 	if c.Saturated {
 		card.Number = "≥ " + card.Number
 	}

@@ -31,6 +31,9 @@ type Chart struct {
 // Shaded bands are the ramp's pauses, or a capacity search's holds: login
 // attempts stood still there. Legends sit right of the data.
 var Charts = []Chart{
+	{"capacity_curve.png", "Latency, drops and server CPU against logged-in clients",
+		"How each figure grows with the users logged in, one line per run in time order (a line turning back left is clients lost); dotted black: the objective's bound; coloured verticals: the users each scenario held (short dashes) and where it broke (long dashes).",
+		"How each figure grows with the users logged in as the levels step up (a line turning back left is clients lost); dotted black: the objective's bound; verticals: the users held (short dashes) and the level that broke (long dashes)."},
 	{"logged_in.png", "Login attempts and logged-in clients over time",
 		"Logged-in clients (solid) and login attempts (dashed); grey bands are ramp pauses. Attempts going on while logged-in stays flat is a plateau: the relay refused or lost the rest.",
 		"Logged-in clients (solid) and login attempts (dashed); grey bands are the levels' holds, where each level is judged (no logins). Attempts going on while logged-in stays flat: the server refused or lost the rest."},
@@ -43,8 +46,8 @@ var Charts = []Chart{
 	{"cpu_idle.png", "Host CPU idle over time (% of all CPUs)", "Idle share of the relay's host (solid) and of the fleet's host (dashed); 0 % is every CPU busy. On one machine they are the same host.", ""},
 	{"process_cpu.png", "Process CPU over time (% of one core)", "CPU of the relay process (solid) and of the fleet process (dashed); 100 % is one core busy.", ""},
 	{"gbps_vs_clients.png", "Send Gbps against logged-in clients",
-		"One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table). N:N should come out quadratic, 1:N linear.",
-		"One dot per second; the quadratic fit is solid, the linear fit dashed (formulas in the table): how the relay's output grows with users."},
+		"One dot per second, filled before the run's breaking point (the objective that decided its answer, or the first client lost) and hollow after; the fits, quadratic solid and linear dashed, cover only the filled dots (formulas in the table). N:N should come out quadratic, 1:N linear.",
+		"One dot per second, filled before the breaking point and hollow after; the fits, quadratic solid and linear dashed, cover only the filled dots (formulas in the table): how the relay's output grows with users."},
 	{"latency_vs_clients.png", "Delivery latency p99 against logged-in clients (log scale)", "Send → deliver latency p99 per second, from the fleet's histogram, on a log axis so fast and slow scenarios both show.",
 		"Send → deliver latency p99 per second, from the fleet's histogram, on a log axis; the objective's bound is the answer's."},
 }
@@ -82,7 +85,13 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 	idx := scenarioIndex(in)
 	bands, bandName := pauseBands(in), "ramp pause"
 	if sum.Capacity != nil {
-		bands, bandName = holdBands(sum.Capacity.Levels), "level hold"
+		// Each level is judged over its hold from a quarter in (the last
+		// logins settle first): the band is what it was judged over.
+		bands, bandName = holdBands(sum.Capacity.Levels), "judged: last ¾ of a hold"
+	}
+	slo := DefaultSLO()
+	if in.SLO != nil {
+		slo = *in.SLO
 	}
 	pct := func(p *chart) { p.Y.Max = math.Max(p.Y.Max, 100) }
 	builders := map[string]func() (*chart, error){
@@ -133,6 +142,16 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 		},
 	}
 	for _, ch := range Charts {
+		if ch.File == "capacity_curve.png" {
+			cs, err := capacityCurve(in, slo, sum.Cards, idx)
+			if err == nil {
+				err = savePanels(filepath.Join(dir, ch.File), ch.Title, cs)
+			}
+			if err != nil {
+				return fmt.Errorf("chart %s: %w", ch.File, err)
+			}
+			continue
+		}
 		c, err := builders[ch.File]()
 		if err != nil {
 			return fmt.Errorf("chart %s: %w", ch.File, err)
@@ -268,6 +287,12 @@ func timeChart(in Input, idx map[string]int, bands []band, bandName, yLabel stri
 
 func scatterChart(in Input, idx map[string]int, yLabel string, get func(Point) float64) (*chart, error) {
 	c := newChart("logged-in clients", yLabel)
+	return c, addScatter(c, in, idx, get, draw.CircleGlyph{}, "")
+}
+
+// addScatter adds get against logged-in clients of every run to c as
+// dots of shape, one legend entry per scenario (its name and suffix).
+func addScatter(c *chart, in Input, idx map[string]int, get func(Point) float64, shape draw.GlyphDrawer, suffix string) error {
 	seen := map[string]bool{}
 	for _, r := range in.Runs {
 		data := xy(r.Series.Points, func(pt Point) float64 { return pt.LoggedIn }, get)
@@ -276,18 +301,18 @@ func scatterChart(in Input, idx map[string]int, yLabel string, get func(Point) f
 		}
 		s, err := plotter.NewScatter(data)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		s.GlyphStyle.Color = scenarioColor(idx[r.Scenario])
 		s.GlyphStyle.Radius = vg.Points(2)
-		s.GlyphStyle.Shape = draw.CircleGlyph{}
+		s.GlyphStyle.Shape = shape
 		c.Add(s)
 		if !seen[r.Scenario] {
-			c.legend.Add(r.Scenario, s)
+			c.legend.Add(r.Scenario+suffix, s)
 			seen[r.Scenario] = true
 		}
 	}
-	return c, nil
+	return nil
 }
 
 // logY puts the y axis on a log scale over get's positive values.
@@ -309,19 +334,35 @@ func logY(c *chart, in Input, get func(Point) float64) {
 }
 
 func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
-	c, err := scatterChart(in, idx, "send Gbps", func(pt Point) float64 { return pt.SendGbps })
-	if err != nil {
-		return nil, err
-	}
-	// Each fit is drawn over the clients its scenario reached: past them
-	// it would be a prediction, not a fit.
+	// Each run's samples before its breaking point are filled dots, the
+	// fits' data; those after are hollow.
+	before, after := in, in
+	before.Runs, after.Runs = make([]Run, len(in.Runs)), make([]Run, len(in.Runs))
 	maxX := map[string]float64{}
-	for _, r := range in.Runs {
-		for _, pt := range r.Series.Points {
+	for i, r := range in.Runs {
+		var h Headline
+		if i < len(sum.Runs) {
+			h = sum.Runs[i].Headline
+		}
+		win, _ := fitWindow(r.Series.Points, h)
+		before.Runs[i], after.Runs[i] = r, r
+		before.Runs[i].Series.Points = win
+		after.Runs[i].Series.Points = r.Series.Points[len(win):]
+		// Each fit is drawn over the clients its data reached: past them
+		// it would be a prediction, not a fit.
+		for _, pt := range win {
 			if !math.IsNaN(pt.LoggedIn) {
 				maxX[r.Scenario] = math.Max(maxX[r.Scenario], pt.LoggedIn)
 			}
 		}
+	}
+	gbps := func(pt Point) float64 { return pt.SendGbps }
+	c, err := scatterChart(before, idx, "send Gbps", gbps)
+	if err != nil {
+		return nil, err
+	}
+	if err := addScatter(c, after, idx, gbps, draw.RingGlyph{}, " after its break"); err != nil {
+		return nil, err
 	}
 	for _, sc := range sum.Scenarios {
 		for _, f := range []Fit{sc.Quadratic, sc.Linear} {
@@ -337,7 +378,8 @@ func fitChart(in Input, sum Summary, idx map[string]int) (*chart, error) {
 				fn.Dashes = plotutil.Dashes(2)
 			}
 			c.Add(fn)
-			c.legend.Add(fmt.Sprintf("%s %s fit, R² %.3f", sc.Scenario, f.Kind, f.R2), fn)
+			span, _, _ := strings.Cut(f.Over, ",")
+			c.legend.Add(fmt.Sprintf("%s %s, R² %.3f, %s", sc.Scenario, f.Kind, f.R2, span), fn)
 		}
 	}
 	return c, nil

@@ -17,6 +17,9 @@ type Fit struct {
 	N      int    `json:"n"`
 	OK     bool   `json:"ok"`
 	Reason string `json:"reason,omitempty"` // why there is no fit
+	// Over is what the fit covers: "1–21 s, before latency p99 broke at
+	// 22 s".
+	Over string `json:"over,omitempty"`
 }
 
 // Eval is the fitted value at x.
