@@ -114,6 +114,7 @@ func usageArgs(cmd *cobra.Command) {
 type fleetFlags struct {
 	cfg       fleet.Config
 	sourceIPs string
+	tlsALPN   string
 	relay     relayFlags
 	secret    auth.SecretSource
 }
@@ -130,7 +131,8 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.IntVar(&c.MaxFrame, "max-frame", 0, "largest frame read from the capture and from the relay, in bytes (the relay's --max-frame; 0: 65536)")
 	fs.Uint16Var(&c.ServerPort, "server-port", 0, fmt.Sprintf("the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: %d)", capture.DefaultServerPort))
 	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
-	fs.Var(cli.Addr{P: &c.Target, Off: true}, "target", "relay host:port (default: start the relay binary as a child process on 127.0.0.1)")
+	fs.Var(targetValue{Addr: &c.Target, TLS: &c.TLS.Enabled}, "target", "the server: host:port, or a URL whose scheme says TLS (wss://host:port/path, mqtts://host:8883, tls://host:port; the path is the recording's) (default: start the relay binary as a child process on 127.0.0.1)")
+	addTLSFlags(fs, ff)
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
 	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
@@ -162,6 +164,20 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	addRelayFlags(fs, &ff.relay)
 }
 
+// addTLSFlags registers the fleet's TLS flags (fleet.TLS).
+func addTLSFlags(fs *pflag.FlagSet, ff *fleetFlags) {
+	t := &ff.cfg.TLS
+	fs.BoolVar(&t.Enabled, "tls", t.Enabled, "connect over TLS (a wss://, mqtts://, tls:// --target says so too); a profile that upgrades in band (nats) starts TLS where its login says")
+	fs.StringVar(&t.CAFile, "tls-ca", t.CAFile, "PEM file of the CA certificates that verify the server (default: the system's roots)")
+	fs.BoolVar(&t.Insecure, "tls-insecure", t.Insecure, "do not verify the server's certificate (said as a warning at the start)")
+	fs.StringVar(&t.ServerName, "tls-server-name", t.ServerName, "server name sent (SNI) and verified (default: the target's host)")
+	fs.StringVar(&t.CertFile, "tls-cert", t.CertFile, "PEM client certificate (with --tls-key)")
+	fs.StringVar(&t.KeyFile, "tls-key", t.KeyFile, "PEM key of --tls-cert")
+	fs.Var(&t.MinVersion, "tls-min-version", "lowest TLS version offered: 1.2 or 1.3 (default 1.2)")
+	fs.StringVar(&ff.tlsALPN, "tls-alpn", "", "comma-separated ALPN protocols offered, in order (h2,http/1.1; default: none)")
+	fs.BoolVar(&t.Resume, "tls-resume", t.Resume, "resume TLS sessions with tickets (one session cache for the fleet); the summary says which was used")
+}
+
 // config returns the fleet configuration after flag parsing; warnings (a
 // secret on the command line) go to stderr.
 func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
@@ -186,6 +202,11 @@ func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 	// checks below use what it is, not its name.
 	if c.Prof, err = profile.Lookup(c.Profile); err != nil {
 		return c, usageError(fmt.Errorf("--profile: %w", err))
+	}
+	if ff.tlsALPN != "" {
+		for _, p := range strings.Split(ff.tlsALPN, ",") {
+			c.TLS.ALPN = append(c.TLS.ALPN, strings.TrimSpace(p))
+		}
 	}
 	if ff.sourceIPs != "" {
 		for _, ip := range strings.Split(ff.sourceIPs, ",") {

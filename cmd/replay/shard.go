@@ -76,6 +76,9 @@ func shardCommand(exe string, given []string) func(launch.ShardRun) (string, []s
 		if len(f.Levels) > 0 {
 			args = append(args, "--levels", intList(f.Levels))
 		}
+		if f.TLS.Enabled { // a URL target's TLS (--target is host:port here)
+			args = append(args, "--tls")
+		}
 		return exe, args
 	}
 }

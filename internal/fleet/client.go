@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -69,13 +70,25 @@ type client struct {
 	sh     *shard
 	rec    *hists
 
-	conn  net.Conn
-	raw   syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
-	udp   bool
-	ws    bool       // WebSocket: messages travel in frames (ws.go)
-	wsKey []byte     // the client's masking key
-	zip   *wsDeflate // permessage-deflate, when the server accepted it
-	retry *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
+	conn net.Conn
+	raw  syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
+	// tls is the connection's TLS layer (nil: plaintext) and wire what it
+	// writes its records to (tls.go). Set by the login, before the
+	// client reaches a shard.
+	tls  *tls.Conn
+	wire *tlsWire
+	// deadline is the login's; upgrade says a login step asked for TLS in
+	// band, and pending (of pendingKinds) is the next step, sent once the
+	// handshake is done (the reader's).
+	deadline     time.Time
+	upgrade      bool
+	pending      []byte
+	pendingKinds []int
+	udp          bool
+	ws           bool       // WebSocket: messages travel in frames (ws.go)
+	wsKey        []byte     // the client's masking key
+	zip          *wsDeflate // permessage-deflate, when the server accepted it
+	retry        *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
 	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
 	// WebSocket pong) with the shard's writes, when the profile has any
 	// (replies); the reprise profile never replies once logged in.
@@ -152,9 +165,17 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	}()
 	conn.SetWriteDeadline(deadline)
 	conn.SetReadDeadline(deadline)
+	c.deadline = deadline
+	if f.tlsCfg != nil && !f.inBandTLS {
+		if err := c.startTLS(ctx, deadline); err != nil {
+			conn.Close()
+			c.loginFailed(tlsFailure(err), res)
+			return
+		}
+	}
 	var early []byte
 	if c.ws {
-		if early, c.zip, err = wsHandshake(conn, c.pc.UpgradeRequest(), f.cfg.WSDeflate); err != nil {
+		if early, c.zip, err = wsHandshake(c.conn, c.pc.UpgradeRequest(), f.cfg.WSDeflate); err != nil {
 			conn.Close()
 			c.loginFailed(upgradeReason(err), res)
 			return
@@ -209,6 +230,9 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 	}
 	c.f.stats.failed.add(reason.String())
 	c.f.log.Debug("login failed", zap.Int("client", c.idx), zap.Stringer("reason", reason))
+	if reason.code.IsTLS() {
+		c.f.tlsFailed(reason)
+	}
 	if reason.code == LoginPortExhausted {
 		c.f.warnOnce(&c.f.warnedPorts, "WARNING: local ports exhausted (EADDRNOTAVAIL): the kernel has no free ephemeral port towards the target; spread clients with --source-ips or widen net.ipv4.ip_local_port_range")
 	}
@@ -260,13 +284,25 @@ func (c *client) leave(deadline time.Time) {
 		if c.ws {
 			b = profile.AppendWSFrame(b, profile.WSClose, wsNormalClose, c.wsKey)
 		}
-		c.conn.SetWriteDeadline(deadline)
-		if n, err := c.conn.Write(b); err == nil && left {
+		out := c.conn
+		if c.tls != nil {
+			// The backlog is records already; the goodbye is sealed behind
+			// it, and the close_notify after (into the wire: CloseWrite
+			// also moves the socket's write deadline, set again below).
+			c.wmu.Lock()
+			b = c.seal(b[:start], append([]byte(nil), b[start:]...))
+			c.tls.CloseWrite()
+			b = c.wire.take(b)
+			c.wmu.Unlock()
+			out = c.wire.TCPConn
+		}
+		out.SetWriteDeadline(deadline)
+		if n, err := out.Write(b); err == nil && left {
 			c.sh.c.sentFrames[c.f.player.LeaveKind()].Add(1)
 			c.sh.c.sentBytes.Add(int64(n))
 		}
-		c.conn.SetReadDeadline(deadline)
-		if tc, ok := c.conn.(*net.TCPConn); ok {
+		out.SetReadDeadline(deadline)
+		if tc, ok := out.(*net.TCPConn); ok {
 			tc.CloseWrite()
 		} else {
 			c.conn.Close()
@@ -309,13 +345,32 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 			return c.readUDP(ur, &ev, res)
 		}
 	}
+	for {
+		reason := c.readStream(&ev, res)
+		if !c.upgrade {
+			return reason
+		}
+		if err := c.upgradeTLS(); err != nil {
+			c.loginFailed(tlsFailure(err), res)
+			return Disconnect{}
+		}
+	}
+}
+
+// readStream reads a stream connection until it ends, or until a login
+// step asks for TLS in band (c.upgrade).
+func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconnect {
 	var reason Disconnect
-	r := newStreamReader(c.conn, c.raw, func(b []byte) bool {
+	rc := c.raw
+	if c.tls != nil {
+		rc = nil // the bytes on the socket are records: read through TLS
+	}
+	r := newStreamReader(c.conn, rc, func(b []byte) bool {
 		if !c.joined.Load() && len(c.first) < firstBytes {
 			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
 		}
 		var done bool
-		reason, done = c.consume(b, &ev, res)
+		reason, done = c.consume(b, ev, res)
 		return !done
 	})
 	defer r.release()
@@ -329,6 +384,30 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 		}
 		return c.readEnded(err, res)
 	}
+}
+
+// upgradeTLS starts TLS in band on a client whose login step asked for
+// it, then sends the next step (held in pending).
+func (c *client) upgradeTLS() error {
+	c.upgrade = false
+	ctx, cancel := context.WithDeadline(context.Background(), c.deadline)
+	defer cancel()
+	if err := c.startTLS(ctx, c.deadline); err != nil {
+		return err
+	}
+	if len(c.pending) == 0 {
+		return nil
+	}
+	if _, err := c.conn.Write(c.pending); err != nil {
+		return err
+	}
+	for _, k := range c.pendingKinds {
+		c.sh.c.sentFrames[k].Add(1)
+		c.flowSent(k)
+	}
+	c.sh.c.sentBytes.Add(int64(len(c.pending)))
+	c.pending, c.pendingKinds = nil, nil
+	return nil
 }
 
 // readUDP is read for a UDP client: up to udpBatchMax datagrams per
@@ -397,6 +476,17 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	// said why in the same read (a WebSocket close frame), ends the
 	// connection for what the read found (err, below), not as a write
 	// error: a strict server's late-pong close came out as write_error.
+	if ev.StartTLS && c.f.tlsCfg != nil && c.tls == nil && !c.joined.Load() {
+		// The handshake runs outside this read (readStream returns), and
+		// the next step waits for it.
+		c.upgrade = true
+		c.pending = append(c.pending[:0], ev.Reply...)
+		c.pendingKinds = c.pendingKinds[:0]
+		for _, r := range ev.Replies {
+			c.pendingKinds = append(c.pendingKinds, r.Kind)
+		}
+		return Disconnect{}, true
+	}
 	if len(ev.Reply) > 0 && !(c.stopping.Load() && c.joined.Load()) {
 		why := c.reply(ev)
 		switch {
@@ -437,7 +527,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			login, reason = c.wsClose(wc)
 		}
 		if !c.joined.Load() {
-			if login.code == LoginProtocolError {
+			if r, ok := c.tlsAnswer(); ok {
+				login = r
+			} else if login.code == LoginProtocolError {
 				c.f.notReprise.CompareAndSwap(nil, &c.first)
 			}
 			c.loginFailed(login, res)
@@ -528,6 +620,9 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 	defer c.wmu.Unlock()
 	if c.dead.Load() {
 		return DisconnectNone
+	}
+	if c.tls != nil {
+		b = c.seal(nil, b)
 	}
 	if len(c.backlog) > 0 {
 		if len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
@@ -651,6 +746,9 @@ func (k *confirmer) stop() {
 // client that logs in during the stop still leaves and never keeps an
 // unbounded read.
 func (c *client) loggedIn(res chan<- LoginResult) {
+	if c.wire != nil {
+		c.wire.buffer() // from now on the shard writes the records
+	}
 	c.retry = nil
 	c.conn.SetReadDeadline(time.Time{})
 	// The shard's TCP writes never wait, and a raw write fails once a
@@ -684,6 +782,10 @@ func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
 			reason = LoginConnectRefused
 		case errors.Is(err, syscall.ECONNRESET):
 			reason = LoginReset
+		}
+		if r, ok := c.tlsAnswer(); ok {
+			c.loginFailed(r, res)
+			return Disconnect{}
 		}
 		c.loginFailed(loginFail(reason), res)
 		return Disconnect{}
@@ -785,7 +887,13 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			c.wmu.Lock()
 			defer c.wmu.Unlock()
 		}
-		c.sendTCP(c.sh.w, buf, ends, now)
+		if c.tls != nil {
+			c.sh.sealed = c.seal(c.sh.sealed[:0], buf)
+			sealedEnds(ends, len(buf), len(c.sh.sealed))
+			c.sendTCP(c.sh.w, c.sh.sealed, ends, now)
+		} else {
+			c.sendTCP(c.sh.w, buf, ends, now)
+		}
 		if len(c.backlog) > 0 {
 			c.due = min(c.due, now+backlogRetry)
 		}

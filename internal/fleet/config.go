@@ -49,6 +49,9 @@ type Config struct {
 	// capture's (tcp for Frames).
 	Target    string
 	Transport string
+	// TLS is how the fleet speaks TLS to the target (tls.go); the zero
+	// value is plaintext.
+	TLS TLS
 	// Profile names the protocol: a built-in profile (reprise, mqtt,
 	// mqtt-ws, redis) or a profile file; empty is reprise. Prof, when set,
 	// is that profile already resolved (the command resolves --profile
@@ -290,6 +293,12 @@ func (c *Config) validate() error {
 	}
 	if _, err := c.loop(); err != nil {
 		return badf("--loop: %v", err)
+	}
+	if err := c.TLS.validate(); err != nil {
+		return err
+	}
+	if c.TLS.Enabled && c.Transport == "udp" {
+		return badf("--tls over udp: TLS runs over the stream transports (tcp, websocket); DTLS is not supported")
 	}
 	if err := c.checkIDFormat(); err != nil {
 		return err

@@ -22,6 +22,7 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -69,7 +70,15 @@ type Fleet struct {
 	udp         bool
 	ws          bool
 	target      string
-	epoch       time.Time
+	// tlsCfg is the fleet's one TLS config (nil: plaintext); inBandTLS
+	// says the profile upgrades in band (a login step's starttls), so the
+	// clients connect in plaintext and start TLS there. hs are the
+	// handshake figures; tlsWarned the TLS failures already said.
+	tlsCfg    *tls.Config
+	inBandTLS bool
+	hs        *handshakes
+	tlsWarned sync.Map // LoginCode -> struct{}
+	epoch     time.Time
 	// epochUnix is epoch on the wall clock (ns): trace stamps and their
 	// receipt are epochUnix plus the monotonic fleet clock, one clock read
 	// each instead of two.
@@ -121,6 +130,10 @@ var errStopped = errors.New("stopped at a level")
 // ErrUnreachable means the very first login could not connect at all.
 var ErrUnreachable = errors.New("target unreachable")
 
+// ErrTLS means the very first login failed in TLS: the handshake, or a
+// plaintext login that met a TLS port.
+var ErrTLS = errors.New("TLS")
+
 // ErrNotReprise means the very first login got bytes that are not the
 // reprise protocol (an HTTP server, a metrics port, another service).
 var ErrNotReprise = errors.New("the target does not speak the reprise protocol")
@@ -143,6 +156,9 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	if err := checkSourceIPs(cfg.SourceIPs); err != nil {
+		return nil, err
+	}
+	if err := f.setupTLS(); err != nil {
 		return nil, err
 	}
 	n := runtime.GOMAXPROCS(0)
@@ -170,6 +186,7 @@ func (f *Fleet) loadScript() error {
 	}
 	loop, _ := f.cfg.loop() // checked by validate
 	f.profileName = prof.Name
+	f.inBandTLS = prof.StartsTLS()
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
 	l, err := profile.Load(prof, f.cfg.source(), profile.ScriptOptions{
 		Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom,
@@ -516,6 +533,12 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginRes
 			switch r.Code() {
 			case LoginConnectRefused, LoginConnectError, LoginConnectTimeout:
 				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
+			case LoginTLSUnknownAuthority, LoginTLSBadCertificate, LoginTLSHandshakeTimeout, LoginTLSProtocolVersion, LoginTLSRequired, LoginTLSClosed, LoginTLSError:
+				return fmt.Errorf("%w: %s: first login failed %s: %s", ErrTLS, f.target, r, r.Detail())
+			case LoginReset, LoginClosed, LoginTimeout:
+				if f.tlsCfg == nil && speaksTLS(ctx, f.target) {
+					return fmt.Errorf("%w: %s: first login failed %s, and the target speaks TLS (a TLS handshake with it succeeded): tls_required: give --tls (or a wss://, mqtts://, tls:// target)", ErrTLS, f.target, r)
+				}
 			case LoginProtocolError:
 				return fmt.Errorf("%w: %s answered the first login with %s, which is not the %s protocol", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()), f.profileName)
 			}
@@ -593,7 +616,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || player.Replies(), fc: fc,
+		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc,
 	}
 	if f.ws {
 		c.wsKey = profile.NewWSKey()

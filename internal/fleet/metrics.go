@@ -12,8 +12,9 @@ import (
 
 // Bucket bounds, in seconds.
 var (
-	latencyBuckets = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
-	lagBuckets     = []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1}
+	latencyBuckets   = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
+	handshakeBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
+	lagBuckets       = []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1}
 )
 
 // collector exposes the fleet's atomics and histograms at scrape time, so
@@ -25,6 +26,7 @@ type collector struct {
 	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
 	loops, delayed, shard                      *prometheus.Desc
 	numbered, lost, joinRetries                *prometheus.Desc
+	handshake, handshakes                      *prometheus.Desc
 }
 
 func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
@@ -50,6 +52,8 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		numbered:    d("replay_numbered_messages_received_total", "Deliveries of room-wide casts (broadcast, othercast) whose sender sequence the receiver checks for gaps."),
 		lost:        d("replay_messages_lost_total", "Gaps in senders' sequences of room-wide casts as their receivers saw them (lost deliveries; late ones counted back off). Loss ratio: lost / (numbered received + lost)."),
 		joinRetries: d("replay_udp_join_retries_total", "UDP join datagrams sent again because joined did not arrive in time (backoff 250 ms doubling to 2 s, until the login timeout)."),
+		handshake:   d("replay_tls_handshake_seconds", "TLS handshake durations (after the TCP connect, before the login's first message); none without --tls."),
+		handshakes:  d("replay_tls_handshakes_total", "TLS handshakes completed, by whether they resumed a session (--tls-resume).", "resumed"),
 		delayed:     d("replay_send_backpressure_total", "Frames that could not be handed to the kernel when due because the relay's socket buffer was full (the relay read too slowly) and waited in the client's send backlog."),
 	}
 	host, err := metrics.NewHostCollector("replay")
@@ -67,7 +71,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
 		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed, c.shard,
-		c.numbered, c.lost, c.joinRetries} {
+		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes} {
 		ch <- d
 	}
 }
@@ -105,6 +109,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.numbered, t.NumberedReceived)
 	counter(c.lost, t.MessagesLost)
 	counter(c.joinRetries, t.UDPJoinRetries)
+	if hs := c.f.hs; hs != nil {
+		b, n, sum, full, resumed := hs.prom(handshakeBuckets)
+		ch <- prometheus.MustNewConstHistogram(c.handshake, n, sum, b)
+		counter(c.handshakes, full, "false")
+		counter(c.handshakes, resumed, "true")
+	}
 	b, n, sum := s.promBuckets(false, latencyBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.latency, n, sum, b)
 	b, n, sum = s.promBuckets(true, lagBuckets)

@@ -25,6 +25,7 @@ func (f *Fleet) tick(ctx context.Context) {
 	defer t.Stop()
 	last := f.stats.totals()
 	lastAt := time.Now()
+	lastTick := lastAt
 	cpu0, cpuErr := metrics.ReadCPUTimes()
 	for {
 		select {
@@ -33,6 +34,10 @@ func (f *Fleet) tick(ctx context.Context) {
 		case <-t.C:
 		}
 		f.stats.fold()
+		if f.hs != nil {
+			f.hs.tick(time.Since(lastTick))
+		}
+		lastTick = time.Now()
 		if time.Since(lastAt) < f.cfg.ProgressInterval-50*time.Millisecond {
 			continue
 		}

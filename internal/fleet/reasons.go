@@ -18,6 +18,9 @@ type LoginResult struct {
 	ws   uint16 // LoginClosedWS: the close code
 	// step is the login step it failed in, for a login in steps.
 	step string
+	// detail is a TLS failure's line: what the peer's alert or the
+	// verification said (not in the label, which stays bounded).
+	detail string
 }
 
 // LoginCode is the kind of a login's result.
@@ -42,6 +45,15 @@ const (
 	LoginRefused        // said: the server's reason
 	LoginClosedWS       // a WebSocket close with a code
 	LoginClosedByServer // a WebSocket close without one
+	// TLS: the handshake failed (tls.go's classifyTLS), or a plaintext
+	// login met a TLS port.
+	LoginTLSUnknownAuthority
+	LoginTLSBadCertificate
+	LoginTLSHandshakeTimeout
+	LoginTLSProtocolVersion
+	LoginTLSRequired
+	LoginTLSClosed
+	LoginTLSError
 )
 
 var loginNames = [...]string{
@@ -52,7 +64,17 @@ var loginNames = [...]string{
 	LoginWriteError: "write_error", LoginProtocolError: reasonProtocol,
 	LoginUpgradeError: "upgrade_error", LoginUpgradeRefused: "upgrade_refused",
 	LoginRefused: "refused", LoginClosedWS: "ws", LoginClosedByServer: "closed_by_server",
+	LoginTLSUnknownAuthority: "tls_unknown_authority", LoginTLSBadCertificate: "tls_bad_certificate",
+	LoginTLSHandshakeTimeout: "tls_handshake_timeout", LoginTLSProtocolVersion: "tls_protocol_version",
+	LoginTLSRequired: "tls_required", LoginTLSClosed: "tls_handshake_closed", LoginTLSError: "tls_error",
 }
+
+// IsTLS reports a TLS failure.
+func (c LoginCode) IsTLS() bool { return c >= LoginTLSUnknownAuthority && c <= LoginTLSError }
+
+// Detail is a TLS failure's line (what the peer or the verification
+// said); empty for other results.
+func (r LoginResult) Detail() string { return r.detail }
 
 // Code is the result's kind.
 func (r LoginResult) Code() LoginCode { return r.code }

@@ -53,6 +53,8 @@ type shard struct {
 	// turn: the non-blocking writer and the end offsets of its frames.
 	w    *rawWriter
 	ends []int
+	// sealed holds a TLS client's turn as records (tls.go's seal).
+	sealed []byte
 }
 
 func newShard(f *Fleet, c *counters, rec *hists) *shard {

@@ -314,6 +314,12 @@ func (s *stats) promBuckets(lag bool, bounds []float64) (map[float64]uint64, uin
 	if lag {
 		h = s.cumLag
 	}
+	return histBuckets(h, bounds)
+}
+
+// histBuckets turns a histogram in µs into Prometheus buckets (upper
+// bounds in seconds → cumulative counts), its count and its sum (seconds).
+func histBuckets(h *hdrhistogram.Histogram, bounds []float64) (map[float64]uint64, uint64, float64) {
 	buckets := make(map[float64]uint64, len(bounds))
 	for _, b := range bounds {
 		buckets[b] = 0

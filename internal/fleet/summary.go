@@ -79,6 +79,9 @@ type Summary struct {
 	// Saturation counts the progress intervals in which the fleet was
 	// saturated, by kind (lag, cpu); empty when it never was.
 	Saturation map[string]int `json:"saturation"`
+	// TLS is how the fleet spoke TLS (nil: plaintext): version,
+	// resumption, the handshakes' times and rate.
+	TLS *TLSSummary `json:"tls,omitempty"`
 	// Histograms are the latency and lag histograms, lossless, so that
 	// `replay merge` computes exact percentiles over shards.
 	Histograms Histograms `json:"histograms"`
@@ -154,7 +157,12 @@ func (f *Fleet) summary() (Summary, error) {
 		saturation = map[string]int{}
 	}
 	cpuS, rss := f.processCost()
+	tlsSum, err := f.hs.summary(&f.cfg.TLS)
+	if err != nil {
+		return Summary{}, err
+	}
 	return Summary{
+		TLS:                 tlsSum,
 		ClientsRequested:    f.cfg.Shard.Clients(f.cfg.Clients),
 		LoginAttempts:       t.LoginAttempts,
 		LoginsSucceeded:     t.LoginsSucceeded,
@@ -270,6 +278,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("disconnects", byReason(s.Disconnects))
 	row("sends delayed by backpressure", s.SendsDelayed)
 	row("frames sent", byReason(s.FramesSent))
+	if s.TLS != nil {
+		row("tls", s.TLS.line())
+	}
 	row("fleet process", processLine(s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k))
 	for _, fc := range s.Flows {
 		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client),

@@ -18,6 +18,8 @@ type loginRule struct {
 	items   []loginItem
 	success int // server kind, -1: the next message that is no refusal
 	when    *matcher
+	// starttls: TLS starts after this step's answer (StartTLS).
+	starttls bool
 }
 
 // loginItem is a recorded client kind (kind > 0) or a template.
@@ -44,7 +46,10 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 	seen := map[string]bool{}
 	for i, st := range l.Steps {
 		path := fmt.Sprintf("login.steps[%d]", i)
-		r := loginRule{name: st.Name, success: -1}
+		r := loginRule{name: st.Name, success: -1, starttls: st.StartTLS}
+		if st.StartTLS && i == len(l.Steps)-1 {
+			return bad(path+".starttls", "the last step's answer ends the login: TLS starts after a step that has another after it")
+		}
 		if r.name == "" {
 			r.name = fmt.Sprintf("step%d", i+1)
 		}
@@ -88,6 +93,17 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 		p.steps = append(p.steps, r)
 	}
 	return nil
+}
+
+// StartsTLS reports whether a login step starts TLS in band (starttls):
+// a fleet with --tls then connects in plaintext and upgrades there.
+func (p *Profile) StartsTLS() bool {
+	for i := range p.steps {
+		if p.steps[i].starttls {
+			return true
+		}
+	}
+	return false
 }
 
 // stage is one login step of a script: its messages and its answer.
@@ -196,6 +212,7 @@ func (c *client) loginAnswer(m []byte, k int, now int64, ev *Events) {
 		c.okSeen = true
 		return
 	}
+	ev.StartTLS = st.rule != nil && st.rule.starttls
 	c.stage++
 	next := &c.s.stages[c.stage]
 	for i := range next.sends {

@@ -135,6 +135,10 @@ type Events struct {
 	// Relogin says Reply replaces the login (a padded UDP join): a login
 	// sent again goes out as Reply.
 	Relogin bool
+	// StartTLS says a login step that starts TLS was answered: a fleet
+	// with --tls runs the handshake on the connection before it sends
+	// Reply (the next step) and reads on through TLS.
+	StartTLS bool
 }
 
 // Reset clears ev for the next read, keeping its buffers.

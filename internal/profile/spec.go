@@ -144,6 +144,11 @@ type LoginStepSpec struct {
 	// a message of the kind that fails it is waited past, not a refusal.
 	Success string     `yaml:"success"`
 	When    *MatchSpec `yaml:"when"`
+	// StartTLS: when the fleet runs with --tls, the client starts TLS on
+	// the same connection once this step's answer came, before the next
+	// step's messages (a protocol that upgrades in band: NATS's INFO
+	// then the handshake). Without --tls it means nothing.
+	StartTLS bool `yaml:"starttls"`
 }
 
 // SendItem is a recorded client kind (a YAML string) or a template (a
