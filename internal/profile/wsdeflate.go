@@ -291,6 +291,16 @@ func (f *Inflater) Inflate(dst, msg []byte, max int) ([]byte, error) {
 
 // keep slides the window over the message's plaintext.
 func (f *Inflater) keep(p []byte) {
+	if f.window == nil {
+		// Its size exactly: a window grown by append would hold twice
+		// what it needs (64 KiB a client for a 32 KiB window).
+		f.window = make([]byte, 0, min(f.size, max(len(p), 1024)))
+	}
+	if len(f.window)+len(p) > cap(f.window) && cap(f.window) < f.size {
+		w := make([]byte, len(f.window), min(f.size, max(2*cap(f.window), len(f.window)+len(p))))
+		copy(w, f.window)
+		f.window = w
+	}
 	if len(p) >= f.size {
 		f.window = append(f.window[:0], p[len(p)-f.size:]...)
 		return

@@ -103,8 +103,8 @@ func TestInflate(t *testing.T) {
 				t.Fatalf("message %d: %v %q", i, err, trunc(got))
 			}
 		}
-		if len(in.window) != 1<<15 {
-			t.Errorf("window %d bytes, want 32 KiB", len(in.window))
+		if len(in.window) != 1<<15 || cap(in.window) != 1<<15 {
+			t.Errorf("window %d bytes (capacity %d), want 32 KiB", len(in.window), cap(in.window))
 		}
 	})
 	t.Run("no context", func(t *testing.T) {
