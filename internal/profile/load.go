@@ -162,15 +162,15 @@ func (p *Profile) compileFrames(frames []session.Frame, transport string, end ti
 	if transport == "websocket" {
 		return nil, badf("--transport websocket: the reprise profile runs over tcp or udp")
 	}
-	s, err := session.New(frames, session.Options{Speed: opts.Speed, RewritePayload: opts.RewritePayload, Loop: opts.Loop, End: end, MaxFrame: opts.MaxFrame})
-	if errors.Is(err, session.ErrNoJoin) {
+	s, err := newRepriseScript(frames, repriseOptions{Speed: opts.Speed, RewritePayload: opts.RewritePayload, Loop: opts.Loop, End: end, MaxFrame: opts.MaxFrame})
+	if errors.Is(err, errNoJoin) {
 		// The capture, not the flags: the same failure as inspect's.
 		return nil, fmt.Errorf("%w: %v", capture.ErrUnusable, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadConfig, err)
 	}
-	rp := NewReprise(s, transport == "udp")
+	rp := newReprise(s, transport == "udp")
 	rp.MaxFrame = opts.MaxFrame
 	return rp, nil
 }

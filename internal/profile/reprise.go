@@ -8,11 +8,11 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// Reprise is the reprise profile's Player: internal/session's script of
-// internal/wire frames, over TCP or UDP. Its kinds are the wire's client
+// Reprise is the reprise profile's Player: its script of internal/wire
+// frames (reprise_script.go), over TCP or UDP. Its kinds are the wire's client
 // frame types, so counts read join, send, heartbeat and leave as before.
 type Reprise struct {
-	s     *session.Script
+	s     *repriseScript
 	udp   bool
 	kinds KindNames
 	// MaxFrame caps frames read from the relay (its --max-frame); 0 means
@@ -20,9 +20,9 @@ type Reprise struct {
 	MaxFrame int
 }
 
-// NewReprise plays s over UDP (a session token before every datagram, the
+// newReprise plays s over UDP (a session token before every datagram, the
 // join padded) or TCP.
-func NewReprise(s *session.Script, udp bool) *Reprise {
+func newReprise(s *repriseScript, udp bool) *Reprise {
 	r := &Reprise{s: s, udp: udp}
 	for t := wire.Type(0); t <= wire.TypeHeartbeat; t++ {
 		r.kinds = append(r.kinds, t.String())
@@ -37,9 +37,6 @@ func (r *Reprise) maxFrame() int {
 	}
 	return wire.DefaultMaxFrame
 }
-
-// Script is the session script it plays.
-func (r *Reprise) Script() *session.Script { return r.s }
 
 // Timeline implements Player.
 func (r *Reprise) Timeline() *session.Timeline { return &r.s.Timeline }
@@ -90,7 +87,7 @@ func (r *Reprise) ClosedByRelay() bool { return true }
 
 // NewClient implements Player.
 func (r *Reprise) NewClient(id Identity) (Client, error) {
-	sid := session.Identity{User: id.User, Room: id.Room, Peers: id.Peers, Auth: id.Auth}
+	sid := repriseIdentity{User: id.User, Room: id.Room, Peers: id.Peers, Auth: id.Auth}
 	if r.udp {
 		sid.JoinSize = wire.UDPJoinPad - wire.TokenSize
 	}
@@ -111,7 +108,7 @@ const maxPadRounds = 4
 // repriseClient is one reprise client.
 type repriseClient struct {
 	r   *Reprise
-	enc *session.Encoded
+	enc *repriseEncoded
 	// token is the UDP session token from joined: written by the reader
 	// before the login ends, read by the sender after.
 	token uint64

@@ -23,7 +23,7 @@ type ScriptOptions struct {
 }
 
 // Script is a recording compiled by a declarative or built-in profile
-// (not reprise, whose script is internal/session's).
+// (not reprise, whose script is reprise_script.go's).
 type Script struct {
 	p    *Profile
 	tl   session.Timeline

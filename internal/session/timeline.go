@@ -6,6 +6,15 @@ import (
 	"time"
 )
 
+// Frame is one client→server message of a recorded flow, at its offset
+// from the flow's start: what a program hands a fleet to build a script
+// from (the profile cuts and reads the bytes; a timeline needs the
+// offsets only).
+type Frame struct {
+	Offset time.Duration // since the flow's start
+	Bytes  []byte        // the whole message, as the client sent it
+}
+
 // Timeline is a script's timing, whatever its protocol: when each of its
 // messages is due since the login, which ones form the handshake and the
 // login part, and which range loops. Plans are built from it.
