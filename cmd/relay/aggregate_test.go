@@ -13,17 +13,18 @@ import (
 
 // TestRoomLimitBoundsManySenders: ten senders, each under its own rate
 // limit (200 of 250 frames a second), in one room: together they are over
-// the room's limit of 1000 a second, which drops and counts the excess;
-// the listener gets about the room's rate, and no sender is cut.
+// the room's limit of 100 a second per sender, which drops and counts the
+// excess; the listener gets about the room's rate, and no sender is cut.
 func TestRoomLimitBoundsManySenders(t *testing.T) {
 	const (
 		senders  = 10
 		perSec   = 200
-		roomRate = 1000
-		burst    = 200
+		share    = 100
+		burst    = 20
+		roomRate = senders * share
 		run      = 3 * time.Second
 	)
-	p := startRelay(t, "--log-level", "info", "--room-rate-messages", fmt.Sprint(roomRate), "--room-rate-messages-burst", fmt.Sprint(burst))
+	p := startRelay(t, "--log-level", "info", "--room-rate-messages", fmt.Sprint(share), "--room-rate-messages-burst", fmt.Sprint(burst))
 	listener := join(t, p.TCP, "crowd", "listener")
 	listener.SetDeadline(time.Now().Add(run + 20*time.Second))
 	var got atomic.Int64
@@ -76,7 +77,7 @@ func TestRoomLimitBoundsManySenders(t *testing.T) {
 	elapsed := time.Since(start)
 	p.waitMetric(t, "relay_received_messages_total", float64(sent.Load()))
 	time.Sleep(200 * time.Millisecond)
-	allowed := roomRate*elapsed.Seconds() + burst
+	allowed := roomRate*elapsed.Seconds() + senders*burst
 	roomLimited := p.metric(t, `relay_rate_limited_frames_total{limit="room_messages"}`)
 	t.Logf("%d sends in %v, the listener got %d (the room allows %.0f), %v dropped by the room's limit", sent.Load(), elapsed.Round(time.Millisecond), got.Load(), allowed, roomLimited)
 	if float64(got.Load()) > allowed*1.05 {
@@ -138,4 +139,17 @@ func TestPerSourceCaps(t *testing.T) {
 		t.Fatalf("third room: %v, want server_full", err)
 	}
 	q.waitMetric(t, `relay_limit_refusals_total{limit="rooms"}`, 1)
+}
+
+// TestAcceptRefusalCounted: a connection refused at accept by
+// --max-connections gets server_full before it sends anything, and is
+// counted: relay_limit_refusals_total{limit="connections"} and
+// relay_rejected_frames_total{reason="server_full"}.
+func TestAcceptRefusalCounted(t *testing.T) {
+	p := startRelay(t, "--max-connections", "2")
+	join(t, p.TCP, "full", "a")
+	join(t, p.TCP, "full", "b")
+	expectError(t, dial(t, p.TCP), wire.ErrServerFull)
+	p.waitMetricEq(t, `relay_limit_refusals_total{limit="connections"}`, 1)
+	p.waitMetricEq(t, `relay_rejected_frames_total{reason="server_full"}`, 1)
 }

@@ -397,3 +397,30 @@ func TestRemovalLag(t *testing.T) {
 		t.Errorf("member_left %v after b's error frame: over the 1 s linger", lag)
 	}
 }
+
+// TestLeaveOverRateLimitActedOn: a leave over the sender's rate limit is
+// still acted on: the others get member_left, and the client's next join,
+// once under its limit again, joins instead of being refused
+// already_joined.
+func TestLeaveOverRateLimitActedOn(t *testing.T) {
+	p := startRelay(t, "--rate-messages", "1", "--rate-messages-burst", "2")
+	other := join(t, p.TCP, "rl-leave", "other")
+	c := join(t, p.TCP, "rl-leave", "a") // 1 of the burst of 2
+	send(t, c, wire.Send{Mode: wire.Othercast, Payload: []byte("x")})
+	if err := c.Leave(); err != nil { // over the burst
+		t.Fatal(err)
+	}
+	for {
+		f, err := other.Recv()
+		if err != nil {
+			t.Fatalf("waiting for member_left: %v", err)
+		}
+		if f.Type == wire.TypeMemberLeft {
+			break
+		}
+	}
+	time.Sleep(2500 * time.Millisecond) // under the limit again
+	if _, err := c.Join("rl-leave", "a", nil); err != nil {
+		t.Fatalf("join after the leave: %v", err)
+	}
+}

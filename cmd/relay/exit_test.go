@@ -23,6 +23,11 @@ func TestUsageExitCodes(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--metrics", "http://127.0.0.1:9400/metrics"}, 2},
 		{[]string{"--listen", "127.0.0.1:0", "--udp", "7401"}, 2},
 		{[]string{"--listen", "127.0.0.1:0", "--udp", "127.0.0.1:x"}, 2},
+		// A burst of 0 would be no limit or no traffic: refused.
+		{[]string{"--room-rate-messages-burst", "0"}, 2},
+		{[]string{"--rate-bytes-burst", "-1"}, 2},
+		{[]string{"--queue-budget", "0"}, 2},
+		{[]string{"--max-memory", "-1"}, 2},
 	}
 	for _, tt := range tests {
 		cmd := exec.Command(bins["relay"], tt.args...)

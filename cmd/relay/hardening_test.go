@@ -468,3 +468,36 @@ func TestIdleCountsWholeFrames(t *testing.T) {
 		t.Errorf("idle timeout after %v of trickling, want about 1 s", d)
 	}
 }
+
+// TestUDPUnknownTypeAnswered: over UDP, a datagram whose frame has a type
+// no one defined in the client→server range (0x05-0x7f) is answered
+// unknown_type, with a session's token or with none, and a session stays;
+// a server→client type is dropped unanswered (TestServerTypesRefusedFromHeader).
+// docs/protocol.md says it once, under UDP specifics.
+func TestUDPUnknownTypeAnswered(t *testing.T) {
+	p := startRelay(t)
+	c := dialUDP(t, p.UDP)
+	if _, err := c.Join("udp-unknown", "u", nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, token := range []uint64{c.Token(), 0} {
+		d := binary.BigEndian.AppendUint64(nil, token)
+		d = append(d, 0, 0, 0, 1, 0x07) // length 1, type 0x07
+		if err := c.WriteRaw(d); err != nil {
+			t.Fatal(err)
+		}
+		f, err := c.Recv()
+		if err != nil {
+			t.Fatalf("token %d: %v", token, err)
+		}
+		if f.Type != wire.TypeError || f.Code != wire.ErrUnknownType {
+			t.Fatalf("token %d: got %s %s, want error unknown_type", token, f.Type, f.Code)
+		}
+	}
+	if err := c.Heartbeat(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RecvType(wire.TypeHeartbeatReply); err != nil {
+		t.Fatalf("the session after unknown_type: %v", err)
+	}
+}

@@ -50,6 +50,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			if !cmd.Flags().Changed("udp") {
 				cfg.UDP = relay.UDPSameAsTCP
 			}
+			// A room limit not given follows the sender's: the library
+			// turns it off with the sender's (Config.setDefaults).
+			if !cmd.Flags().Changed("room-rate-messages") {
+				cfg.RoomRateMessages = 0
+			}
+			if !cmd.Flags().Changed("room-rate-bytes") {
+				cfg.RoomRateBytes = 0
+			}
+			for _, name := range []string{"rate-messages-burst", "rate-bytes-burst", "room-rate-messages-burst", "room-rate-bytes-burst"} {
+				if v, _ := cmd.Flags().GetInt(name); cmd.Flags().Changed(name) && v <= 0 {
+					return usageError(fmt.Errorf("--%s %d: a burst is at least 1 (to turn a limit off, give its rate a negative value)", name, v))
+				}
+			}
 			log, err := newLogger(logLevel, stderr)
 			if err != nil {
 				return err
@@ -63,7 +76,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				log.Warn(w)
 			}
 			m := relay.ReadMachine()
+			from := memorySource(m, cfg.MaxMemory)
 			goLimit := setGoMemoryLimit(m, cfg.MaxMemory)
+			if cfg.MaxMemory == 0 {
+				// Read before Go's limit was set from it.
+				cfg.MaxMemory = int64(m.MemoryLimit())
+			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 			srv, err := relay.New(cfg, log, reg)
@@ -75,12 +93,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "limits max-connections=%s max-rooms=%s per-source connections=%s rooms=%s (open files %d, memory %d MiB)\n",
 				capText(rc.MaxConnections), capText(rc.MaxRooms), capText(rc.MaxConnectionsPerSource), capText(rc.MaxRoomsPerSource), m.OpenFiles, m.Memory>>20)
 			fmt.Fprintf(stdout, "memory max-memory=%d MiB (%s) go-limit=%s queue-budget=%s per-source=%s\n",
-				rc.MaxMemory>>20, memorySource(m, cfg.MaxMemory), mibText(goLimit), mibText(rc.QueueBudget), mibText(rc.QueueBudgetPerSource))
+				rc.MaxMemory>>20, from, mibText(goLimit), mibText(rc.QueueBudget), mibText(rc.QueueBudgetPerSource))
 			log.Info("relay started", zap.Stringer("tcp", srv.Addr()), zap.String("udp", addrOrOff(srv.UDPAddr())),
 				zap.String("metrics", addrOrOff(srv.MetricsAddr())), zap.Int("max_connections", rc.MaxConnections),
 				zap.Int("max_rooms", rc.MaxRooms), zap.Int("max_connections_per_source", rc.MaxConnectionsPerSource),
 				zap.Int("max_rooms_per_source", rc.MaxRoomsPerSource), zap.Uint64("open_files", m.OpenFiles), zap.Uint64("memory_bytes", m.Memory),
-				zap.String("memory_from", memorySource(m, cfg.MaxMemory)), zap.Int64("max_memory", rc.MaxMemory), zap.Int64("go_memory_limit", goLimit),
+				zap.String("memory_from", from), zap.Int64("max_memory", rc.MaxMemory), zap.Int64("go_memory_limit", goLimit),
 				zap.Int64("queue_budget", rc.QueueBudget), zap.Int64("queue_budget_per_source", rc.QueueBudgetPerSource))
 			err = srv.Run(ctx)
 			log.Info("relay stopped")
@@ -109,10 +127,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.IntVar(&cfg.MaxRooms, "max-rooms", d.MaxRooms, "rooms in all; the default is sized from this machine's memory (negative: no limit)")
 	f.IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", d.MaxConnectionsPerSource, "TCP connections plus UDP sessions from one source address (negative: no limit)")
 	f.IntVar(&cfg.MaxRoomsPerSource, "max-rooms-per-source", d.MaxRoomsPerSource, "rooms the connections and sessions of one source address may be in (negative: no limit)")
-	f.Float64Var(&cfg.RoomRateMessages, "room-rate-messages", d.RoomRateMessages, "frames per second all members together may send into one room, sustained; over it sends are dropped (negative: no limit)")
-	f.IntVar(&cfg.RoomRateMessagesBurst, "room-rate-messages-burst", d.RoomRateMessagesBurst, "frames a room may take at once above --room-rate-messages")
-	f.Float64Var(&cfg.RoomRateBytes, "room-rate-bytes", d.RoomRateBytes, "bytes per second all members together may send into one room, sustained (negative: no limit)")
-	f.IntVar(&cfg.RoomRateBytesBurst, "room-rate-bytes-burst", d.RoomRateBytesBurst, "bytes a room may take at once above --room-rate-bytes (at least one --max-frame frame)")
+	f.Float64Var(&cfg.RoomRateMessages, "room-rate-messages", d.RoomRateMessages, "frames per second per member that all members of a room together may send into it, sustained (a room of 10 takes 10 times this); over it sends are dropped (negative: no limit)")
+	f.IntVar(&cfg.RoomRateMessagesBurst, "room-rate-messages-burst", d.RoomRateMessagesBurst, "frames per member a room may take at once above --room-rate-messages (at least 1)")
+	f.Float64Var(&cfg.RoomRateBytes, "room-rate-bytes", d.RoomRateBytes, "bytes per second per member that all members of a room together may send into it, sustained (negative: no limit)")
+	f.IntVar(&cfg.RoomRateBytesBurst, "room-rate-bytes-burst", d.RoomRateBytesBurst, "bytes per member a room may take at once above --room-rate-bytes (at least one --max-frame frame)")
 	f.IntVar(&cfg.MaxPending, "max-pending", d.MaxPending, "outbound queue cap per connection, bytes; over it a client is a slow consumer")
 	f.DurationVar(&cfg.WriteTimeout, "write-timeout", d.WriteTimeout, "deadline of one write to a client; over it a client is a slow consumer")
 	f.DurationVar(&cfg.WriteCoalesce, "write-coalesce", d.WriteCoalesce, "how long a connection's writer waits for more of a burst (other senders of the same tick) before it writes (0: at once)")

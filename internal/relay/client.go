@@ -52,6 +52,9 @@ type client struct {
 	// shard locked; replaced mirrors it for the UDP loop and the sweeper.
 	gone     bool
 	replaced atomic.Bool
+	// roomWindow is the room's sender window this member was last counted
+	// in (admitRoom); under the shard's lock.
+	roomWindow int64
 
 	// Read by the sweeper.
 	joined        atomic.Bool
@@ -321,6 +324,7 @@ func (c *client) joinRoom(f *wire.Frame, name string, replyLimit int) *wire.Erro
 		return refusal(wire.ErrMalformed, err.Error())
 	}
 	c.user, c.room, c.shard = user, rm, sh
+	c.roomWindow = -1
 	c.joined.Store(true)
 	c.lastActive.Store(s.now())
 	s.m.Join(0)
@@ -451,7 +455,7 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 		c.shard.Unlock()
 		return nil // replaced: no member any more, and being closed
 	}
-	if over := admitRoom(c.room.Meter(), b.now, f.Size, c.s.roomMsgs, c.s.roomBytes); over != 0 {
+	if over := admitRoom(c.room.Meter(), &c.roomWindow, b.now, f.Size, c.s.roomMsgs, c.s.roomBytes); over != 0 {
 		c.shard.Unlock()
 		if over == overMessages {
 			b.limitedRoomMsgs++
@@ -477,7 +481,10 @@ func (c *client) cast(f *wire.Frame) *wire.Error {
 // with before it is closed (TCP) or the datagram dropped (UDP).
 func (c *client) handle(f *wire.Frame, replyLimit int) *wire.Error {
 	c.b.frames++
-	if over := c.lim.allow(c.b.now, f.Size, c.s.rateMsgs, c.s.rateBytes); over != "" {
+	// A leave is acted on over the limits too: dropped, it would leave the
+	// member in its room, and the client's next join would be refused
+	// already_joined.
+	if over := c.lim.allow(c.b.now, f.Size, c.s.rateMsgs, c.s.rateBytes); over != "" && f.Type != wire.TypeLeave {
 		werr := c.overLimit(over)
 		if werr == nil && f.Type == wire.TypeJoin {
 			// A join is always answered: dropped silently it would look

@@ -189,3 +189,37 @@ func BenchmarkHandleCast(b *testing.B) {
 		})
 	}
 }
+
+// TestArrivalsSpreadAStarvedRead: 300 frames a sender sent at 150 a second
+// over 2 s, read at once by a reader the scheduler ran late, pass a limit
+// of 250 a second with a burst of 100 when charged by arrival (spread over
+// the second before the read, maxSpread), where charged at the read's time
+// they would look like a burst of 300; and a sender silent for a minute
+// gains at most maxSpread of credit.
+func TestArrivalsSpreadAStarvedRead(t *testing.T) {
+	msgs := newGCRA(250, 100)
+	charge := func(now int64, frames, size int, a *arrivals) (passed int) {
+		var l limiter
+		l.msgs = now - int64(time.Minute) // idle for long: a full bucket
+		a.read(now, frames*size, 0)
+		for range frames {
+			if l.allow(a.next(size), size, msgs, gcra{}) == "" {
+				passed++
+			}
+		}
+		return passed
+	}
+	now := int64(time.Hour)
+	starved := arrivals{last: now - 2*int64(time.Second)}
+	if got := charge(now, 300, 20, &starved); got != 300 {
+		t.Errorf("a starved read of 300 frames: %d passed, want all", got)
+	}
+	atOnce := arrivals{last: now}
+	if got := charge(now, 300, 20, &atOnce); got != 100 {
+		t.Errorf("300 frames sent at once: %d passed, want the burst of 100", got)
+	}
+	idle := arrivals{last: now - int64(time.Minute)}
+	if got := charge(now, 1000, 20, &idle); got > 100+250+1 {
+		t.Errorf("after a minute's silence, 1000 frames at once: %d passed, want at most the burst and a second's rate", got)
+	}
+}

@@ -19,15 +19,17 @@ import (
 // failing at accept (out of file descriptors) or being killed (out of
 // memory).
 //
-// A TCP connection holds one file descriptor and, at most in the steady
-// state, connCost bytes of the machine: two goroutine stacks, its read
-// buffer, outbound chunks and the kernel's socket buffers. A room holds
+// A TCP connection holds one file descriptor and, in the steady state,
+// about connCost bytes of the relay's memory: two goroutine stacks, its
+// read buffer and its state, rounded up to leave room for the Go heap's
+// headroom (its queued bytes count against the memory budget instead,
+// budget.go; the kernel's socket buffers are not the relay's). A room holds
 // roomCost (its member list and map, the registry's entry, a UDP session
 // in it: about 2.5 KiB each measured, rounded up). Half the memory is the
 // relay's to spend; fdReserve descriptors stay for the listeners, UDP
 // sockets, metrics scrapes and files.
 const (
-	connCost  = 64 << 10
+	connCost  = 32 << 10
 	roomCost  = 4 << 10
 	fdReserve = 256
 	// perSourceShare: one source address may hold this fraction of the

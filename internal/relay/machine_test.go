@@ -19,7 +19,7 @@ func TestMachineCaps(t *testing.T) {
 		perSource    int
 	}{
 		{"files bind", Machine{OpenFiles: 20000, Memory: 24 * gib}, 20000 - fdReserve, 20000 - fdReserve, (20000 - fdReserve) / 4},
-		{"memory binds", Machine{OpenFiles: 1 << 20, Memory: 2 * gib}, 16384, 16384, 4096},
+		{"memory binds", Machine{OpenFiles: 1 << 20, Memory: 2 * gib}, 32768, 32768, 8192},
 		{"small machine", Machine{OpenFiles: 1024, Memory: 1 * gib}, 1024 - fdReserve, 1024 - fdReserve, 1024 - fdReserve},
 		{"tiny limit", Machine{OpenFiles: 100, Memory: 0}, 2*fdReserve - fdReserve, 2*fdReserve - fdReserve, fdReserve},
 		{"unknown", Machine{}, 1 << 20, 1 << 20, 1 << 18},

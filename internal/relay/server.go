@@ -68,10 +68,11 @@ type Config struct {
 	MaxConnectionsPerSource int // default a quarter of Machine.MaxConnections (perSource)
 	MaxRoomsPerSource       int // default a quarter of Machine.MaxRooms (perSource)
 
-	// Rate limits per room (see roomLimits): what all its members together
-	// may send into one room, frames and bytes per second with their
-	// bursts; a negative rate means no limit. Frames over them are dropped
-	// and counted, and nobody is disconnected for them.
+	// Rate limits per room (see admitRoom): what all its members together
+	// may send into one room, as one member's share of frames and bytes
+	// per second with their bursts, times the members the room has; a
+	// negative rate means no limit. Frames over them are dropped and
+	// counted, and nobody is disconnected for them.
 	RoomRateMessages      float64
 	RoomRateMessagesBurst int
 	RoomRateBytes         float64
@@ -138,11 +139,15 @@ type Config struct {
 // times the members (docs/protocol.md, Rate limits).
 //
 // The caps on connections and rooms are sized from the machine the relay
-// starts on (ReadMachine). The room rate limits are what a room of the
-// default --max-room-members sends if every member sends what the bundled
-// VR captures do at their peak (vrMessages, vrBytes), in one second's
-// burst: a real room never meets them, and a few members with many
-// sockets each cannot multiply the room's traffic past them.
+// starts on (ReadMachine). A room's rate limits give each of its senders
+// what the bundled VR captures' clients send at their peak (vrMessages
+// frames a second), with two seconds of it at once: a room of honest
+// members never meets them, whatever its size, even when the relay reads
+// them late, while senders each under their own limit (which leaves one
+// client room for its bursts) are held to it on average. Its bytes share
+// is the sender's own byte rate: a sender under its own byte limit is
+// never held by its room's. A room limit left at its default is off when
+// the sender's limit of the same kind is (a negative rate).
 func DefaultConfig() Config {
 	m := ReadMachine()
 	const members = 1024
@@ -155,10 +160,10 @@ func DefaultConfig() Config {
 		MaxRooms:                m.MaxRooms(),
 		MaxConnectionsPerSource: perSource(m.MaxConnections()),
 		MaxRoomsPerSource:       perSource(m.MaxRooms()),
-		RoomRateMessages:        vrMessages * members,
-		RoomRateMessagesBurst:   vrMessages * members,
-		RoomRateBytes:           vrBytes * members,
-		RoomRateBytesBurst:      vrBytes * members,
+		RoomRateMessages:        vrMessages,
+		RoomRateMessagesBurst:   2 * vrMessages,
+		RoomRateBytes:           roomBytes,
+		RoomRateBytesBurst:      2 * roomBytes,
 		Listen:                  ":" + strconv.Itoa(wire.DefaultPort),
 		UDP:                     UDPSameAsTCP,
 		Metrics:                 ":" + strconv.Itoa(wire.DefaultMetricsPort),
@@ -177,7 +182,7 @@ func DefaultConfig() Config {
 		UDPHold:                 time.Millisecond,
 		RateMessages:            250,
 		RateMessagesBurst:       500,
-		RateBytes:               64 << 10,
+		RateBytes:               roomBytes,
 		RateBytesBurst:          128 << 10,
 		RateLimitGrace:          3 * time.Second,
 		FrameTimeout:            10 * time.Second,
@@ -188,11 +193,14 @@ func DefaultConfig() Config {
 
 // What one VR client sends at its peak, from the bundled captures
 // (captures/README.md: 72 Hz poses, 50 Hz voice, heartbeats and object
-// syncs; at most 134 frames in a second), rounded up: the per-member share
-// of the room rate limits' defaults.
+// syncs; at most 134 frames in a second), rounded up: a member's share of
+// the room rate limits' defaults.
 const (
 	vrMessages = 150
 	vrBytes    = 25_000
+	// roomBytes is a sender's bytes share of its room's limit: its own
+	// default byte rate.
+	roomBytes = 64 << 10
 )
 
 // Defaults of the UDP address validation (flags use them too).
@@ -215,16 +223,22 @@ func (c *Config) setDefaults() {
 	c.MaxRooms = capOr(c.MaxRooms, d.MaxRooms)
 	c.MaxConnectionsPerSource = capOr(c.MaxConnectionsPerSource, d.MaxConnectionsPerSource)
 	c.MaxRoomsPerSource = capOr(c.MaxRoomsPerSource, d.MaxRoomsPerSource)
+	if c.RoomRateMessages == 0 && c.RateMessages < 0 {
+		c.RoomRateMessages = -1
+	}
+	if c.RoomRateBytes == 0 && c.RateBytes < 0 {
+		c.RoomRateBytes = -1
+	}
 	if c.RoomRateMessages == 0 {
 		c.RoomRateMessages = d.RoomRateMessages
 	}
-	if c.RoomRateMessagesBurst <= 0 {
+	if c.RoomRateMessagesBurst == 0 {
 		c.RoomRateMessagesBurst = d.RoomRateMessagesBurst
 	}
 	if c.RoomRateBytes == 0 {
 		c.RoomRateBytes = d.RoomRateBytes
 	}
-	if c.RoomRateBytesBurst <= 0 {
+	if c.RoomRateBytesBurst == 0 {
 		c.RoomRateBytesBurst = d.RoomRateBytesBurst
 	}
 	c.RoomRateBytesBurst = max(c.RoomRateBytesBurst, c.MaxFrame+wire.LenSize)
@@ -264,13 +278,13 @@ func (c *Config) setDefaults() {
 	if c.RateMessages == 0 {
 		c.RateMessages = d.RateMessages
 	}
-	if c.RateMessagesBurst <= 0 {
+	if c.RateMessagesBurst == 0 {
 		c.RateMessagesBurst = d.RateMessagesBurst
 	}
 	if c.RateBytes == 0 {
 		c.RateBytes = d.RateBytes
 	}
-	if c.RateBytesBurst <= 0 {
+	if c.RateBytesBurst == 0 {
 		c.RateBytesBurst = d.RateBytesBurst
 	}
 	c.RateBytesBurst = max(c.RateBytesBurst, c.MaxFrame+wire.LenSize)
@@ -326,6 +340,15 @@ func capOr(v, def int) int {
 func (c *Config) check() error {
 	if c.MaxFrame < wire.MinMaxFrame {
 		return fmt.Errorf("--max-frame %d: at least %d, the frame of a UDP join padded to %d bytes (docs/protocol.md)", c.MaxFrame, wire.MinMaxFrame, wire.UDPJoinPad)
+	}
+	for _, b := range []struct {
+		flag string
+		v    int
+	}{{"--rate-messages-burst", c.RateMessagesBurst}, {"--rate-bytes-burst", c.RateBytesBurst},
+		{"--room-rate-messages-burst", c.RoomRateMessagesBurst}, {"--room-rate-bytes-burst", c.RoomRateBytesBurst}} {
+		if b.v < 0 {
+			return fmt.Errorf("%s %d: a burst is at least 1 (a negative rate turns a limit off)", b.flag, b.v)
+		}
 	}
 	if c.MaxRoomMembers > wire.MaxRoomMembers {
 		return fmt.Errorf("--max-room-members %d: at most %d, the most a joined frame's u16 count can carry", c.MaxRoomMembers, wire.MaxRoomMembers)

@@ -93,9 +93,10 @@ func Start(ctx context.Context, cfg Config) (*Relay, error) {
 		cfg.StartTimeout = StartTimeout
 	}
 	// The fleet is one source address on loopback: the relay's per-source
-	// caps (a quarter of its connections and rooms) would cap the fleet.
+	// caps (a quarter of its connections, rooms and queue budget) would cap
+	// the fleet.
 	args := append([]string{"--listen", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-		"--max-connections-per-source", "-1", "--max-rooms-per-source", "-1"}, cfg.Args...)
+		"--max-connections-per-source", "-1", "--max-rooms-per-source", "-1", "--queue-budget-per-source", "-1"}, cfg.Args...)
 	cmd := exec.Command(cfg.Bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	r := &Relay{cmd: cmd, args: args, tail: &tailBuffer{max: 4096}, done: make(chan struct{})}

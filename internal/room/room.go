@@ -38,10 +38,15 @@ type Room[T comparable] struct {
 }
 
 // Meter is the state of a room's own rate limits, kept with the room so it
-// lives and dies with it: the caller's (the relay's) token buckets of what
-// is sent into the room, as GCRA arrival times. Touched with the shard
-// locked.
-type Meter struct{ Msgs, Bytes int64 }
+// lives and dies with it: the levels of the caller's (the relay's) token
+// buckets of what is sent into the room and the latest time they were
+// charged at; and how many members sent in the current window (from
+// Window) and the one before. Touched with the shard locked.
+type Meter struct {
+	Msgs, Bytes, Charged int64
+	Window               int64
+	Senders, Before      int
+}
 
 // Meter returns the room's meter.
 func (r *Room[T]) Meter() *Meter { return &r.meter }
