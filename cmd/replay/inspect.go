@@ -52,6 +52,7 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			// The summary needs no frames: each flow's figures are
 			// gathered as it is read and its state released when it ends.
 			opts.Summarize = !frames
+			opts.KeyLog = po.keyLog
 			if !frames {
 				softHeapLimit(opts.MaxMemory / 2)
 			}
@@ -83,6 +84,9 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			}
 			if interrupted {
 				return fmt.Errorf("interrupted: the output covers the packets read before (%w)", err)
+			}
+			if terr := c.Undecrypted(max(po.flow, -1)); terr != nil {
+				return fmt.Errorf("%s: %w", args[0], terr)
 			}
 			if _, uerr := c.Usable(); uerr != nil {
 				return fmt.Errorf("%s: %w", args[0], uerr)
@@ -202,6 +206,7 @@ func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
 type profileOpts struct {
 	name, user, room string
 	flow             int
+	keyLog           *capture.KeyLog
 }
 
 func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
@@ -212,7 +217,39 @@ func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
 	f.StringVar(&po.user, "recorded-user", "", "the recorded user id, when the profile cannot place it")
 	f.StringVar(&po.room, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	f.IntVar(&po.flow, "flow", flowAll, "only this flow (index, as listed by replay inspect); default: every flow with client data")
+	f.Var(keyLogValue{k: &po.keyLog, path: new(string)}, "tls-keylog", keyLogUsage)
 }
+
+// keyLogUsage is --tls-keylog's help, for inspect, profile check and replay.
+const keyLogUsage = "decrypt the capture's TLS flows with this key log (SSLKEYLOGFILE, as browsers, curl, node, Python and Go write it)"
+
+// keyLogValue is a --tls-keylog FILE, read when set; String is the path
+// (shard processes are given it).
+type keyLogValue struct {
+	k    **capture.KeyLog
+	path *string
+}
+
+func (v keyLogValue) String() string {
+	if v.path == nil {
+		return ""
+	}
+	return *v.path
+}
+
+func (v keyLogValue) Set(path string) error {
+	k, err := capture.ReadKeyLog(path)
+	if err != nil {
+		return err
+	}
+	*v.k = k
+	if v.path != nil {
+		*v.path = path
+	}
+	return nil
+}
+
+func (keyLogValue) Type() string { return "FILE" }
 
 // flowAll is --flow's default in inspect and profile check: every flow
 // (--frames: the longest).
@@ -266,7 +303,7 @@ func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, er
 	if err != nil {
 		return nil, nil, usageError(err)
 	}
-	c, err := prof.ReadCapture(path)
+	c, err := prof.ReadCapture(path, po.keyLog)
 	if errors.Is(err, profile.ErrBadConfig) {
 		return nil, nil, usageError(err)
 	}
@@ -275,6 +312,9 @@ func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, er
 	}
 	if err := po.checkFlow(len(c.Flows)); err != nil {
 		return nil, nil, err
+	}
+	if err := c.Undecrypted(max(po.flow, -1)); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return prof, c, nil
 }

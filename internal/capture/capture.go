@@ -60,6 +60,10 @@ type Flow struct {
 	// ClientBySYN, ClientByJoin, ClientByKinds, ClientByPort or
 	// ClientByFirst.
 	ClientBy string
+	// TLS, when set, says the connection was TLS: whether its frames are
+	// the plaintext (decrypted with a key log, or recorded by a
+	// TLS-terminating proxy) or it holds none (no key: Undecrypted).
+	TLS *TLSInfo
 }
 
 // How a flow's client side was decided, most certain first.
@@ -69,6 +73,7 @@ const (
 	ClientByKinds = "frame kinds" // it sent client→server frame kinds (send, heartbeat, leave)
 	ClientByPort  = "server port" // the other side used --server-port
 	ClientByFirst = "first sender (a guess: nothing else told)"
+	ClientByHello = "TLS ClientHello" // it sent the ClientHello
 )
 
 // Duration is End minus Start.
@@ -142,6 +147,11 @@ type Options struct {
 	// reprise frames: a protocol profile (internal/profile) cuts them into
 	// its messages. Frames then have Type 0.
 	Raw bool
+	// KeyLog holds TLS secrets (SSLKEYLOGFILE lines): the TLS flows it
+	// has secrets for are decrypted and read as their plaintext. Secrets
+	// in the capture's own decryption secrets blocks (pcapng) are used
+	// too.
+	KeyLog *KeyLog
 	// Summarize keeps no frames: each flow gets Stats, what Inspect shows,
 	// gathered as it is read and settled when its connection ends, so
 	// reading holds a few hundred bytes per flow ended (not with Raw).
@@ -214,6 +224,9 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 		return nil, err
 	}
 	d := newDecoder(opts)
+	// Secrets blocks found in the file join the key log as they come:
+	// they precede the packets they decrypt.
+	src.g.keys = d.keys
 	// Packets go through the clock (timestamps wrong by far), then the
 	// time-order window (reordered packets), then to the decoder.
 	order := &timeOrder{warn: d.warn}
@@ -229,7 +242,7 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 			flush()
 			return d.finish(), fmt.Errorf("stopped after packet %d: %w", n-1, context.Cause(ctx))
 		}
-		data, ci, lt, err := src.next()
+		data, ci, lt, note, err := src.next()
 		if err == io.EOF {
 			break
 		}
@@ -241,7 +254,7 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 			}
 			return c, err
 		}
-		clk.push(rawPacket{data, ci, lt, n}, out)
+		clk.push(rawPacket{data, ci, lt, n, note}, out)
 		if d.memErr != nil {
 			// No partial capture: what was read is not what the file holds.
 			return nil, d.memErr
@@ -258,6 +271,7 @@ func ReadContext(ctx context.Context, r io.Reader, opts Options) (*Capture, erro
 		// there too, and the frames it refused are not in c.
 		return nil, d.memErr
 	}
+	c.Warnings = append(c.Warnings, src.g.warnings...)
 	if t := src.g.tail; t != "" {
 		c.Warnings = append(c.Warnings, t)
 	}

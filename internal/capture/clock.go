@@ -38,6 +38,8 @@ type rawPacket struct {
 	ci   gopacket.CaptureInfo
 	lt   layers.LinkType
 	n    int // 1-based number in the file
+	// note is a TLS-terminating proxy's pcapng comment on the packet.
+	note string
 }
 
 // clock mends timestamps that are wrong by far (farJump) before anything

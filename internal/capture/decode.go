@@ -64,10 +64,17 @@ type decoder struct {
 	dups, firstDup, firstDupOf                               int
 	nonProtoCut, firstNonProtoCut                            int
 	linkTypes                                                map[layers.LinkType]int
+	// keys are the TLS secrets: Options.KeyLog and the capture's own
+	// decryption secrets blocks.
+	keys *KeyLog
+	// note is the pcapng comment of the packet being decoded.
+	note string
 }
 
 func newDecoder(opts Options) *decoder {
-	d := &decoder{opts: opts, udp: map[[2]netip.AddrPort]*udpFlow{}, conns: map[[2]netip.AddrPort]*tcpLife{}, linkTypes: map[layers.LinkType]int{}}
+	d := &decoder{opts: opts, udp: map[[2]netip.AddrPort]*udpFlow{}, conns: map[[2]netip.AddrPort]*tcpLife{}, linkTypes: map[layers.LinkType]int{},
+		keys: &KeyLog{secrets: map[[32]byte]*tlsSecrets{}}}
+	d.keys.Merge(opts.KeyLog)
 	pool := reassembly.NewStreamPool(d)
 	d.asm = reassembly.NewAssembler(pool)
 	// Out-of-order data waits by time (flushAfter), not by count: no cap
@@ -207,7 +214,9 @@ func (d *decoder) packet(p rawPacket) {
 		var ok bool
 		netFlow, ok = d.lifetime(netip.AddrPortFrom(src, uint16(t.SrcPort)), netip.AddrPortFrom(dst, uint16(t.DstPort)), t, netFlow, ci.Timestamp)
 		if ok {
+			d.note = p.note
 			d.asm.AssembleWithContext(netFlow, t, &pktCtx{ci: ci})
+			d.note = ""
 		}
 		d.maybeFlush(ci.Timestamp)
 	case *layers.UDP:
@@ -401,11 +410,14 @@ func (d *decoder) ended(s *tcpStream) {
 	f := s.flow(d.opts.ServerPort)
 	d.live--
 	d.mem -= tcpFlowCost
+	if s.tls != nil {
+		d.mem -= tlsConnCost
+	}
 	if d.summarize() {
 		d.mem -= int64(len(s.half[0].mk)+len(s.half[1].mk)) * markCost
 	}
 	d.tcp[s.slot] = tcpSlot{}
-	if f.ClientCount == 0 && f.ServerCount == 0 {
+	if f.ClientCount == 0 && f.ServerCount == 0 && f.TLS == nil {
 		d.empty++
 		f = nil
 	} else {
@@ -457,6 +469,11 @@ type tcpStream struct {
 	notes     []string
 	dropped   int
 	complete  bool
+	// tls reads the connection as TLS once its first bytes said so
+	// (decided); proxyTLS is what a TLS-terminating proxy noted of it.
+	tls      *tlsConn
+	decided  bool
+	proxyTLS *TLSInfo
 }
 
 func (s *tcpStream) note(msg string) {
@@ -488,6 +505,11 @@ func (s *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassem
 	}
 	if tcp.SYN && !tcp.ACK && s.synFrom < 0 {
 		s.synFrom = i
+	}
+	if s.d.note != "" && s.proxyTLS == nil {
+		if info, ok := ParseTLSNote(s.d.note); ok {
+			s.proxyTLS = info
+		}
 	}
 	h := s.half[i]
 	if len(tcp.Payload) > 0 && len(h.gaps) > 0 {
@@ -521,6 +543,9 @@ func (s *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Ass
 	data := sg.Fetch(avail)
 	if skip > 0 {
 		h.gap(skip, packetOf(sg.CaptureInfo(0)))
+		if s.tls != nil {
+			s.tls.fail(dirIndex(dir), packetOf(sg.CaptureInfo(0)), "%d bytes missing from the capture: the records after them cannot be read", skip)
+		}
 	}
 	if skip < 0 {
 		// Bytes before the first we hold (a stream started midway on a
@@ -530,7 +555,7 @@ func (s *tcpStream) ReassembledSG(sg reassembly.ScatterGather, ac reassembly.Ass
 	for off := 0; off < avail; {
 		ci := sg.CaptureInfo(off)
 		end := pieceEnd(sg, off, avail, packetOf(ci))
-		h.feed(data[off:end], ci.Timestamp, packetOf(ci))
+		s.feed(dirIndex(dir), data[off:end], ci.Timestamp, packetOf(ci))
 		off = end
 	}
 }
@@ -559,11 +584,36 @@ func (s *tcpStream) ReassemblyComplete(ac reassembly.AssemblerContext) bool {
 	return true
 }
 
+// feed hands half i's bytes on: to the half, or through TLS when the
+// connection's first bytes were a ClientHello (or, caught midway, a TLS
+// record).
+func (s *tcpStream) feed(i int, data []byte, t time.Time, pkt int) {
+	if !s.decided && len(data) > 0 {
+		s.decided = true
+		hello := looksLikeClientHello(data)
+		if s.proxyTLS == nil && (hello || s.midway[i] && looksLikeTLSRecord(data)) {
+			names := [2]string{s.half[0].name, s.half[1].name}
+			out := func(j int, b []byte, t time.Time, pkt int) { s.half[j].feed(b, t, pkt) }
+			s.tls = newTLSConn(i, s.d.keys, names, out, s.note)
+			s.tls.midway = !hello
+			s.d.charge(tlsConnCost)
+		}
+	}
+	if s.tls != nil {
+		s.tls.feed(i, data, t, pkt)
+		return
+	}
+	s.half[i].feed(data, t, pkt)
+}
+
 func (s *tcpStream) finish() {
 	if s.complete {
 		return
 	}
 	s.complete = true
+	if s.tls != nil {
+		s.tls.end()
+	}
 	s.half[0].end()
 	s.half[1].end()
 }
@@ -585,6 +635,19 @@ func (s *tcpStream) flow(serverPort uint16) *Flow {
 		ClientCount: s.half[c].count, ServerCount: s.half[1-c].count,
 		Resynced: s.half[0].resynced || s.half[1].resynced,
 		Notes:    s.notes, ClientBy: by,
+		TLS: s.proxyTLS,
+	}
+	if s.tls != nil {
+		f.TLS = s.tls.result()
+		if s.tls.client != c && s.synFrom < 0 {
+			// The ClientHello's sender is the client, whatever else said.
+			c = s.tls.client
+			f.Client, f.Server = ends[c], ends[1-c]
+			f.ClientFrames, f.ServerFrames = s.half[c].frames, s.half[1-c].frames
+			f.ClientCount, f.ServerCount = s.half[c].count, s.half[1-c].count
+			f.ClientBy = ClientByHello
+			s.clientIdx = c
+		}
 	}
 	if s.dropped > 0 {
 		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", s.dropped))

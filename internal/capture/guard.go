@@ -2,10 +2,12 @@ package capture
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -39,6 +41,8 @@ const (
 	ngBlockPB     = 0x00000002 // obsolete packet block
 	ngBlockSPB    = 0x00000003
 	ngBlockEPB    = 0x00000006
+	ngBlockDSB    = 0x0000000A // decryption secrets
+	dsbTLSKeyLog  = 0x544c534b // "TLSK": the secrets are a TLS key log
 	pcapHeaderLen = 24
 	pcapRecordLen = 16
 	ngMinBlock    = 12
@@ -64,6 +68,10 @@ type guard struct {
 	ifaces    int   // interfaces described in the current pcapng section
 	err       error // sticky *FormatError
 	tail      string
+	// keys receives the TLS key logs of decryption secrets blocks;
+	// warnings say which blocks could not be used.
+	keys     *KeyLog
+	warnings []string
 }
 
 func (g *guard) Read(p []byte) (int, error) {
@@ -187,6 +195,8 @@ func (g *guard) nextBlock() error {
 		if g.ifaces == 0 {
 			return g.fail(next, "simple packet block before any interface description")
 		}
+	case ngBlockDSB:
+		g.secrets()
 	}
 	if isPacket {
 		g.packets = next
@@ -221,6 +231,29 @@ func (g *guard) checkPacketBlock(typ uint32, n int) error {
 		return g.fail(n, "captured length %d does not fit its %d-byte block", capLen, len(b))
 	}
 	return nil
+}
+
+// secrets reads a decryption secrets block (g.buf) holding a TLS key
+// log into g.keys; one it cannot use is a warning, not an error.
+func (g *guard) secrets() {
+	b := g.buf
+	if len(b) < 20 || g.keys == nil {
+		return
+	}
+	typ, n := g.order.Uint32(b[8:12]), g.order.Uint32(b[12:16])
+	if typ != dsbTLSKeyLog {
+		return // SSH, WireGuard, ...: not ours
+	}
+	if uint64(n) > uint64(len(b)-20) {
+		g.warnings = append(g.warnings, fmt.Sprintf("decryption secrets block at offset %d: length %d does not fit its block: skipped", g.offset, n))
+		return
+	}
+	k, err := ParseKeyLog(bytes.NewReader(b[16 : 16+n]))
+	if err != nil {
+		g.warnings = append(g.warnings, fmt.Sprintf("decryption secrets block at offset %d: TLS key log %v: skipped", g.offset, err))
+		return
+	}
+	g.keys.Merge(k)
 }
 
 func ngOrder(b []byte) (binary.ByteOrder, bool) {
@@ -322,17 +355,23 @@ func (s *source) wrap(err error, what string) error {
 
 // next returns the next packet and its link type, io.EOF at the end (a cut
 // tail included), or a *FormatError.
-func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
+func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, string, error) {
 	if s.pcap != nil {
 		data, ci, err := s.pcap.ReadPacketData()
 		if err != nil {
-			return nil, ci, 0, s.end(err)
+			return nil, ci, 0, "", s.end(err)
 		}
-		return data, ci, s.pcap.LinkType(), nil
+		return data, ci, s.pcap.LinkType(), "", nil
 	}
-	data, ci, err := s.ng.ReadPacketData()
+	data, ci, opts, err := s.ng.ReadPacketDataWithOptions()
 	if err != nil {
-		return nil, ci, 0, s.end(err)
+		return nil, ci, 0, "", s.end(err)
+	}
+	var note string
+	for _, c := range opts.Comments {
+		if strings.HasPrefix(c, tlsNotePrefix) {
+			note = c
+		}
 	}
 	lt := s.ng.LinkType()
 	if len(ci.AncillaryData) > 0 {
@@ -340,7 +379,7 @@ func (s *source) next() ([]byte, gopacket.CaptureInfo, layers.LinkType, error) {
 			lt = l
 		}
 	}
-	return data, ci, lt, nil
+	return data, ci, lt, note, nil
 }
 
 func (s *source) end(err error) error {

@@ -68,6 +68,8 @@ type FlowSummary struct {
 
 	Resynced bool     `json:"resynced"`
 	Notes    []string `json:"notes,omitempty"`
+	// TLS says the flow was TLS (see Flow.TLS).
+	TLS *TLSInfo `json:"tls,omitempty"`
 }
 
 // maxRateBuckets caps the per-second rate arrays of a flow.
@@ -96,7 +98,7 @@ func summarizeFlow(i int, f *Flow, longest bool) FlowSummary {
 		ClientBytes: st.ClientBytes, ServerBytes: st.ServerBytes,
 		FramesByKind: map[string]int{}, Users: st.Users, Rooms: st.Rooms,
 		LoginEndS: -1, LoginEndFrame: int(st.LoginEndFrame), Resynced: f.Resynced, Notes: f.Notes, ClientBy: f.ClientBy,
-		HasJoin: st.HasJoin,
+		HasJoin: st.HasJoin, TLS: f.TLS,
 	}
 	if st.LoginEndFrame >= 0 {
 		fs.LoginEndS = st.LoginEnd.Seconds()
@@ -266,10 +268,14 @@ func addOnce(set []string, b []byte, intern func([]byte) string) []string {
 const (
 	UnusableNoClient = "no client frames: only the server spoke"
 	UnusableNoJoin   = "no join frame: the capture starts after its login, or the join was cut"
+	UnusableTLS      = "TLS without its plaintext: give --tls-keylog, or record through record proxy --tls-cert"
 )
 
 // Usable says whether a replay can play a reprise flow, and why not.
 func (f *Flow) Usable() (bool, string) {
+	if f.TLS != nil && f.TLS.Plaintext == "" {
+		return false, UnusableTLS
+	}
 	if st := f.Stats; st != nil {
 		switch {
 		case st.ClientFrames == 0:
@@ -313,7 +319,7 @@ func (c *Capture) Usable() ([]int, error) {
 		return nil, fmt.Errorf("%w: no flow carried protocol frames", ErrUnusable)
 	}
 	reasons := make([]string, 0, len(why))
-	for _, r := range sortedKeys(map[string]bool{UnusableNoClient: why[UnusableNoClient] > 0, UnusableNoJoin: why[UnusableNoJoin] > 0}) {
+	for _, r := range sortedKeys(map[string]bool{UnusableNoClient: why[UnusableNoClient] > 0, UnusableNoJoin: why[UnusableNoJoin] > 0, UnusableTLS: why[UnusableTLS] > 0}) {
 		if why[r] > 0 {
 			reasons = append(reasons, fmt.Sprintf("%d with %s", why[r], r))
 		}
@@ -428,6 +434,13 @@ func writeFlowText(w io.Writer, f FlowSummary) {
 	}
 	fmt.Fprintf(w, "\nflow %d%s: %s %s -> %s\n", f.Index, tag, f.Transport, f.Client, f.Server)
 	fmt.Fprintf(w, "  start %s, duration %.3fs, %d packets\n", f.Start.Format(time.RFC3339Nano), f.DurationS, f.Packets)
+	if t := f.TLS; t != nil {
+		how := t.Plaintext
+		if how == "" {
+			how = "not decrypted: " + t.Problem
+		}
+		fmt.Fprintf(w, "  %s: %s\n", t, how)
+	}
 	fmt.Fprintf(w, "  client: %d frames, %d bytes (%s)\n", f.ClientFrames, f.ClientBytes, kinds(f.FramesByKind, true))
 	fmt.Fprintf(w, "  server: %d frames, %d bytes (%s)\n", f.ServerFrames, f.ServerBytes, kinds(f.FramesByKind, false))
 	fmt.Fprintf(w, "  users: %s; rooms: %s\n", list(f.Users), list(f.Rooms))

@@ -42,6 +42,8 @@ type Config struct {
 	// CaptureMemory caps what reading the capture holds (--max-memory);
 	// 0 means profile.DefaultCaptureMemory.
 	CaptureMemory int64
+	// CaptureKeyLog decrypts the capture's TLS flows (--tls-keylog).
+	CaptureKeyLog *profile.KeyLog
 
 	// Target is the relay's host:port (required: the fleet starts no
 	// server; replay's commands start a relay child without --target).
@@ -435,6 +437,7 @@ func (c *Config) source() profile.Source {
 	return profile.Source{
 		Capture: c.Capture, Frames: c.Frames, Flow: c.Flow, Client: c.Client, Flows: c.Flows,
 		MaxFrame: c.MaxFrame, ServerPort: c.ServerPort, CaptureMemory: c.CaptureMemory, Transport: c.Transport,
+		KeyLog: c.CaptureKeyLog,
 	}
 }
 

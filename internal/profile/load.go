@@ -49,7 +49,13 @@ type Source struct {
 	// Transport overrides the recorded transport ("tcp", "udp",
 	// "websocket"); empty keeps the capture's (tcp for Frames).
 	Transport string
+	// KeyLog decrypts the capture's TLS flows (--tls-keylog).
+	KeyLog *KeyLog
 }
+
+// KeyLog is the TLS key log a capture's TLS flows are decrypted with,
+// named here so the fleet can carry one without reading captures.
+type KeyLog = capture.KeyLog
 
 // Loaded is a source compiled by a profile: the players of the chosen
 // flows and the notes on what was read, dropped or adjusted.
@@ -127,13 +133,13 @@ func (src Source) transport(def string) string {
 // cut by the reader, any other profile's payloads raw, for Messages to cut.
 func (p *Profile) captureOptions(src Source) capture.Options {
 	if p.reprise {
-		return capture.Options{MaxFrame: src.MaxFrame, ServerPort: src.ServerPort, MaxMemory: src.CaptureMemory}
+		return capture.Options{MaxFrame: src.MaxFrame, ServerPort: src.ServerPort, MaxMemory: src.CaptureMemory, KeyLog: src.KeyLog}
 	}
 	port := p.Port
 	if src.ServerPort != 0 {
 		port = src.ServerPort
 	}
-	return capture.Options{Raw: true, ServerPort: port, MaxMemory: src.CaptureMemory}
+	return capture.Options{Raw: true, ServerPort: port, MaxMemory: src.CaptureMemory, KeyLog: src.KeyLog}
 }
 
 // noFlow is the error of a capture with no flow to replay.
@@ -262,11 +268,21 @@ func readFlow(path string, flow int, client netip.AddrPort, opts capture.Options
 		flow = -1
 	}
 	if flow < 0 && c.Longest() == nil {
+		if err := c.Undecrypted(-1); err != nil {
+			return nil, nil, fmt.Errorf("read capture %s: %w", path, err)
+		}
 		return nil, nil, noFlow(c)
 	}
 	pick, err := pickFlow(c, path, flow)
 	if err != nil {
 		return nil, nil, err
+	}
+	for i, f := range c.Flows {
+		if f == pick {
+			if err := c.Undecrypted(i); err != nil {
+				return nil, nil, fmt.Errorf("read capture %s: %w", path, err)
+			}
+		}
 	}
 	same := func(a, b netip.AddrPort) bool {
 		return (a == pick.Client && b == pick.Server) || (a == pick.Server && b == pick.Client)
@@ -406,9 +422,10 @@ func RecordingOf(fl *capture.Flow) Recording {
 // ReadCapture reads every flow of a capture as p reads it (Load's rule),
 // for inspect and `profile check`. As capture.ReadFile, a structure break
 // late in the file gives what was read before it and the error.
-func (p *Profile) ReadCapture(path string) (*capture.Capture, error) {
+// keys, when set, decrypt its TLS flows.
+func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Capture, error) {
 	if p.reprise {
 		return nil, badf("--profile %s: use replay inspect without --profile", p.Name)
 	}
-	return capture.ReadFile(path, p.captureOptions(Source{}))
+	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
