@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,141 @@ func TestTLSMosquitto(t *testing.T) {
 			}
 			t.Logf("%s: %s", tc.name, last)
 		})
+	}
+}
+
+// startNATSTLS starts nats-server with tls {}: it sends INFO in
+// plaintext with tls_required, then wants the handshake on the same
+// connection (the nats profile's starttls step).
+func startNATSTLS(t *testing.T, bin string, pki testPKI) (port, mon int) {
+	t.Helper()
+	port, mon = freePort(t), freePort(t)
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\ntls {\n  cert_file: %q\n  key_file: %q\n  timeout: 5\n}\n", port, mon, pki.cert, pki.key)
+	path := filepath.Join(t.TempDir(), "nats-tls.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testproc.Start(t, bin, "-c", path)
+	p.StopSignal = os.Interrupt
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", mon))
+	return port, mon
+}
+
+// TestTLSNATS records nats.go's session with a plaintext nats-server and
+// replays it with the built-in nats profile to a nats-server with tls {}:
+// each client reads INFO, upgrades in band, then logs in; nats-server's
+// /varz counts equal the fleet's. Without --tls the server's refusal is
+// counted by its reason.
+func TestTLSNATS(t *testing.T) {
+	bin := needNATSServer(t)
+	pki := newTestPKI(t)
+	rec := benchBuild(t, "natsrec", "./cmd/natsrec")
+	plain, _ := startNATS(t, bin, false)
+	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), rec, "-port", "LISTEN_PORT", "-user", "rec-user-01", "-room", "lobby", "-n", "20")
+	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, "nats", capPath))
+	if loop == nil {
+		t.Fatal("inspect suggests no loop")
+	}
+	port, mon := startNATSTLS(t, bin, pki)
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	in0, out0 := natsVarz(t, mon)
+	res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target, "--tls", "--tls-ca", pki.ca,
+		"--clients", "100", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1], "--login-interval", "10ms",
+		"--login-timeout", "30s", "--duration", "4s", "--drain-deliveries", "30s")
+	mustOK(t, res)
+	s := res.sum
+	in1, out1 := natsVarz(t, mon)
+	if s.LoginsSucceeded != 100 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+		t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout, res.stderr)
+	}
+	if s.TLS == nil || s.TLS.Handshakes != 100 {
+		t.Fatalf("tls summary %+v", s.TLS)
+	}
+	if !within(float64(in1-in0), float64(s.MessagesSent), 1) || !within(float64(out1-out0), float64(s.MessagesReceived), 1) {
+		t.Errorf("nats-server in_msgs %d out_msgs %d; the fleet sent %d received %d (want within 1%%)", in1-in0, out1-out0, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("nats over tls: fleet sent %d received %d; nats-server in %d out %d; handshake p50 %.2f ms p99 %.2f ms",
+		s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.TLS.HandshakeMS.P50, s.TLS.HandshakeMS.P99)
+
+	t.Run("plaintext", func(t *testing.T) {
+		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target,
+			"--clients", "3", "--login-interval", "10ms", "--duration", "2s")
+		if res.code == 0 || res.sum.LoginsSucceeded != 0 {
+			t.Fatalf("exit %d, logins %d failed %v\n%s", res.code, res.sum.LoginsSucceeded, res.sum.LoginsFailed, res.stderr)
+		}
+		t.Logf("plaintext to nats tls: failed %v", res.sum.LoginsFailed)
+	})
+}
+
+var wssDir = filepath.Join("testdata", "wss")
+
+// TestTLSWebSocket records a node ws client's session over ws:// and
+// replays it as wss:// (the target's scheme turns TLS on) to the same
+// room server's https listener: 100 clients, 10 senders, every
+// connection over TLS, and the server's counts equal the fleet's
+// exactly. wss:// to its plain http port fails as tls_required, quoting
+// the HTTP answer.
+func TestTLSWebSocket(t *testing.T) {
+	node := needTool(t, "node")
+	npmCIIn(t, wssDir)
+	pki := newTestPKI(t)
+	plain, secure := freePort(t), freePort(t)
+	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
+	p.StopSignal = os.Interrupt
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", plain))
+	waitListening(t, fmt.Sprintf("127.0.0.1:%d", secure))
+	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), node, filepath.Join(wssDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
+	prof := filepath.Join(wssDir, "chat.yaml")
+	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, prof, capPath))
+	if loop == nil {
+		t.Fatal("inspect suggests no loop")
+	}
+	var ok string
+	if err := fetchText(fmt.Sprintf("http://127.0.0.1:%d/reset", plain), &ok); err != nil { // the recording's session
+		t.Fatal(err)
+	}
+	res := replay(t, "--profile", prof, "--capture", capPath, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", secure), "--tls-ca", pki.ca,
+		"--clients", "100", "--senders", "10", "--room-size", "50", "--loop", loop[1],
+		"--login-interval", "10ms", "--login-timeout", "30s", "--duration", "5s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s, app := res.sum, wssSettled(t, plain)
+	if s.LoginsSucceeded != 100 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
+		t.Fatalf("logins %d failed %v disconnects %v sent %d received %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
+	}
+	if app.TLS != 100 || app.Joins != 100 || app.Users != 100 || app.Errors != 0 || s.TLS == nil || s.TLS.Handshakes != 100 {
+		t.Errorf("the server saw %d TLS connections of %d joins (%d users, %d errors); fleet tls %+v", app.TLS, app.Joins, app.Users, app.Errors, s.TLS)
+	}
+	if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+		t.Errorf("the server got %d chats and delivered %d; the fleet sent %d and received %d", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("wss: sent %d received %d, server chats %d delivered %d; handshake p50 %.2f ms p99 %.2f ms; latency p50 %.2f ms",
+		s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, s.TLS.HandshakeMS.P50, s.TLS.HandshakeMS.P99, s.LatencyMS.P50)
+
+	t.Run("not tls", func(t *testing.T) {
+		res := replay(t, "--profile", prof, "--capture", capPath, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", plain), "--tls-ca", pki.ca,
+			"--clients", "3", "--login-interval", "10ms", "--duration", "2s")
+		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
+		if last := lines[len(lines)-1]; res.code == 0 || !strings.Contains(last, "tls_required") || !strings.Contains(last, `"HTTP/`) {
+			t.Fatalf("exit %d, last line %q\n%s", res.code, last, res.stderr)
+		}
+	})
+}
+
+type wssStats struct {
+	Connected, Peak, TLS, Users, Joins, Errors int
+	Chats, Delivered                           int64
+}
+
+// wssSettled waits until the server holds no connection and returns its
+// counters.
+func wssSettled(t *testing.T, port int) wssStats {
+	t.Helper()
+	var s wssStats
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", port), &s)
+		if s.Connected == 0 || time.Now().After(end) {
+			return s
+		}
 	}
 }

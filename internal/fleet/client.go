@@ -169,6 +169,10 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	if f.tlsCfg != nil && !f.inBandTLS {
 		if err := c.startTLS(ctx, deadline); err != nil {
 			conn.Close()
+			if c.stopping.Load() || ctx.Err() != nil { // the run ended during the handshake
+				report(res, loginFail(LoginStopped))
+				return
+			}
 			c.loginFailed(tlsFailure(err), res)
 			return
 		}
@@ -351,7 +355,11 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 			return reason
 		}
 		if err := c.upgradeTLS(); err != nil {
-			c.loginFailed(tlsFailure(err), res)
+			if c.stopping.Load() {
+				report(res, loginFail(LoginStopped))
+			} else {
+				c.loginFailed(tlsFailure(err), res)
+			}
 			return Disconnect{}
 		}
 	}
