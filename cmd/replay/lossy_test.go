@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,8 +127,14 @@ func TestUDPLoginsSurviveLoss(t *testing.T) {
 	res := replay(t, "--capture", path, "--target", px.addr(), "--transport", "udp", "--clients", fmt.Sprint(clients),
 		"--room-size", "8", "--loop", "200ms,300ms", "--login-interval", "20ms", "--login-timeout", "10s",
 		"--duration", "6s")
-	mustOK(t, res)
+	// Loss far past --max-loss: the run fails, saying how much was lost.
+	if res.code != 1 || !strings.Contains(lastLine(res.stderr), "deliveries owed were lost") {
+		t.Errorf("exit %d, last line %q; want 1 and the loss", res.code, lastLine(res.stderr))
+	}
 	s := res.sum
+	if d := s.Deliveries; !d.Measured() || d.LossPercent < 20 || d.LossPercent > 55 {
+		t.Errorf("deliveries %+v: want about 36%% of those owed lost", d)
+	}
 	t.Logf("proxy dropped %d, passed %d; logins %d, join retries %d, relay join repeats %v; sent %d, received %d, lost %d (%.1f%%)",
 		px.dropped.Load(), px.passed.Load(), s.LoginsSucceeded, s.UDPJoinRetries, relayMetric(t, r, "relay_udp_join_repeats_total"),
 		s.MessagesSent, s.MessagesReceived, s.MessagesLost, s.LossPercent)

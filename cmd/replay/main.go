@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -225,6 +226,7 @@ func newRunCmd(st *state) *cobra.Command {
 		relayLog   string
 		logLevel   string
 		cpuprofile string
+		maxLoss    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --capture FILE [flags]",
@@ -286,7 +288,7 @@ func newRunCmd(st *state) *cobra.Command {
 				defer child.stop(st)
 				cfg.Target = child.TCP
 			}
-			return runFleet(cmd.Context(), st, cfg, &sf, summary)
+			return runFleet(cmd.Context(), st, cfg, &sf, summary, maxLoss)
 		},
 	}
 	addFleetFlags(cmd.Flags(), &ff)
@@ -294,6 +296,7 @@ func newRunCmd(st *state) *cobra.Command {
 	cmd.Flags().StringVar(&summary, "summary", "", `also write the summary as JSON to this file ("-": one line on stdout, the table on stderr)`)
 	cmd.Flags().StringVar(&relayLog, "relay-log", "", "log file of the relay started without --target (default: relay.log beside --summary, else a temporary file)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "debug, info, warn or error")
+	addMaxLossFlag(cmd.Flags(), &maxLoss)
 	// Hidden: for profiling the fleet itself (go tool pprof FILE).
 	cmd.Flags().StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	cmd.Flags().MarkHidden("cpuprofile")
@@ -333,7 +336,12 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}, nil
 }
 
-func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, summaryPath string) error {
+// addMaxLossFlag registers --max-loss on fs.
+func addMaxLossFlag(fs *pflag.FlagSet, p *float64) {
+	fs.Float64Var(p, "max-loss", fleet.DefaultMaxLoss, "fail the run (exit 1) when more than this percentage of the deliveries owed were lost (a sharded fleet's loss is judged by replay merge, on the merged figures; negative: never)")
+}
+
+func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, summaryPath string, maxLoss float64) error {
 	f, err := fleet.New(cfg)
 	if err != nil {
 		return err
@@ -360,7 +368,19 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 		fmt.Fprintf(st.stderr, "replay: shard %v starts at %s (in %v)\n", cfg.Shard, start.UTC().Format(time.RFC3339Nano), time.Until(start).Round(time.Millisecond))
 	}
 	sum, runErr := f.RunAt(ctx, start)
+	if runErr != nil && !errors.Is(runErr, fleet.ErrNoLogin) {
+		return runErr
+	}
 	if runErr != nil {
+		// What ran so far, then the one line.
+		if err := sum.WriteText(st.stdout); err != nil {
+			return err
+		}
+		if summaryPath != "" && summaryPath != "-" {
+			if err := writeFile(summaryPath, sum.WriteJSON); err != nil {
+				return err
+			}
+		}
 		return runErr
 	}
 	if summaryPath == "-" {
@@ -372,7 +392,7 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 		if err := sum.WriteJSONLine(st.stdout); err != nil {
 			return err
 		}
-		return sum.CheckLoggedIn()
+		return sum.Check(maxLoss)
 	}
 	if err := sum.WriteText(st.stdout); err != nil {
 		return err
@@ -382,8 +402,9 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 			return err
 		}
 	}
-	// A run in which no client logged in measured nothing.
-	return sum.CheckLoggedIn()
+	// A run in which no client logged in measured nothing; one that found
+	// the server broken fails.
+	return sum.Check(maxLoss)
 }
 
 // writeFile writes a file through fn and reports the first error, the

@@ -17,6 +17,7 @@ func init() { subcommands = append(subcommands, newMergeCmd) }
 // newMergeCmd is `replay merge`: one summary from the shards' summaries.
 func newMergeCmd(st *state) *cobra.Command {
 	var out string
+	var maxLoss float64
 	cmd := &cobra.Command{
 		Use:           "merge SHARD.json...",
 		Short:         "merge the --summary files of a fleet's shards into one summary (exact percentiles from their histograms)",
@@ -44,12 +45,15 @@ func newMergeCmd(st *state) *cobra.Command {
 				return err
 			}
 			if out != "" {
-				return writeFile(out, m.WriteJSON)
+				if err := writeFile(out, m.WriteJSON); err != nil {
+					return err
+				}
 			}
-			return nil
+			return m.Check(maxLoss)
 		},
 	}
 	cmd.Flags().StringVar(&out, "summary", "", "also write the merged summary as JSON to this file")
+	addMaxLossFlag(cmd.Flags(), &maxLoss)
 	return cmd
 }
 

@@ -69,6 +69,14 @@ type client struct {
 	player profile.Player
 	sh     *shard
 	rec    *hists
+	// room counts its room's casts; inAt and outAt are its count when the
+	// client began and stopped receiving them (outAt -1 until then), and
+	// ownOthers the client's own casts that its room's others receive;
+	// casts the casts it received (deliveries.go).
+	room        *castRoom
+	inAt, outAt atomic.Int64
+	ownOthers   atomic.Int64
+	casts       atomic.Int64
 
 	conn net.Conn
 	raw  syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
@@ -251,6 +259,7 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 // clients). The reader then stops and closes the socket (readUntilEnd).
 func (c *client) disconnect(reason Disconnect) {
 	c.once.Do(func() {
+		c.leftRoom()
 		c.dead.Store(true)
 		if c.stopping.Load() {
 			return
@@ -277,6 +286,7 @@ func (c *client) disconnect(reason Disconnect) {
 // whole.
 func (c *client) leave(deadline time.Time) {
 	c.once.Do(func() {
+		c.leftRoom()
 		c.f.stats.loggedIn.Add(-1)
 		c.wmu.Lock()
 		b := append([]byte(nil), c.backlog...)
@@ -465,6 +475,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			c.fc.received.Add(ev.Messages)
 		}
 	}
+	if ev.Casts > 0 {
+		c.casts.Add(ev.Casts)
+	}
 	if ev.Numbered > 0 {
 		cnt.recvNumbered.Add(ev.Numbered)
 		if ev.Lost != 0 {
@@ -477,6 +490,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	if ev.Error != "" {
 		e := ev.Error
 		c.lastErr.Store(&e)
+	}
+	if ev.Skipped > 0 {
+		c.f.stats.undecodable.addN(ev.SkipReason, ev.Skipped)
 	}
 	// A client that is leaving answers nothing: its write side is shut
 	// (or about to be), and a failed write would end its drain early.
@@ -518,6 +534,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	if ev.Confirmed && c.confirming != nil {
 		c.confirming.stop() // the server answered: confirmed
 		c.confirming = nil
+		c.joinedRoom() // the relay casts to it from now on
 	}
 	if len(ev.Confirm) > 0 && !c.joined.Load() {
 		if err := c.confirm(ev.Confirm); err != nil {
@@ -542,6 +559,9 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			}
 			c.loginFailed(login, res)
 			return Disconnect{}, true
+		}
+		if reason.code == DisconnectProtocolError {
+			c.f.protocolError(c.idx, b, err)
 		}
 		return reason, true
 	}
@@ -758,6 +778,7 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 		c.wire.buffer() // from now on the shard writes the records
 	}
 	c.retry = nil
+	c.joinedRoom()
 	c.conn.SetReadDeadline(time.Time{})
 	// The shard's TCP writes never wait, and a raw write fails once a
 	// deadline has passed: clear the login's.
@@ -848,6 +869,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	ends := c.sh.ends[:0]
 	cnt := c.sh.c
 	var frames int
+	var casts castCount
 	for frames < maxBatch {
 		st := c.plan.Step(c.next)
 		if st.End {
@@ -866,6 +888,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			buf, kind = c.pc.AppendHeartbeat(buf, wall), hbKind
 		} else {
 			buf, kind = c.pc.AppendStep(buf, st.Frame, wall)
+			casts.add(c.player.Fanout(st.Frame))
 		}
 		if len(buf) > start {
 			buf = c.frame(buf, start)
@@ -878,6 +901,8 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			c.loops.Store(st.Loops)
 		}
 		if c.udp {
+			casts.flush(c)
+			casts = castCount{}
 			if len(buf) > start && !c.writeUDP(buf[start:]) {
 				return buf, lags
 			}
@@ -891,6 +916,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	}
 	c.sh.ends = ends
 	if !c.udp {
+		casts.flush(c)
 		if c.replies {
 			c.wmu.Lock()
 			defer c.wmu.Unlock()

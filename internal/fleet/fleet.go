@@ -92,8 +92,12 @@ type Fleet struct {
 	mu       sync.Mutex
 	stopping bool
 	live     map[*client]struct{}
-	// loopsDone sums the loop passes of clients no longer live.
+	// loopsDone sums the loop passes of clients no longer live; done
+	// tallies their expected and received casts.
 	loopsDone int64
+	done      tally
+	// castRooms count each room's casts (deliveries.go).
+	castRooms []castRoom
 	wg        sync.WaitGroup // connection goroutines
 
 	warnMu      sync.Mutex
@@ -106,6 +110,8 @@ type Fleet struct {
 	// notReprise holds the first bytes of the first login that got
 	// something else than the reprise protocol.
 	notReprise atomic.Pointer[[]byte]
+	// protoErr quotes the first protocol error after a login.
+	protoErr atomic.Pointer[string]
 	// closeLogs counts the server close reasons logged (maxCloseLogs).
 	closeLogs atomic.Int64
 	// serverIDs are the ids the server issued the clients, by index,
@@ -145,7 +151,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}}
+	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}, done: newTally(), castRooms: make([]castRoom, cfg.rooms())}
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
@@ -366,6 +372,9 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 		runCtx, cancel = context.WithTimeout(ctx, f.cfg.Duration)
 	}
 	defer cancel()
+	runCtx, cancelCause := context.WithCancelCause(runCtx)
+	defer cancelCause(nil)
+	bg.Go(func() { f.watchFirstLogin(bgCtx, cancelCause) })
 	schedCtx, schedCancel := context.WithCancel(context.Background())
 	var sched sync.WaitGroup
 	for _, sh := range f.shards {
@@ -377,6 +386,9 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	} else if err == nil {
 		bg.Go(func() { f.settleMemory(runCtx) })
 		<-runCtx.Done()
+	}
+	if cause := context.Cause(runCtx); err == nil && errors.Is(cause, ErrNoLogin) {
+		err = cause
 	}
 	// Stop: no new logins (the ramp returned), no new sends, then drain,
 	// leave and wait for every connection goroutine.
@@ -616,8 +628,9 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc,
+		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[cfg.roomIndex(i)],
 	}
+	c.outAt.Store(-1)
 	if f.ws {
 		c.wsKey = profile.NewWSKey()
 	}
@@ -685,6 +698,10 @@ func (f *Fleet) track(c *client) bool {
 func (f *Fleet) untrack(c *client) {
 	f.mu.Lock()
 	delete(f.live, c)
+	if c.joined.Load() {
+		c.leftRoom()
+		f.done.add(c.expected(), c.casts.Load())
+	}
 	f.loopsDone += c.loops.Load()
 	f.mu.Unlock()
 }

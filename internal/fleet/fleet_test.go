@@ -70,6 +70,11 @@ func TestFleetNN(t *testing.T) {
 	if s.LoginsSucceeded != 4 || s.MessagesReceived != 3*s.MessagesSent {
 		t.Errorf("summary %+v", s)
 	}
+	// Othercasts in one room of 4: each reaches the 3 others, all of
+	// them counted as owed and received.
+	if d := s.Deliveries; !d.Measured() || d.Expected != 3*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 || d.Receivers != 4 || d.Starved != 0 || d.MinReceived == 0 {
+		t.Errorf("deliveries %+v for %d sent", d, s.MessagesSent)
+	}
 	// Its own cost, read from /proc/self: a run that handled messages
 	// used some CPU and holds at least its heap resident.
 	msgs := s.MessagesSent + s.MessagesReceived

@@ -75,7 +75,7 @@ func Merge(sums []Summary) (Summary, error) {
 	}
 	lat, lag := newHist(), newHist()
 	out := Summary{
-		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{},
+		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{}, Undecodable: map[string]int64{},
 		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: flowsZeroed(sums[0].Flows),
 		CPUIdlePct: -1,
 	}
@@ -105,6 +105,7 @@ func Merge(sums []Summary) (Summary, error) {
 			return Summary{}, err
 		}
 		addCounts(&out, s)
+		mergeDeliveries(&out.Deliveries, s.Deliveries, k == 0)
 		// The skew is between the instants the shards really began.
 		actual := s.StartUnixNS + int64(s.StartLateMS*1e6)
 		if k == 0 {
@@ -202,6 +203,10 @@ func addCounts(out *Summary, s Summary) {
 	addAll(out.LoginsFailed, s.LoginsFailed)
 	addAll(out.Disconnects, s.Disconnects)
 	addAll(out.FramesSent, s.FramesSent)
+	addAll(out.Undecodable, s.Undecodable)
+	if out.FirstProtocolError == "" {
+		out.FirstProtocolError = s.FirstProtocolError
+	}
 	for k, v := range s.Saturation {
 		out.Saturation[k] += v
 	}

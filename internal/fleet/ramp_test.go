@@ -119,21 +119,28 @@ func TestNotReprise(t *testing.T) {
 }
 
 // TestSilentTarget: a server that accepts and says nothing fails each
-// login with timeout after --login-timeout; the run goes on and counts
-// them.
+// login with timeout after --login-timeout, counted; with no login done
+// by then (and a second for the attempt to report) the run ends with
+// ErrNoLogin, long before its --duration, and without one.
 func TestSilentTarget(t *testing.T) {
 	silent := serve(t, func(net.Conn) {})
-	c := baseConfig()
-	c.Target = silent
-	c.Clients = 2
-	c.LoginTimeout = 300 * time.Millisecond
-	c.Duration = 1500 * time.Millisecond
-	s, err := Run(context.Background(), c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.LoginsFailed["timeout"] != 2 {
-		t.Errorf("failed %v, want 2 timeouts", s.LoginsFailed)
+	for _, d := range []time.Duration{time.Minute, 0} {
+		c := baseConfig()
+		c.Target = silent
+		c.Clients = 2
+		c.LoginTimeout = 300 * time.Millisecond
+		c.Duration = d
+		start := time.Now()
+		s, err := Run(context.Background(), c)
+		if !errors.Is(err, ErrNoLogin) || !strings.Contains(err.Error(), "timeout=2") {
+			t.Fatalf("--duration %v: err %v", d, err)
+		}
+		if took := time.Since(start); took > 10*time.Second {
+			t.Errorf("--duration %v: the run took %v", d, took)
+		}
+		if s.LoginsFailed["timeout"] != 2 {
+			t.Errorf("failed %v, want 2 timeouts", s.LoginsFailed)
+		}
 	}
 }
 

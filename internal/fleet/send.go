@@ -160,8 +160,18 @@ func (c *client) writeRaw(w *rawWriter, b []byte) (int, bool) {
 		c.sh.c.sentBytes.Add(int64(n))
 	}
 	if err != nil {
-		c.disconnect(disconnectBy(DisconnectWriteError))
+		c.disconnect(disconnectBy(writeFailure(err)))
 		return n, false
 	}
 	return n, true
+}
+
+// writeFailure names a failed write: a connection the server reset is a
+// reset, whichever of the client's reader or writer saw it first (the
+// kernel reports it to one call only; the next write gets EPIPE).
+func writeFailure(err error) DisconnectCode {
+	if errors.Is(err, unix.ECONNRESET) || errors.Is(err, unix.EPIPE) {
+		return DisconnectReset
+	}
+	return DisconnectWriteError
 }

@@ -38,6 +38,9 @@ type counters struct {
 	// stamp), lost the gaps in their sequences (loss.go).
 	recvNumbered atomic.Int64
 	lost         atomic.Int64
+	// castsUnknown counts counted sends whose fan-out only the server
+	// knows (profile.FanoutServer): expected deliveries are then unknown.
+	castsUnknown atomic.Int64
 	_            [64]byte
 }
 
@@ -77,12 +80,14 @@ type reasons struct {
 	m  map[string]int64
 }
 
-func (r *reasons) add(reason string) {
+func (r *reasons) add(reason string) { r.addN(reason, 1) }
+
+func (r *reasons) addN(reason string, n int64) {
 	r.mu.Lock()
 	if r.m == nil {
 		r.m = map[string]int64{}
 	}
-	r.m[reason]++
+	r.m[reason] += n
 	r.mu.Unlock()
 }
 
@@ -122,6 +127,8 @@ type stats struct {
 	leaveCut, leaveUnsent atomic.Int64
 	failed                reasons
 	disconn               reasons
+	// undecodable counts what was skipped as decoding to nothing.
+	undecodable reasons
 	// kinds name the sent kinds (the profile's); counted tells the ones
 	// that are messages.
 	kinds   profile.KindNames

@@ -45,6 +45,15 @@ type Summary struct {
 	// NumberedReceived are the received casts that carried a sequence (the
 	// denominator of LossPercent, so shards' losses merge exactly).
 	NumberedReceived int64 `json:"numbered_received"`
+	// Deliveries are the deliveries the server owed the clients against
+	// those that arrived (deliveries.go), whatever the protocol numbers.
+	Deliveries Deliveries `json:"deliveries"`
+	// FirstProtocolError quotes the first bytes that cut a logged-in
+	// client as not the protocol, and why the profile refused them.
+	FirstProtocolError string `json:"first_protocol_error,omitempty"`
+	// Undecodable counts what arrived and decoded as nothing and was
+	// skipped (datagrams, frames), by reason.
+	Undecodable map[string]int64 `json:"undecodable"`
 
 	FramesSent map[string]int64 `json:"frames_sent"`
 	Target     string           `json:"target"`
@@ -182,6 +191,9 @@ func (f *Fleet) summary() (Summary, error) {
 		LossPercent:         lossPercent(t.NumberedReceived, t.MessagesLost),
 		UDPJoinRetries:      t.UDPJoinRetries,
 		NumberedReceived:    t.NumberedReceived,
+		Deliveries:          f.deliveries(),
+		FirstProtocolError:  f.firstProtocolError(),
+		Undecodable:         f.stats.undecodable.snapshot(),
 		FramesSent:          f.stats.framesByType(),
 		Target:              f.target,
 		Warnings:            nonNil(warnings),
@@ -197,6 +209,15 @@ func (f *Fleet) summary() (Summary, error) {
 		Saturation:          saturation,
 		Histograms:          hists,
 	}, nil
+}
+
+// gapsLine is the loss seen as gaps in numbered casts, printed only where
+// numbered casts arrived.
+func (s Summary) gapsLine() string {
+	if s.NumberedReceived == 0 && s.MessagesLost == 0 {
+		return "not measured: no numbered delivery arrived (the reprise profile numbers its stamped broadcasts and othercasts; other profiles number nothing)"
+	}
+	return fmt.Sprintf("%d (%.3f%% of %d numbered)", s.MessagesLost, s.LossPercent, s.NumberedReceived+s.MessagesLost)
 }
 
 // perThousand is CPU seconds per million messages, which is milliseconds
@@ -271,7 +292,15 @@ func (s Summary) WriteText(w io.Writer) error {
 	} else {
 		row("latency ms p50/p90/p99/max", fmt.Sprintf("%.3f / %.3f / %.3f / %.3f", s.LatencyMS.P50, deref(s.LatencyMS.P90), s.LatencyMS.P99, deref(s.LatencyMS.Max)))
 	}
-	row("messages lost", fmt.Sprintf("%d (%.3f%%)", s.MessagesLost, s.LossPercent))
+	row("deliveries expected / received", s.Deliveries.line())
+	row("deliveries per receiver", s.Deliveries.receiversLine())
+	row("sequence gaps (lost)", s.gapsLine())
+	if s.FirstProtocolError != "" {
+		row("first protocol error", s.FirstProtocolError)
+	}
+	if len(s.Undecodable) > 0 {
+		row("undecodable (skipped)", byReason(s.Undecodable))
+	}
 	row("udp join retries", s.UDPJoinRetries)
 	row("schedule lag ms p50/p99", fmt.Sprintf("%.3f / %.3f", s.ScheduleLagMS.P50, s.ScheduleLagMS.P99))
 	row("loops completed", s.LoopsCompleted)

@@ -395,6 +395,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 	}
 	if p.delivery[k] && k >= 0 {
 		ev.Messages++
+		if p.fanout.Known() {
+			ev.Casts++
+		}
 		if r := p.stamp; r != nil && r.delivery == k {
 			if at, ok := p.readStamp(m); ok {
 				if age := now - at; age >= 0 && age < maxStampAge {

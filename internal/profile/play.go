@@ -20,6 +20,10 @@ type Player interface {
 	Kinds() KindNames
 	// Counted reports whether sends of kind k count as sent messages.
 	Counted(k int) bool
+	// Fanout is how the server passes step i's message on to the room,
+	// for a counted send: its deliveries are what Events.Casts counts
+	// (FanoutNone: none of them counted there).
+	Fanout(i int) Fanout
 	// HeartbeatKind and LeaveKind are the kinds of those messages.
 	HeartbeatKind() int
 	LeaveKind() int
@@ -108,6 +112,14 @@ var ErrNotProtocol = errors.New("not the protocol's answer")
 type Events struct {
 	// Frames counts server messages, Messages the deliveries among them.
 	Frames, Messages int64
+	// Skipped counts what decoded as nothing and was let pass (a UDP
+	// datagram that is no frame, once logged in), for SkipReason (a
+	// constant: a bounded label).
+	Skipped    int64
+	SkipReason string
+	// Casts are the deliveries of sends whose fan-out the player
+	// declares (Player.Fanout): the received side of expected deliveries.
+	Casts int64
 	// Numbered are deliveries whose sender sequence was checked, Lost
 	// the gaps found (late arrivals count back: it may go negative).
 	Numbered, Lost int64

@@ -83,6 +83,7 @@ type Profile struct {
 	reactAs map[int]bool
 	fresh   []freshRule
 	expects []expectRule
+	fanout  Fanout
 
 	hooks  hooks
 	labels labelSet
@@ -337,6 +338,9 @@ func (s *Spec) compile() (*Profile, error) {
 	}
 	if err := s.compileMessages(p); err != nil {
 		return nil, err
+	}
+	if p.fanout, err = ParseFanout(s.Fanout); err != nil {
+		return nil, bad("fanout", "%v", err)
 	}
 	if err := s.compileLoginSteps(p); err != nil {
 		return nil, err

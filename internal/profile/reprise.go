@@ -50,6 +50,22 @@ func (r *Reprise) Kinds() KindNames { return r.kinds }
 // Counted implements Player: sends are the messages.
 func (r *Reprise) Counted(k int) bool { return wire.Type(k) == wire.TypeSend }
 
+// Fanout implements Player: the relay's cast modes. A broadcast reaches
+// every member, an othercast the others; unicast, manycast and ownercast
+// name their receivers, and their deliveries are not counted as casts.
+func (r *Reprise) Fanout(i int) Fanout {
+	if r.s.Type(i) != wire.TypeSend {
+		return FanoutNone
+	}
+	switch r.s.Mode(i) {
+	case wire.Broadcast:
+		return FanoutAll
+	case wire.Othercast:
+		return FanoutOthers
+	}
+	return FanoutNone
+}
+
 // HeartbeatKind implements Player.
 func (r *Reprise) HeartbeatKind() int { return int(wire.TypeHeartbeat) }
 
@@ -189,6 +205,8 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 				if !c.joined {
 					return ErrNotProtocol
 				}
+				ev.Skipped++
+				ev.SkipReason = "udp_datagram_not_a_frame"
 				return nil
 			}
 			if err := handle(&fr); err != nil {
@@ -267,6 +285,9 @@ func (c *repriseClient) handle(fr *wire.Frame, now int64, ev *Events) error {
 // and its sequence when a room-wide cast.
 func (c *repriseClient) delivered(mode wire.Mode, hasTrace bool, trace int64, user []byte, now int64, ev *Events) {
 	ev.Messages++
+	if mode == wire.Broadcast || mode == wire.Othercast {
+		ev.Casts++
+	}
 	if hasTrace {
 		ev.Latencies = append(ev.Latencies, (now-trace)/1000)
 		if mode == wire.Broadcast || mode == wire.Othercast {

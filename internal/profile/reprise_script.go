@@ -200,6 +200,9 @@ func (s *repriseScript) markTemplates() {
 // Type is frame i's type.
 func (s *repriseScript) Type(i int) wire.Type { return s.frames[i].typ }
 
+// Mode is frame i's cast mode (a send's).
+func (s *repriseScript) Mode(i int) wire.Mode { return s.frames[i].mode }
+
 // RoomWide reports whether frame i is a traced broadcast or othercast:
 // a send every other member receives, so its stamp can carry a sequence
 // that receivers check for gaps.

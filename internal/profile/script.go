@@ -428,6 +428,15 @@ func (s *Script) Kinds() KindNames { return s.p.Kinds }
 // Counted implements Player.
 func (s *Script) Counted(k int) bool { return s.p.counted(k) }
 
+// Fanout implements Player: the profile's for a counted send, none for
+// the other messages.
+func (s *Script) Fanout(i int) Fanout {
+	if !s.p.counted(s.msgs[i].kind) {
+		return FanoutNone
+	}
+	return s.p.fanout
+}
+
 // HeartbeatKind implements Player.
 func (s *Script) HeartbeatKind() int { return s.p.HeartbeatKind() }
 

@@ -38,6 +38,10 @@ type Spec struct {
 	// client kind that answers: a close without a reason while one is
 	// unanswered is labelled no_reply_<kind>.
 	Expects []ExpectSpec `yaml:"expects"`
+	// Fanout is how the server passes a counted send on to the room:
+	// others, all, none, or server (the default: the fleet cannot know,
+	// and measures no expected deliveries).
+	Fanout string `yaml:"fanout"`
 }
 
 // ExpectSpec is a server kind the server wants answered (On) and the

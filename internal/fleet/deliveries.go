@@ -1,0 +1,201 @@
+package fleet
+
+import (
+	"fmt"
+	"sync/atomic"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+)
+
+// Expected deliveries: the fleet knows who was in each of its rooms when
+// each message went out, and the profile says how the server fans a
+// message out (profile.Fanout), so it knows what each client should have
+// received and loss shows whatever the protocol numbers.
+//
+// The bookkeeping is per send, not per receipt: a room counts the casts
+// its members wrote (castRoom, one atomic add per sender's write batch),
+// and a client notes the room's count when it joins and when it goes. What
+// it should have received is the casts in between, less its own under
+// FanoutOthers; what it did receive is Events.Casts, added per read. The
+// receive path gains one uncontended atomic add per read that held casts.
+
+// castRoom counts a room's casts: the counted sends whose fan-out reaches
+// its members (FanoutAll, FanoutOthers), counted before they are written
+// so that a member that joined after the count never misses one it was
+// counted for. Padded: the senders of a room on several cores add to it.
+type castRoom struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// castCount is one send batch's casts, by fan-out.
+type castCount struct{ all, others, unknown int64 }
+
+func (k *castCount) add(f profile.Fanout) {
+	switch f {
+	case profile.FanoutAll:
+		k.all++
+	case profile.FanoutOthers:
+		k.others++
+	case profile.FanoutServer:
+		k.unknown++
+	}
+}
+
+// flush adds a batch's casts to the client's room, before its write.
+func (k castCount) flush(c *client) {
+	if n := k.all + k.others; n > 0 {
+		c.room.n.Add(n)
+		if k.others > 0 {
+			c.ownOthers.Add(k.others)
+		}
+	}
+	if k.unknown > 0 {
+		c.sh.c.castsUnknown.Add(k.unknown)
+	}
+}
+
+// joinedRoom notes the room's casts when the client starts receiving
+// them: at joined, or over UDP at the relay's confirmation (before it the
+// relay sends the session nothing).
+func (c *client) joinedRoom() { c.inAt.Store(c.room.n.Load()) }
+
+// leftRoom notes the room's casts when the client stops receiving: its
+// disconnect or its leave (once).
+func (c *client) leftRoom() { c.outAt.CompareAndSwap(-1, c.room.n.Load()) }
+
+// expected is what a logged-in client should have received so far.
+func (c *client) expected() int64 {
+	out := c.outAt.Load()
+	if out < 0 {
+		out = c.room.n.Load()
+	}
+	return max(out-c.inAt.Load()-c.ownOthers.Load(), 0)
+}
+
+// tally sums the expected and received casts of clients, per client so
+// that one client's surplus (a cast that raced its join) never hides
+// another's loss. Guarded by Fleet.mu.
+type tally struct {
+	expected, received, lost int64
+	// receivers had casts expected; starved received none of them; min
+	// is the fewest any receiver got (-1: no receiver).
+	receivers, starved, min int64
+}
+
+func newTally() tally { return tally{min: -1} }
+
+func (t *tally) add(expected, received int64) {
+	t.expected += expected
+	t.received += received
+	t.lost += max(expected-received, 0)
+	if expected <= 0 {
+		return
+	}
+	t.receivers++
+	if received == 0 {
+		t.starved++
+	}
+	if t.min < 0 || received < t.min {
+		t.min = received
+	}
+}
+
+// deliveries is the fleet's tally now: the clients gone (f.done) and the
+// logged-in ones.
+func (f *Fleet) deliveries() Deliveries {
+	f.mu.Lock()
+	t := f.done
+	for c := range f.live {
+		if c.joined.Load() {
+			t.add(c.expected(), c.casts.Load())
+		}
+	}
+	f.mu.Unlock()
+	var unknown int64
+	for i := range f.stats.shards {
+		unknown += f.stats.shards[i].castsUnknown.Load()
+	}
+	d := Deliveries{
+		Expected: t.expected, Received: t.received, Lost: t.lost,
+		Receivers: t.receivers, MinReceived: max(t.min, 0), Starved: t.starved,
+	}
+	d.LossPercent = lossShare(d.Expected, d.Lost)
+	switch {
+	case f.cfg.Shard.Sharded():
+		d.NotMeasured = fmt.Sprintf("a room spans the %d shards (clients i mod %d) and each shard counts its own senders' casts only", f.cfg.Shard.count(), f.cfg.Shard.count())
+	case unknown > 0:
+		d.NotMeasured = fmt.Sprintf("the %s profile does not say how its server fans a message out (fanout: server): give fanout: others, all or none", f.profileName)
+	}
+	return d
+}
+
+// lossShare is lost / expected in percent; 0 with nothing expected.
+func lossShare(expected, lost int64) float64 {
+	if expected <= 0 || lost <= 0 {
+		return 0
+	}
+	return 100 * float64(lost) / float64(expected)
+}
+
+// Deliveries compares the deliveries the server owed the clients (their
+// rooms' casts while they were in, by the profile's fan-out) with those
+// that arrived.
+type Deliveries struct {
+	Expected int64 `json:"expected"`
+	Received int64 `json:"received"`
+	// Lost sums each client's shortfall (expected - received, at least
+	// 0); LossPercent is Lost / Expected.
+	Lost        int64   `json:"lost"`
+	LossPercent float64 `json:"loss_percent"`
+	// Receivers are the clients owed at least one delivery; MinReceived
+	// the fewest any of them got; Starved those that got none although
+	// their room had senders.
+	Receivers   int64 `json:"receivers"`
+	MinReceived int64 `json:"min_received"`
+	Starved     int64 `json:"receivers_with_none"`
+	// NotMeasured says why the fleet could not know what was owed; the
+	// figures above are then not loss.
+	NotMeasured string `json:"not_measured,omitempty"`
+}
+
+// Measured reports whether the expected deliveries are known.
+func (d Deliveries) Measured() bool { return d.NotMeasured == "" }
+
+// line is the text summary's row.
+func (d Deliveries) line() string {
+	if !d.Measured() {
+		return fmt.Sprintf("not measured: %s (received %d)", d.NotMeasured, d.Received)
+	}
+	return fmt.Sprintf("%d / %d (lost %d, %.3f%%)", d.Expected, d.Received, d.Lost, d.LossPercent)
+}
+
+// receiversLine is the text summary's per-client row.
+func (d Deliveries) receiversLine() string {
+	if !d.Measured() {
+		return "not measured"
+	}
+	if d.Receivers == 0 {
+		return "none owed a delivery"
+	}
+	return fmt.Sprintf("min %d over %d receivers; %d received nothing while their room had senders", d.MinReceived, d.Receivers, d.Starved)
+}
+
+// mergeDeliveries adds one shard's deliveries to the merged ones (first:
+// out is still empty).
+func mergeDeliveries(out *Deliveries, d Deliveries, first bool) {
+	if out.NotMeasured == "" {
+		out.NotMeasured = d.NotMeasured
+	}
+	switch {
+	case d.Receivers == 0:
+	case first || out.Receivers == 0 || d.MinReceived < out.MinReceived:
+		out.MinReceived = d.MinReceived
+	}
+	out.Expected += d.Expected
+	out.Received += d.Received
+	out.Lost += d.Lost
+	out.Receivers += d.Receivers
+	out.Starved += d.Starved
+	out.LossPercent = lossShare(out.Expected, out.Lost)
+}
