@@ -90,6 +90,19 @@ func startHostile(t *testing.T, login bool, then after) string {
 	return ln.Addr().String()
 }
 
+// afterFirstSend answers the client's first send with b: the client
+// consumed joined in a read of its own by then (it sends only once logged
+// in), so the bytes quoted as the protocol error are b's.
+func afterFirstSend(b []byte) after {
+	return func(c net.Conn) {
+		if _, err := c.Read(make([]byte, 4096)); err != nil {
+			return
+		}
+		c.Write(b)
+		io.Copy(io.Discard, c)
+	}
+}
+
 // startUDPGarbage answers every join datagram with joined and then sends
 // that client datagrams that are no frame.
 func startUDPGarbage(t *testing.T) string {
@@ -146,10 +159,10 @@ func TestBrokenServersFail(t *testing.T) {
 		// so the deliveries are left out.
 		vary, line, cut bool
 	}{
-		{"garbage", startHostile(t, true, func(c net.Conn) { c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")); io.Copy(io.Discard, c) }),
-			[]string{"--duration", "1500ms"}, false, false, false},
-		{"huge-length", startHostile(t, true, func(c net.Conn) { c.Write([]byte{0x40, 0, 0, 0, byte(wire.TypeDeliver)}); io.Copy(io.Discard, c) }),
-			[]string{"--duration", "1500ms"}, false, false, false},
+		{"garbage", startHostile(t, true, afterFirstSend([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))),
+			[]string{"--duration", "1500ms"}, false, false, true},
+		{"huge-length", startHostile(t, true, afterFirstSend([]byte{0x40, 0, 0, 0, byte(wire.TypeDeliver)})),
+			[]string{"--duration", "1500ms"}, false, false, true},
 		{"closes", startHostile(t, true, func(c net.Conn) { c.Close() }),
 			[]string{"--duration", "1500ms"}, false, false, false},
 		{"resets", startHostile(t, true, func(c net.Conn) { c.(*net.TCPConn).SetLinger(0); c.Close() }),
@@ -226,7 +239,7 @@ func brokenAnswer(res result, vary, maskLine, cut bool) string {
 	if !cut {
 		figures["deliveries_measured"], figures["owed_some"], figures["received_none"], figures["receivers"] = d.Measured(), d.Expected > 0, d.Received == 0, d.Receivers
 	}
-	if !vary {
+	if !vary && !cut {
 		figures["receivers_with_none"] = d.Starved
 	}
 	j, _ := json.MarshalIndent(figures, "", "  ")
