@@ -52,7 +52,7 @@ func TestCompareBinary(t *testing.T) {
 		t.Fatalf("replay compare: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	// The end of the run prints the table and where the report is.
-	for _, want := range []string{"N:N (1 run)", "1:N (1 run)", "peak relay send Gbps", "report: " + filepath.Join(out, report.IndexFile)} {
+	for _, want := range []string{"N:N (1 run)", "1:N (1 run)", "peak relay send", "report: " + filepath.Join(out, report.IndexFile)} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout lacks %q:\n%s", want, stdout.String())
 		}

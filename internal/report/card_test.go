@@ -120,3 +120,30 @@ func TestCardSaysWhatDecidedIt(t *testing.T) {
 		t.Errorf("title %q", card.Title())
 	}
 }
+
+// TestCapacityCard: a capacity search's card is its answer (Decide): the
+// users held, the level that broke and its objective, that objective's
+// mark broken and the rest passed.
+func TestCapacityCard(t *testing.T) {
+	in := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	slow := []float64{5, 5, 5, 5, 5, 5, 5, 150, 300, 300}
+	levels := []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)}
+	capa := Decide("N:N", 100, levels, points(in, slow, make([]float64, 10)), DefaultSLO())
+	sum := Analyze(Input{Runs: []Run{{Scenario: "N:N", Repeat: 1, Requested: 100, Series: Series{Points: points(in, slow, make([]float64, 10))}}}, Capacity: &capa})
+	if len(sum.Cards) != 1 {
+		t.Fatalf("%d cards, want the search's one", len(sum.Cards))
+	}
+	c := sum.Cards[0]
+	if c.Title() != "held 70 users" || c.DecidedBy != "broke at 100 users: latency p99 250.0 ms > 100ms" || float64(c.BrokeAt) != 100 {
+		t.Errorf("card %q, %q, broke at %v", c.Title(), c.DecidedBy, c.BrokeAt)
+	}
+	for _, m := range c.Marks {
+		want := MarkPassed
+		if m.Objective == ReasonLatency {
+			want = MarkBroken
+		}
+		if m.State != want {
+			t.Errorf("%s: %v, want %v", m.Name(), m.State, want)
+		}
+	}
+}

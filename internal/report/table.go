@@ -8,59 +8,83 @@ import (
 	"text/tabwriter"
 )
 
-// metric is one row of the side-by-side table: how to read it from a run
-// and how to print it.
+// metric is one row of the side-by-side table: its group, how to read it
+// from a run and how to print it.
 type metric struct {
 	key    string
+	group  string
 	label  string
+	unit   string
 	digits int
 	get    func(RunStats) float64
 }
 
-// tableMetrics are the rows of the comparison, in the order a reader asks
-// the questions: how many got in, what it cost, how it felt.
+// Groups of the side-by-side table, in the order a reader asks: how many
+// got in, what they sent, what it cost the server and the fleet, how it
+// felt, what was lost.
+const (
+	groupLogins  = "logins"
+	groupTraffic = "traffic"
+	groupServer  = "server"
+	groupFleet   = "fleet"
+	groupLatency = "latency"
+	groupLoss    = "loss"
+)
+
+// atPeak is the rows taken at peak logins; atPeakNote says what that
+// covers, once under the table.
+const atPeak = "at peak logins"
+
+var atPeakNote = fmt.Sprintf("at peak logins: the mean while logged-in clients were within 1 %% of their maximum; peaks: the highest %d s rolling mean; fits: over each run's seconds before its breaking point", PeakWindowS)
+
+// tableMetrics are the rows of the comparison, by group.
 var tableMetrics = []metric{
-	{"max_logged_in", "max logins reached", 0, func(r RunStats) float64 { return float64(r.MaxLoggedIn) }},
-	{"plateau_at_s", "logins plateaued at (s; - no plateau)", 0, func(r RunStats) float64 {
+	{"max_logged_in", groupLogins, "most logged in", "clients", 0, func(r RunStats) float64 { return float64(r.MaxLoggedIn) }},
+	{"plateau_at_s", groupLogins, "logins plateaued at (- no plateau)", "s", 0, func(r RunStats) float64 {
 		if !r.Plateau.Detected {
 			return math.NaN()
 		}
 		return float64(r.Plateau.AtS)
 	}},
-	{"end_logged_in", "logged in at the end", 0, func(r RunStats) float64 { return float64(r.EndLoggedIn) }},
-	{"login_attempts", "login attempts", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
-	{"logins_succeeded", "logins succeeded", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
-	{"logins_failed", "logins failed", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
-	{"peak_send_gbps", fmt.Sprintf("peak relay send Gbps, relay → clients (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
-	{"plateau_send_gbps", "relay send Gbps (relay → clients) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
-	{"peak_recv_gbps", fmt.Sprintf("peak relay receive Gbps, clients → relay (%d s rolling mean)", PeakWindowS), 4, func(r RunStats) float64 { return float64(r.PeakRecvGbps) }},
-	{"plateau_recv_gbps", "relay receive Gbps (clients → relay) at peak logins", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
-	{"plateau_cpu_idle_pct", "relay host CPU idle at peak logins %", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
-	{"plateau_relay_process_cpu_pct", "relay process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
-	{"plateau_fleet_process_cpu_pct", "fleet process CPU at peak logins % (100 = 1 core)", 1, func(r RunStats) float64 { return float64(r.PlateauFleetProcessCPUPct) }},
-	{"relay_process_cpu_seconds", "relay process CPU s (the run)", 2, func(r RunStats) float64 { return float64(r.RelayProcessCPUSeconds) }},
-	{"fleet_process_cpu_seconds", "fleet process CPU s (the run)", 2, func(r RunStats) float64 { return float64(r.FleetProcessCPUSeconds) }},
-	{"relay_process_cpu_ms_per_1k_delivered", "relay CPU ms per 1k delivered", 3, func(r RunStats) float64 { return float64(r.RelayCPUMSPer1kDelivered) }},
-	{"fleet_process_cpu_ms_per_1k_messages", "fleet CPU ms per 1k sent+received", 3, func(r RunStats) float64 { return float64(r.FleetCPUMSPer1kMessages) }},
-	{"relay_process_peak_rss_mib", "relay RSS max MiB (sampled)", 1, func(r RunStats) float64 { return float64(r.RelayPeakRSSBytes) / (1 << 20) }},
-	{"fleet_process_peak_rss_mib", "fleet peak RSS MiB", 1, func(r RunStats) float64 { return float64(r.FleetPeakRSSBytes) / (1 << 20) }},
-	{"plateau_msgs_in_per_s", "messages/s in at peak logins", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsInPerS) }},
-	{"plateau_msgs_delivered_per_s", "messages/s delivered at peak logins", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsDeliveredPerS) }},
-	{"latency_p50_ms", "latency p50 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP50Ms) }},
-	{"latency_p99_ms", "latency p99 ms", 2, func(r RunStats) float64 { return float64(r.LatencyP99Ms) }},
-	{"schedule_lag_p99_ms", "schedule lag p99 ms", 2, func(r RunStats) float64 { return float64(r.ScheduleLagP99Ms) }},
-	{"min_fleet_cpu_idle_pct", "fleet host CPU idle min %", 1, func(r RunStats) float64 { return float64(r.MinFleetCPUIdlePct) }},
-	{"slow_consumer_disconnects", "slow-consumer disconnects", 0, func(r RunStats) float64 { return float64(r.SlowConsumerDisconnects) }},
-	{"loss_pct", "deliveries lost %", 3, func(r RunStats) float64 { return float64(r.LossPct) }},
-	{"relay_udp_receive_drops", "relay UDP receive drops", 0, func(r RunStats) float64 { return float64(r.RelayUDPReceiveDrops) }},
+	{"end_logged_in", groupLogins, "logged in at the end", "clients", 0, func(r RunStats) float64 { return float64(r.EndLoggedIn) }},
+	{"login_attempts", groupLogins, "login attempts", "logins", 0, func(r RunStats) float64 { return float64(r.LoginAttempts) }},
+	{"logins_succeeded", groupLogins, "logins succeeded", "logins", 0, func(r RunStats) float64 { return float64(r.LoginsSucceeded) }},
+	{"logins_failed", groupLogins, "logins failed", "logins", 0, func(r RunStats) float64 { return float64(r.LoginsFailed) }},
+	{"peak_send_gbps", groupTraffic, fmt.Sprintf("peak relay send, relay → clients (highest %d s rolling mean)", PeakWindowS), "Gbps", 4, func(r RunStats) float64 { return float64(r.PeakSendGbps) }},
+	{"plateau_send_gbps", groupTraffic, "relay send, relay → clients, " + atPeak, "Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauSendGbps) }},
+	{"peak_recv_gbps", groupTraffic, fmt.Sprintf("peak relay receive, clients → relay (highest %d s rolling mean)", PeakWindowS), "Gbps", 4, func(r RunStats) float64 { return float64(r.PeakRecvGbps) }},
+	{"plateau_recv_gbps", groupTraffic, "relay receive, clients → relay, " + atPeak, "Gbps", 4, func(r RunStats) float64 { return float64(r.PlateauRecvGbps) }},
+	{"plateau_msgs_in_per_s", groupTraffic, "messages in, " + atPeak, "msg/s", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsInPerS) }},
+	{"plateau_msgs_delivered_per_s", groupTraffic, "messages delivered, " + atPeak, "msg/s", 0, func(r RunStats) float64 { return float64(r.PlateauMsgsDeliveredPerS) }},
+	{"plateau_cpu_idle_pct", groupServer, "relay host CPU idle, " + atPeak, "% of all CPUs", 1, func(r RunStats) float64 { return float64(r.PlateauCPUIdlePct) }},
+	{"plateau_relay_process_cpu_pct", groupServer, "relay process CPU, " + atPeak, "% of 1 core", 1, func(r RunStats) float64 { return float64(r.PlateauRelayProcessCPUPct) }},
+	{"relay_process_cpu_seconds", groupServer, "relay process CPU over the run", "s", 2, func(r RunStats) float64 { return float64(r.RelayProcessCPUSeconds) }},
+	{"relay_process_cpu_ms_per_1k_delivered", groupServer, "relay CPU per 1k delivered", "ms", 3, func(r RunStats) float64 { return float64(r.RelayCPUMSPer1kDelivered) }},
+	{"relay_process_peak_rss_mib", groupServer, "relay RSS, most sampled", "MiB", 1, func(r RunStats) float64 { return float64(r.RelayPeakRSSBytes) / (1 << 20) }},
+	{"plateau_fleet_process_cpu_pct", groupFleet, "fleet process CPU, " + atPeak, "% of 1 core", 1, func(r RunStats) float64 { return float64(r.PlateauFleetProcessCPUPct) }},
+	{"fleet_process_cpu_seconds", groupFleet, "fleet process CPU over the run", "s", 2, func(r RunStats) float64 { return float64(r.FleetProcessCPUSeconds) }},
+	{"fleet_process_cpu_ms_per_1k_messages", groupFleet, "fleet CPU per 1k sent + received", "ms", 3, func(r RunStats) float64 { return float64(r.FleetCPUMSPer1kMessages) }},
+	{"fleet_process_peak_rss_mib", groupFleet, "fleet peak RSS", "MiB", 1, func(r RunStats) float64 { return float64(r.FleetPeakRSSBytes) / (1 << 20) }},
+	{"min_fleet_cpu_idle_pct", groupFleet, "fleet host CPU idle, least second", "% of all CPUs", 1, func(r RunStats) float64 { return float64(r.MinFleetCPUIdlePct) }},
+	{"schedule_lag_p99_ms", groupFleet, "schedule lag p99 over the run", "ms", 2, func(r RunStats) float64 { return float64(r.ScheduleLagP99Ms) }},
+	{"fleet_saturated_s", groupFleet, "seconds the fleet was saturated", "s", 0, func(r RunStats) float64 { return float64(r.FleetSaturatedS) }},
+	{"host_busy_s", groupFleet, "seconds its host was busy with other work", "s", 0, func(r RunStats) float64 { return float64(r.HostBusyS) }},
+	{"latency_p50_ms", groupLatency, "latency p50 over the run", "ms", 2, func(r RunStats) float64 { return float64(r.LatencyP50Ms) }},
+	{"latency_p99_ms", groupLatency, "latency p99 over the run", "ms", 2, func(r RunStats) float64 { return float64(r.LatencyP99Ms) }},
+	{"slow_consumer_disconnects", groupLoss, "slow-consumer disconnects", "clients", 0, func(r RunStats) float64 { return float64(r.SlowConsumerDisconnects) }},
+	{"loss_pct", groupLoss, "deliveries lost (numbered casts)", "%", 3, func(r RunStats) float64 { return float64(r.LossPct) }},
+	{"relay_udp_receive_drops", groupLoss, "relay UDP receive drops", "datagrams", 0, func(r RunStats) float64 { return float64(r.RelayUDPReceiveDrops) }},
 }
 
 // Cell is one formatted table cell.
 type Cell string
 
-// Row is one metric across scenarios.
+// Row is one metric across scenarios, or a group's heading (Group set,
+// no cells).
 type Row struct {
+	Group string
 	Label string
+	Unit  string
 	Cells []Cell
 }
 
@@ -79,37 +103,55 @@ func SideBySide(s Summary) Table {
 	for _, sc := range s.Scenarios {
 		t.Columns = append(t.Columns, fmt.Sprintf("%s (%d run%s)", sc.Scenario, sc.Runs, plural(sc.Runs)))
 	}
+	group := ""
 	for i, m := range tableMetrics {
-		row := Row{Label: m.label}
+		if m.group != group {
+			group = m.group
+			t.Rows = append(t.Rows, Row{Group: group})
+		}
+		row := Row{Label: m.label, Unit: m.unit}
 		for _, sc := range s.Scenarios {
 			row.Cells = append(row.Cells, formatStat(sc.Stats[i], m.digits))
 		}
 		t.Rows = append(t.Rows, row)
-	}
-	fits := []struct {
-		label string
-		get   func(ScenarioStats) Fit
-	}{
-		{"relay send Gbps fit, quadratic", func(sc ScenarioStats) Fit { return sc.Quadratic }},
-		{"relay send Gbps fit, linear", func(sc ScenarioStats) Fit { return sc.Linear }},
-	}
-	for _, f := range fits {
-		row := Row{Label: f.label}
-		for _, sc := range s.Scenarios {
-			row.Cells = append(row.Cells, Cell(fitCell(f.get(sc))))
+		if m.key == "plateau_msgs_delivered_per_s" {
+			t.Rows = append(t.Rows, fitRows(s)...)
 		}
-		t.Rows = append(t.Rows, row)
 	}
 	return t
 }
 
+// fitRows are the fits of send Gbps against logged-in clients (n), each
+// cell with the seconds it covers.
+func fitRows(s Summary) []Row {
+	fits := []struct {
+		label string
+		get   func(ScenarioStats) Fit
+	}{
+		{"relay send against logged-in clients n, quadratic fit", func(sc ScenarioStats) Fit { return sc.Quadratic }},
+		{"relay send against logged-in clients n, linear fit", func(sc ScenarioStats) Fit { return sc.Linear }},
+	}
+	var rows []Row
+	for _, f := range fits {
+		row := Row{Label: f.label, Unit: "Gbps"}
+		for _, sc := range s.Scenarios {
+			row.Cells = append(row.Cells, Cell(fitCell(f.get(sc))))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// fitCell is a fit's formula and what it covers.
 func fitCell(f Fit) string {
 	if !f.OK {
 		return "no fit: " + f.Reason
 	}
 	s := f.String()
-	// The kind is already in the row label.
-	return strings.TrimPrefix(s, f.Kind+": ")
+	if f.Over != "" {
+		s += ", over " + f.Over
+	}
+	return s
 }
 
 func formatStat(st Stat, digits int) Cell {
@@ -138,15 +180,23 @@ func (t Table) WriteText(w io.Writer) error {
 		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\t%s\n", strings.Join(t.Columns, "\t"))
+	fmt.Fprintf(tw, "\tunit\t%s\n", strings.Join(t.Columns, "\t"))
 	for _, r := range t.Rows {
+		if r.Group != "" {
+			// Tabs keep the columns aligned across the groups.
+			fmt.Fprintf(tw, "%s\t\t%s\n", strings.ToUpper(r.Group), strings.Repeat("\t", len(t.Columns)))
+			continue
+		}
 		cells := make([]string, len(r.Cells))
 		for i, c := range r.Cells {
 			cells[i] = string(c)
 		}
-		fmt.Fprintf(tw, "%s\t%s\n", r.Label, strings.Join(cells, "\t"))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.Label, r.Unit, strings.Join(cells, "\t"))
 	}
 	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write table: %w", err)
+	}
+	if _, err := fmt.Fprintln(w, atPeakNote); err != nil {
 		return fmt.Errorf("write table: %w", err)
 	}
 	return nil

@@ -25,6 +25,7 @@ const (
 var templates embed.FS
 
 var indexTemplate = template.Must(template.New("index.html.tmpl").Funcs(template.FuncMap{
+	"add": func(a, b int) int { return a + b },
 	"num": func(n Num, digits int) string {
 		if math.IsNaN(float64(n)) {
 			return "-"
@@ -145,13 +146,16 @@ type htmlView struct {
 	Files  []string
 	// PeakWindowS names the peak rates' window.
 	PeakWindowS int
+	// AtPeakNote says what the table's peaks, "at peak logins" and fits
+	// cover.
+	AtPeakNote string
 }
 
 // WriteHTML writes index.html: parameters, warnings, the side-by-side
 // table, each run's figures and the charts (relative image paths).
 func WriteHTML(w io.Writer, s Summary) error {
 	v := htmlView{Summary: s, Table: SideBySide(s), Charts: chartsFor(s.Capacity != nil),
-		Files: []string{SummaryFile, SeriesFile}, PeakWindowS: PeakWindowS}
+		Files: []string{SummaryFile, SeriesFile}, PeakWindowS: PeakWindowS, AtPeakNote: atPeakNote}
 	if err := indexTemplate.Execute(w, v); err != nil {
 		return fmt.Errorf("render html: %w", err)
 	}
