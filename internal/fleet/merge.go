@@ -127,8 +127,11 @@ func Merge(sums []Summary) (Summary, error) {
 	}
 	slices.SortFunc(out.Shards, func(a, b ShardResult) int { return shardIndex(a.Shard) - shardIndex(b.Shard) })
 	for _, r := range out.Shards {
-		if r.Saturated {
+		switch {
+		case r.Saturated:
 			out.Warnings = append(out.Warnings, fmt.Sprintf("WARNING: shard %s was saturated (%s): the merged figures understate the server", r.Shard, byKind(r.Saturation)))
+		case r.Saturation[loadHostBusy] > 0:
+			out.Warnings = append(out.Warnings, fmt.Sprintf("WARNING: shard %s's host was busy with other work (%s): the merged figures are unreliable", r.Shard, byKind(r.Saturation)))
 		}
 	}
 	if len(seen) < count {
@@ -238,9 +241,16 @@ func shardResult(sh Shard, s Summary) ShardResult {
 		Shard: sh.String(), ClientsRequested: s.ClientsRequested, LoginsSucceeded: s.LoginsSucceeded,
 		MessagesSent: s.MessagesSent, MessagesReceived: s.MessagesReceived, LatencyMS: s.LatencyMS,
 		StartUnixNS: s.StartUnixNS, StartLateMS: s.StartLateMS, CPUIdlePct: s.CPUIdlePct,
-		Saturated: len(sat) > 0, Saturation: sat,
+		Saturated: fleetSaturated(sat), Saturation: sat,
 		ProcessCPUSeconds: s.ProcessCPUSeconds, ProcessPeakRSSBytes: s.ProcessPeakRSSBytes,
 	}
+}
+
+// fleetSaturated reports whether a summary's saturation counts show the
+// fleet itself saturated ("cpu" in summaries written before the causes
+// were told apart).
+func fleetSaturated(sat map[string]int) bool {
+	return sat[loadFleet] > 0 || sat["cpu"] > 0
 }
 
 func shardIndex(label string) int {

@@ -3,18 +3,12 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/metrics"
-)
-
-// Saturation thresholds: past them the fleet itself is the bottleneck and
-// its figures understate the server.
-const (
-	maxLagP99  = 5 * time.Millisecond
-	minIdlePct = 20.0
 )
 
 // tick folds the recording histograms into the cumulative ones every
@@ -27,6 +21,7 @@ func (f *Fleet) tick(ctx context.Context) {
 	lastAt := time.Now()
 	lastTick := lastAt
 	cpu0, cpuErr := metrics.ReadCPUTimes()
+	proc0, procErr := metrics.ReadProcessUsage()
 	for {
 		select {
 		case <-ctx.Done():
@@ -45,10 +40,18 @@ func (f *Fleet) tick(ctx context.Context) {
 		dt := time.Since(lastAt).Seconds()
 		latP99, lagP99, lagN := f.stats.takeWindow()
 		idle := -1.0
+		load := loadSample{WallS: dt, Procs: runtime.GOMAXPROCS(0), LagP99: time.Duration(lagP99) * time.Microsecond, LagN: lagN}
 		if cpuErr == nil {
 			if cpu1, err := metrics.ReadCPUTimes(); err == nil {
 				idle = metrics.IdlePercent(cpu0, cpu1)
+				load.HostTotalS, load.HostIdleS, load.HostStealS = cpu1.Total-cpu0.Total, cpu1.Idle-cpu0.Idle, cpu1.Steal-cpu0.Steal
 				cpu0 = cpu1
+			}
+		}
+		if procErr == nil {
+			if proc1, err := metrics.ReadProcessUsage(); err == nil {
+				load.FleetS = proc1.CPUSeconds - proc0.CPUSeconds
+				proc0 = proc1
 			}
 		}
 		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | clients sent %.0f msg/s %.2f Mbit/s | clients received %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | fleet host cpu idle %.0f%%%s\n",
@@ -57,7 +60,11 @@ func (f *Fleet) tick(ctx context.Context) {
 			float64(now.MessagesSent-last.MessagesSent)/dt, mbit(now.BytesSent-last.BytesSent, dt),
 			float64(now.MessagesReceived-last.MessagesReceived)/dt, mbit(now.BytesReceived-last.BytesReceived, dt),
 			float64(latP99)/1000, float64(lagP99)/1000, idle, f.rampProgress(now.LoginAttempts))
-		f.checkSaturation(time.Duration(lagP99)*time.Microsecond, lagN, idle)
+		if kind, msg := judgeLoad(load); kind != "" && cpuErr == nil && procErr == nil {
+			f.saturated(kind, msg)
+		} else if cpuErr != nil || procErr != nil {
+			f.checkSaturation(time.Duration(lagP99)*time.Microsecond, lagN, idle)
+		}
 		last, lastAt = now, time.Now()
 	}
 }
@@ -94,14 +101,15 @@ func progressReasons(label string, m map[string]int64) string {
 
 func mbit(bytes int64, sec float64) float64 { return float64(bytes) * 8 / 1e6 / sec }
 
-// checkSaturation warns loudly when the fleet cannot keep its schedule or
-// its host has no CPU left.
+// checkSaturation warns, without /proc to tell the fleet's own CPU from
+// the host's, when the fleet cannot keep its schedule or its host has no
+// CPU left; it cannot say which is the cause.
 func (f *Fleet) checkSaturation(lagP99 time.Duration, lagN int64, idle float64) {
 	if lagN > 0 && lagP99 > maxLagP99 {
-		f.saturated("lag", fmt.Sprintf("WARNING: the fleet is behind its schedule (send lag p99 %v > %v): results understate the server; use fewer clients per fleet process or more fleet hosts", lagP99.Round(10*time.Microsecond), maxLagP99))
+		f.saturated(loadLag, fmt.Sprintf("WARNING: the fleet is behind its schedule (send lag p99 %v > %v; its own CPU unknown: /proc unreadable): results may understate the server", lagP99.Round(10*time.Microsecond), maxLagP99))
 	}
 	if idle >= 0 && idle < minIdlePct {
-		f.saturated("cpu", fmt.Sprintf("WARNING: the fleet host's CPU is %.0f%% idle (< %.0f%%): the load generator is saturated and results understate the server", idle, minIdlePct))
+		f.saturated(loadHostBusy, fmt.Sprintf("WARNING: the fleet host's CPU is %.0f%% idle (< %.0f%%; the fleet's own share unknown: /proc unreadable): the figures may be unreliable", idle, minIdlePct))
 	}
 }
 
@@ -129,7 +137,7 @@ func (f *Fleet) saturated(kind, msg string) {
 // f.warnMu must be held.
 func (f *Fleet) saturationWarnings() []string {
 	var out []string
-	for _, kind := range []string{"lag", "cpu"} {
+	for _, kind := range []string{loadFleet, loadHostBusy, loadLag} {
 		if n := f.satCount[kind]; n > 0 {
 			out = append(out, fmt.Sprintf("%s (first of %d progress intervals with this warning)", f.satFirst[kind], n))
 		}

@@ -54,10 +54,10 @@ func TestSaturationWarnedOnce(t *testing.T) {
 	var out bytes.Buffer
 	f := &Fleet{cfg: Config{Out: &out}}
 	for range 3 {
-		f.saturated("lag", "WARNING: lag")
+		f.saturated(loadLag, "WARNING: lag")
 	}
 	for range 2 {
-		f.saturated("cpu", "WARNING: cpu")
+		f.saturated(loadFleet, "WARNING: cpu")
 	}
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "WARNING: lag (said once") || !strings.HasPrefix(lines[1], "WARNING: cpu (said once") {
 		t.Errorf("printed:\n%s\nwant each warning once", out.String())
@@ -65,7 +65,7 @@ func TestSaturationWarnedOnce(t *testing.T) {
 	f.warnMu.Lock()
 	got := f.saturationWarnings()
 	f.warnMu.Unlock()
-	if len(got) != 2 || got[0] != "WARNING: lag (first of 3 progress intervals with this warning)" || got[1] != "WARNING: cpu (first of 2 progress intervals with this warning)" {
+	if len(got) != 2 || got[1] != "WARNING: lag (first of 3 progress intervals with this warning)" || got[0] != "WARNING: cpu (first of 2 progress intervals with this warning)" {
 		t.Errorf("summary warnings %q", got)
 	}
 }

@@ -103,6 +103,8 @@ func boolGauge(b bool) float64 {
 // host saturates).
 type CPUTimes struct {
 	Idle, Total float64
+	// Steal is the time a hypervisor gave the host's CPUs to others.
+	Steal float64
 }
 
 // ReadCPUTimes reads the host's summed CPU seconds from /proc/stat.
@@ -117,7 +119,7 @@ func ReadCPUTimes() (CPUTimes, error) {
 	}
 	t := stat.CPUTotal
 	total := t.User + t.Nice + t.System + t.Idle + t.Iowait + t.IRQ + t.SoftIRQ + t.Steal
-	return CPUTimes{Idle: t.Idle + t.Iowait, Total: total}, nil
+	return CPUTimes{Idle: t.Idle + t.Iowait, Total: total, Steal: t.Steal}, nil
 }
 
 // IdlePercent is the share of CPU time that was idle between two readings,

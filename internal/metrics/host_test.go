@@ -40,9 +40,9 @@ func TestIdlePercent(t *testing.T) {
 		before, after CPUTimes
 		want          float64
 	}{
-		{CPUTimes{0, 0}, CPUTimes{50, 100}, 50},
-		{CPUTimes{10, 100}, CPUTimes{10, 200}, 0},
-		{CPUTimes{10, 100}, CPUTimes{10, 100}, 100},
+		{CPUTimes{Idle: 0, Total: 0}, CPUTimes{Idle: 50, Total: 100}, 50},
+		{CPUTimes{Idle: 10, Total: 100}, CPUTimes{Idle: 10, Total: 200}, 0},
+		{CPUTimes{Idle: 10, Total: 100}, CPUTimes{Idle: 10, Total: 100}, 100},
 	}
 	for _, tt := range tests {
 		if got := IdlePercent(tt.before, tt.after); got != tt.want {

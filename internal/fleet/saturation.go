@@ -1,0 +1,74 @@
+package fleet
+
+import (
+	"fmt"
+	"time"
+)
+
+// Saturation names its cause. A progress interval whose sends went out
+// late (schedule lag) or whose host had little CPU left is judged from
+// three readings: the fleet process's own CPU (/proc/self), the host's
+// busy and stolen time (/proc/stat), and the lag. Only a fleet that used
+// most of the cores it may use is saturated ("add fleet machines"); a
+// host busy with other work (the server's included, when it runs here)
+// makes the figures unreliable, and adding fleet machines would not help.
+
+// Saturation thresholds.
+const (
+	maxLagP99  = 5 * time.Millisecond
+	minIdlePct = 20.0
+	// fleetFullShare of the cores the fleet may use (GOMAXPROCS, at most
+	// the host's) busy in the fleet process: the fleet is the bottleneck.
+	fleetFullShare = 0.7
+	// otherBusyCores beside the fleet, or stealMinPct of the host's time
+	// stolen, is a host busy with other work.
+	otherBusyCores = 0.5
+	stealMinPct    = 5.0
+)
+
+// loadSample is one interval's readings.
+type loadSample struct {
+	WallS float64 // the interval
+	// HostTotalS, HostIdleS and HostStealS are the host's CPU seconds,
+	// summed over its CPUs; FleetS the fleet process's own.
+	HostTotalS, HostIdleS, HostStealS float64
+	FleetS                            float64
+	// Procs is the fleet's GOMAXPROCS; LagP99 and LagN its schedule lag.
+	Procs  int
+	LagP99 time.Duration
+	LagN   int64
+}
+
+// Load kinds, the summary's saturation keys.
+const (
+	loadFleet    = "fleet"     // the fleet process used its cores
+	loadHostBusy = "host_busy" // other work took the host
+	loadLag      = "lag"       // late with CPU to spare
+)
+
+// judgeLoad says what limited an interval: "" when nothing did, else a
+// load kind and its warning.
+func judgeLoad(s loadSample) (kind, msg string) {
+	if s.WallS <= 0 || s.HostTotalS <= 0 {
+		return "", ""
+	}
+	cpus := s.HostTotalS / s.WallS
+	idle := 100 * s.HostIdleS / s.HostTotalS
+	steal := 100 * s.HostStealS / s.HostTotalS
+	fleet := s.FleetS / s.WallS
+	other := max((s.HostTotalS-s.HostIdleS-s.FleetS)/s.WallS, 0)
+	late := s.LagN > 0 && s.LagP99 > maxLagP99
+	if !late && idle >= minIdlePct {
+		return "", ""
+	}
+	usable := min(cpus, float64(max(s.Procs, 1)))
+	figures := fmt.Sprintf("fleet process %.2f of %.0f usable cores, other work %.2f cores, host %.0f%% idle, steal %.0f%%, send lag p99 %v",
+		fleet, usable, other, idle, steal, s.LagP99.Round(10*time.Microsecond))
+	switch {
+	case fleet >= fleetFullShare*usable:
+		return loadFleet, "WARNING: the fleet is saturated (" + figures + "): add fleet machines; results understate the server"
+	case other >= otherBusyCores || steal >= stealMinPct || idle < minIdlePct:
+		return loadHostBusy, "WARNING: this host is busy with other work, not the fleet (" + figures + "): the figures are unreliable"
+	}
+	return loadLag, "WARNING: the fleet's sends went out late with CPU to spare (" + figures + "): the figures of those intervals are late, not the server's"
+}

@@ -1,0 +1,43 @@
+package fleet
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestJudgeLoad: only a fleet that used most of its cores is saturated; a
+// host busy with other work, or a hypervisor stealing its time, is named
+// as such (adding fleet machines would not help); lateness with CPU to
+// spare is neither. The readings are the ones the issue saw: a fleet at
+// 0.03 s of CPU on a busy host, and one at 10-23 % of a core.
+func TestJudgeLoad(t *testing.T) {
+	const ms = time.Millisecond
+	tests := []struct {
+		name string
+		s    loadSample
+		kind string
+		says string
+	}{
+		{"quiet", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 8, FleetS: 1, Procs: 2, LagP99: ms, LagN: 100}, "", ""},
+		{"fleet full", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 0.5, FleetS: 8.5, Procs: 2, LagP99: 40 * ms, LagN: 100}, loadFleet, "the fleet is saturated"},
+		{"fleet full of its GOMAXPROCS", loadSample{WallS: 5, HostTotalS: 40, HostIdleS: 30, FleetS: 4.8, Procs: 1, LagP99: 40 * ms, LagN: 100}, loadFleet, "add fleet machines"},
+		{"busy host, idle fleet", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 0.2, FleetS: 0.03, Procs: 2, LagP99: 30 * ms, LagN: 100}, loadHostBusy, "busy with other work"},
+		{"fleet at a fifth of a core", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 1, FleetS: 1.15, Procs: 2}, loadHostBusy, "figures are unreliable"},
+		{"stolen", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 5, HostStealS: 1, FleetS: 0.5, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "steal 10%"},
+		{"late with CPU to spare", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 9, FleetS: 0.5, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadLag, "CPU to spare"},
+		{"lag without sends", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 9, FleetS: 0.5, Procs: 2, LagP99: 20 * ms}, "", ""},
+		{"no reading", loadSample{}, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			kind, msg := judgeLoad(tt.s)
+			if kind != tt.kind || !strings.Contains(msg, tt.says) {
+				t.Errorf("judged %q: %q; want %q saying %q", kind, msg, tt.kind, tt.says)
+			}
+			if kind == loadHostBusy && strings.Contains(msg, "add fleet machines") {
+				t.Errorf("a busy host blamed on the fleet: %q", msg)
+			}
+		})
+	}
+}
