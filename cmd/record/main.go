@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		},
 	}
 	root.SetErr(stderr)
-	root.AddCommand(liveCmd(ctx, stderr), proxyCmd(ctx, stderr))
+	root.AddCommand(liveCmd(ctx, stderr), proxyCmd(ctx, stderr), caCmd(stderr))
 	root.SetArgs(args)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError(err) })
 	for _, c := range append(root.Commands(), root) {
@@ -113,11 +113,26 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	var listen, upstream, out string
 	var duration time.Duration
+	var tf tlsFlags
 	cmd := &cobra.Command{
 		Use:   "proxy",
 		Short: "forward clients to the relay and record what passes (no privileges needed)",
-		Args:  cobra.NoArgs,
+		Long: `Forward clients to the upstream and record what passes: TCP per connection,
+UDP per client address. With --tls-cert/--tls-key, or --ca-cert/--ca-key
+(a CA from record ca: a certificate minted per server name), the proxy
+terminates the clients' TLS; with --upstream-tls it speaks TLS to the
+upstream. The capture holds the plaintext, as ordinary flows on the real
+ports; in a .pcapng each TLS connection is noted with its version, SNI, ALPN
+and cipher, which replay inspect shows.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ptls, err := tf.config(upstream, stderr)
+			if err != nil {
+				return err
+			}
+			if ptls.terminates() && capture.FormatFor(out) != capture.PCAPNG {
+				fmt.Fprintf(stderr, "record: note: %s is a .pcap, which keeps no notes: its flows hold the plaintext but not that they were TLS (SNI, ALPN, version); write a .pcapng to keep them\n", out)
+			}
 			// Written to a temporary file beside --out, renamed over it
 			// once the proxy is listening: a proxy that cannot start
 			// leaves an existing file as it was.
@@ -125,7 +140,7 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			p, err := capture.NewProxy(capture.ProxyConfig{Listen: listen, Upstream: upstream, Writer: w})
+			p, err := capture.NewProxy(capture.ProxyConfig{Listen: listen, Upstream: upstream, Writer: w, TLS: ptls.cfg})
 			if err != nil {
 				return errors.Join(err, w.Close(), os.Remove(tmp))
 			}
@@ -134,7 +149,7 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 				stop() // Run on an ended context just releases the listeners
 				return errors.Join(fmt.Errorf("create capture file: %w", err), p.Run(stopped), w.Close(), os.Remove(tmp))
 			}
-			fmt.Fprintf(stderr, "record: proxy on %s (tcp+udp) -> %s, writing %s (Ctrl-C to stop)\n", p.Addr(), upstream, out)
+			fmt.Fprintf(stderr, "record: proxy on %s (tcp+udp%s) -> %s%s, writing %s (Ctrl-C to stop)\n", p.Addr(), ptls.down(), upstream, ptls.up(), out)
 			runCtx, cancel := withDuration(ctx, duration)
 			defer cancel()
 			err = errors.Join(p.Run(runCtx), w.Close())
@@ -142,6 +157,12 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 			st := p.Stats()
 			fmt.Fprintf(stderr, "record: wrote %d packets (%d bytes) to %s: %d TCP connections, %d UDP clients, %d upstream dial failures\n",
 				packets, bytes, out, st.TCPConns, st.UDPClients, st.DialFailures)
+			if st.TLSFailures > 0 {
+				fmt.Fprintf(stderr, "record: WARNING: %d TLS handshakes failed and were not recorded; the last: %s\n", st.TLSFailures, st.LastTLSError)
+			}
+			if err == nil && st.TCPConns == 0 && st.UDPClients == 0 && st.TLSFailures > 0 {
+				return fmt.Errorf("recorded nothing: every connection failed its TLS handshake (the last: %s)", st.LastTLSError)
+			}
 			return err
 		},
 	}
@@ -151,6 +172,7 @@ func proxyCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	f.Var(cli.Addr{P: &upstream}, "upstream", "the relay's address")
 	f.StringVar(&out, "out", "", "output file: .pcap, or .pcapng for pcapng (required)")
 	f.DurationVar(&duration, "duration", 0, "stop after this long (default: until Ctrl-C)")
+	tf.flags(f)
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

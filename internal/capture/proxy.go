@@ -29,11 +29,19 @@ type ProxyConfig struct {
 	MaxUDPClients int
 	// DialTimeout bounds connecting to the upstream (default 5 s).
 	DialTimeout time.Duration
+	// TLS, when set, terminates the clients' TLS and/or speaks TLS to
+	// the upstream: the capture holds the plaintext, each connection's
+	// SYN noted with what its client's handshake was (pcapng).
+	TLS *ProxyTLS
 }
 
 // ProxyStats counts what a proxy forwarded.
 type ProxyStats struct {
 	TCPConns, UDPClients, UDPDropped, DialFailures int64
+	// TLSFailures counts failed handshakes, either side; LastTLSError
+	// says why the last one failed.
+	TLSFailures  int64
+	LastTLSError string
 }
 
 // Proxy forwards TCP connections and UDP datagrams to an upstream and writes
@@ -45,7 +53,8 @@ type Proxy struct {
 	pc       *net.UDPConn
 	upTCP    netip.AddrPort
 	upUDP    *net.UDPAddr
-	stats    struct{ tcp, udp, dropped, dialFail atomic.Int64 }
+	stats    struct{ tcp, udp, dropped, dialFail, tlsFail atomic.Int64 }
+	lastTLS  atomic.Value // string: the last handshake failure
 	mu       sync.Mutex
 	conns    map[io.Closer]struct{} // open sockets, closed on shutdown
 	sessions map[netip.AddrPort]*udpSession
@@ -99,8 +108,10 @@ func (p *Proxy) Addr() netip.AddrPort { return p.ln.Addr().(*net.TCPAddr).AddrPo
 
 // Stats returns what the proxy has forwarded so far.
 func (p *Proxy) Stats() ProxyStats {
+	last, _ := p.lastTLS.Load().(string)
 	return ProxyStats{TCPConns: p.stats.tcp.Load(), UDPClients: p.stats.udp.Load(),
-		UDPDropped: p.stats.dropped.Load(), DialFailures: p.stats.dialFail.Load()}
+		UDPDropped: p.stats.dropped.Load(), DialFailures: p.stats.dialFail.Load(),
+		TLSFailures: p.stats.tlsFail.Load(), LastTLSError: last}
 }
 
 // Run forwards until ctx is done, then closes every socket, writes the FINs
@@ -173,35 +184,69 @@ func unmap(ap netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(ap.Addr
 
 func (p *Proxy) serveTCP(ctx context.Context, c *net.TCPConn) {
 	defer p.untrack(c)
+	var down net.Conn = c
+	var info *TLSInfo
+	if p.cfg.TLS.terminates() {
+		tc, i, err := p.cfg.TLS.acceptTLS(ctx, c)
+		if err != nil {
+			p.tlsFailed(err)
+			return
+		}
+		down, info = tc, i
+	}
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	uc, err := d.DialContext(ctx, "tcp", p.upTCP.String())
 	if err != nil {
 		p.stats.dialFail.Add(1)
 		return
 	}
-	up := uc.(*net.TCPConn)
-	if !p.track(up) {
-		up.Close()
+	upTCP := uc.(*net.TCPConn)
+	if !p.track(upTCP) {
+		upTCP.Close()
 		return
 	}
-	defer p.untrack(up)
+	defer p.untrack(upTCP)
+	var up net.Conn = upTCP
+	if t := p.cfg.TLS; t != nil && t.Upstream {
+		host, _, _ := net.SplitHostPort(p.cfg.Upstream)
+		tc, err := t.dialTLS(ctx, upTCP, host, info)
+		if err != nil {
+			p.tlsFailed(err)
+			return
+		}
+		up = tc
+	}
 	p.stats.tcp.Add(1)
 	client := unmap(c.RemoteAddr().(*net.TCPAddr).AddrPort())
-	server := unmap(up.RemoteAddr().(*net.TCPAddr).AddrPort())
-	flow, err := p.cfg.Writer.OpenTCP(time.Now(), client, server)
+	server := unmap(upTCP.RemoteAddr().(*net.TCPAddr).AddrPort())
+	note := ""
+	if info != nil {
+		note = info.Note()
+	}
+	flow, err := p.cfg.Writer.OpenTCPNote(time.Now(), client, server, note)
 	if err != nil {
 		return
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); pump(flow, true, c, up) }()
-	pump(flow, false, up, c)
+	go func() { defer wg.Done(); pump(flow, true, down, up) }()
+	pump(flow, false, up, down)
 	wg.Wait()
 }
 
+// tlsFailed counts a failed handshake and keeps why.
+func (p *Proxy) tlsFailed(err error) {
+	p.stats.tlsFail.Add(1)
+	p.lastTLS.Store(err.Error())
+}
+
+// halfCloser is a connection whose sending side closes alone (TCP's FIN,
+// TLS's close_notify).
+type halfCloser interface{ CloseWrite() error }
+
 // pump copies src to dst, writing each read to the capture before
 // forwarding it, and ends the flow's direction when src ends.
-func pump(flow *TCPConn, fromClient bool, src, dst *net.TCPConn) {
+func pump(flow *TCPConn, fromClient bool, src, dst net.Conn) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := src.Read(buf)
@@ -218,7 +263,9 @@ func pump(flow *TCPConn, fromClient bool, src, dst *net.TCPConn) {
 		}
 	}
 	_ = flow.Close(time.Now(), fromClient)
-	_ = dst.CloseWrite()
+	if hc, ok := dst.(halfCloser); ok {
+		_ = hc.CloseWrite()
+	}
 }
 
 // udpSession is one UDP client: its own upstream socket, so replies can be

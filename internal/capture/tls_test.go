@@ -65,7 +65,13 @@ func testCert(t testing.TB) tls.Certificate {
 // each connection, then reads until the client closes.
 func greetingServer(t testing.TB) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"reprise-test"}})
+	return greetingServerWith(t, testCert(t))
+}
+
+// greetingServerWith is greetingServer with its certificate given.
+func greetingServerWith(t testing.TB, cert tls.Certificate) string {
+	t.Helper()
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"reprise-test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,6 +61,8 @@ type Writer struct {
 	bytes     int64
 	err       error
 	ser       gopacket.SerializeBuffer
+	// comment goes on the next packet written (pcapng only).
+	comment string
 }
 
 // CreateTemp is Create on a new temporary file in path's directory (for a
@@ -149,7 +151,12 @@ func (w *Writer) writeLocked(ci gopacket.CaptureInfo, data []byte) error {
 	var err error
 	if w.ng != nil {
 		ci.InterfaceIndex = 0 // the file describes one interface, whatever the live one's index
-		err = w.ng.WritePacket(ci, data)
+		var opts pcapgo.NgPacketOptions
+		if w.comment != "" {
+			opts.Comments = []string{w.comment}
+			w.comment = ""
+		}
+		err = w.ng.WritePacketWithOptions(ci, data, opts)
 	} else {
 		err = w.pcap.WritePacket(ci, data)
 	}
@@ -280,6 +287,16 @@ type TCPConn struct {
 // OpenTCP writes the three-way handshake of a connection from client to
 // server at t and returns the connection for its data.
 func (w *Writer) OpenTCP(t time.Time, client, server netip.AddrPort) (*TCPConn, error) {
+	return w.OpenTCPNote(t, client, server, "")
+}
+
+// CanNote says the file keeps packet comments (pcapng).
+func (w *Writer) CanNote() bool { return w.ng != nil }
+
+// OpenTCPNote is OpenTCP with a comment on the connection's SYN (pcapng
+// only): a TLS-terminating proxy's TLSInfo.Note, which the reader gives
+// back as the flow's TLS.
+func (w *Writer) OpenTCPNote(t time.Time, client, server netip.AddrPort, note string) (*TCPConn, error) {
 	c := &TCPConn{w: w, client: client, server: server}
 	// Initial sequence numbers from the ports: deterministic, and not 0
 	// so a reader sees real wrap-around arithmetic.
@@ -287,6 +304,7 @@ func (w *Writer) OpenTCP(t time.Time, client, server netip.AddrPort) (*TCPConn, 
 	c.seq[1] = uint32(server.Port())<<16 | 0x2000
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.comment = note
 	if err := c.segment(t, 0, tcpFlags{syn: true}, nil); err != nil {
 		return nil, err
 	}
