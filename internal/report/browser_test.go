@@ -118,10 +118,28 @@ func browserCases(t *testing.T) []browserCase {
 	}
 	for i := range runs {
 		runs[i].Requested = sum.Scenarios[0].Headline.Requested
+		withLoginCounters(&runs[i])
 	}
 	out = append(out, browserCase{"demo", Input{Title: "reprise compare: make demo, N:N vs 1:N, 200 clients", Generated: sum.Generated,
 		Params: sum.Params, Runs: runs, SLO: &slo}})
 	return out
+}
+
+// withLoginCounters gives a run read back from series.csv the fleet's
+// login and disconnect counters at its first and last sample, from the
+// cumulative columns series.csv keeps (attempts, failures, clients lost),
+// so its report counts logins as the recorded one did. The rest of the
+// counters series.csv does not keep stay unmeasured.
+func withLoginCounters(r *Run) {
+	pts := r.Series.Points
+	if len(pts) == 0 {
+		return
+	}
+	last := pts[len(pts)-1]
+	r.Series.First.Fleet.Present = true
+	r.Series.Last.Fleet = FleetValues{Present: true, LoggedIn: nz(last.LoggedIn), LoginAttempts: nz(last.LoginAttempts),
+		LoginsSucceeded: nz(last.LoginAttempts) - nz(last.LoginFailures), LoginsFailed: nz(last.LoginFailures),
+		Disconnects: nz(last.FleetDisconnects)}
 }
 
 // TestReportInChromium renders each recorded case's report (Write) and
