@@ -327,6 +327,43 @@ func TestStalledMembersCutForMemory(t *testing.T) {
 	}
 }
 
+// idleFlood opens n joined connections that send nothing more (from 8
+// addresses, in rooms of 500), closes them, and checks that the relay's RSS
+// is back within 2x its idle baseline within 30 s.
+func idleFlood(t *testing.T, p relayProc, n int) {
+	t.Helper()
+	pid := p.Cmd.Process.Pid
+	time.Sleep(500 * time.Millisecond)
+	base := rss(t, pid)
+	conns := dialStalled(t, p.TCP, stall{members: n, roomSize: 500, sources: 8})
+	waitAtLeast(t, p, `relay_joins_total{result="ok"}`, float64(n), time.Minute)
+	peak := rss(t, pid)
+	for _, c := range conns {
+		c.Close()
+	}
+	p.waitMetricEq(t, `relay_connections{transport="tcp"}`, 0)
+	got, took := waitRSS(t, pid, 2*base, 30*time.Second)
+	t.Logf("RSS: idle %.1f MiB, %.1f MiB with %d connections, %.1f MiB %v after they closed",
+		float64(base)/(1<<20), float64(peak)/(1<<20), n, float64(got)/(1<<20), took.Round(time.Millisecond))
+	if got > 2*base {
+		t.Errorf("RSS %.1f MiB 30 s after the flood, over 2 x its idle %.1f MiB", float64(got)/(1<<20), float64(base)/(1<<20))
+	}
+}
+
+// TestIdleFloodMemoryGivenBack: 2,000 idle connections come and go; the
+// relay's RSS is back within 2x its idle baseline within 30 s
+// (TestScaleIdleFlood: 10,000).
+func TestIdleFloodMemoryGivenBack(t *testing.T) {
+	idleFlood(t, startRelay(t, "--log-level", "info"), 2000)
+}
+
+// TestScaleIdleFlood: TestIdleFloodMemoryGivenBack with 10,000
+// connections, the relay as it ships (no cgo, no race detector).
+func TestScaleIdleFlood(t *testing.T) {
+	bins := scaleTest(t)
+	idleFlood(t, relayProc{testproc.StartRelay(t, bins["relay"], "--log-level", "info")}, 10000)
+}
+
 // scaleTest skips unless RELAY_SCALE=1 (make relay-scale): runs of
 // thousands of connections, beyond CI's time budget.
 func scaleTest(t *testing.T) map[string]string {

@@ -19,7 +19,7 @@ import (
 // pool and when the chunk goes back (one atomic add per 4 KiB chunk, not per
 // delivery: see outbound). A count that passes the budget or a source's
 // share asks the sweeper to cut (evictMemory): the connections holding the
-// most bytes first, the slowest consumers, until the rest fit 7/8 of it, as
+// most bytes first, the slowest consumers, until the rest fit 3/4 of it, as
 // memory_budget. Everyone else keeps being served.
 type memBudget struct {
 	used      atomic.Int64 // bytes in outbound chunks taken from the pool, all connections
@@ -52,14 +52,19 @@ func (m *memBudget) wake() {
 }
 
 // minEvict: a connection holding less is no slow consumer, whatever the
-// count says (a few chunks' worth of a connection that reads).
-const minEvict = 4 * chunkSize
+// count says (a few chunks' worth of a connection that reads). evictIdle:
+// after a round that cut nobody, the next waits this long.
+const (
+	minEvict  = 4 * chunkSize
+	evictIdle = int64(100 * time.Millisecond)
+)
 
 // evictMemory closes the connections holding the most queued bytes and
-// partial frames until the relay's count fits 7/8 of the budget and every
-// source's fits 7/8 of its share. Connections already closing are not
-// counted: their memory goes when their writer returns.
-func (s *Server) evictMemory() {
+// partial frames until the relay's count fits 3/4 of the budget and every
+// source's fits 3/4 of its share, and returns how many it closed.
+// Connections already closing are not counted: their memory goes when
+// their writer returns.
+func (s *Server) evictMemory() int64 {
 	type held struct {
 		c *client
 		n int64
@@ -81,7 +86,7 @@ func (s *Server) evictMemory() {
 	slices.SortFunc(list, func(a, b held) int { return int(b.n - a.n) })
 	budget := &s.mem
 	overAll := budget.limit > 0 && total > budget.limit
-	target, srcTarget := budget.limit*7/8, budget.perSource*7/8
+	target, srcTarget := budget.limit*3/4, budget.perSource*3/4
 	var cut, freed int64
 	for _, h := range list {
 		srcOver := budget.perSource > 0 && h.c.out.src != nil && bySrc[h.c.out.src] > budget.perSource
@@ -101,6 +106,7 @@ func (s *Server) evictMemory() {
 		s.log.Info("over the memory budget: cut the slowest consumers", zap.Int64("connections", cut),
 			zap.Int64("bytes_held", freed), zap.Int64("queue_budget", budget.limit), zap.Int64("per_source", budget.perSource))
 	}
+	return cut
 }
 
 // evict closes c for the memory budget: its queue is dropped at once, the

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -346,9 +347,15 @@ func (s *Server) evictPartial() {
 // minutes (its next GC is due at twice the peak, and the pooled chunks wait
 // for two GCs). So once what the relay holds (heldBytes: queued chunks,
 // partial frames, and reclaimConnCost per connection) has fallen by
-// reclaimBytes from its peak and stopped falling (the closed connections'
-// goroutines are gone), the sweeper returns the freed memory to the OS, at
-// most once per reclaimEvery, and once more reclaimEvery later.
+// reclaimBytes and to half its peak or less, and stopped falling (the
+// closed connections' goroutines are gone), the relay returns the freed
+// memory to the OS, and again reclaimEvery and 3 × reclaimEvery later (a
+// loaded host runs the closed connections' goroutines late, and the pooled
+// chunks are freed only by a second collection). Not while most of the
+// peak is still held: a full collection of a large heap takes seconds on
+// a loaded host, for little. The collections run on their own goroutine
+// (reclaimLoop), so the sweeper's timeouts and budget cuts never wait for
+// them.
 const (
 	reclaimBytes    = 8 << 20
 	reclaimEvery    = int64(5 * time.Second)
@@ -360,27 +367,44 @@ func (s *Server) heldBytes() int64 {
 	return s.mem.used.Load() + s.partial.Load() + s.nconns.Load()*reclaimConnCost
 }
 
-// reclaim runs at every sweep tick (the sweeper's own state).
+// reclaim runs at every sweep tick (the sweeper's own state) and asks
+// reclaimLoop to return memory when it is due.
 func (s *Server) reclaim(now int64) {
 	cur := s.heldBytes()
 	falling := cur < s.heldLast
 	s.heldLast = cur
 	s.heldPeak = max(s.heldPeak, cur)
-	if s.reclaimAgain && !falling && now-s.lastReclaim >= reclaimEvery {
-		// A second pass, once: the closed connections' goroutines may
-		// still have held their buffers at the first (a loaded host runs
-		// them late: RSS stayed 40-65% over its baseline at load 20), the
-		// pooled chunks are freed only by a second GC, and an idle relay
-		// would not collect them for minutes.
-		debug.FreeOSMemory()
-		s.reclaimAgain, s.lastReclaim = false, now
+	if s.reclaimAgain > 0 && !falling && now >= s.reclaimAt {
+		s.reclaimAgain--
+		s.reclaimAt = now + 2*reclaimEvery
+		s.freeOS()
 		return
 	}
-	if falling || s.heldPeak-cur < reclaimBytes || now-s.lastReclaim < reclaimEvery {
+	if falling || s.heldPeak-cur < reclaimBytes || cur > s.heldPeak/2 || now-s.lastReclaim < reclaimEvery {
 		return
 	}
-	debug.FreeOSMemory()
 	s.log.Info("memory returned to the OS", zap.Int64("held_bytes", cur), zap.Int64("peak_bytes", s.heldPeak),
 		zap.Int64("partial_bytes", s.partial.Load()), zap.Int64("queued_bytes", s.mem.used.Load()))
-	s.heldPeak, s.lastReclaim, s.reclaimAgain = cur, now, true
+	s.freeOS()
+	s.heldPeak, s.lastReclaim, s.reclaimAgain, s.reclaimAt = cur, now, 2, now+reclaimEvery
+}
+
+// freeOS asks reclaimLoop for a pass, without waiting.
+func (s *Server) freeOS() {
+	select {
+	case s.reclaimc <- struct{}{}:
+	default: // one is under way
+	}
+}
+
+// reclaimLoop returns freed memory to the OS when the sweeper asks.
+func (s *Server) reclaimLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.reclaimc:
+			debug.FreeOSMemory()
+		}
+	}
 }

@@ -9,7 +9,7 @@
 // internal/wire's. It is not a client: see internal/client for that.
 //
 // Goroutines: Run starts and waits for all of them (accept loop, UDP loop,
-// sweeper, metrics HTTP server, and per TCP connection a reader and a
+// sweeper, memory reclaimer, metrics HTTP server, and per TCP connection a reader and a
 // writer); none outlives Run.
 //
 // Lock order: a room shard's mutex, then a connection's outbound mutex
@@ -398,7 +398,10 @@ type Server struct {
 	// the last reclaim, the value at the last tick, and when it last
 	// reclaimed.
 	heldPeak, heldLast, lastReclaim int64
-	reclaimAgain                    bool // a second reclaim is due reclaimEvery after the first
+	reclaimAgain                    int   // passes still due after the first
+	reclaimAt                       int64 // when the next is
+	reclaimc                        chan struct{}
+	evictQuiet                      int64 // no memory-budget round before this
 
 	mu       sync.Mutex
 	stopping bool
@@ -428,7 +431,7 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 	s := &Server{cfg: cfg, log: log, reg: reg, rooms: room.NewRegistry[*client](cfg.MaxRoomMembers), epoch: time.Now(),
 		rateMsgs: newGCRA(cfg.RateMessages, cfg.RateMessagesBurst), rateBytes: newGCRA(cfg.RateBytes, cfg.RateBytesBurst),
 		roomMsgs: newGCRA(cfg.RoomRateMessages, cfg.RoomRateMessagesBurst), roomBytes: newGCRA(cfg.RoomRateBytes, cfg.RoomRateBytesBurst),
-		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery}
+		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery, reclaimc: make(chan struct{}, 1)}
 	s.abuseLog.every = int64(time.Second)
 	s.mem = memBudget{limit: cfg.QueueBudget, perSource: cfg.QueueBudgetPerSource, evict: make(chan struct{}, 1)}
 	for i := range s.conns {
@@ -581,6 +584,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.goFn(func() { u.loop(ctx) })
 	}
 	s.goFn(func() { s.sweep(ctx) })
+	s.goFn(func() { s.reclaimLoop(ctx) })
 	if s.httpS != nil {
 		s.goFn(func() {
 			if err := s.httpS.Serve(s.mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -709,7 +713,13 @@ func (s *Server) sweep(ctx context.Context) {
 			s.evictPartial()
 			continue
 		case <-s.mem.evict:
-			s.evictMemory()
+			// A round that found nobody to cut is not repeated for
+			// evictIdle: every chunk taken over the budget asks for one.
+			if now := s.now(); now >= s.evictQuiet {
+				if s.evictMemory() == 0 {
+					s.evictQuiet = now + evictIdle
+				}
+			}
 			continue
 		case <-t.C:
 		}
