@@ -144,7 +144,12 @@ const firstBytes = 48
 func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	f := c.f
 	deadline := time.Now().Add(f.cfg.LoginTimeout)
-	conn, err := f.dial(ctx, c.idx, deadline)
+	addr, why, ok := c.httpSteps(ctx, deadline)
+	if !ok {
+		c.loginFailed(why, res)
+		return
+	}
+	conn, err := f.dial(ctx, c.idx, deadline, addr)
 	if err != nil {
 		c.loginFailed(dialReason(err), res)
 		return

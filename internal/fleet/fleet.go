@@ -657,7 +657,7 @@ func (c *client) closedBy() Disconnect {
 }
 
 // dial connects client i, from its source address if any.
-func (f *Fleet) dial(ctx context.Context, i int, deadline time.Time) (net.Conn, error) {
+func (f *Fleet) dial(ctx context.Context, i int, deadline time.Time, addr string) (net.Conn, error) {
 	d := net.Dialer{Deadline: deadline}
 	network := "tcp"
 	if f.udp {
@@ -680,7 +680,10 @@ func (f *Fleet) dial(ctx context.Context, i int, deadline time.Time) (net.Conn, 
 			}
 		}
 	}
-	return d.DialContext(ctx, network, f.target)
+	if addr == "" {
+		addr = f.target
+	}
+	return d.DialContext(ctx, network, addr)
 }
 
 // track registers a connected client so stop can reach it; false once the

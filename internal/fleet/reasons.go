@@ -54,6 +54,12 @@ const (
 	LoginTLSRequired
 	LoginTLSClosed
 	LoginTLSError
+	// An HTTP step's (step: its name).
+	LoginHTTPStatus    // said: a status other than 2xx
+	LoginHTTPAnswer    // said: missing_<value>, the value the answer lacked
+	LoginHTTPError     // no answer: the connection failed or broke
+	LoginHTTPRedirects // more than maxRedirects redirects
+	LoginHTTPTooLarge  // an answer over maxHTTPAnswer
 )
 
 var loginNames = [...]string{
@@ -67,6 +73,8 @@ var loginNames = [...]string{
 	LoginTLSUnknownAuthority: "tls_unknown_authority", LoginTLSBadCertificate: "tls_bad_certificate",
 	LoginTLSHandshakeTimeout: "tls_handshake_timeout", LoginTLSProtocolVersion: "tls_protocol_version",
 	LoginTLSRequired: "tls_required", LoginTLSClosed: "tls_handshake_closed", LoginTLSError: "tls_error",
+	LoginHTTPStatus: "http", LoginHTTPAnswer: "http_answer", LoginHTTPError: "http_error",
+	LoginHTTPRedirects: "http_redirects", LoginHTTPTooLarge: "http_too_large",
 }
 
 // IsTLS reports a TLS failure.
@@ -85,8 +93,10 @@ func (r LoginResult) OK() bool { return r.code == LoginOK }
 func (r LoginResult) String() string {
 	s := loginNames[r.code]
 	switch r.code {
-	case LoginUpgradeRefused:
+	case LoginUpgradeRefused, LoginHTTPStatus:
 		s += "_" + r.said
+	case LoginHTTPAnswer:
+		s = r.said
 	case LoginRefused:
 		if r.said != "" {
 			s = r.said

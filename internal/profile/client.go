@@ -234,7 +234,12 @@ type client struct {
 }
 
 // UpgradeRequest implements Client.
-func (c *client) UpgradeRequest() []byte { return c.upgrade }
+func (c *client) UpgradeRequest() []byte {
+	if len(c.s.p.http) > 0 {
+		return c.withTaken(c.upgrade)
+	}
+	return c.upgrade
+}
 
 // AppendStep implements Client.
 func (c *client) AppendStep(dst []byte, i int, now int64) ([]byte, int) {
@@ -367,6 +372,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 	ev.Frames++
 	k := p.ServerKind(m)
 	for i := range p.corrs {
+		if p.corrs[i].http > 0 {
+			continue
+		}
 		if v := p.corrs[i].from.take(m, k); len(v) > 0 {
 			if cur := c.vals[i].Load(); cur == nil || !bytes.Equal(*cur, v) {
 				cp := append([]byte(nil), v...)

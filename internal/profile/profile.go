@@ -74,6 +74,8 @@ type Profile struct {
 	stamp       *stampRule
 	identity    identityRule
 	corrs       []corrRule
+	http        []httpStep
+	connect     *template // where the connection goes, when the answers say
 	// steps is a login in steps, nil for the one-step login above.
 	steps []loginRule
 	// reacts are the reactions; reactOn lists them by server kind;
@@ -253,6 +255,11 @@ type corrRule struct {
 	from fieldRule
 	into map[int]bool // nil: all
 	wait bool
+	// http is 1 + the HTTP step whose answer hands the value out (0: a
+	// server message does); recorded says where the recorded client
+	// carried it.
+	http     int
+	recorded *fieldRule
 }
 
 // hooks are a built-in profile's Go code.
@@ -341,6 +348,9 @@ func (s *Spec) compile() (*Profile, error) {
 	}
 	if p.fanout, err = ParseFanout(s.Fanout); err != nil {
 		return nil, bad("fanout", "%v", err)
+	}
+	if err := s.compileHTTP(p); err != nil {
+		return nil, err
 	}
 	if err := s.compileLoginSteps(p); err != nil {
 		return nil, err

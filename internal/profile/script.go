@@ -138,6 +138,7 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	s.tl = tl
 	s.findRecorded(kept, m.Server, opts)
 	s.findCorrelations(m.Server)
+	s.findHTTPRecorded(kept)
 	s.findServerPeers(kept)
 	for _, c := range kept {
 		s.msgs = append(s.msgs, s.step(c))
@@ -360,6 +361,9 @@ func (s *Script) findCorrelations(server []Message) {
 	s.corrs = make([][]byte, len(s.p.corrs))
 	for i := range s.p.corrs {
 		c := &s.p.corrs[i]
+		if c.http > 0 {
+			continue // findHTTPRecorded
+		}
 		for _, m := range server {
 			if v := c.from.take(m.Bytes, m.Kind); len(v) > 0 {
 				s.corrs[i] = append([]byte(nil), v...)

@@ -42,6 +42,12 @@ type Spec struct {
 	// others, all, none, or server (the default: the fleet cannot know,
 	// and measures no expected deliveries).
 	Fanout string `yaml:"fanout"`
+	// HTTP are requests before the connection, their answers' values
+	// correlations (httpstep.go).
+	HTTP []HTTPStepSpec `yaml:"http"`
+	// Connect is the address (host:port) the connection goes to, a
+	// template over the HTTP steps' values; empty: --target.
+	Connect string `yaml:"connect"`
 }
 
 // ExpectSpec is a server kind the server wants answered (On) and the

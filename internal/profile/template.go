@@ -24,7 +24,8 @@ const (
 	srcUser
 	srcRoom
 	srcIndex
-	srcCorr // a correlation's current value
+	srcCorr   // a correlation's current value
+	srcRandom // 16 fresh hex digits
 )
 
 // tpart is a literal (ref false) or a value.
@@ -124,13 +125,15 @@ func (p *Profile) clientResolver(name string) (valueSrc, int, error) {
 		return srcRoom, 0, nil
 	case "index":
 		return srcIndex, 0, nil
+	case "random":
+		return srcRandom, 0, nil
 	}
 	for i, c := range p.corrs {
 		if c.name == name {
 			return srcCorr, i, nil
 		}
 	}
-	return 0, 0, errors.New("not user, room, index or a correlation's name")
+	return 0, 0, errors.New("not user, room, index, random or a correlation's name")
 }
 
 // tvalues are the values a template is rendered with.
@@ -173,6 +176,8 @@ func (t *template) render(dst []byte, v *tvalues) []byte {
 			if v.c != nil {
 				dst = strconv.AppendInt(dst, int64(v.c.index), 10)
 			}
+		case srcRandom:
+			dst = newRandom(dst)
 		case srcCorr:
 			if v.c != nil {
 				if cur := v.c.vals[pt.n].Load(); cur != nil {

@@ -1,0 +1,403 @@
+package main
+
+// HTTP steps before the socket, against a server of the Nakama kind
+// written here from that API's public shape: POST
+// /v2/account/authenticate/custom with the server key as Basic auth
+// answers a session token, single use and bound to the user; GET
+// /ws?token=... upgrades with it (401 without a valid one); a lobby
+// (GET /v2/lobby) answers the address of the game server, another
+// listener. JSON text messages: {"join":R,"user":U} answered
+// {"joined":R}, {"chat":T,"ts":S} sent on to the room's others as
+// {"msg":T,"ts":S}.
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha1"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+)
+
+// nakama is the server; its counters are what the test checks.
+type nakama struct {
+	mu        sync.Mutex
+	tokens    map[string]string // unused token -> user
+	issued    int
+	upgrades  map[string]int // by listener address
+	refused   int            // upgrades without a valid token
+	joins     int
+	wrongUser int
+	chats     int64
+	delivered int64
+	rooms     map[string]map[*nkConn]bool
+	gameAddr  string
+	conns     sync.WaitGroup
+}
+
+type nkConn struct {
+	mu   sync.Mutex
+	conn net.Conn
+}
+
+func (c *nkConn) send(msg []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	c.conn.Write(profile.AppendWSFrame(nil, profile.WSText, msg, nil))
+}
+
+// startNakama serves the API and the socket on one listener and the
+// socket alone on a second (the game server the lobby names).
+func startNakama(t *testing.T) (*nakama, string) {
+	t.Helper()
+	n := &nakama{tokens: map[string]string{}, upgrades: map[string]int{}, rooms: map[string]map[*nkConn]bool{}}
+	api, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	game, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.gameAddr = game.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v2/account/authenticate/custom", n.authenticate)
+	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, `{"match":{"addr":%q}}`, n.gameAddr)
+	})
+	mux.HandleFunc("GET /ws", n.socket)
+	for _, ln := range []net.Listener{api, game} {
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close(); n.conns.Wait() })
+	}
+	return n, api.Addr().String()
+}
+
+// authenticate answers a token; a user named for a failure gets it:
+// banned (403), nokey (no token in the answer), loop (redirected to
+// itself), huge (a 2 MiB answer), slow (no answer for 5 s).
+func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("defaultkey:")) {
+		http.Error(w, `{"error":"server key invalid"}`, http.StatusUnauthorized)
+		return
+	}
+	var body struct {
+		ID string `json:"id"`
+	}
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body); err != nil || body.ID == "" {
+		http.Error(w, `{"error":"id required"}`, http.StatusBadRequest)
+		return
+	}
+	switch {
+	case strings.HasPrefix(body.ID, "banned"):
+		http.Error(w, `{"error":"banned"}`, http.StatusForbidden)
+		return
+	case strings.HasPrefix(body.ID, "nokey"):
+		io.WriteString(w, `{"created":true}`)
+		return
+	case strings.HasPrefix(body.ID, "loop"):
+		http.Redirect(w, r, r.URL.String(), http.StatusTemporaryRedirect)
+		return
+	case strings.HasPrefix(body.ID, "huge"):
+		w.Write(hugeAnswer)
+		return
+	case strings.HasPrefix(body.ID, "slow"):
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+		return
+	}
+	tok := make([]byte, 12)
+	rand.Read(tok)
+	token := hex.EncodeToString(tok)
+	n.mu.Lock()
+	n.tokens[token] = body.ID
+	n.issued++
+	n.mu.Unlock()
+	fmt.Fprintf(w, `{"created":true,"token":%q,"refresh_token":"r"}`, token)
+}
+
+var hugeAnswer = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
+
+// socket takes the token (once), upgrades and serves the chat.
+func (n *nakama) socket(w http.ResponseWriter, r *http.Request) {
+	token := r.URL.Query().Get("token")
+	n.mu.Lock()
+	user, ok := n.tokens[token]
+	delete(n.tokens, token)
+	if !ok {
+		n.refused++
+	} else {
+		n.upgrades[r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()]++
+	}
+	n.mu.Unlock()
+	if !ok {
+		http.Error(w, "token invalid", http.StatusUnauthorized)
+		return
+	}
+	h := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	n.conns.Add(1)
+	defer n.conns.Done()
+	defer conn.Close()
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(h[:]))
+	rw.Flush()
+	n.serve(&nkConn{conn: conn}, rw.Reader, user)
+}
+
+func (n *nakama) serve(c *nkConn, in *bufio.Reader, user string) {
+	var room string
+	defer func() {
+		n.mu.Lock()
+		delete(n.rooms[room], c)
+		n.mu.Unlock()
+	}()
+	rd := profile.WSReader{Max: 1 << 16}
+	buf := make([]byte, 4096)
+	for {
+		k, err := in.Read(buf)
+		if err != nil {
+			return
+		}
+		stop := false
+		rd.Feed(buf[:k], func(m profile.WSMessage) error {
+			if m.Opcode == profile.WSClose {
+				c.send(nil)
+				stop = true
+				return nil
+			}
+			var msg struct {
+				Join, User, Chat, Ts *string
+			}
+			if m.Opcode != profile.WSText || json.Unmarshal(m.Payload, &msg) != nil {
+				return nil
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			switch {
+			case msg.Join != nil && msg.User != nil:
+				if *msg.User != user {
+					n.wrongUser++
+					stop = true
+					return nil
+				}
+				room = *msg.Join
+				if n.rooms[room] == nil {
+					n.rooms[room] = map[*nkConn]bool{}
+				}
+				n.rooms[room][c] = true
+				n.joins++
+				go c.send(fmt.Appendf(nil, `{"joined":%q}`, room))
+			case msg.Chat != nil && room != "":
+				n.chats++
+				out := fmt.Appendf(nil, `{"msg":%q,"ts":%q}`, *msg.Chat, *msg.Ts)
+				for peer := range n.rooms[room] {
+					if peer != c {
+						n.delivered++
+						peer.send(out)
+					}
+				}
+			}
+			return nil
+		})
+		if stop {
+			return
+		}
+	}
+}
+
+func (n *nakama) counts() (issued, refused, joins, wrong int, chats, delivered int64, upgrades map[string]int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	up := map[string]int{}
+	for k, v := range n.upgrades {
+		up[k] = v
+	}
+	return n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered, up
+}
+
+func (n *nakama) reset() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered = 0, 0, 0, 0, 0, 0
+	n.upgrades = map[string]int{}
+}
+
+// nakamaClient is the recorded client: a token over HTTP, then the
+// socket with it, a join and chats 40 ms apart, then a close.
+func nakamaClient(addr, user, room string, chats int) error {
+	body := strings.NewReader(fmt.Sprintf(`{"id":%q}`, user))
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v2/account/authenticate/custom?create=true", body)
+	req.SetBasicAuth("defaultkey", "")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	var session struct{ Token string }
+	err = json.NewDecoder(resp.Body).Decode(&session)
+	resp.Body.Close()
+	if err != nil || session.Token == "" {
+		return fmt.Errorf("no token: %v", err)
+	}
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", session.Token, addr, profile.NewWSNonce())
+	in := bufio.NewReader(conn)
+	status, err := in.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 101 ") {
+		return fmt.Errorf("upgrade: %q %v", status, err)
+	}
+	for {
+		if l, err := in.ReadString('\n'); err != nil || l == "\r\n" {
+			break
+		}
+	}
+	key := profile.NewWSKey()
+	send := func(s string) { conn.Write(profile.AppendWSFrame(nil, profile.WSText, []byte(s), key)) }
+	send(fmt.Sprintf(`{"join":%q,"user":%q}`, room, user))
+	var rd profile.WSReader
+	buf := make([]byte, 1024)
+	for joined := false; !joined; {
+		k, err := in.Read(buf)
+		if err != nil {
+			return fmt.Errorf("join: %v", err)
+		}
+		rd.Feed(buf[:k], func(m profile.WSMessage) error {
+			joined = joined || strings.HasPrefix(string(m.Payload), `{"joined"`)
+			return nil
+		})
+	}
+	for i := range chats {
+		time.Sleep(40 * time.Millisecond)
+		send(fmt.Sprintf(`{"chat":"hello %d from %s","ts":""}`, i, user))
+	}
+	time.Sleep(100 * time.Millisecond)
+	conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, key))
+	return nil
+}
+
+// TestHTTPSteps: a recorded Nakama-kind session (token over HTTP, then
+// /ws?token=) replayed as 200 clients: each takes its own token in the
+// profile's HTTP step and carries it in its upgrade in place of the
+// recorded one; the server issued 200 tokens, took 200 upgrades and
+// refused none, and its chats and deliveries equal the fleet's. The
+// lobby profile connects where the lobby's answer says. Bad answers
+// count by step and reason, and nothing hangs.
+func TestHTTPSteps(t *testing.T) {
+	srv, api := startNakama(t)
+	capPath := filepath.Join(t.TempDir(), "nakama.pcap")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := startRecordProxy(t, listen, api, capPath)
+	if err := nakamaClient(listen, "rec-user-01", "lobby", 12); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, p.Stderr)
+	}
+	prof := filepath.Join("testdata", "nakama", "chat.yaml")
+	if k := os.Getenv("KEEP_CAPTURE"); k != "" {
+		defer func() { b, _ := os.ReadFile(capPath); os.WriteFile(k, b, 0o644) }()
+	}
+	docExampleIs(t, "# A server of the Nakama kind", prof)
+	insp := inspectProfile(t, prof, capPath)
+	for _, want := range []string{`user id: "rec-user-01"`, "chat 12, join 1", "server answer: accepted"} {
+		if !strings.Contains(insp, want) {
+			t.Fatalf("inspect lacks %q:\n%s", want, insp)
+		}
+	}
+	// The socket's flow: the HTTP one (kept alive by the client) lasted
+	// longer, and replay's default is the longest flow.
+	ws := regexp.MustCompile(`flow #(\d+) [^\n]*\n  websocket upgrade: GET /ws\?[^\n]*\n(?s:.*?)suggested --loop=(\S+)`).FindStringSubmatch(insp)
+	if ws == nil {
+		t.Fatalf("inspect shows no socket flow with a loop:\n%s", insp)
+	}
+	flow, loop := ws[1], ws[1:]
+	loop[1] = ws[2]
+	t.Run("200 clients", func(t *testing.T) {
+		srv.reset()
+		res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "200", "--senders", "10",
+			"--room-size", "50", "--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--duration", "3s", "--drain-deliveries", "20s")
+		mustOK(t, res)
+		s := res.sum
+		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
+		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+			t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout, res.stderr)
+		}
+		if issued != 200 || refused != 0 || joins != 200 || wrong != 0 || up[api] != 200 {
+			t.Errorf("the server issued %d tokens, refused %d upgrades, took %v, joined %d (%d with another user's token); want 200, 0, 200 on %s, 200, 0", issued, refused, up, joins, wrong, api)
+		}
+		if chats != s.MessagesSent || delivered != s.MessagesReceived {
+			t.Errorf("the server got %d chats and delivered %d; the fleet sent %d and received %d", chats, delivered, s.MessagesSent, s.MessagesReceived)
+		}
+		t.Logf("200 clients: sent %d received %d, server chats %d delivered %d", s.MessagesSent, s.MessagesReceived, chats, delivered)
+	})
+	t.Run("lobby", func(t *testing.T) {
+		srv.reset()
+		data, err := os.ReadFile(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lobby := strings.Replace(string(data), "kinds:", `  - name: lobby
+    url: /v2/lobby
+    take: [{name: addr, json: $.match.addr}]
+connect: "${addr}"
+kinds:`, 1)
+		path := filepath.Join(t.TempDir(), "lobby.yaml")
+		if err := os.WriteFile(path, []byte(lobby), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := replay(t, "--profile", path, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "20", "--senders", "4",
+			"--loop", loop[1], "--login-interval", "2ms", "--duration", "2s", "--drain-deliveries", "20s")
+		mustOK(t, res)
+		issued, _, joins, _, chats, _, up := srv.counts()
+		if res.sum.LoginsSucceeded != 20 || issued != 20 || joins != 20 || up[srv.gameAddr] != 20 || chats != res.sum.MessagesSent {
+			t.Fatalf("logins %d failed %v; the server issued %d tokens, took upgrades %v (want 20 on the game server %s), joined %d, chats %d of %d sent", res.sum.LoginsSucceeded, res.sum.LoginsFailed, issued, up, srv.gameAddr, joins, chats, res.sum.MessagesSent)
+		}
+	})
+	t.Run("bad answers", func(t *testing.T) {
+		for _, tc := range []struct{ user, reason, timeout string }{ // at once: each waits, mostly
+			{"banned-%d", "auth_http_403", "20s"},
+			{"nokey-%d", "auth_missing_token", "20s"},
+			{"loop-%d", "auth_http_redirects", "20s"},
+			{"huge-%d", "auth_http_too_large", "20s"},
+			{"slow-%d", "auth_timeout", "1s"}, // the server answers after 5 s
+		} {
+			t.Run(tc.reason, func(t *testing.T) {
+				t.Parallel()
+				start := time.Now()
+				res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "5",
+					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--duration", "3s")
+				if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
+					t.Errorf("%s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.user, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
+				}
+				if took := time.Since(start); took > 30*time.Second {
+					t.Errorf("%s: the run took %v", tc.user, took)
+				}
+			})
+		}
+	})
+}

@@ -1,0 +1,129 @@
+package fleet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+)
+
+// A profile's HTTP steps: the requests a client makes before it dials
+// (a seat, a token, the game server's address). The profile composes
+// each request and reads each answer's values; the fleet does the
+// requests, one keep-alive connection per client as a browser would,
+// bounded in answer size, redirects and time (the login's deadline
+// covers the steps, the dial and the login).
+
+// maxHTTPAnswer bounds an HTTP step's answer body; maxRedirects the
+// redirects followed in one step.
+const (
+	maxHTTPAnswer = 1 << 20
+	maxRedirects  = 5
+)
+
+var errRedirects = errors.New("too many redirects")
+
+// httpSteps runs the client's HTTP steps; it returns where to connect
+// ("" for the target) or why the login failed there.
+func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, LoginResult, bool) {
+	hs, ok := c.pc.(profile.HTTPStepper)
+	if !ok {
+		return "", LoginResult{}, true
+	}
+	if _, ok := hs.HTTPRequest(0); !ok {
+		return hs.ConnectAddr(), LoginResult{}, true
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	d := net.Dialer{Deadline: deadline}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: time.Until(deadline)}
+	if c.f.tlsCfg != nil { // --tls: its trust and client certificate, the name from each URL
+		tr.TLSClientConfig = c.f.tlsCfg.Clone()
+		tr.TLSClientConfig.ServerName = ""
+	}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+		if len(via) > maxRedirects {
+			return errRedirects
+		}
+		return nil
+	}}
+	for i := 0; ; i++ {
+		r, ok := hs.HTTPRequest(i)
+		if !ok {
+			return hs.ConnectAddr(), LoginResult{}, true
+		}
+		if res := c.httpStep(ctx, hc, hs, i, r); !res.OK() {
+			res.step = r.Step
+			return "", res, false
+		}
+	}
+}
+
+// httpStep does one request and hands its answer to the profile.
+func (c *client) httpStep(ctx context.Context, hc *http.Client, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
+	url := r.URL
+	if strings.HasPrefix(url, "/") {
+		scheme := "http://"
+		if c.f.tlsCfg != nil {
+			scheme = "https://"
+		}
+		url = scheme + c.f.target + url
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, url, body)
+	if err != nil {
+		return loginFail(LoginHTTPError)
+	}
+	for _, h := range r.Headers {
+		if strings.EqualFold(h[0], "Host") {
+			req.Host = h[1]
+			continue
+		}
+		req.Header.Set(h[0], h[1])
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return httpReason(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer+1))
+	switch {
+	case err != nil:
+		return httpReason(err)
+	case len(b) > maxHTTPAnswer:
+		return loginFail(LoginHTTPTooLarge)
+	case resp.StatusCode/100 != 2:
+		return LoginResult{code: LoginHTTPStatus, said: strconv.Itoa(resp.StatusCode)}
+	}
+	if missing := hs.HTTPAnswer(i, resp.Header.Get, b); missing != "" {
+		return LoginResult{code: LoginHTTPAnswer, said: missing}
+	}
+	return LoginResult{}
+}
+
+// httpReason names a request that got no answer.
+func httpReason(err error) LoginResult {
+	switch {
+	case errors.Is(err, errRedirects):
+		return loginFail(LoginHTTPRedirects)
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return loginFail(LoginTimeout)
+	case errors.Is(err, context.Canceled):
+		return loginFail(LoginStopped)
+	}
+	if r := dialReason(err); r.code != LoginConnectError {
+		return r
+	}
+	return loginFail(LoginHTTPError)
+}

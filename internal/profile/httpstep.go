@@ -1,0 +1,392 @@
+package profile
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// HTTP steps: requests a client makes before its realtime connection (a
+// seat reservation, a session token, the game server's address), each a
+// template over the client's values, each answer's values taken by JSON
+// path, regexp or header. A value taken is a correlation like one a
+// server message hands out: ${name} in later templates (the next step,
+// the login's messages, the connect address), and where the recording
+// carried its recorded value (the upgrade's path, query or headers, a
+// client message) the value this client was handed replaces it. The
+// profile composes requests and reads answers; the fleet does the I/O.
+
+// HTTPStepSpec is one request of a profile file's `http`.
+type HTTPStepSpec struct {
+	// Name labels the step's failures (<name>_http_503); default http1,
+	// http2, ...
+	Name string `yaml:"name"`
+	// Method defaults to GET, POST when there is a body.
+	Method string `yaml:"method"`
+	// URL is a path (sent to --target over http) or an absolute http or
+	// https URL; a template.
+	URL     string            `yaml:"url"`
+	Headers map[string]string `yaml:"headers"`
+	Body    string            `yaml:"body"`
+	// Take are the values the answer hands out.
+	Take []TakeSpec `yaml:"take"`
+}
+
+// TakeSpec is a value taken from an HTTP answer: by JSON path
+// ($.room.roomId), a regexp's first group over the body, or a header.
+// Recorded says where the recorded client carried the recorded value
+// (a regexp over the upgrade request and the client messages, or the
+// value itself), so that it is replaced.
+type TakeSpec struct {
+	Name     string     `yaml:"name"`
+	JSON     string     `yaml:"json"`
+	Regexp   string     `yaml:"regexp"`
+	Header   string     `yaml:"header"`
+	Recorded *FieldSpec `yaml:"recorded"`
+}
+
+// maxHTTPSteps bounds a profile's HTTP steps.
+const maxHTTPSteps = 8
+
+// httpStep is a compiled HTTPStepSpec.
+type httpStep struct {
+	name, method string
+	url          *template
+	hdrNames     []string
+	hdrVals      []*template
+	body         *template
+	takes        []httpTake
+}
+
+// httpTake is a compiled TakeSpec: corr is its correlation's index.
+type httpTake struct {
+	name   string
+	path   []string // JSON path: keys, and [n] as "[n]"
+	re     *regexp.Regexp
+	header string
+	corr   int
+}
+
+func (s *Spec) compileHTTP(p *Profile) error {
+	if len(s.HTTP) > maxHTTPSteps {
+		return bad("http", "%d steps: at most %d", len(s.HTTP), maxHTTPSteps)
+	}
+	// The takes are correlations first, so that every step's templates
+	// may name the values of the steps before.
+	for i, h := range s.HTTP {
+		for j, t := range h.Take {
+			path := fmt.Sprintf("http[%d].take[%d]", i, j)
+			if !validName.MatchString(t.Name) {
+				return bad(path+".name", "%q: lower case letters, digits and _", t.Name)
+			}
+			c := corrRule{name: t.Name, http: i + 1, from: fieldRule{kind: -1}}
+			if t.Recorded != nil {
+				f, err := p.compileField(path+".recorded", t.Recorded, false)
+				if err != nil {
+					return err
+				}
+				c.recorded = f
+			}
+			p.corrs = append(p.corrs, c)
+		}
+	}
+	corr := len(p.corrs) - countTakes(s.HTTP)
+	for i, h := range s.HTTP {
+		path := fmt.Sprintf("http[%d]", i)
+		st := httpStep{name: h.Name, method: strings.ToUpper(h.Method)}
+		if st.name == "" {
+			st.name = "http" + strconv.Itoa(i+1)
+		} else if !validName.MatchString(st.name) {
+			return bad(path+".name", "%q: lower case letters, digits and _", h.Name)
+		}
+		if st.method == "" {
+			st.method = "GET"
+			if h.Body != "" {
+				st.method = "POST"
+			}
+		}
+		var err error
+		if h.URL == "" {
+			return bad(path+".url", "give a path (/matchmake/...) or an http(s) URL")
+		}
+		if st.url, err = parseTemplate(TemplateSpec{Text: h.URL}, p.clientResolver); err != nil {
+			return bad(path+".url", "%v", err)
+		}
+		if h.Body != "" {
+			if st.body, err = parseTemplate(TemplateSpec{Text: h.Body}, p.clientResolver); err != nil {
+				return bad(path+".body", "%v", err)
+			}
+		}
+		for _, k := range sortedKeys(h.Headers) {
+			t, err := parseTemplate(TemplateSpec{Text: h.Headers[k]}, p.clientResolver)
+			if err != nil {
+				return bad(path+".headers."+k, "%v", err)
+			}
+			st.hdrNames, st.hdrVals = append(st.hdrNames, k), append(st.hdrVals, t)
+		}
+		for j, t := range h.Take {
+			tp := fmt.Sprintf("%s.take[%d]", path, j)
+			tk := httpTake{name: t.Name, header: t.Header, corr: corr}
+			corr++
+			n := 0
+			if t.JSON != "" {
+				n++
+				if tk.path, err = parseJSONPath(t.JSON); err != nil {
+					return bad(tp+".json", "%q: %v", t.JSON, err)
+				}
+			}
+			if t.Regexp != "" {
+				n++
+				if tk.re, err = regexp.Compile(t.Regexp); err != nil || tk.re.NumSubexp() < 1 {
+					return bad(tp+".regexp", "%q: a regular expression with one group", t.Regexp)
+				}
+			}
+			if t.Header != "" {
+				n++
+			}
+			if n != 1 {
+				return bad(tp, "give one of json, regexp or header")
+			}
+			st.takes = append(st.takes, tk)
+		}
+		p.http = append(p.http, st)
+	}
+	if s.Connect != "" {
+		var err error
+		if p.connect, err = parseTemplate(TemplateSpec{Text: s.Connect}, p.clientResolver); err != nil {
+			return bad("connect", "%v", err)
+		}
+	}
+	return nil
+}
+
+func countTakes(h []HTTPStepSpec) int {
+	n := 0
+	for _, s := range h {
+		n += len(s.Take)
+	}
+	return n
+}
+
+func sortedKeys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j] < out[j-1]; j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// parseJSONPath reads $.a.b[0].c (or a.b[0].c) into its steps.
+func parseJSONPath(s string) ([]string, error) {
+	s = strings.TrimPrefix(strings.TrimPrefix(s, "$"), ".")
+	var out []string
+	for s != "" {
+		switch {
+		case s[0] == '[':
+			end := strings.IndexByte(s, ']')
+			if end < 0 {
+				return nil, errors.New("[ without ]")
+			}
+			if _, err := strconv.Atoi(s[1:end]); err != nil {
+				return nil, fmt.Errorf("index %q is not a number", s[1:end])
+			}
+			out = append(out, s[:end+1])
+			s = strings.TrimPrefix(s[end+1:], ".")
+		default:
+			end := strings.IndexAny(s, ".[")
+			if end < 0 {
+				end = len(s)
+			}
+			if end == 0 {
+				return nil, errors.New("an empty key")
+			}
+			out = append(out, s[:end])
+			s = strings.TrimPrefix(s[end:], ".")
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no key")
+	}
+	return out, nil
+}
+
+// jsonAt is the value at path in a decoded JSON document: a string as
+// it is, anything else as JSON.
+func jsonAt(doc any, path []string) ([]byte, bool) {
+	for _, k := range path {
+		if k[0] == '[' {
+			a, ok := doc.([]any)
+			n, _ := strconv.Atoi(k[1 : len(k)-1])
+			if !ok || n < 0 || n >= len(a) {
+				return nil, false
+			}
+			doc = a[n]
+			continue
+		}
+		m, ok := doc.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if doc, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	switch v := doc.(type) {
+	case string:
+		return []byte(v), true
+	case nil:
+		return nil, false
+	default:
+		b, err := json.Marshal(v)
+		return b, err == nil
+	}
+}
+
+// HTTPRequest is one HTTP step's request for one client.
+type HTTPRequest struct {
+	// Step names it, for the failure's label.
+	Step   string
+	Method string
+	// URL is a path (to the target) or an absolute URL.
+	URL     string
+	Headers [][2]string
+	Body    []byte
+}
+
+// HTTPStepper is a client with HTTP steps before its connection. The
+// fleet calls HTTPRequest(0), does it, hands the answer to HTTPAnswer,
+// and so on while ok; then it dials (ConnectAddr, when the profile says
+// where) and sends UpgradeRequest, both with the values taken.
+type HTTPStepper interface {
+	HTTPRequest(i int) (req HTTPRequest, ok bool)
+	// ConnectAddr is where the realtime connection goes (host:port) when
+	// the profile's connect says, "" for the target.
+	ConnectAddr() string
+	// HTTPAnswer takes step i's values from a 2xx answer; the error
+	// names what was missing (a label: missing_<value>).
+	HTTPAnswer(i int, header func(string) string, body []byte) (missing string)
+}
+
+// HasHTTP reports whether clients of p make HTTP steps.
+func (p *Profile) HasHTTP() bool { return len(p.http) > 0 }
+
+// HTTPRequest implements HTTPStepper.
+func (c *client) HTTPRequest(i int) (HTTPRequest, bool) {
+	p := c.s.p
+	if i >= len(p.http) {
+		return HTTPRequest{}, false
+	}
+	st := &p.http[i]
+	v := &tvalues{c: c}
+	r := HTTPRequest{Step: st.name, Method: st.method, URL: string(st.url.render(nil, v))}
+	for k, name := range st.hdrNames {
+		r.Headers = append(r.Headers, [2]string{name, string(st.hdrVals[k].render(nil, v))})
+	}
+	if st.body != nil {
+		r.Body = st.body.render(nil, v)
+	}
+	return r, true
+}
+
+// HTTPAnswer implements HTTPStepper.
+func (c *client) HTTPAnswer(i int, header func(string) string, body []byte) string {
+	st := &c.s.p.http[i]
+	var doc any
+	decoded := false
+	for _, t := range st.takes {
+		var v []byte
+		switch {
+		case t.header != "":
+			v = []byte(header(t.header))
+		case t.re != nil:
+			if m := t.re.FindSubmatch(body); len(m) > 1 {
+				v = m[1]
+			}
+		default:
+			if !decoded {
+				decoded = true
+				if json.Unmarshal(body, &doc) != nil {
+					doc = nil
+				}
+			}
+			v, _ = jsonAt(doc, t.path)
+		}
+		if len(v) == 0 {
+			return "missing_" + t.name
+		}
+		cp := append([]byte(nil), v...)
+		c.vals[t.corr].Store(&cp)
+	}
+	return ""
+}
+
+// ConnectAddr implements HTTPStepper.
+func (c *client) ConnectAddr() string {
+	if c.s.p.connect == nil {
+		return ""
+	}
+	return string(c.s.p.connect.render(nil, &tvalues{c: c}))
+}
+
+// withTaken replaces, in b, each HTTP value's recorded value by the one
+// this client was handed.
+func (c *client) withTaken(b []byte) []byte {
+	for i := range c.s.p.corrs {
+		if c.s.p.corrs[i].http == 0 || c.s.corrs[i] == nil {
+			continue
+		}
+		if v := c.vals[i].Load(); v != nil {
+			b = bytes.ReplaceAll(b, c.s.corrs[i], *v)
+		}
+	}
+	return b
+}
+
+// findHTTPRecorded takes each HTTP value's recorded value from where the
+// profile says the recorded client carried it: the upgrade request
+// first, then the client messages.
+func (s *Script) findHTTPRecorded(client []Message) {
+	for i := range s.p.corrs {
+		c := &s.p.corrs[i]
+		if c.http == 0 || c.recorded == nil {
+			continue
+		}
+		if c.recorded.value != nil {
+			s.corrs[i] = c.recorded.value
+			continue
+		}
+		if s.upgrade != nil {
+			if v := c.recorded.take(s.upgrade, -1); len(v) > 0 {
+				s.corrs[i] = append([]byte(nil), v...)
+				continue
+			}
+		}
+		for _, m := range client {
+			if v := c.recorded.take(m.Bytes, m.Kind); len(v) > 0 {
+				s.corrs[i] = append([]byte(nil), v...)
+				break
+			}
+		}
+		if s.corrs[i] == nil {
+			s.notes = append(s.notes, fmt.Sprintf("http value %s: its recorded value is not in the upgrade or the client messages: not substituted", c.name))
+		}
+	}
+}
+
+// newRandom is a fresh value for ${random}: 16 hex digits.
+func newRandom(dst []byte) []byte {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.AppendEncode(dst, b[:])
+}
