@@ -90,6 +90,9 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 			}
 			fmt.Fprintf(stderr, "record: wrote %d packets (%d bytes) to %s in %.1fs; filter %q; libpcap received %d, dropped %d (interface %d)\n",
 				res.Packets, res.Bytes, cfg.Out, res.Elapsed.Seconds(), res.Filter, res.Received, res.Dropped, res.IfDropped)
+			if res.Secrets > 0 {
+				fmt.Fprintf(stderr, "record: added the TLS secrets of %d connections from %s (a decryption secrets block: Wireshark and replay inspect open the file decrypted; it holds every secret of the key log)\n", res.Secrets, cfg.TLSKeyLog)
+			}
 			if res.Dropped > 0 || res.IfDropped > 0 {
 				fmt.Fprintf(stderr, "record: WARNING: the kernel dropped %d packets: the capture has gaps (try a larger --buffer)\n", res.Dropped+res.IfDropped)
 			}
@@ -106,6 +109,7 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	f.IntVar(&cfg.Snaplen, "snaplen", capture.DefaultSnaplen, "bytes kept per packet")
 	f.IntVar(&cfg.Buffer, "buffer", live.DefaultBuffer, "kernel capture buffer in bytes")
 	f.StringVar(&cfg.Filter, "filter", "", "BPF filter to use instead of the one built from the flags")
+	f.StringVar(&cfg.TLSKeyLog, "tls-keylog", "", "the key log (SSLKEYLOGFILE) the recorded client writes: its secrets go into the .pcapng when the capture ends, so it opens decrypted")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }

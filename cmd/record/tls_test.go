@@ -1,10 +1,16 @@
 package main
 
 import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +19,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -109,5 +116,109 @@ func TestProxyTLSErrors(t *testing.T) {
 				t.Fatalf("exit %d, output %q; want %d and one line with %q", cmd.ProcessState.ExitCode(), b, tc.code, tc.want)
 			}
 		})
+	}
+}
+
+// TestLiveTLSKeyLog: `record live --tls-keylog` of a TLS 1.3 client that
+// writes a key log gives a pcapng that replay's reader and Wireshark both
+// open decrypted, with no key log beside it.
+func TestLiveTLSKeyLog(t *testing.T) {
+	requireRoot(t)
+	tshark := testproc.NeedTool(t, "tshark", "tshark")
+	dir := t.TempDir()
+	keyLog := filepath.Join(dir, "keys.log")
+	out := filepath.Join(dir, "live-tls.pcapng")
+	srv := tlsEchoServer(t)
+	_, port, _ := net.SplitHostPort(srv)
+	rec := start(t, "record", "live", "--iface", "lo", "--port", port, "--proto", "tcp", "--out", out, "--tls-keylog", keyLog)
+	rec.waitFor(t, "capturing on lo")
+	kl, err := os.Create(keyLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := [][]byte{[]byte("hello over tls"), []byte("second message"), []byte("bye")}
+	c, err := tls.Dial("tcp", srv, &tls.Config{InsecureSkipVerify: true, KeyLogWriter: kl, ServerName: "live.test", MinVersion: tls.VersionTLS13})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	for _, m := range sent {
+		if _, err := c.Write(m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(m))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	kl.Close()
+	time.Sleep(200 * time.Millisecond)
+	if err := rec.stop(t, os.Interrupt); err != nil {
+		t.Fatalf("record live: %v\n%s", err, rec.out.String())
+	}
+	if !strings.Contains(rec.out.String(), "added the TLS secrets of 1 connections") {
+		t.Fatalf("no secrets line:\n%s", rec.out.String())
+	}
+	cp, err := capture.ReadFile(out, capture.Options{Raw: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.Flows) != 1 {
+		t.Fatalf("%d flows", len(cp.Flows))
+	}
+	f := cp.Flows[0]
+	if f.TLS == nil || f.TLS.Plaintext != capture.PlaintextKeyLog || f.TLS.SNI != "live.test" {
+		t.Fatalf("TLS %+v; notes %q", f.TLS, f.Notes)
+	}
+	for i, m := range sent {
+		if i >= len(f.ClientFrames) || !bytes.Equal(f.ClientFrames[i].Bytes, m) || !bytes.Equal(f.ServerFrames[i].Bytes, m) {
+			t.Fatalf("frame %d: want %q; client %d frames, server %d", i, m, len(f.ClientFrames), len(f.ServerFrames))
+		}
+	}
+	// Wireshark reads the secrets from the file too.
+	b, err := exec.Command(tshark, "-n", "-r", out, "-q", "-z", "follow,tls,ascii,0").CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "hello over tls") || !strings.Contains(string(b), "second message") {
+		t.Fatalf("tshark does not decrypt it: %v\n%s", err, b)
+	}
+}
+
+// tlsEchoServer echoes over TLS on 127.0.0.1.
+func tlsEchoServer(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"live.test"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// TestLiveKeyLogNeedsPcapng: the secrets need a .pcapng, said before
+// anything is captured.
+func TestLiveKeyLogNeedsPcapng(t *testing.T) {
+	cmd := exec.Command(bins["record"], "live", "--iface", "lo", "--out", filepath.Join(t.TempDir(), "x.pcap"), "--tls-keylog", "keys.log")
+	b, _ := cmd.CombinedOutput()
+	if cmd.ProcessState.ExitCode() == 0 || !strings.Contains(string(b), "is a .pcap, which has no room for decryption secrets: write a .pcapng") {
+		t.Fatalf("exit %d:\n%s", cmd.ProcessState.ExitCode(), b)
 	}
 }

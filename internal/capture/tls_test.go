@@ -456,3 +456,43 @@ func TestParseKeyLog(t *testing.T) {
 		})
 	}
 }
+
+// TestInjectSecrets: a pcapng given a decryption secrets block opens
+// decrypted with no key log; a block whose key log is bad is a warning.
+func TestInjectSecrets(t *testing.T) {
+	data, err := os.ReadFile("testdata/tls/go-tls13.pcapng")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := os.ReadFile("testdata/tls/go-tls13.keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, keys, plaintext, warning string
+	}{
+		{"key log", string(keys), PlaintextKeyLog, ""},
+		{"bad key log", "CLIENT_RANDOM nothing here\n", "", "TLS key log line 1: CLIENT_RANDOM: client random"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "dsb.pcapng")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := InjectSecrets(path, []byte(tc.keys)); err != nil {
+				t.Fatal(err)
+			}
+			c := readPath(t, path)
+			f := onlyFlow(t, c)
+			if f.TLS == nil || f.TLS.Plaintext != tc.plaintext {
+				t.Fatalf("TLS %+v", f.TLS)
+			}
+			if tc.warning != "" && !strings.Contains(strings.Join(c.Warnings, "\n"), tc.warning) {
+				t.Fatalf("warnings %q, want %q", c.Warnings, tc.warning)
+			}
+		})
+	}
+	if err := InjectSecrets("testdata/tls/go-tls12.pcap", keys); err == nil || !strings.Contains(err.Error(), "not a pcapng file") {
+		t.Fatalf("a pcap: %v", err)
+	}
+}

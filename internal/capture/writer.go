@@ -2,6 +2,7 @@ package capture
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -377,4 +378,68 @@ func (c *TCPConn) Close(t time.Time, fromClient bool) error {
 		return err
 	}
 	return c.segment(t, 1-side, tcpFlags{ack: true}, nil)
+}
+
+// InjectSecrets rewrites the pcapng file at path with a Decryption
+// Secrets Block holding keyLog (SSLKEYLOGFILE lines) right after its
+// section header, where Wireshark and this package's reader find it before
+// any packet, so the file opens decrypted with no key log beside it.
+func InjectSecrets(path string, keyLog []byte) error {
+	in, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("add TLS secrets: %w", err)
+	}
+	defer in.Close()
+	br := bufio.NewReader(in)
+	head := make([]byte, 12)
+	if _, err := io.ReadFull(br, head); err != nil || binary.LittleEndian.Uint32(head) != ngBlockSHB {
+		return fmt.Errorf("add TLS secrets to %s: not a pcapng file", path)
+	}
+	order, ok := ngOrder(head[8:12])
+	if !ok {
+		return fmt.Errorf("add TLS secrets to %s: bad byte-order magic", path)
+	}
+	shbLen := order.Uint32(head[4:8])
+	if shbLen < 28 || shbLen > 1<<20 {
+		return fmt.Errorf("add TLS secrets to %s: section header of %d bytes", path, shbLen)
+	}
+	shb := append(head, make([]byte, shbLen-12)...)
+	if _, err := io.ReadFull(br, shb[12:]); err != nil {
+		return fmt.Errorf("add TLS secrets to %s: %w", path, err)
+	}
+	out, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".secrets-*")
+	if err != nil {
+		return fmt.Errorf("add TLS secrets: %w", err)
+	}
+	defer os.Remove(out.Name()) // after the rename, a no-op
+	bw := bufio.NewWriter(out)
+	bw.Write(shb)
+	pad := (4 - len(keyLog)%4) % 4
+	blockLen := uint32(20 + len(keyLog) + pad)
+	u32 := func(b []byte, v uint32) []byte { return order.(binary.AppendByteOrder).AppendUint32(b, v) }
+	dsb := u32(nil, ngBlockDSB)
+	dsb = u32(dsb, blockLen)
+	dsb = u32(dsb, dsbTLSKeyLog)
+	dsb = u32(dsb, uint32(len(keyLog)))
+	dsb = append(append(dsb, keyLog...), make([]byte, pad)...)
+	dsb = u32(dsb, blockLen)
+	bw.Write(dsb)
+	if _, err := io.Copy(bw, br); err != nil {
+		out.Close()
+		return fmt.Errorf("add TLS secrets to %s: %w", path, err)
+	}
+	err = bw.Flush()
+	if err == nil {
+		err = out.Chmod(0o644)
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(out.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("add TLS secrets to %s: %w", path, err)
+	}
+	return nil
 }

@@ -7,6 +7,7 @@
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,10 @@ type Config struct {
 	Buffer   int           // kernel buffer bytes; 0: DefaultBuffer
 	// Progress receives a status line about once a second (nil: none).
 	Progress io.Writer
+	// TLSKeyLog is a key log file (SSLKEYLOGFILE) the recorded client
+	// writes: when the capture ends, its secrets go into the pcapng as a
+	// Decryption Secrets Block, so the file opens decrypted.
+	TLSKeyLog string
 }
 
 // Result is what a capture wrote and what libpcap saw.
@@ -52,6 +57,8 @@ type Result struct {
 	// StatsLost says libpcap's counts are missing: the handle had to be
 	// closed under a read that did not return.
 	StatsLost bool
+	// Secrets is how many connections' TLS secrets were added.
+	Secrets int
 }
 
 // DefaultBuffer is the kernel capture buffer when none is given: room for
@@ -129,6 +136,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Out == "" {
 		return res, errors.New("--out: no output file given")
 	}
+	if cfg.TLSKeyLog != "" && capture.FormatFor(cfg.Out) != capture.PCAPNG {
+		return res, fmt.Errorf("--tls-keylog: %s is a .pcap, which has no room for decryption secrets: write a .pcapng", cfg.Out)
+	}
 	if err := checkIface(cfg.Iface); err != nil {
 		return res, err
 	}
@@ -168,7 +178,24 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			res.Received, res.Dropped, res.IfDropped = st.PacketsReceived, st.PacketsDropped, st.PacketsIfDropped
 		}
 	}
+	if err == nil && cfg.TLSKeyLog != "" {
+		res.Secrets, err = addSecrets(cfg.Out, cfg.TLSKeyLog)
+	}
 	return res, err
+}
+
+// addSecrets puts the key log's secrets into the capture; the capture
+// stays as it was, without them, when the key log cannot be used.
+func addSecrets(out, keyLog string) (int, error) {
+	b, err := os.ReadFile(keyLog)
+	if err != nil {
+		return 0, fmt.Errorf("--tls-keylog: %w: %s was written without TLS secrets", err, out)
+	}
+	k, err := capture.ParseKeyLog(bytes.NewReader(b))
+	if err != nil {
+		return 0, fmt.Errorf("--tls-keylog %s: %w: %s was written without TLS secrets", keyLog, err, out)
+	}
+	return k.Len(), capture.InjectSecrets(out, b)
 }
 
 // checkWritable fails early, before the capture starts, when the output
