@@ -107,12 +107,7 @@ func browserCases(t *testing.T) []browserCase {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(filepath.Join("testdata", "demo", SeriesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	runs, err := ReadSeriesCSV(f)
+	runs, err := readSeriesFile(filepath.Join("testdata", "demo"))
 	if err != nil {
 		t.Fatal(err)
 	}

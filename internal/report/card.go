@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -212,7 +213,7 @@ func marks(cov Coverage, broken map[Reason]string) []Mark {
 	for _, r := range objectives {
 		m := Mark{Objective: r, State: MarkPassed}
 		switch {
-		case hasReason(cov.Off, r):
+		case slices.Contains(cov.Off, r):
 			m.State = MarkOff
 		case notJudged(cov, r) != "":
 			m.State, m.Why = MarkNotJudged, notJudged(cov, r)
@@ -222,15 +223,6 @@ func marks(cov Coverage, broken map[Reason]string) []Mark {
 		out = append(out, m)
 	}
 	return out
-}
-
-func hasReason(rs []Reason, r Reason) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 func notJudged(cov Coverage, r Reason) string {
@@ -256,7 +248,7 @@ func Cards(s Summary) []Card {
 	}
 	for i := range cards {
 		for _, g := range s.WarningGroups {
-			if !g.Cause.Health() || (len(g.Scenarios) > 0 && !contains(g.Scenarios, cards[i].Scenario) && s.Capacity == nil) {
+			if !g.Cause.Health() || (len(g.Scenarios) > 0 && !slices.Contains(g.Scenarios, cards[i].Scenario) && s.Capacity == nil) {
 				continue
 			}
 			var held []string

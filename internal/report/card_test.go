@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,7 +79,7 @@ func TestCardGolden(t *testing.T) {
 			for _, b := range card.Health {
 				causes = append(causes, b.Cause)
 			}
-			if !equalCauses(causes, cc.health) {
+			if !slices.Equal(causes, cc.health) {
 				t.Errorf("health %v, want %v", causes, cc.health)
 			}
 			var buf bytes.Buffer
@@ -91,18 +92,6 @@ func TestCardGolden(t *testing.T) {
 			golden(t, filepath.Join("testdata", "card", cc.name+".golden"), buf.Bytes())
 		})
 	}
-}
-
-func equalCauses(a, b []Cause) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestCardSaysWhatDecidedIt: a broken card names the users it broke at,
@@ -144,6 +133,35 @@ func TestCapacityCard(t *testing.T) {
 		}
 		if m.State != want {
 			t.Errorf("%s: %v, want %v", m.Name(), m.State, want)
+		}
+	}
+}
+
+// TestWarningCause: the fleet's, the orchestration's and this package's
+// warnings, in their own words, fall under one cause each.
+func TestWarningCause(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want Cause
+	}{
+		{"fleet: WARNING: the fleet is saturated (fleet process 1.90 of 2 usable cores, other work 0.05 cores, host 3% idle, steal 0%, send lag p99 9ms): add fleet machines; results understate the server", CauseFleetSaturated},
+		{"fleet: WARNING: this host is busy with other work, not the fleet (fleet process 0.10 of 2 usable cores, other work 1.80 cores, host 2% idle, steal 0%, send lag p99 40ms): the figures are unreliable", CauseHostBusy},
+		{"fleet: WARNING: the fleet's sends went out late with CPU to spare (fleet process 0.20 of 2 usable cores, other work 0.10 cores, host 80% idle, steal 0%, send lag p99 12ms): the figures of those intervals are late, not the server's", CauseFleetLate},
+		{"fleet: WARNING: shard 1/2's host was busy with other work (host_busy): the merged figures are unreliable", CauseHostBusy},
+		{"fleet: WARNING: the fleet is behind its schedule (send lag p99 69.06ms > 5ms): results understate the server", CauseFleetSaturated},
+		{"load generator saturated: fleet host CPU idle under 20% for 80 of 80 seconds; the relay's numbers are understated", CauseFleetSaturated},
+		{"this host is busy with other work: at least 0.9 cores beside the fleet and the relay for 73 of 80 s; the figures are unreliable", CauseHostBusy},
+		{"kernel drops on this host during the run (all processes, not only this run's sockets): 494 (UDP rcvbuf 494, UDP sndbuf 0, TCP listen 0, TCP backlog 0, softnet 0)", CauseKernelDrops},
+		{"relay UDP receive drops: 12 datagrams found the relay's socket buffers full (it read too slowly): those sends never reached their rooms", CauseServerDropped},
+		{"deliveries lost: 1.798% of the numbered room-wide casts never arrived (UDP loss; see loss_pct)", CauseLoss},
+		{"1 scrapes failed; those seconds are missing from the series (last: context deadline exceeded)", CauseScrapes},
+		{"fleet: WARNING: shard 0/1 began 21ms after the common start 2026-11-24T16:43:12Z: its schedule keeps that start (its first logins are late, not shifted)", CauseShards},
+		{"relay still had 3 connections 10s after the run", CauseRun},
+		{"interrupted: the report covers only the runs listed", CauseRun},
+		{"fleet: WARNING: the login ramp takes 50s (200 clients, one every 250ms) but --duration is 10s", CauseOther},
+	} {
+		if got := warningCause(tt.line); got != tt.want {
+			t.Errorf("%q: %v, want %v", tt.line, got, tt.want)
 		}
 	}
 }

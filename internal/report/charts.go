@@ -185,6 +185,11 @@ func (c *chart) save(path string) error {
 	c.Plot.Draw(draw.Crop(dc, 0, -legendW, 0, 0))
 	c.legend.Top, c.legend.Left = true, true
 	c.legend.Draw(draw.Crop(dc, chartW-legendW+vg.Points(8), 0, 0, -vg.Points(30)))
+	return writePNG(path, img)
+}
+
+// writePNG writes a drawn image to path.
+func writePNG(path string, img *vgimg.Canvas) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -250,13 +249,5 @@ func savePanels(path, title string, cs []*chart) error {
 			Min: vg.Point{X: chartW - legendW + vg.Points(8), Y: row.Min.Y},
 			Max: vg.Point{X: chartW, Y: row.Max.Y - vg.Points(10)}}})
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writePNG(path, img)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -18,6 +19,7 @@ type Cause int
 // (what makes the answer's figures suspect), then how it was measured.
 const (
 	CauseFleetSaturated Cause = iota // the load generator could not keep up
+	CauseFleetLate                   // its sends went out late with CPU to spare
 	CauseHostBusy                    // the fleet's host did other work
 	CauseServerDropped               // the server dropped traffic or cut clients
 	CauseLoss                        // deliveries never arrived
@@ -28,7 +30,7 @@ const (
 	CauseOther                       // anything not known above, verbatim
 )
 
-var causeNames = [...]string{"fleet saturated", "host busy with other work", "server dropped traffic",
+var causeNames = [...]string{"fleet saturated", "fleet sends late", "host busy with other work", "server dropped traffic",
 	"deliveries lost", "kernel drops", "samples missing", "fleet shards", "the run", "other"}
 
 func (c Cause) String() string {
@@ -64,6 +66,8 @@ func (c Cause) Advice() string {
 	switch c {
 	case CauseFleetSaturated:
 		return "add fleet machines (--shards) or give each fleet fewer clients: the server may hold more than the answer says"
+	case CauseFleetLate:
+		return "the fleet's sends went out late with CPU to spare (timers, GC pauses): give each fleet process fewer clients (--shards); those seconds' figures are the fleet's lateness, not the server's"
 	case CauseHostBusy:
 		return "run on a host with nothing else busy, or put the fleet on its own host: the figures are unreliable"
 	case CauseServerDropped:
@@ -95,6 +99,7 @@ var causeWords = []struct {
 	{CauseScrapes, []string{"scrapes failed", "scrape failed"}},
 	{CauseServerDropped, []string{"udp receive drops", "rate-limited", "rate limited", "rejected", "slow-consumer", "slow consumer", "server dropped"}},
 	{CauseLoss, []string{"deliveries lost", "lost", "received nothing", "none arrived"}},
+	{CauseFleetLate, []string{"went out late with cpu to spare"}},
 	{CauseFleetSaturated, []string{"saturated", "behind its schedule", "schedule lag", "add fleet machines"}},
 	{CauseShards, []string{"shard"}},
 	{CauseRun, []string{"interrupted", "stopped early", "still had", "drain", "no server metrics", "skipped"}},
@@ -146,12 +151,9 @@ func groupWarnings(global []string, runs []RunStats) []WarningGroup {
 		return g
 	}
 	addLine := func(g *WarningGroup, line string) {
-		for _, l := range g.Lines {
-			if l == line {
-				return
-			}
+		if !slices.Contains(g.Lines, line) {
+			g.Lines = append(g.Lines, line)
 		}
-		g.Lines = append(g.Lines, line)
 	}
 	for _, w := range global {
 		addLine(get(warningCause(w)), w)
@@ -161,9 +163,11 @@ func groupWarnings(global []string, runs []RunStats) []WarningGroup {
 		touched := map[Cause]bool{}
 		for _, w := range rs.Warnings {
 			c := warningCause(w)
-			if c == CauseFleetSaturated && !(rs.FleetSaturatedS > 0) && rs.HostBusyS > 0 {
-				// The fleet said it was starved; its samples say the
-				// host's other work starved it.
+			if c == CauseFleetSaturated && !(rs.FleetSaturatedS > 0) && rs.HostBusyS > 0 && !strings.Contains(w, "usable cores") {
+				// A warning from the host's idle alone said the fleet was
+				// starved; the samples say the host's other work starved
+				// it. (A fleet that read its own CPU, "… of N usable
+				// cores", is believed.)
 				c = CauseHostBusy
 			}
 			addLine(get(c), name+": "+w)
@@ -176,7 +180,7 @@ func groupWarnings(global []string, runs []RunStats) []WarningGroup {
 		}
 		for c := range touched {
 			g := get(c)
-			if !contains(g.Scenarios, rs.Scenario) {
+			if !slices.Contains(g.Scenarios, rs.Scenario) {
 				g.Scenarios = append(g.Scenarios, rs.Scenario)
 			}
 		}
@@ -188,15 +192,6 @@ func groupWarnings(global []string, runs []RunStats) []WarningGroup {
 		}
 	}
 	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // runHealth is how long or how much each health cause held in one run,
