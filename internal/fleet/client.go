@@ -85,6 +85,9 @@ type client struct {
 	// client reaches a shard.
 	tls  *tls.Conn
 	wire *tlsWire
+	// tlsErr ended the reads of a TLS connection: an alert, a bad
+	// record, the server's close_notify (the reader's).
+	tlsErr error
 	// deadline is the login's; upgrade says a login step asked for TLS in
 	// band, and pending (of pendingKinds) is the next step, sent once the
 	// handshake is done (the reader's).
@@ -384,23 +387,32 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 // step asks for TLS in band (c.upgrade).
 func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconnect {
 	var reason Disconnect
-	rc := c.raw
-	if c.tls != nil {
-		rc = nil // the bytes on the socket are records: read through TLS
-	}
-	r := newStreamReader(c.conn, rc, func(b []byte) bool {
+	take := func(b []byte) bool {
 		if !c.joined.Load() && len(c.first) < firstBytes {
 			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
 		}
 		var done bool
 		reason, done = c.consume(b, ev, res)
 		return !done
-	})
+	}
+	handle := take
+	if c.tls != nil {
+		// The socket's bytes are records: read as a plain connection's
+		// (raw, into a lent buffer), then opened (tls.go's openTLS).
+		// Records the login's blocking reads left in the tls.Conn are
+		// opened first: no readiness would wake the reader for them.
+		c.wire.feeding = true
+		handle = func(b []byte) bool { return c.openTLS(b, take) }
+		if !handle(nil) {
+			return c.tlsEnded(reason, res)
+		}
+	}
+	r := newStreamReader(c.conn, c.raw, handle)
 	defer r.release()
 	for {
 		err := r.run()
 		if err == nil {
-			return reason
+			return c.tlsEnded(reason, res)
 		}
 		if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
 			continue

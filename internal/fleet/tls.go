@@ -154,6 +154,84 @@ type tlsWire struct {
 	mu       sync.Mutex
 	buffered bool
 	out      []byte
+	// Once feeding (the reader's, after the login's blocking reads), the
+	// tls.Conn reads in: the bytes the client's raw reader got, then
+	// errWouldBlock, which tls takes as temporary (it keeps a partial
+	// record for the next feed).
+	feeding bool
+	in      []byte
+}
+
+// Read reads the socket, or once feeding what was fed.
+func (w *tlsWire) Read(b []byte) (int, error) {
+	if !w.feeding {
+		return w.TCPConn.Read(b)
+	}
+	if len(w.in) == 0 {
+		return 0, errWouldBlock
+	}
+	n := copy(b, w.in)
+	w.in = w.in[n:]
+	return n, nil
+}
+
+// errWouldBlock ends a fed read: a temporary net.Error, so the tls.Conn
+// keeps its state and reads on at the next feed.
+var errWouldBlock error = wouldBlock{}
+
+type wouldBlock struct{}
+
+func (wouldBlock) Error() string   { return "tls: fed bytes read" }
+func (wouldBlock) Timeout() bool   { return false }
+func (wouldBlock) Temporary() bool { return true }
+
+// openTLS opens the records in b (ciphertext a raw read got; nil to open
+// what the tls.Conn holds already) and hands the plaintext to take in
+// one piece per buffer, as a plain connection's read would: one consume
+// for many records. false stops the reader: take said so, or the
+// connection failed (c.tlsErr).
+func (c *client) openTLS(b []byte, take func([]byte) bool) bool {
+	c.wire.in = b
+	pb := getReadBuf(max(len(b), readBuf))
+	defer putReadBuf(pb)
+	buf, n := *pb, 0
+	for {
+		m, err := c.tls.Read(buf[n:])
+		n += m
+		if n == len(buf) || (err != nil && n > 0) {
+			if !take(buf[:n]) {
+				return false
+			}
+			n = 0
+		}
+		switch {
+		case err == errWouldBlock:
+			if n > 0 && !take(buf[:n]) {
+				return false
+			}
+			return true
+		case err != nil:
+			c.tlsErr = err
+			return false
+		}
+	}
+}
+
+// tlsEnded is the reason a TLS connection's reads stopped when the
+// stream reader returned without an error: the one openTLS met, if any.
+func (c *client) tlsEnded(reason Disconnect, res chan<- LoginResult) Disconnect {
+	if err := c.tlsErr; err != nil {
+		c.tlsErr = nil
+		var op *net.OpError
+		if !c.joined.Load() && !c.stopping.Load() && errors.As(err, &op) && op.Op == "remote error" {
+			// TLS 1.3 tells a refused client certificate after the
+			// client's handshake: at its first read.
+			c.loginFailed(tlsFailure(err), res)
+			return Disconnect{}
+		}
+		return c.readEnded(err, res)
+	}
+	return reason
 }
 
 // Write writes through to the socket, or keeps b for take once buffered.

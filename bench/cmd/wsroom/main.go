@@ -3,7 +3,7 @@
 // `make bench-fleet` (the fleet and k6 side by side) and for the test
 // that keeps it honest (cmd/replay's TestWSRoomServer), not a chat server.
 //
-//	wsroom [--listen 127.0.0.1:0]            serve until SIGINT/SIGTERM
+//	wsroom [--listen 127.0.0.1:0] [--tls-cert C --tls-key K]   serve (wss:// with a certificate) until SIGINT/SIGTERM
 //	wsroom client --url ws://HOST:PORT/ws?room=lobby&user=alice01 [--size 200 --rate 20 --duration 10s]
 //
 // A client joins a room by its URL (/room/NAME or ?room=NAME; "lobby"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -88,6 +89,8 @@ func newServer(ctx context.Context) *server {
 func runServer(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("wsroom", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve WebSocket and /stats on (loopback)")
+	cert := fs.String("tls-cert", "", "PEM certificate: serve wss:// and https:// (TLS terminated here, crypto/tls)")
+	key := fs.String("tls-key", "", "PEM key of --tls-cert")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,13 +98,25 @@ func runServer(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	scheme := "ws"
+	if *cert != "" {
+		kp, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{kp}})
+		scheme = "wss"
+	}
 	s := newServer(ctx)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/stats", s.serveStats)
 	mux.HandleFunc("/metrics", s.serveMetrics)
 	mux.HandleFunc("/", s.serveWS)
 	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintf(stdout, "listening ws=%s\n", ln.Addr())
+	// The address is after ws= either way (scripts read it); the scheme
+	// says whether it is TLS.
+	fmt.Fprintf(stdout, "listening ws=%s scheme=%s\n", ln.Addr(), scheme)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
