@@ -108,6 +108,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, runErr
 }
 
+// roomSize says --room-size as the rooms it makes: 0 is one room of
+// everyone, not rooms of none.
+func roomSize(size, clients int) string {
+	if size <= 0 || size >= clients {
+		return fmt.Sprintf("one room of all %d clients", clients)
+	}
+	return fmt.Sprintf("%d (%d rooms)", size, (clients+size-1)/size)
+}
+
 func (c *comparison) params() []report.Param {
 	f := c.cfg.Fleet
 	p := []report.Param{
@@ -118,7 +127,7 @@ func (c *comparison) params() []report.Param {
 		{Name: "login interval", Value: f.LoginInterval.String()},
 		{Name: "pause", Value: fmt.Sprintf("%v every %d logins", f.Pause, f.PauseEvery)},
 		{Name: "room", Value: orDash(f.Room)},
-		{Name: "room size", Value: strconv.Itoa(f.RoomSize)},
+		{Name: "room size", Value: roomSize(f.RoomSize, f.Clients)},
 		{Name: "duration per run", Value: f.Duration.String()},
 		{Name: "repeats", Value: strconv.Itoa(c.cfg.Repeat)},
 		{Name: "order", Value: "each repeat runs N:N then 1:N, so drift of the machine hits both alike"},

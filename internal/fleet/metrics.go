@@ -12,9 +12,9 @@ import (
 
 // Bucket bounds, in seconds.
 var (
-	latencyBuckets   = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
+	latencyBuckets   = []float64{.0002, .0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5, 10, 20, 30, 60}
 	handshakeBuckets = []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .2, .5, 1, 2, 5}
-	lagBuckets       = []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1}
+	lagBuckets       = []float64{.0001, .0002, .0005, .001, .002, .005, .01, .02, .05, .1, .5, 1, 5, 10, 60}
 )
 
 // collector exposes the fleet's atomics and histograms at scrape time, so

@@ -38,7 +38,7 @@ func (f *Fleet) tick(ctx context.Context) {
 		}
 		now := f.stats.totals()
 		dt := time.Since(lastAt).Seconds()
-		latP99, lagP99, lagN := f.stats.takeWindow()
+		latP99, latN, lagP99, lagN := f.stats.takeWindow()
 		idle := -1.0
 		load := loadSample{WallS: dt, Procs: runtime.GOMAXPROCS(0), LagP99: time.Duration(lagP99) * time.Microsecond, LagN: lagN}
 		if cpuErr == nil {
@@ -54,12 +54,12 @@ func (f *Fleet) tick(ctx context.Context) {
 				proc0 = proc1
 			}
 		}
-		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | clients sent %.0f msg/s %.2f Mbit/s | clients received %.0f msg/s %.2f Mbit/s | latency p99 %.2f ms | lag p99 %.2f ms | fleet host cpu idle %.0f%%%s\n",
+		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | clients sent %.0f msg/s %.2f Mbit/s | clients received %.0f msg/s %.2f Mbit/s | latency p99 %s | lag p99 %s | fleet host cpu idle %.0f%%%s\n",
 			time.Since(f.started).Round(time.Second), now.LoggedIn, now.LoginAttempts, now.LoginsFailed,
 			progressReasons(" / disconnected", f.stats.disconn.snapshot()),
 			float64(now.MessagesSent-last.MessagesSent)/dt, mbit(now.BytesSent-last.BytesSent, dt),
 			float64(now.MessagesReceived-last.MessagesReceived)/dt, mbit(now.BytesReceived-last.BytesReceived, dt),
-			float64(latP99)/1000, float64(lagP99)/1000, idle, f.rampProgress(now.LoginAttempts))
+			p99Text(latP99, latN), p99Text(lagP99, lagN), idle, f.rampProgress(now.LoginAttempts))
 		if kind, msg := judgeLoad(load); kind != "" && cpuErr == nil && procErr == nil {
 			f.saturated(kind, msg)
 		} else if cpuErr != nil || procErr != nil {
@@ -97,6 +97,15 @@ func progressReasons(label string, m map[string]int64) string {
 	}
 	b.WriteString(")")
 	return b.String()
+}
+
+// p99Text is a window's p99 (µs) for the progress line: "-" without a
+// sample (no stamped delivery came back, or nothing was sent), never 0.
+func p99Text(us, n int64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ms", float64(us)/1000)
 }
 
 func mbit(bytes int64, sec float64) float64 { return float64(bytes) * 8 / 1e6 / sec }

@@ -179,11 +179,13 @@ func (s *stats) fold() {
 }
 
 // takeWindow returns the p99 of latency and lag since the last call, in
-// µs (0 when nothing was recorded), and starts a new window.
-func (s *stats) takeWindow() (latP99, lagP99 int64, lagN int64) {
+// µs, and their sample counts (the p99 means nothing without one), and
+// starts a new window.
+func (s *stats) takeWindow() (latP99, latN, lagP99, lagN int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	latP99, lagP99, lagN = s.winLat.ValueAtQuantile(99), s.winLag.ValueAtQuantile(99), s.winLag.TotalCount()
+	latP99, latN = s.winLat.ValueAtQuantile(99), s.winLat.TotalCount()
+	lagP99, lagN = s.winLag.ValueAtQuantile(99), s.winLag.TotalCount()
 	s.winLat.Reset()
 	s.winLag.Reset()
 	return
