@@ -6,14 +6,18 @@
 // gopacket's readers so a hostile file gives a clear error instead of a huge
 // allocation or a hang. TCP is reassembled per direction (retransmissions,
 // reordering, overlap, a capture that starts mid-connection) and cut into
-// frames with wire.Parser; UDP gives one frame per datagram. Inspect
-// summarises a capture for people choosing loop points.
+// reprise frames with wire.Parser, or kept raw (Options.Raw: payloads in
+// stream order) for any other protocol's profile to cut; UDP gives one
+// frame per datagram. Inspect summarises a reprise capture for people
+// choosing loop points.
 //
 // Writing: a pcap/pcapng Writer that synthesizes Ethernet/IP/TCP or UDP
 // headers for traffic seen at the socket level (the recording proxy), and a
 // raw Writer for live libpcap captures.
 //
-// It is not a general packet analyser: anything that is not the reprise
-// protocol over TCP or UDP is counted and left out. Turning frames into a
-// replay script (loop points, id rewriting) belongs to internal/session.
+// It is not a general packet analyser: anything that is not TCP or UDP is
+// counted and left out. Which options read a capture for a protocol, and
+// turning flows into a replay script (cutting messages, id rewriting),
+// belong to internal/profile (its loader, profile.Load); the pacing to
+// internal/session.
 package capture

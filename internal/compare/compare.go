@@ -12,9 +12,9 @@
 // It is not the fleet (internal/fleet), nor the report's maths and
 // pictures (internal/report), nor how a fleet is started (internal/launch); it
 // starts no relay (the command starts one as a child process and passes
-// its address). It owns the order of runs, the decisions at each level
-// (pure functions of the samples: decide.go), and the goroutine that
-// samples while a fleet runs.
+// its address). It owns the order of runs, asks for the decision at each
+// level (a pure function of the samples: report.Decide), and owns the
+// goroutine that samples while a fleet runs.
 package compare
 
 import (

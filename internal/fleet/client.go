@@ -572,7 +572,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			if r, ok := c.tlsAnswer(); ok {
 				login = r
 			} else if login.code == LoginProtocolError {
-				c.f.notReprise.CompareAndSwap(nil, &c.first)
+				c.f.wrongProtocol.CompareAndSwap(nil, &c.first)
 			}
 			c.loginFailed(login, res)
 			return Disconnect{}, true

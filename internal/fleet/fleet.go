@@ -8,8 +8,8 @@
 // summary and the replay_* metrics.
 //
 // It is not the relay (internal/relay) nor the comparison report
-// (internal/report); `replay compare` drives it through Run, Config and
-// Stats.
+// (internal/report); `replay compare` drives it through internal/launch
+// (New, RunAt, Gatherer, Summary).
 //
 // The fleet talks to its target over the wire only: it never starts a
 // relay (replay's commands start one as a child process when there is no
@@ -107,9 +107,9 @@ type Fleet struct {
 	satFirst    map[string]string
 	started     time.Time
 	ended       time.Time
-	// notReprise holds the first bytes of the first login that got
+	// wrongProtocol holds the first bytes of the first login that got
 	// something else than the reprise protocol.
-	notReprise atomic.Pointer[[]byte]
+	wrongProtocol atomic.Pointer[[]byte]
 	// protoErr quotes the first protocol error after a login.
 	protoErr atomic.Pointer[string]
 	// closeLogs counts the server close reasons logged (maxCloseLogs).
@@ -140,9 +140,19 @@ var ErrUnreachable = errors.New("target unreachable")
 // plaintext login that met a TLS port.
 var ErrTLS = errors.New("TLS")
 
-// ErrNotReprise means the very first login got bytes that are not the
-// reprise protocol (an HTTP server, a metrics port, another service).
-var ErrNotReprise = errors.New("the target does not speak the reprise protocol")
+// ErrWrongProtocol means the very first login got bytes that are not the
+// profile's protocol (an HTTP server, a metrics port, another service).
+var ErrWrongProtocol = errors.New("the target does not speak the profile's protocol")
+
+// wrongProtocol is ErrWrongProtocol naming the protocol, the target and
+// what it answered.
+type wrongProtocol struct{ protocol, target, answer string }
+
+func (e wrongProtocol) Error() string {
+	return fmt.Sprintf("the target does not speak the %s protocol: %s answered the first login with %s, which is not the %s protocol", e.protocol, e.target, e.answer, e.protocol)
+}
+
+func (wrongProtocol) Is(err error) bool { return err == ErrWrongProtocol }
 
 // New checks cfg, loads the script, checks the open-file limit, and binds
 // the metrics listener. Run must follow to release it.
@@ -552,7 +562,7 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginRes
 					return fmt.Errorf("%w: %s: first login failed %s, and the target speaks TLS (a TLS handshake with it succeeded): tls_required: give --tls (or a wss://, mqtts://, tls:// target)", ErrTLS, f.target, r)
 				}
 			case LoginProtocolError:
-				return fmt.Errorf("%w: %s answered the first login with %s, which is not the %s protocol", ErrNotReprise, f.target, quoteBytes(*f.notReprise.Load()), f.profileName)
+				return wrongProtocol{f.profileName, f.target, quoteBytes(*f.wrongProtocol.Load())}
 			}
 			*first = nil
 			if f.stats.attempts.Load() == int64(f.cfg.Shard.Clients(f.cfg.Clients)) {

@@ -154,28 +154,6 @@ func (f *Fleet) saturationWarnings() []string {
 	return out
 }
 
-// Stats is a live snapshot of a running fleet.
-type Stats struct {
-	Elapsed time.Duration
-	Totals
-	LatencyP50MS, LatencyP99MS float64
-	LagP99MS                   float64
-	LoopsCompleted             int64
-}
-
-// Stats returns the fleet's counters now; histograms are at most a second
-// old.
-func (f *Fleet) Stats() Stats {
-	s := Stats{Totals: f.stats.totals(), LoopsCompleted: f.loops()}
-	if !f.started.IsZero() {
-		s.Elapsed = time.Since(f.started)
-	}
-	q := f.stats.quantilesMS(false, 50, 99)
-	s.LatencyP50MS, s.LatencyP99MS = q[0], q[1]
-	s.LagP99MS = f.stats.quantilesMS(true, 99)[0]
-	return s
-}
-
 // loops sums the loop passes completed by every client.
 func (f *Fleet) loops() int64 {
 	f.mu.Lock()

@@ -73,7 +73,7 @@ func (s *syncBuf) String() string {
 // TestNotReprise: a target that answers the first login with something
 // other than joined or error (an HTTP server, the case of a --target
 // pointed at a metrics port; a server sending a valid frame of the wrong
-// kind; a stream of garbage) ends the run at once with ErrNotReprise
+// kind; a stream of garbage) ends the run at once with ErrWrongProtocol
 // quoting its first bytes, well within the login timeout.
 func TestNotReprise(t *testing.T) {
 	httpLn := listen(t)
@@ -100,8 +100,8 @@ func TestNotReprise(t *testing.T) {
 			c.Duration = 30 * time.Second
 			start := time.Now()
 			s, err := Run(context.Background(), c)
-			if !errors.Is(err, ErrNotReprise) {
-				t.Fatalf("err %v, want ErrNotReprise", err)
+			if !errors.Is(err, ErrWrongProtocol) {
+				t.Fatalf("err %v, want ErrWrongProtocol", err)
 			}
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("took %v: the failure waited for a timeout", took)

@@ -9,11 +9,17 @@
 // the server hands out that later client messages must carry
 // (correlation).
 //
-// Profiles come built in (reprise, mqtt, redis) or from a declarative file
-// (docs/profiles.md). A profile compiles a recorded flow into a Script,
-// which every replayed client plays through its own Client. This package
-// opens no sockets and reads no captures: internal/capture reassembles
-// the streams and internal/fleet sends and receives the bytes.
+// Profiles come built in (Builtin: reprise, mqtt, mqtt-ws and redis in Go,
+// the others in the file syntax) or from a declarative file
+// (docs/profiles.md). The one loader, Load, reads a capture's chosen flow
+// the way its profile needs (internal/capture reassembles the streams)
+// and compiles it into a Player, which every replayed client plays
+// through its own Client: replay, its fleet runners, inspect and
+// `profile check` all go through it. The reprise protocol is a profile
+// like the others: its script and id rewriting (reprise_script.go) and
+// its zero-allocation player (reprise.go) live here. This package opens
+// no sockets and knows no scheduling: internal/fleet sends and receives
+// the bytes, internal/session paces them.
 package profile
 
 import (
