@@ -155,13 +155,16 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 		fr.Close()
 		return sampledRun{}, err
 	}
+	// The baseline is read before the start: read after it, a scrape that
+	// a loaded host delayed past the first logins took them as the zero,
+	// and the run counted one login fewer than the fleet made.
+	base := d.baseline(ctx, fr.Targets())
 	start, err := fr.Start(ctx)
 	if err != nil {
 		fr.Stop()
 		_, werr := fr.Wait()
 		return sampledRun{}, fmt.Errorf("the fleet did not start: %w", errors.Join(err, werr))
 	}
-	base := d.baseline(ctx, fr.Targets())
 	base.At = start
 	sleep(ctx, time.Until(start))
 	sampCtx, stopSampling := context.WithCancel(ctx)
