@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -24,6 +25,16 @@ func TestREADMEExamples(t *testing.T) {
 		t.Fatalf("found %d replay examples in the README; the extraction is broken", len(lines))
 	}
 	lines = append(lines, testproc.DocCommands(t, "../../docs/profiles.md", "replay")...)
+	// Flags that read their file when set (--tls-keylog) find the one the
+	// README names: a real key log, in a folder of its own.
+	keys, err := os.ReadFile(tlsKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	if err := os.WriteFile("keys.log", keys, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, args := range lines {
 		line := strings.Join(args, " ")
 		st := &state{stdout: io.Discard, stderr: io.Discard}
