@@ -329,14 +329,8 @@ func TestHTTPSteps(t *testing.T) {
 			t.Fatalf("inspect lacks %q:\n%s", want, insp)
 		}
 	}
-	// The socket's flow: the HTTP one (kept alive by the client) lasted
-	// longer, and replay's default is the longest flow.
-	ws := regexp.MustCompile(`flow #(\d+) [^\n]*\n  websocket upgrade: GET /ws\?[^\n]*\n(?s:.*?)suggested --loop=(\S+)`).FindStringSubmatch(insp)
-	if ws == nil {
-		t.Fatalf("inspect shows no socket flow with a loop:\n%s", insp)
-	}
-	flow, loop := ws[1], ws[1:]
-	loop[1] = ws[2]
+	flow, loop1 := socketFlow(t, insp, "GET /ws?")
+	loop := []string{"", loop1}
 	t.Run("200 clients", func(t *testing.T) {
 		srv.reset()
 		res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "200", "--senders", "10",
@@ -400,4 +394,18 @@ kinds:`, 1)
 			})
 		}
 	})
+}
+
+// socketFlow is the flow of the recorded socket (its upgrade's request
+// line starts "GET /ws?", say) and its suggested loop, from inspect: the
+// HTTP flow, which the client kept alive, lasted longer, and replay's
+// default is the longest flow.
+func socketFlow(t *testing.T, insp, request string) (flow, loop string) {
+	t.Helper()
+	re := regexp.MustCompile(`flow #(\d+) [^\n]*\n  websocket upgrade: ` + regexp.QuoteMeta(request) + `[^\n]*\n(?s:.*?)suggested --loop=(\S+)`)
+	m := re.FindStringSubmatch(insp)
+	if m == nil {
+		t.Fatalf("inspect shows no socket flow (%s) with a loop:\n%s", request, insp)
+	}
+	return m[1], m[2]
 }

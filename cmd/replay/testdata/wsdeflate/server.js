@@ -6,7 +6,7 @@
 // A user id starting "banned" is refused: {"type":"error","reason":"banned"}, close.
 // GET /stats answers the counters, GET /reset zeroes them.
 //
-//   node server.js PORT
+//   node server.js PORT [plain]     (plain: compression off, for A/B runs)
 "use strict";
 const http = require("http");
 const { WebSocketServer } = require("ws");
@@ -33,7 +33,7 @@ const server = http.createServer((req, res) => {
     res.end();
   }
 });
-const wss = new WebSocketServer({ server, perMessageDeflate: { threshold: 0 } });
+const wss = new WebSocketServer({ server, perMessageDeflate: process.argv[3] === "plain" ? false : { threshold: 0 } });
 wss.on("connection", (ws) => {
   stats.connected++;
   stats.peak = Math.max(stats.peak, stats.connected);

@@ -1,0 +1,82 @@
+package main
+
+// Colyseus 0.16, a real server no one here wrote: testdata/colyseus
+// (@colyseus/core with @colyseus/ws-transport; the client colyseus.js),
+// run by Debian's nodejs. A colyseus.js session is recorded through
+// `record proxy` (the matchmaking POST, then the room's socket with the
+// seat in its path and query) and replayed with the profile
+// testdata/colyseus/chat.yaml: no shim, each client reserves its own seat
+// in the profile's HTTP step.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+)
+
+var colDir = filepath.Join("testdata", "colyseus")
+
+type colStats struct {
+	Rooms       int   `json:"rooms"`
+	Connected   int   `json:"connected"`
+	Peak        int   `json:"peak"`
+	Joins       int   `json:"joins"`
+	Leaves      int   `json:"leaves"`
+	Messages    int64 `json:"messages"`
+	Delivered   int64 `json:"delivered"`
+	Patches     int64 `json:"patches"`
+	PatchesSent int64 `json:"patchesSent"`
+}
+
+// TestColyseus: 200 clients (10 senders over rooms of 50, as the server
+// fills them), every seat reserved by the fleet's own HTTP step: the
+// server joined 200 and counted as many chat messages as the fleet sent,
+// and the chats it passed on plus the state patches it sent to joined
+// clients are exactly what the fleet received.
+func TestColyseus(t *testing.T) {
+	node := needTool(t, "node")
+	npmCIIn(t, colDir)
+	port := freePort(t)
+	p := testproc.Start(t, node, filepath.Join(colDir, "server.js"), strconv.Itoa(port))
+	p.StopSignal = os.Interrupt
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	waitListening(t, target)
+	capPath := recordThrough(t, target, node, filepath.Join(colDir, "client.js"), "LISTEN_PORT", "rec-user-01", "20")
+	prof := filepath.Join(colDir, "chat.yaml")
+	docExampleIs(t, "# Colyseus 0.16", prof)
+	insp := inspectProfile(t, prof, capPath)
+	flow, loop := socketFlow(t, insp, "GET /")
+	if !strings.Contains(insp, "data 20, join_ack 1") {
+		t.Fatalf("inspect:\n%s", insp)
+	}
+	var ok string
+	if err := fetchText(fmt.Sprintf("http://%s/reset", target), &ok); err != nil {
+		t.Fatal(err)
+	}
+	res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", target,
+		"--clients", "200", "--senders", "10", "--room-size", "50", "--loop", loop, "--login-interval", "5ms",
+		"--login-timeout", "30s", "--duration", "3s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s := res.sum
+	var app colStats
+	getJSON(t, fmt.Sprintf("http://%s/stats", target), &app)
+	if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+		t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout, res.stderr)
+	}
+	if app.Joins != 200 || app.Rooms != 4 || app.Peak != 200 {
+		t.Errorf("the server joined %d clients in %d rooms, %d at once; want 200 in 4, 200", app.Joins, app.Rooms, app.Peak)
+	}
+	if app.Messages != s.MessagesSent || app.Delivered+app.PatchesSent != s.MessagesReceived {
+		t.Errorf("the server got %d messages, passed on %d and sent %d patches; the fleet sent %d and received %d", app.Messages, app.Delivered, app.PatchesSent, s.MessagesSent, s.MessagesReceived)
+	}
+	if s.LatencyMS.P50 <= 0 {
+		t.Errorf("no latency: %+v", s.LatencyMS)
+	}
+	t.Logf("colyseus: sent %d received %d; server messages %d delivered %d patches %d (%d sent) in %d rooms; latency p50 %.2f ms",
+		s.MessagesSent, s.MessagesReceived, app.Messages, app.Delivered, app.Patches, app.PatchesSent, app.Rooms, s.LatencyMS.P50)
+}
