@@ -5,7 +5,7 @@ FUZZTIME  ?= 10s
 STATICCHECK_VERSION ?= v0.8.2
 BIN       := bin
 
-.PHONY: all build deps-demo deps-test deps-bench-fleet deps-bench-fidelity demo test check vet staticcheck race timing fuzz golden bench bench-relay relay-scale bench-compare bench-fleet bench-fidelity captures observe clean k8s-images k8s-e2e
+.PHONY: all build deps-demo deps-test deps-bench-fleet deps-bench-fidelity demo test check vet staticcheck race timing fuzz golden bench bench-relay relay-scale bench-compare bench-fleet bench-fidelity captures observe clean k8s-images k8s-e2e shard-scale
 
 all: build
 
@@ -109,6 +109,11 @@ k8s-images:
 ## /var/cache/reprise-k8s, ~20 min cold), the sharded runs on it, checks, then everything torn down.
 k8s-e2e: k8s-images
 	./scripts/k8s-e2e.sh
+
+## shard-scale: opt-in: 256 shard processes meet one barrier coordinator over TCP at the start and at 5 levels,
+## then 256 summaries are merged; prints the figures docs/scaling.md quotes (lateness, coordinator CPU/RSS, merge).
+shard-scale:
+	$(GO) run ./tools/shardscale -n 256 -levels 5
 
 clean:
 	rm -rf $(BIN) out
