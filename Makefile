@@ -100,9 +100,11 @@ bench-compare:
 observe:
 	./scripts/observe.sh
 
-## k8s-images: static replay and relay, and their OCI image tarballs in $(BIN)/images (no Docker; README "Kubernetes").
+## k8s-images: static replay and relay (also as $(BIN)/replay and $(BIN)/relay, the README's commands), and their
+## OCI image tarballs in $(BIN)/images (no Docker; README "Kubernetes").
 k8s-images:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/static/ ./cmd/replay ./cmd/relay
+	cp $(BIN)/static/replay $(BIN)/static/relay $(BIN)/
 	$(BIN)/static/replay k8s image --replay $(BIN)/static/replay --relay $(BIN)/static/relay --capture captures/vr-session.pcap --out $(BIN)/images
 
 ## k8s-e2e: opt-in, root: a one-node Kubernetes on this machine (binaries built once into

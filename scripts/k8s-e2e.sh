@@ -9,12 +9,19 @@
 #   (a) an Indexed Job of 4 shards x 500 receive-only clients;
 #   (b) a 4-shard N:N run, and the same run as one process on the host;
 #   (c) a run whose image does not exist, which must fail naming the pod;
+#   (d) `replay capacity --k8s` and (e) `replay compare --k8s`: the driver
+#       here, each fleet a Job of shard pods, the report written here;
+#   (f) a run that cannot be scheduled, refused before anything is created;
 # checks (tools/k8scheck): 2,000/2,000 logins, every shard started within
-# 50 ms of the barrier's instant, merged counts = the shards' sum, merged
-# p50/p99 = the union histogram's, sharded N:N within 1 % of one process on
-# sent and received, pods Succeeded and the Job complete; and tears it all
-# down, checking that no process, bridge, iptables rule, mount or sysctl
-# change is left behind.
+# 50 ms of the barrier's instant times the host's load per CPU (a busy host
+# wakes a process late whatever the barrier did), merged counts = the
+# shards' sum, merged p50/p99 = the union histogram's over a run with
+# stamps (non-empty), sharded N:N within 1 % of one process (its relay on a
+# free port, checked to be the process this script started) on sent and
+# received, pods Succeeded and the Job complete, each report's headline
+# against its own series.csv; and tears it all down, checking that no
+# process, bridge, iptables rule, mount or sysctl change is left behind.
+# Every failure prints a FAIL line naming it.
 #
 # `k8s-e2e.sh up` leaves the cluster up to try `replay k8s run` by hand;
 # `k8s-e2e.sh down` tears it down and compares the host with before.
@@ -22,7 +29,7 @@
 # Pod traffic stays on this machine: the pod network is a bridge this script
 # creates (10.232.0.0/24, the node at .1) with forwarding to and from any
 # other interface dropped; CoreDNS has no forwarder.
-set -euo pipefail
+set -eEuo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -56,6 +63,8 @@ hostpaths="/var/log/pods /var/log/containers /var/lib/cni /run/containerd /var/l
 t_start=$(date +%s)
 say() { printf 'k8s-e2e [%4ds] %s\n' $(( $(date +%s) - t_start )) "$*"; }
 die() { say "FAIL: $*"; exit 1; }
+# A command that fails under set -e says which, and where.
+trap 'rc=$?; say "FAIL: line $LINENO: $BASH_COMMAND (exit $rc)"' ERR
 
 [ "$(id -u)" = 0 ] || { echo "k8s-e2e: needs root (a bridge, iptables rules, containerd)"; exit 1; }
 [ -x "$replay" ] && [ -f "$images/images.json" ] || { echo "k8s-e2e: run make k8s-images first (make k8s-e2e does)"; exit 1; }
@@ -315,7 +324,7 @@ leftovers() {
 
 finish() {
 	local rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM ERR
 	down
 	if leftovers; then
 		say "host as before: no process, bridge, rule, mount or sysctl change left"
@@ -346,7 +355,9 @@ run_receive_only() {
 	"$replay" k8s run --images "$images" --relay --shards 4 --name rx --cpu 100m --relay-cpu 200m --keep --out "$o" -- \
 		--clients 2000 --room-size 100 --receive-only --login-interval 2ms --duration 25s | tee "$o.answer.txt" || die "(a) replay k8s run failed"
 	cluster_view rx
-	k8scheck shards "$o" --clients 2000 --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(a) checks"
+	# Receive-only: no stamps, so its percentiles are not checked here
+	# (b's are).
+	k8scheck shards "$o" --clients 2000 --per-load --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(a) checks"
 	kubectl delete --cascade=foreground -f "$o/manifests" >/dev/null
 }
 
@@ -358,16 +369,19 @@ run_nn() {
 	"$replay" k8s run --images "$images" --relay --shards 4 --name nn --cpu 100m --relay-cpu 200m --out "$o" -- \
 		"${nn_flags[@]}" | tee "$o.answer.txt" || die "(b) replay k8s run failed"
 	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(b) replay k8s run left objects behind"
-	k8scheck shards "$o" --clients 80 --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(b) checks"
+	k8scheck shards "$o" --clients 80 --stamps --per-load --request-mib "$(request_mib "$o")" | tee "$o.checks.txt" || die "(b) checks"
 
-	say "(b) the same N:N run as one process on the host (relay on 127.0.0.1)"
-	local port=17400 rpid
-	"$relay" --listen 127.0.0.1:$port --metrics 127.0.0.1:0 >"$out/host-relay.log" 2>&1 &
+	say "(b) the same N:N run as one process on the host (relay on a free port of 127.0.0.1)"
+	local port rpid
+	"$relay" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 >"$out/host-relay.log" 2>&1 &
 	rpid=$!
-	waitfor "bash -c '</dev/tcp/127.0.0.1/$port'" 20 || { kill $rpid; die "host relay did not listen"; }
+	waitfor "grep -q '^listening tcp=' '$out/host-relay.log'" 20 || { kill $rpid 2>/dev/null || true; die "host relay did not listen (log: $out/host-relay.log)"; }
+	port=$(sed -n 's/^listening tcp=127\.0\.0\.1:\([0-9]*\) .*/\1/p' "$out/host-relay.log" | head -1)
+	# The process that listens there is the one started here, no one else's.
+	ss -ltnpH "sport = :$port" | grep -q "pid=$rpid," || { ss -ltnpH "sport = :$port" | sed 's/^/    /'; kill $rpid 2>/dev/null || true; die "127.0.0.1:$port is not held by the relay this script started (pid $rpid)"; }
 	"$replay" --capture "$here/captures/vr-session.pcap" --target 127.0.0.1:$port "${nn_flags[@]}" \
-		--summary "$out/host-one.json" >"$out/host-one.txt" 2>"$out/host-one.log" || { kill $rpid; die "host run failed"; }
-	kill $rpid
+		--summary "$out/host-one.json" >"$out/host-one.txt" 2>"$out/host-one.log" || { kill $rpid 2>/dev/null || true; die "host run failed (log: $out/host-one.log)"; }
+	kill $rpid 2>/dev/null || true
 	wait $rpid 2>/dev/null || true
 	k8scheck agree "$o/merged.json" "$out/host-one.json" --within 1 | tee "$out/agree.txt" || die "(b) sharded and one-process runs disagree"
 }
@@ -382,6 +396,46 @@ run_missing_image() {
 	grep -E "shard [01] \(pod bad-fleet-[01]-[a-z0-9]+\) failed: ErrImageNeverPull" "$o.txt" | tail -1 | sed 's/^/    /'
 	grep -qE "failed: ErrImageNeverPull" "$o.txt" || { cat "$o.txt"; die "(c) the failure does not name the pod and ErrImageNeverPull"; }
 	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(c) the failed run left objects behind"
+}
+
+# The driver here, the fleets on the cluster: capacity, then compare.
+cap_flags=(--capture "$here/captures/vr-session.pcap" --loop=12s,48s --login-interval 20ms --start 20 --step 20 --max 60 --hold 8s
+	--slo 'idle=off,fleet_idle=off,lag=off')
+
+run_capacity() {
+	local o=$out/d
+	say "(d) replay capacity --k8s: 2 shard pods per level, relay Deployment; the report here"
+	"$replay" capacity --k8s --images "$images" --relay --shards 2 --name cap "${cap_flags[@]}" --out "$o" \
+		>"$o.answer.txt" 2>"$o.log" || { tail -20 "$o.log" | sed 's/^/    /'; die "(d) replay capacity --k8s failed (log: $o.log)"; }
+	sed 's/^/    /' "$o.answer.txt" | tail -8
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(d) capacity left objects behind"
+	k8scheck report "$o" --fleet "shard pods of a Kubernetes Job" | tee "$o.checks.txt" || die "(d) the report disagrees with its series"
+	ls "$o"/k8s/cap-1/shard-*.log >/dev/null || die "(d) no shard logs on the host"
+}
+
+run_compare() {
+	local o=$out/e
+	say "(e) replay compare --k8s: N:N then 1:N, 2 shard pods each"
+	"$replay" compare --k8s --images "$images" --relay --shards 2 --name cmp --capture "$here/captures/vr-session.pcap" \
+		--clients 40 --senders 4 --loop=12s,48s --login-interval 20ms --duration 15s --slo 'idle=off,fleet_idle=off,lag=off' --out "$o" \
+		>"$o.answer.txt" 2>"$o.log" || { tail -20 "$o.log" | sed 's/^/    /'; die "(e) replay compare --k8s failed (log: $o.log)"; }
+	sed 's/^/    /' "$o.answer.txt" | tail -6
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(e) compare left objects behind"
+	k8scheck report "$o" --fleet "shard pods of a Kubernetes Job" | tee "$o.checks.txt" || die "(e) the report disagrees with its series"
+}
+
+run_unschedulable() {
+	local o=$out/f t0
+	say "(f) a run that cannot fit the node: refused before anything is created"
+	t0=$(date +%s)
+	if "$replay" k8s run --images "$images" --relay --shards 4 --name big --out "$o" -- \
+		--clients 4000000 --receive-only --duration 5s >"$o.txt" 2>&1; then
+		die "(f) a run that cannot fit succeeded"
+	fi
+	grep -q "does not fit the cluster" "$o.txt" || { cat "$o.txt"; die "(f) the refusal does not give the numbers"; }
+	sed 's/^/    /' "$o.txt" | tail -1
+	[ $(( $(date +%s) - t0 )) -lt 30 ] || die "(f) the refusal took $(( $(date +%s) - t0 ))s"
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(f) the refused run created objects"
 }
 
 main() {
@@ -403,13 +457,16 @@ main() {
 	up
 	if [ "${1:-all}" = up ]; then
 		# Leave it up to try by hand (README, "Kubernetes").
-		trap - EXIT INT TERM
+		trap - EXIT INT TERM ERR
 		say "cluster up: export KUBECONFIG=$KUBECONFIG PATH=$B:\$PATH; scripts/k8s-e2e.sh down when done"
 		return
 	fi
 	run_receive_only
 	run_nn
 	run_missing_image
+	run_unschedulable
+	run_capacity
+	run_compare
 }
 
 main "$@"

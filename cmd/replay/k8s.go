@@ -100,6 +100,11 @@ func newK8sRenderCmd(st *state) *cobra.Command {
 			if err != nil {
 				return usageError(err)
 			}
+			if out != "" {
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return fmt.Errorf("render: %w", err)
+				}
+			}
 			return k8s.Write(files, out, st.stdout)
 		},
 	}
@@ -123,7 +128,8 @@ DIR/replay.tar and DIR/relay.tar (OCI layout and docker-archive in one: load wit
 'ctr -n k8s.io images import' or 'docker load') and DIR/images.json, which
 'replay k8s render --images DIR' and 'replay k8s run --images DIR' read.
 The binaries must be static: CGO_ENABLED=0 go build ./cmd/replay ./cmd/relay (make k8s-images).
-The default tag comes from the binary's content, so a rebuilt binary never hides behind an old tag.`,
+The default tag comes from the content of the binary and of the files put in the image
+(--capture), so a rebuilt binary or a changed capture never hides behind an old tag.`,
 		Example: `  make k8s-images        # CGO_ENABLED=0 builds, then: replay k8s image --capture captures/vr-session.pcap --out bin/images
   replay k8s image --replay bin/static/replay --relay bin/static/relay --out bin/images
   replay k8s image --replay bin/static/replay --relay bin/static/relay --registry registry.example/team --push`,
@@ -194,7 +200,7 @@ The default tag comes from the binary's content, so a rebuilt binary never hides
 	f.StringVar(&relayBin, "relay", "", "static relay binary (default: relay beside --replay)")
 	f.StringVar(&out, "out", "images", "directory for replay.tar, relay.tar and images.json")
 	f.StringVar(&registry, "registry", "", "registry (and path) the images are named in, e.g. registry.example/team (default: "+k8s.LocalRegistry+", load-only)")
-	f.StringVar(&tag, "tag", "", "image tag (default: sha-<first 12 hex of the binary's sha256>)")
+	f.StringVar(&tag, "tag", "", "image tag (default: sha-<first 12 hex of the sha256 of the binary and the files put in the image>)")
 	f.StringSliceVar(&captures, "capture", nil, "put this capture in the replay image as "+k8s.CaptureDir+"/<file name> (repeatable; for captures over a ConfigMap's 1 MiB)")
 	f.BoolVar(&push, "push", false, "push the images to --registry (credentials from the Docker config, as docker push)")
 	// Hidden: scripts/k8s-e2e.sh makes the cluster's pause image with it.

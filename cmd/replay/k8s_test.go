@@ -59,6 +59,39 @@ func TestK8sImageThenRender(t *testing.T) {
 	if strings.Contains(y, "volumes:") {
 		t.Errorf("a capture volume although the capture is in the image")
 	}
+
+	// --out DIR: made when it does not exist.
+	rdir := filepath.Join(dir, "new", "manifests")
+	if err := run(context.Background(), []string{"k8s", "render", "--images", out, "--out", rdir, "--", "--clients", "8", "--receive-only"}, &stdout, &stderr); err != nil {
+		t.Fatalf("k8s render --out: %v\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(filepath.Join(rdir, "fleet.yaml")); err != nil {
+		t.Error(err)
+	}
+
+	// The tag is the content's: the same binary with another capture is
+	// another image; with none, the binary's own hash.
+	if err := os.WriteFile(capture, []byte("other capture bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2 := filepath.Join(dir, "images2")
+	if err := run(context.Background(), []string{"k8s", "image", "--replay", bin, "--relay", bin, "--capture", capture, "--out", out2}, &stdout, &stderr); err != nil {
+		t.Fatalf("k8s image: %v\n%s", err, stderr.String())
+	}
+	set2, err := k8s.ReadImageSet(out2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set2.Replay == set.Replay {
+		t.Errorf("a changed capture kept the replay image's tag %s", set.Replay)
+	}
+	binBytes, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(set2.Relay, ":"+k8s.ContentTag(binBytes)) {
+		t.Errorf("relay image %s: want the tag of its binary, %s", set2.Relay, k8s.ContentTag(binBytes))
+	}
 }
 
 func TestK8sRefuses(t *testing.T) {
@@ -70,6 +103,9 @@ func TestK8sRefuses(t *testing.T) {
 		{[]string{"k8s", "run", "--", "--clients", "4"}, "want one capture"},
 		{[]string{"k8s", "run", "--capture", "x.pcap", "--capture-pvc", "c", "--", "--clients", "4"}, "want one capture"},
 		{[]string{"k8s", "render", "--pull-policy", "Sometimes"}, "--pull-policy"},
+		{[]string{"capacity", "--capture", "x.pcap", "--loop=1s,2s", "--relay"}, "--relay goes with --k8s"},
+		{[]string{"capacity", "--capture", "x.pcap", "--loop=1s,2s", "--k8s"}, "--k8s needs --relay"},
+		{[]string{"compare", "--capture", "x.pcap", "--clients", "4", "--senders", "1", "--duration", "1s", "--k8s", "--local", "--relay"}, "--k8s and --local"},
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), tc.args, &stdout, &stderr)

@@ -3,16 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/k8s"
+	"github.com/reprise-harness/reprise/internal/launch"
 )
 
 // `replay k8s run` drives kubectl rather than linking client-go: the user's
@@ -32,6 +35,8 @@ type k8sRunner struct {
 	poll         time.Duration
 	startTimeout time.Duration
 	p            k8s.Params
+	// lastPods are the shard pods by index as last seen (for Ctrl-C).
+	lastPods []k8s.Pod
 }
 
 func newK8sRunCmd(st *state) *cobra.Command {
@@ -59,6 +64,18 @@ and on Ctrl-C (unless --keep). A shard that fails, or does not start within
 			p, err := rf.params(st, args)
 			if err != nil {
 				return err
+			}
+			if capture != "" && rf.images != "" && !c.Flags().Changed("image-capture") {
+				// --images and --capture: the image's copy of that capture
+				// when it holds one (no ConfigMap), else the file.
+				p.CaptureInImage = ""
+				if set, err := k8s.ReadImageSet(rf.images); err == nil {
+					for _, ic := range set.Captures {
+						if filepath.Base(ic) == filepath.Base(capture) {
+							p.CaptureInImage, capture = ic, ""
+						}
+					}
+				}
 			}
 			if n := btoi(capture != "") + btoi(p.CapturePVC != "") + btoi(p.CaptureInImage != ""); n != 1 {
 				return usageError(fmt.Errorf("want one capture: --capture (a local file, sent as a ConfigMap), --capture-pvc or --image-capture"))
@@ -191,6 +208,10 @@ func (r *k8sRunner) run(ctx context.Context, capture, summary string) (err error
 	}
 	pods, err := r.waitShards(ctx, start)
 	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) && len(r.lastPods) > 0 {
+			// Ctrl-C: what ran so far, as a local run gives it.
+			return r.interrupted(ctx, summary)
+		}
 		return err
 	}
 	if _, err := r.kubectlRun(ctx, "wait", "--for=condition=complete", "--timeout=60s", "job/"+r.p.Name+"-fleet"); err != nil {
@@ -240,6 +261,7 @@ func (r *k8sRunner) waitShards(ctx context.Context, start time.Time) ([]k8s.Pod,
 				continue
 			}
 			byIndex[i] = p
+			r.lastPods = byIndex
 			st, reason := p.State()
 			n[st]++
 			if old, ok := seen[p.Metadata.Name]; !ok || old != st {
@@ -286,6 +308,53 @@ func (r *k8sRunner) logTail(ctx context.Context, pod string) {
 	r.logf("the end of %s's log:\n%s", pod, bytes.TrimRight(b, "\n"))
 }
 
+// interrupted stops the shards as Ctrl-C stops a local run: the Job is
+// suspended, so Kubernetes sends each running pod SIGTERM, on which replay
+// writes its summary and exits; their logs are followed until then, and
+// the summaries there are merged and printed. The run then ends as done
+// (exit 0) with what it had, as the README says.
+func (r *k8sRunner) interrupted(ctx context.Context, summary string) error {
+	r.logf("interrupted: stopping the shards (the Job suspended: SIGTERM); each writes what it ran so far")
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	pods := r.lastPods
+	logs := make([][]byte, len(pods))
+	var wg sync.WaitGroup
+	for i, p := range pods {
+		if st, _ := p.State(); p.Metadata.Name == "" || (st != k8s.PodRunning && st != k8s.PodSucceeded) {
+			continue
+		}
+		wg.Go(func() { logs[i], _ = r.kc.Run(bctx, "logs", "-f", p.Metadata.Name) })
+	}
+	// The streams attach before the pods are told to stop.
+	sleepCtx(bctx, time.Second)
+	if _, err := r.kc.Run(bctx, "patch", "job", r.p.Name+"-fleet", "--type=merge", "-p", `{"spec":{"suspend":true}}`); err != nil {
+		r.logf("%v", err)
+	}
+	wg.Wait()
+	var sums []fleet.Summary
+	for i, b := range logs {
+		if len(b) == 0 {
+			r.logf("shard %d: no log: not running when interrupted", i)
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(r.out, fmt.Sprintf("shard-%d.log", i)), b, 0o644); err != nil {
+			return fmt.Errorf("k8s run: %w", err)
+		}
+		s, err := launch.SummaryFromLog(b)
+		if err != nil {
+			r.logf("shard %d (pod %s): %v", i, pods[i].Metadata.Name, err)
+			continue
+		}
+		sums = append(sums, s)
+	}
+	if len(sums) == 0 {
+		return fmt.Errorf("interrupted before any shard wrote a summary (logs in %s)", r.out)
+	}
+	r.logf("interrupted: %d of %d shards' summaries merged", len(sums), len(pods))
+	return r.printMerged(sums, summary)
+}
+
 // answer collects each shard's summary from its log, merges them and
 // prints the merged answer.
 func (r *k8sRunner) answer(ctx context.Context, pods []k8s.Pod, summary string) error {
@@ -308,6 +377,12 @@ func (r *k8sRunner) answer(ctx context.Context, pods []k8s.Pod, summary string) 
 		}
 		sums = append(sums, s)
 	}
+	return r.printMerged(sums, summary)
+}
+
+// printMerged merges the shards' summaries, prints the answer and writes
+// merged.json (and --summary).
+func (r *k8sRunner) printMerged(sums []fleet.Summary, summary string) error {
 	m, err := fleet.Merge(sums)
 	if err != nil {
 		return err

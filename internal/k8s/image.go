@@ -67,11 +67,12 @@ func (im Image) Digest() (string, error) {
 	return h.String(), nil
 }
 
-// ContentTag is the default tag of an image built from binary: derived
-// from its bytes, so a changed binary gets a new tag, and the pull policy
-// IfNotPresent never runs a stale image that was loaded under the same name.
-func ContentTag(binary []byte) string {
-	s := sha256.Sum256(binary)
+// ContentTag is the default tag of an image of content (its binary and
+// the files put beside it): derived from those bytes, so a changed binary
+// or capture gets a new tag, and the pull policy IfNotPresent never runs a
+// stale image that was loaded under the same name.
+func ContentTag(content []byte) string {
+	s := sha256.Sum256(content)
 	return "sha-" + hex.EncodeToString(s[:6])
 }
 

@@ -5,8 +5,15 @@
 // fleet.Merge), and that a sharded run agrees with the same run as one
 // process. It prints one line per check and exits 1 when one fails.
 //
-//	k8scheck shards OUT_DIR --clients 2000 --request-mib 74
+//	k8scheck shards OUT_DIR --clients 2000 --request-mib 74 [--stamps] [--per-load]
 //	k8scheck agree  SHARDED.json ONE.json --within 1
+//	k8scheck report REPORT_DIR --fleet "shard pods of a Kubernetes Job"
+//
+// --stamps: the run's clients carry stamps, so its latency histograms must
+// hold values (a percentile check over empty histograms compares 0 with
+// 0). --per-load: the start bound grows with the host's load per CPU
+// (the shards share the host with its other work: a busy host wakes a
+// process late, whatever the barrier did).
 package main
 
 import (
@@ -16,7 +23,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
@@ -42,10 +52,27 @@ func run(args []string) error {
 		clients := fs.Int("clients", 0, "logins every run must have")
 		lateMS := fs.Float64("max-start-late-ms", 50, "how late a shard may start after the barrier's instant")
 		reqMiB := fs.Float64("request-mib", 0, "the rendered memory request of a shard pod, for the report")
+		stamps := fs.Bool("stamps", false, "the run has stamps: its latency histograms must hold values")
+		perLoad := fs.Bool("per-load", false, "scale --max-start-late-ms by the host's 1-minute load per CPU (at least 1)")
 		if err := fs.Parse(args[2:]); err != nil {
 			return err
 		}
-		return checkShards(args[1], *clients, *lateMS, *reqMiB)
+		if *perLoad {
+			l, err := loadPerCPU()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("     host load %.2f per CPU: start bound %.0f ms x %.2f\n", l, *lateMS, max(l, 1))
+			*lateMS *= max(l, 1)
+		}
+		return checkShards(args[1], *clients, *lateMS, *reqMiB, *stamps)
+	case "report":
+		fs := flag.NewFlagSet("report", flag.ContinueOnError)
+		fleetDesc := fs.String("fleet", "", "what the report's fleet parameter must say")
+		if err := fs.Parse(args[2:]); err != nil {
+			return err
+		}
+		return checkReport(args[1], *fleetDesc)
 	case "agree":
 		if len(args) < 3 {
 			return fmt.Errorf("agree: want two summaries")
@@ -90,7 +117,7 @@ func (c *checker) err() error {
 	return nil
 }
 
-func checkShards(dir string, clients int, lateMS, reqMiB float64) error {
+func checkShards(dir string, clients int, lateMS, reqMiB float64, stamps bool) error {
 	paths, err := filepath.Glob(filepath.Join(dir, "shard-*.json"))
 	if err != nil || len(paths) == 0 {
 		return fmt.Errorf("no shard summaries in %s", dir)
@@ -155,6 +182,9 @@ func checkShards(dir string, clients int, lateMS, reqMiB float64) error {
 		if err != nil {
 			return err
 		}
+		if stamps && h.name == "latency" {
+			c.check(n > 0, "the run has stamps: its latency histograms hold %d values", n)
+		}
 		p50, p99 := quantileMS(union, 50), quantileMS(union, 99)
 		c.check(p50 == h.q.P50 && p99 == h.q.P99, "merged %s p50 %.3f ms p99 %.3f ms = the union histogram's (%d values) %.3f / %.3f", h.name, h.q.P50, h.q.P99, n, p50, p99)
 	}
@@ -217,4 +247,20 @@ func checkAgree(aPath, bPath string, within float64) error {
 	c.check(a.MessagesSent > 0 && off(a.MessagesSent, b.MessagesSent) <= within, "sent %d and %d: %.2f %% apart (at most %.1f %%)", a.MessagesSent, b.MessagesSent, off(a.MessagesSent, b.MessagesSent), within)
 	c.check(a.MessagesReceived > 0 && off(a.MessagesReceived, b.MessagesReceived) <= within, "received %d and %d: %.2f %% apart (at most %.1f %%)", a.MessagesReceived, b.MessagesReceived, off(a.MessagesReceived, b.MessagesReceived), within)
 	return c.err()
+}
+
+func loadPerCPU() (float64, error) {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0, fmt.Errorf("/proc/loadavg: %q", b)
+	}
+	l, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return 0, fmt.Errorf("/proc/loadavg: %w", err)
+	}
+	return l / float64(runtime.NumCPU()), nil
 }
