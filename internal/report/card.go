@@ -126,6 +126,9 @@ type Badge struct {
 func HeadlineCard(h Headline) Card {
 	c := Card{Scenario: h.Scenario, Held: h.Held, Number: h.Number(), Reason: h.Reason, BrokeAt: h.BrokeAt, Health: []Badge{}}
 	c.DecidedBy = headlineDecided(h)
+	if h.HostBusy {
+		c.DecidedBy = couldNotJudge + "; " + c.DecidedBy
+	}
 	broken := map[Reason]string{}
 	if h.Reason != ReasonAllHeld {
 		broken[h.Reason] = h.Detail

@@ -29,6 +29,12 @@ type Headline struct {
 	// Saturated: the load generator was saturated where it was decided,
 	// so Held is a lower bound.
 	Saturated bool `json:"saturated"`
+	// HostBusy: the fleet's host was busy with other work where a
+	// latency, relay CPU or disconnect objective decided the answer
+	// (hostBusyNear): those figures are the host's, not the server's, and
+	// the answer could not be judged. Everyone held, a refusal and its
+	// plateau stand.
+	HostBusy bool `json:"host_busy"`
 	AtS       Num  `json:"at_s"`
 	// BrokeAt is who was logged in at the sample that broke the deciding
 	// objective; NaN when none broke (all held, a plateau, saturation).
@@ -44,9 +50,10 @@ type Headline struct {
 	Coverage Coverage `json:"coverage"`
 }
 
-// Number is Held as the headline writes it: "≥ N" when saturated.
+// Number is Held as the headline writes it: "≥ N" when saturated, "?"
+// when it could not be judged.
 func (h Headline) Number() string {
-	if math.IsNaN(float64(h.Held)) {
+	if math.IsNaN(float64(h.Held)) || h.HostBusy {
 		return "?"
 	}
 	if h.Saturated {
@@ -72,6 +79,9 @@ func (h Headline) Why() string {
 	}
 	if h.Saturated && h.Reason != ReasonSaturated {
 		why += "; load generator saturated: add fleet machines"
+	}
+	if h.HostBusy {
+		why = couldNotJudge + "; " + why
 	}
 	figures := "relay send " + fmtNum(h.SendGbps, 3) + " Gbps"
 	if !slices.Contains(h.Coverage.Off, ReasonCPUIdle) {
@@ -150,6 +160,12 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 		h.Detail = fmt.Sprintf("the run ended with %.0f of %d logged in, before any limit", float64(rs.MaxLoggedIn), r.Requested)
 	}
 	h.Saturated = saturatedNear(pts, min(event, len(pts)-1), slo)
+	switch h.Reason {
+	case ReasonLatency, ReasonCPUIdle, ReasonDisconnects:
+		// Figures a busy host bends; a refusal (login failures, the
+		// plateau they make) is the server's whatever the host.
+		h.HostBusy = hostBusyNear(pts, min(event, len(pts)-1))
+	}
 	if h.Reason == ReasonAllHeld {
 		// Nothing broke, but a saturated load generator may have hidden
 		// what would have: "all held" would claim too much.
@@ -254,9 +270,46 @@ func saturatedNear(pts []Point, i int, slo SLO) bool {
 	return n > 0 && 2*busy > n
 }
 
+// isSaturated: the fleet's host CPU idle under, or its schedule lag over,
+// slo's load generator limits, while the host was not busy with other
+// work: a busy host starves the fleet without the fleet being the limit,
+// and adding fleet machines would not help.
 func isSaturated(p Point, slo SLO) bool {
-	return (slo.MinFleetIdlePct > 0 && p.FleetCPUIdlePct < slo.MinFleetIdlePct) ||
+	starved := (slo.MinFleetIdlePct > 0 && p.FleetCPUIdlePct < slo.MinFleetIdlePct) ||
 		(slo.MaxLagP99 > 0 && p.ScheduleLagP99Ms > float64(slo.MaxLagP99.Microseconds())/1000)
+	return starved && !hostBusyMeasured(p)
+}
+
+// hostBusyMeasured: the sample shows the fleet's host busy with other
+// work, measured: the host's own figure, or its busy share less the
+// fleet's and the server's CPU when both were read (unread, their CPU
+// would pass for other work).
+func hostBusyMeasured(p Point) bool {
+	if math.IsNaN(p.HostOtherCores) && (math.IsNaN(p.FleetProcessCPUPct) || math.IsNaN(p.RelayProcessCPUPct)) {
+		return false
+	}
+	return hostBusyCores(p) >= hostBusyMinCores
+}
+
+// couldNotJudge opens the reason of an answer decided where the host was
+// busy with other work.
+const couldNotJudge = "could not judge: this host was busy with other work where the answer was decided (its figures are the host's, not the server's)"
+
+// hostBusyNear: most of the few samples up to i show the fleet's host
+// busy with other work (hostBusyCores).
+func hostBusyNear(pts []Point, i int) bool {
+	if i < 0 {
+		return false
+	}
+	lo := max(0, i-4)
+	n, busy := 0, 0
+	for _, p := range pts[lo : i+1] {
+		n++
+		if hostBusyMeasured(p) {
+			busy++
+		}
+	}
+	return n > 0 && 2*busy > n
 }
 
 // col is get's measured values over pts.
