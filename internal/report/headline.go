@@ -35,7 +35,7 @@ type Headline struct {
 	// the answer could not be judged. Everyone held, a refusal and its
 	// plateau stand.
 	HostBusy bool `json:"host_busy"`
-	AtS       Num  `json:"at_s"`
+	AtS      Num  `json:"at_s"`
 	// BrokeAt is who was logged in at the sample that broke the deciding
 	// objective; NaN when none broke (all held, a plateau, saturation).
 	BrokeAt Num `json:"broke_at"`
