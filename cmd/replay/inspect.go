@@ -287,7 +287,7 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 			continue
 		}
 		m := prof.Messages(profile.RecordingOf(fl))
-		r := prof.Inspect(fmt.Sprintf("#%d %s", i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
+		r := prof.Inspect(flowName(i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
 		r.Default = po.flow < 0 && fl == longest
 		out = append(out, r)
 	}
@@ -295,6 +295,16 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 		return nil, fmt.Errorf("%s: no flow with client data", path)
 	}
 	return out, nil
+}
+
+// flowName names flow i of a capture in a profile's report: its number,
+// endpoints and, for a TLS flow, what its handshake was.
+func flowName(i int, fl *capture.Flow) string {
+	name := fmt.Sprintf("#%d %s", i, fl)
+	if t := fl.TLS; t != nil {
+		name += fmt.Sprintf(" (%s, %s)", t, t.Plaintext)
+	}
+	return name
 }
 
 // read looks the profile up and reads the capture raw for it.
@@ -344,7 +354,7 @@ func (po *profileOpts) writeFrames(w io.Writer, path string, asJSON bool) error 
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
-	return profile.WriteFrameRows(w, prof.Name, fmt.Sprintf("#%d %s", i, fl), rows)
+	return profile.WriteFrameRows(w, prof.Name, flowName(i, fl), rows)
 }
 
 func writeReports(w io.Writer, reports []*profile.Report, asJSON bool) error {
