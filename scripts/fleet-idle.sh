@@ -2,7 +2,8 @@
 # fleet-idle.sh: the fleet's resident memory per idle receive-only client
 # (issue 22: at most 8 KiB), per transport, against bin/relay on 127.0.0.1
 # (tcp, udp) or bench/'s WebSocket room server bin/wsroom (ws: the
-# recording of its scripted client, profile bench/wsroom.yaml).
+# recording of its scripted client, profile bench/wsroom.yaml; wss: the
+# same over TLS, wsroom terminating it with a certificate made here).
 #
 # For each rep and transport it runs `replay --receive-only` twice against
 # a fresh relay: with 1 client (the fixed cost: runtime, capture, tables)
@@ -15,6 +16,7 @@
 #
 #   scripts/fleet-idle.sh                          # 10,000 clients, tcp, udp and ws, 3 reps
 #   N=2000 REPS=1 TRANSPORTS=tcp scripts/fleet-idle.sh
+#   TRANSPORTS="ws wss" scripts/fleet-idle.sh      # TLS against plaintext (issue 30: at most 2x)
 #
 # Needs bin/relay, bin/replay, bin/record and (for ws) bin/wsroom (make
 # build; cd bench && go build -o ../bin/wsroom ./cmd/wsroom) and an open-file limit above
@@ -40,6 +42,8 @@ start_server() {
 	local t=$1 log=$2 line=""
 	if [[ $t == ws ]]; then
 		"$BIN"/wsroom --listen 127.0.0.1:0 >"$log" 2>&1 &
+	elif [[ $t == wss ]]; then
+		"$BIN"/wsroom --listen 127.0.0.1:0 --tls-cert "$OUT/cert.pem" --tls-key "$OUT/key.pem" >"$log" 2>&1 &
 	else
 		"$BIN"/relay --listen 127.0.0.1:0 --metrics off --log-level warn --rate-messages -1 --max-connections -1 --max-connections-per-source -1 --max-rooms-per-source -1 \
 			--udp-max-unconfirmed 20000 --udp-max-unconfirmed-per-source 20000 >"$log" 2>&1 &
@@ -74,6 +78,7 @@ held_rss() { # held_rss TRANSPORT CLIENTS REP: the replay's VmRSS in KiB while i
 	local t=$1 n=$2 rep=$3 capf=(--capture captures/vr-session.pcap)
 	[[ $t == udp ]] && capf=(--capture captures/vr-session-udp.pcap)
 	[[ $t == ws ]] && capf=(--capture "$OUT/wsroom.pcap" --profile bench/wsroom.yaml --heartbeat 0)
+	[[ $t == wss ]] && capf=(--capture "$OUT/wsroom.pcap" --profile bench/wsroom.yaml --heartbeat 0 --tls --tls-ca "$OUT/cert.pem" --login-timeout 60s)
 	local log=$OUT/server-$t-$n-$rep.log sum=$OUT/summary-$t-$n-$rep.json pid addr mport
 	start_server "$t" "$log"
 	mport=$(free_port)
@@ -108,7 +113,11 @@ echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) N=$N reps=$REP
 printf 'transport\trep\tclients\tlogged_in\trss_KiB\tbase_KiB\tKiB_per_client\tstack_KiB\theap_KiB\n'
 RES=$OUT/results.tsv
 : >"$RES"
-[[ " $TRANSPORTS " == *" ws "* ]] && record_ws
+if [[ " $TRANSPORTS " == *" wss "* ]]; then
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
+		-addext subjectAltName=IP:127.0.0.1 -keyout "$OUT/key.pem" -out "$OUT/cert.pem" 2>/dev/null
+fi
+[[ " $TRANSPORTS " == *" ws"* ]] && record_ws
 for rep in $(seq "$REPS"); do
 	for t in $TRANSPORTS; do
 		if ((rep % 2)); then

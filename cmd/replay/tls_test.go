@@ -7,6 +7,7 @@ package main
 // non-zero exit.
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -17,7 +18,9 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -110,6 +113,33 @@ func newTestPKI(t *testing.T) testPKI {
 // startMosquittoTLS starts mosquitto with a plaintext listener (for the
 // recording and the $SYS monitor), a TLS listener and a TLS listener
 // whose certificate expired.
+// recordTLSClient records a client program that speaks TLS (its CA in
+// $MQTT_TLS_CA) through `record proxy` terminating TLS with the test's
+// certificate and speaking TLS to upstream: the capture holds the
+// plaintext, and notes the handshake (SNI, ALPN).
+func recordTLSClient(t *testing.T, pki testPKI, upstream string, client ...string) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "session.pcapng")
+	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out,
+		"--tls-cert", pki.cert, "--tls-key", pki.key, "--upstream-tls", "--tls-ca", pki.ca)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := p.WaitOutput(ctx, p.Stderr, regexp.MustCompile(`record: proxy on `)); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{client[1], listen[strings.LastIndexByte(listen, ':')+1:]}, client[2:]...)
+	cmd := exec.Command(client[0], args...)
+	cmd.Env = append(os.Environ(), "MQTT_TLS_CA="+pki.ca)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("recorded client %v: %v\n%s", client, err, b)
+	}
+	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, p.Stderr)
+	}
+	return out
+}
+
 func startMosquittoTLS(t *testing.T, pki testPKI) (plain, tlsPort, expired int) {
 	t.Helper()
 	bin := needTool(t, "mosquitto")
@@ -142,8 +172,8 @@ persistence false
 	return plain, tlsPort, expired
 }
 
-// TestTLSMosquitto records paho-mqtt's session (through the plaintext
-// record proxy), replays it over TLS to mosquitto's TLS listener as 200
+// TestTLSMosquitto records paho-mqtt's session over TLS (through `record
+// proxy` terminating it, to mosquitto's TLS listener), replays it over TLS to mosquitto's TLS listener as 200
 // clients with 20 senders, and checks mosquitto's own $SYS counts
 // against the fleet's; then the failures: another CA, an expired
 // certificate, TLS to a plaintext port and plaintext to a TLS port.
@@ -152,13 +182,16 @@ func TestTLSMosquitto(t *testing.T) {
 	plain, tlsPort, expired := startMosquittoTLS(t, pki)
 	py := python(t)
 	mon := startSysMonitor(t, plain)
-	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), py, filepath.Join("testdata", "mqttclient.py"), "LISTEN_PORT", "tcp", "20")
 	target := fmt.Sprintf("127.0.0.1:%d", tlsPort)
+	capPath := recordTLSClient(t, pki, target, py, filepath.Join("testdata", "mqttclient.py"), "tcp", "20")
+	if insp, _ := execReplay("inspect", capPath); !strings.Contains(insp, "ALPN mqtt") { // inspect without --profile finds no reprise frames: exit 1
+		t.Fatalf("inspect does not name the recorded TLS flow's ALPN:\n%s", insp)
+	}
 
 	recv0, sent0, own0 := mon.settled(t)
 	mon.resetPeak()
 	res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", target, "--tls", "--tls-ca", pki.ca,
-		"--clients", "200", "--senders", "20", "--room-size", "20", "--loop", "#2,#22", "--speed", "0.5", "--login-interval", "10ms", "--duration", "6s",
+		"--clients", "200", "--senders", "20", "--room-size", "20", "--loop", "#2,#22", "--speed", "0.5", "--login-interval", "10ms", "--duration", "8s", "--login-timeout", "30s",
 		"--drain-deliveries", "30s")
 	mustOK(t, res)
 	s := res.sum
@@ -167,6 +200,11 @@ func TestTLSMosquitto(t *testing.T) {
 	}
 	if s.TLS == nil || s.TLS.Handshakes != 200 || s.TLS.Version != "TLS 1.3" || s.TLS.Resumption != "off" || s.TLS.HandshakeMS.P50 <= 0 {
 		t.Fatalf("tls summary %+v", s.TLS)
+	}
+	// The recorded handshake offered ALPN mqtt: the fleet offers it too
+	// (mosquitto, not configured for ALPN, picks none).
+	if !strings.Contains(strings.Join(s.Notes, "\n"), "offering ALPN mqtt") {
+		t.Errorf("no ALPN note: %q", s.Notes)
 	}
 	recv1, sent1, own1 := mon.settled(t)
 	brokerRecv := recv1 - recv0

@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -213,6 +214,11 @@ func (f *Fleet) loadScript() error {
 	}
 	f.notes = l.Notes
 	f.player = l.Player()
+	if len(f.cfg.TLS.ALPN) == 0 && f.cfg.TLS.Enabled && len(l.Flows[0].ALPN) > 0 {
+		// The recording's handshake named them: offer what the client did.
+		f.cfg.TLS.ALPN = l.Flows[0].ALPN
+		f.notes = append(f.notes, fmt.Sprintf("tls: offering ALPN %s, as the recorded client's handshake named (--tls-alpn sets others)", strings.Join(l.Flows[0].ALPN, ",")))
+	}
 	f.udp = f.player.Transport() == profile.UDP
 	f.ws = f.player.Transport() == profile.WebSocket
 	if l.Many {

@@ -73,6 +73,9 @@ type LoadedFlow struct {
 	// Client is the recorded client's address ("" for Frames).
 	Client string
 	Player Player
+	// ALPN are the protocols the recorded TLS handshake named (the one
+	// negotiated, else those offered): a fleet with --tls offers them.
+	ALPN []string
 }
 
 // Player is the first flow's player: the one every client of a
@@ -99,6 +102,7 @@ func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 	var (
 		pl    Player
 		notes []string
+		alpn  []string
 	)
 	if src.Frames != nil {
 		var err error
@@ -111,6 +115,7 @@ func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 			return nil, err
 		}
 		notes = append(append(notes, c.Warnings...), fl.Notes...)
+		alpn = recordedALPN(fl.TLS)
 		if pl, err = p.compileFlow(fl, src, opts); err != nil {
 			if !p.reprise {
 				err = fmt.Errorf("%w: %v", ErrBadConfig, err)
@@ -118,7 +123,23 @@ func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 			return nil, err
 		}
 	}
-	return &Loaded{Flows: []LoadedFlow{{Index: src.Flow, Weight: 1, Player: pl}}, Notes: append(notes, pl.Notes()...)}, nil
+	return &Loaded{Flows: []LoadedFlow{{Index: src.Flow, Weight: 1, Player: pl, ALPN: alpn}}, Notes: append(notes, pl.Notes()...)}, nil
+}
+
+// recordedALPN reads the ALPN of a recorded TLS handshake: "h2", or the
+// offer "h2,http/1.1 (offered)" when the server's answer is not known.
+func recordedALPN(t *capture.TLSInfo) []string {
+	if t == nil || t.ALPN == "" {
+		return nil
+	}
+	list := strings.TrimSuffix(t.ALPN, " (offered)")
+	var out []string
+	for _, a := range strings.Split(list, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // transport is the one the source asks for, else def.

@@ -3,7 +3,9 @@
 # topic, publishes N messages 50 ms apart (16+ bytes: room for the fleet's
 # latency stamp), and disconnects.
 #   python3 mqttclient.py PORT tcp|websockets N [USER PASSWORD [v5]]
-import sys, time
+# With $MQTT_TLS_CA (a PEM file) it connects over TLS, verifying the
+# server with that CA, and offers ALPN "mqtt".
+import os, sys, time
 import paho.mqtt.client as mqtt
 
 port, transport, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
@@ -11,6 +13,11 @@ version = mqtt.MQTTv5 if len(sys.argv) > 6 and sys.argv[6] == "v5" else mqtt.MQT
 c = mqtt.Client(client_id="rec-client-01", transport=transport, protocol=version)
 if len(sys.argv) > 5:
     c.username_pw_set(sys.argv[4], sys.argv[5])
+if os.environ.get("MQTT_TLS_CA"):
+    import ssl
+    ctx = ssl.create_default_context(cafile=os.environ["MQTT_TLS_CA"])
+    ctx.set_alpn_protocols(["mqtt"])
+    c.tls_set_context(ctx)
 got = []
 c.on_message = lambda cl, u, m, *props: got.append(m.payload)
 c.connect("127.0.0.1", port, keepalive=60)
