@@ -56,7 +56,7 @@ func (m *memBudget) wake() {
 // after a round that cut nobody, the next waits this long.
 const (
 	minEvict  = 4 * chunkSize
-	evictIdle = int64(100 * time.Millisecond)
+	evictIdle = int64(10 * time.Millisecond)
 )
 
 // evictMemory closes the connections holding the most queued bytes and
