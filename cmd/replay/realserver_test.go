@@ -295,11 +295,18 @@ func TestMQTTMosquitto(t *testing.T) {
 					t.Fatalf("inspect --profile %s lacks %q:\n%s", tc.profile, want, insp)
 				}
 			}
+			// The loop is the one inspect suggests from the flow's own
+			// frames: how the recorded client ended (with a DISCONNECT
+			// or without) decides its last index, so none is fixed here.
+			loop := suggestedLoop.FindStringSubmatch(insp)
+			if loop == nil {
+				t.Fatalf("inspect --profile %s suggests no --loop:\n%s", tc.profile, insp)
+			}
 			target := fmt.Sprintf("127.0.0.1:%d", tc.port)
 			recv0, sent0, own0 := mon.settled(t)
 			mon.resetPeak()
 			res := replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
-				"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "6s",
+				"--clients", "200", "--senders", "10", "--loop", loop[1], "--login-interval", "2ms", "--duration", "6s",
 				// Every delivery in flight is awaited: on a loaded machine
 				// mosquitto's backlog outlasted the default 2 s drain.
 				"--drain-deliveries", "30s")
