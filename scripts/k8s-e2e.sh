@@ -438,6 +438,23 @@ run_unschedulable() {
 	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(f) the refused run created objects"
 }
 
+run_interrupt() {
+	local o=$out/g pid rc=0
+	say "(g) Ctrl-C of replay k8s run: it prints what the shards ran so far and exits 0"
+	"$replay" k8s run --images "$images" --relay --shards 2 --name intr --cpu 100m --relay-cpu 200m --out "$o" -- \
+		--clients 40 --room-size 10 --loop=12s,48s --login-interval 20ms --duration 120s >"$o.txt" 2>"$o.log" &
+	pid=$!
+	waitfor "[ \$(grep -c 'intr-fleet-.*: running' '$o.log') -ge 2 ]" 120 || { kill $pid 2>/dev/null || true; die "(g) the shards did not run (log: $o.log)"; }
+	sleep 8
+	kill -INT $pid
+	wait $pid || rc=$?
+	[ $rc = 0 ] || { tail -5 "$o.log" | sed 's/^/    /'; die "(g) Ctrl-C: exit $rc, want 0"; }
+	grep -q "interrupted: 2 of 2 shards' summaries merged" "$o.log" || { tail -5 "$o.log" | sed 's/^/    /'; die "(g) Ctrl-C: the shards' summaries were not merged"; }
+	grep -E "^logins succeeded +40$" "$o.txt" >/dev/null || { cat "$o.txt"; die "(g) Ctrl-C: the answer is not what ran (40 logins)"; }
+	grep -E "^(logins succeeded|messages received) " "$o.txt" | sed 's/^/    /'
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(g) Ctrl-C left objects behind"
+}
+
 main() {
 	case ${1:-all} in
 	all | up) ;;
@@ -467,6 +484,7 @@ main() {
 	run_unschedulable
 	run_capacity
 	run_compare
+	run_interrupt
 }
 
 main "$@"
