@@ -206,6 +206,9 @@ func (s *search) write(ctx context.Context, r sampledRun) (CapacityResult, error
 	if len(r.sum.Shards) > 0 {
 		fmt.Fprintln(s.out, "capacity: "+shardLine(r.sum))
 	}
+	if r.sum.TLS != nil {
+		fmt.Fprintln(s.out, "capacity: "+tlsLine(r.sum.TLS))
+	}
 	res := CapacityResult{Dir: cfg.Out, Capacity: capa, Fleet: r.sum, Interrupted: ctx.Err() != nil}
 	in := report.Input{
 		Title:     fmt.Sprintf("reprise capacity: %s, %d to %d clients by %d, hold %v", s.scenario, cfg.Start, cfg.Max, cfg.Step, cfg.Hold),

@@ -201,6 +201,9 @@ func (c *comparison) runOne(ctx context.Context, scenario string, senders, rep i
 		return fmt.Errorf("%s: %w", lbl, err)
 	}
 	run := runRecord(scenario, rep, fc.Clients, r, warnings)
+	if r.sum.TLS != nil {
+		fmt.Fprintf(c.out, "[%s] %s\n", lbl, tlsLine(r.sum.TLS))
+	}
 	if drops0 != nil {
 		if k, err := report.ReadKernelDrops(); err == nil {
 			d := k.Sub(*drops0)

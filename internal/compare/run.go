@@ -320,6 +320,17 @@ func collapse(warnings []string, prefix string) []string {
 	return out
 }
 
+// tlsLine says how many TLS handshakes the server took and at what rate
+// it sustained them (the fleet's summary), beside the run's other figures.
+func tlsLine(t *fleet.TLSSummary) string {
+	hs := "none completed"
+	if !t.HandshakeMS.None() {
+		hs = fmt.Sprintf("p50 %.1f ms, p99 %.1f ms", t.HandshakeMS.P50, t.HandshakeMS.P99)
+	}
+	return fmt.Sprintf("tls: the server took %d handshakes (%d resumed, resumption %s) at %.0f/s, %d/s in its busiest second; handshake %s",
+		t.Handshakes, t.Resumed, t.Resumption, t.RatePerS, t.PeakPerS, hs)
+}
+
 // shardLine is the report's line on each shard: its CPU idle, start and
 // saturation (the merged summary's shards).
 func shardLine(sum fleet.Summary) string {

@@ -73,7 +73,7 @@ func Merge(sums []Summary) (Summary, error) {
 	if len(sums) == 0 {
 		return Summary{}, fmt.Errorf("%w: no summaries", ErrMerge)
 	}
-	lat, lag := newHist(), newHist()
+	lat, lag, hs := newHist(), newHist(), newHist()
 	out := Summary{
 		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{}, Undecodable: map[string]int64{},
 		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: flowsZeroed(sums[0].Flows),
@@ -105,6 +105,9 @@ func Merge(sums []Summary) (Summary, error) {
 			return Summary{}, err
 		}
 		addCounts(&out, s)
+		if err := mergeTLS(&out, s.TLS, hs, sh); err != nil {
+			return Summary{}, err
+		}
 		mergeDeliveries(&out.Deliveries, s.Deliveries, k == 0)
 		// The skew is between the instants the shards really began.
 		actual := s.StartUnixNS + int64(s.StartLateMS*1e6)
@@ -152,8 +155,35 @@ func Merge(sums []Summary) (Summary, error) {
 		return Summary{}, fmt.Errorf("encode merged lag histogram: %w", err)
 	}
 	out.Histograms = Histograms{LatencyUS: string(lb), ScheduleLagUS: string(gb)}
+	if out.TLS != nil {
+		q := quantilesMS(hs, 50, 90, 99, 100)
+		out.TLS.HandshakeMS = Quantiles{P50: q[0], P90: &q[1], P99: q[2], Max: &q[3], none: hs.TotalCount() == 0}
+		enc, err := hs.EncodeV2()
+		if err != nil {
+			return Summary{}, fmt.Errorf("encode merged handshake histogram: %w", err)
+		}
+		out.TLS.HandshakeUS = string(enc)
+	}
 	out.ProcessCPUMSPer1k = perThousand(out.ProcessCPUSeconds, out.MessagesSent+out.MessagesReceived)
 	return out, nil
+}
+
+// mergeTLS adds a shard's TLS figures: counts summed, the handshake
+// histogram merged (its quantiles read at the end), and the rates summed,
+// as the shards opened their handshakes at once (the peak an upper bound:
+// the shards' busiest seconds may differ).
+func mergeTLS(out *Summary, t *TLSSummary, hs *hdrhistogram.Histogram, sh Shard) error {
+	if t == nil {
+		return nil
+	}
+	if out.TLS == nil {
+		out.TLS = &TLSSummary{Version: t.Version, ALPN: t.ALPN, Resumption: t.Resumption}
+	}
+	out.TLS.Handshakes += t.Handshakes
+	out.TLS.Resumed += t.Resumed
+	out.TLS.RatePerS += t.RatePerS
+	out.TLS.PeakPerS += t.PeakPerS
+	return mergeHist(hs, t.HandshakeUS, sh, "tls handshake")
 }
 
 // shardOf reads a summary's shard; a summary without one counts as the

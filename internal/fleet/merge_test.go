@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -198,5 +199,34 @@ func TestMergeRefuses(t *testing.T) {
 				t.Errorf("err %v, want ErrMerge with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestMergeTLS: the shards' handshakes add up, and the merged quantiles
+// are read from the sum of their histograms.
+func TestMergeTLS(t *testing.T) {
+	var sums []Summary
+	for i, ms := range [][]int64{{1, 2, 3}, {10, 20, 30, 40}} {
+		hs := newHandshakes()
+		for _, v := range ms {
+			hs.h.RecordValue(v * 1000)
+			hs.full++
+		}
+		ts, err := hs.summary(&TLS{Resume: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts.RatePerS = 100
+		s := shardSummary(t, fmt.Sprintf("%d/2", i), []int64{1000}, []int64{10})
+		s.TLS = ts
+		sums = append(sums, s)
+	}
+	m, err := Merge(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl := m.TLS
+	if tl == nil || tl.Handshakes != 7 || tl.RatePerS != 200 || tl.Resumption != "tickets" || tl.HandshakeMS.P50 < 9.9 || tl.HandshakeMS.P50 > 10.1 || deref(tl.HandshakeMS.Max) < 39.9 {
+		t.Fatalf("merged tls %+v (p50 %v max %v)", tl, tl.HandshakeMS.P50, deref(tl.HandshakeMS.Max))
 	}
 }
