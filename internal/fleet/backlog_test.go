@@ -230,7 +230,7 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason stri
 	}
 	var shared, others time.Duration
 	for i := 1; i < c.Clients; i++ {
-		if g := r.gapOf(c.userID(i)); i%len(f.shards) == 0 {
+		if g := r.gapOf(c.userID(i)); i%len(f.scheds) == 0 {
 			shared = max(shared, g)
 		} else {
 			others = max(others, g)

@@ -100,7 +100,7 @@ func benchSend(b *testing.B, per int) {
 		// blocking write would, by retrying the backlog.
 		for len(c.backlog) > 0 && !c.dead.Load() {
 			runtime.Gosched()
-			c.sendTCP(c.sh.w, nil, nil, c.f.now())
+			c.sendTCP(c.sched.w, nil, nil, c.f.now())
 		}
 	}
 	b.StopTimer()
@@ -146,7 +146,7 @@ func BenchmarkReadDeliveries(b *testing.B) {
 	if reason.Code() != DisconnectClosedByRelay {
 		b.Fatalf("read ended with %v", reason)
 	}
-	if got := c.sh.c.recvMsgs.Load(); got < int64(b.N) {
+	if got := c.sched.c.recvMsgs.Load(); got < int64(b.N) {
 		b.Fatalf("received %d delivers, want ≥ %d", got, b.N)
 	}
 }
@@ -192,8 +192,8 @@ func TestConsumeNoAlloc(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("%v allocations per read, want 0", allocs)
 	}
-	if got, want := c.sh.c.recvMsgs.Load(), int64(31*len(chunks)); got != want || c.sh.c.lost.Load() != 0 {
-		t.Errorf("%d delivered with %d lost, want %d and 0", got, c.sh.c.lost.Load(), want)
+	if got, want := c.sched.c.recvMsgs.Load(), int64(31*len(chunks)); got != want || c.sched.c.lost.Load() != 0 {
+		t.Errorf("%d delivered with %d lost, want %d and 0", got, c.sched.c.lost.Load(), want)
 	}
 }
 
@@ -220,7 +220,7 @@ func BenchmarkConsume(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
-	if lost := c.sh.c.lost.Load(); lost != 0 {
+	if lost := c.sched.c.lost.Load(); lost != 0 {
 		b.Fatalf("%d lost, want 0", lost)
 	}
 }

@@ -67,7 +67,7 @@ type client struct {
 	pc     profile.Client // the protocol: its bytes and what the server's mean
 	// player is the script the client plays (its flow's, with --flows).
 	player profile.Player
-	sh     *shard
+	sched  *scheduler
 	rec    *hists
 	// room counts its room's casts; inAt and outAt are its count when the
 	// client began and stopped receiving them (outAt -1 until then), and
@@ -79,10 +79,10 @@ type client struct {
 	casts       atomic.Int64
 
 	conn net.Conn
-	raw  syscall.RawConn // TCP: the shard's non-blocking writes (send.go)
+	raw  syscall.RawConn // TCP: the scheduler's non-blocking writes (send.go)
 	// tls is the connection's TLS layer (nil: plaintext) and wire what it
 	// writes its records to (tls.go). Set by the login, before the
-	// client reaches a shard.
+	// client reaches a scheduler.
 	tls  *tls.Conn
 	wire *tlsWire
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
@@ -101,7 +101,7 @@ type client struct {
 	zip          *wsDeflate // permessage-deflate, when the server accepted it
 	retry        *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
 	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
-	// WebSocket pong) with the shard's writes, when the profile has any
+	// WebSocket pong) with the scheduler's writes, when the profile has any
 	// (replies); the reprise profile never replies once logged in.
 	wmu     sync.Mutex
 	replies bool
@@ -113,7 +113,7 @@ type client struct {
 	// answers (set and stopped by the reader).
 	confirming *confirmer
 
-	// Owned by the shard once the client is scheduled.
+	// Owned by the scheduler once the client is scheduled.
 	start int64     // fleet clock (ns) at which step 0 was due: the joined time
 	next  int64     // next step
 	due   int64     // fleet clock of step next
@@ -125,7 +125,7 @@ type client struct {
 
 	loops    atomic.Int64
 	joined   atomic.Bool
-	dead     atomic.Bool            // disconnected: the shard drops it, stop skips its leave
+	dead     atomic.Bool            // disconnected: the scheduler drops it, stop skips its leave
 	stopping atomic.Bool            // the fleet is stopping: read errors are expected
 	lastErr  atomic.Pointer[string] // the server's last error reason
 	once     sync.Once
@@ -261,9 +261,9 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 
 // disconnect marks a logged-in client gone for reason, once, and gives
 // its connection up. On TCP it shuts the socket down and ends the reads
-// rather than close it: the shard calls it holding wmu, and a close waits
+// rather than close it: the scheduler calls it holding wmu, and a close waits
 // for the reader's read callback to return, which may be waiting for wmu
-// to answer the server (the shard hung for good when a server reset its
+// to answer the server (the scheduler hung for good when a server reset its
 // clients). The reader then stops and closes the socket (readUntilEnd).
 func (c *client) disconnect(reason Disconnect) {
 	c.once.Do(func() {
@@ -289,7 +289,7 @@ func (c *client) disconnect(reason Disconnect) {
 // answers with a reset, which discards what still waits in its send
 // queue (a slow server had not read it yet). A WebSocket client also
 // sends its close frame, which the server answers once it has taken
-// every message before it. It runs once the shards stopped, so the
+// every message before it. It runs once the schedulers stopped, so the
 // backlog is no longer theirs: it goes out first, keeping the stream
 // whole.
 func (c *client) leave(deadline time.Time) {
@@ -320,8 +320,8 @@ func (c *client) leave(deadline time.Time) {
 		}
 		out.SetWriteDeadline(deadline)
 		if n, err := out.Write(b); err == nil && left {
-			c.sh.c.sentFrames[c.f.player.LeaveKind()].Add(1)
-			c.sh.c.sentBytes.Add(int64(n))
+			c.sched.c.sentFrames[c.f.player.LeaveKind()].Add(1)
+			c.sched.c.sentBytes.Add(int64(n))
 		}
 		out.SetReadDeadline(deadline)
 		if tc, ok := out.(*net.TCPConn); ok {
@@ -437,10 +437,10 @@ func (c *client) upgradeTLS() error {
 		return err
 	}
 	for _, k := range c.pendingKinds {
-		c.sh.c.sentFrames[k].Add(1)
+		c.sched.c.sentFrames[k].Add(1)
 		c.flowSent(k)
 	}
-	c.sh.c.sentBytes.Add(int64(len(c.pending)))
+	c.sched.c.sentBytes.Add(int64(len(c.pending)))
 	c.pending, c.pendingKinds = nil, nil
 	return nil
 }
@@ -483,7 +483,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	} else {
 		err = c.pc.Feed(b, now, ev)
 	}
-	cnt := c.sh.c
+	cnt := c.sched.c
 	cnt.recvBytes.Add(int64(len(b)))
 	cnt.recvFrames.Add(ev.Frames)
 	if ev.Messages > 0 {
@@ -599,13 +599,13 @@ func (c *client) sendLogin() ([]byte, error) {
 			break
 		}
 		buf = c.frame(buf, start)
-		c.sh.c.sentFrames[k].Add(1)
+		c.sched.c.sentFrames[k].Add(1)
 		c.flowSent(k)
 		if c.udp {
 			if _, err := c.conn.Write(buf); err != nil {
 				return nil, err
 			}
-			c.sh.c.sentBytes.Add(int64(len(buf)))
+			c.sched.c.sentBytes.Add(int64(len(buf)))
 			last = append(last[:0], buf...)
 			buf = buf[:0]
 		}
@@ -616,7 +616,7 @@ func (c *client) sendLogin() ([]byte, error) {
 		if _, err := c.conn.Write(buf); err != nil {
 			return nil, err
 		}
-		c.sh.c.sentBytes.Add(int64(len(buf)))
+		c.sched.c.sentBytes.Add(int64(len(buf)))
 	}
 	c.loginSent = true
 	return buf, nil
@@ -624,14 +624,14 @@ func (c *client) sendLogin() ([]byte, error) {
 
 // reply sends what the profile answers to the server: before the login
 // straight away (a padded UDP join replaces the login to send again),
-// after it in order with the shard's writes. It returns why it could not
+// after it in order with the scheduler's writes. It returns why it could not
 // (DisconnectNone: it could): the write failed, or the answer would
 // overfill the client's send backlog.
 func (c *client) reply(ev *profile.Events) DisconnectCode {
 	b := append([]byte(nil), ev.Reply...) // framed already (feedWS)
 	if c.udp && c.joined.Load() {
-		// Its own deadline: the shard's (writeUDP) lapses WriteTimeout
-		// after the shard's last write, in a gap of the script or once
+		// Its own deadline: the scheduler's (writeUDP) lapses WriteTimeout
+		// after the scheduler's last write, in a gap of the script or once
 		// the sends stopped, while the server still pings.
 		c.conn.SetWriteDeadline(time.Now().Add(c.f.cfg.WriteTimeout))
 	}
@@ -643,7 +643,7 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 			if err != nil {
 				return DisconnectWriteError
 			}
-			c.sh.c.sentBytes.Add(int64(n))
+			c.sched.c.sentBytes.Add(int64(n))
 			prev = r.End
 		}
 		return DisconnectNone
@@ -656,9 +656,9 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 			return DisconnectWriteError
 		}
 		if ev.Relogin {
-			c.sh.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
+			c.sched.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
 		}
-		c.sh.c.sentBytes.Add(int64(len(b)))
+		c.sched.c.sentBytes.Add(int64(len(b)))
 		return DisconnectNone
 	}
 	c.wmu.Lock()
@@ -674,7 +674,7 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 			return DisconnectBacklogFull
 		}
 		c.backlog = append(c.backlog, b...)
-		c.sh.retryBacklog(c)
+		c.sched.retryBacklog(c)
 		return DisconnectNone
 	}
 	if c.rw == nil {
@@ -689,13 +689,13 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 	case len(b)-n > c.f.cfg.SendBacklog:
 		return DisconnectBacklogFull
 	}
-	c.sh.c.sentBytes.Add(int64(n))
+	c.sched.c.sentBytes.Add(int64(n))
 	if n < len(b) {
 		// The scheduler drains it (retryBacklog): this client may have
 		// no turn due for long. The write timeout counts from now.
 		c.stuckSince = c.f.now()
 		c.queue(b[n:])
-		c.sh.retryBacklog(c)
+		c.sched.retryBacklog(c)
 	}
 	return DisconnectNone
 }
@@ -709,8 +709,8 @@ func (c *client) resendJoin() bool {
 		return false
 	}
 	c.f.stats.joinRetries.Add(1)
-	c.sh.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
-	c.sh.c.sentBytes.Add(int64(len(r.dgram)))
+	c.sched.c.sentFrames[c.f.player.Kinds().Index("join")].Add(1)
+	c.sched.c.sentBytes.Add(int64(len(r.dgram)))
 	c.conn.SetReadDeadline(r.readDeadline(time.Now()))
 	return true
 }
@@ -733,8 +733,8 @@ func (c *client) confirm(b []byte) error {
 	if _, err := c.conn.Write(b); err != nil {
 		return err
 	}
-	c.sh.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
-	c.sh.c.sentBytes.Add(int64(len(b)))
+	c.sched.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
+	c.sched.c.sentBytes.Add(int64(len(b)))
 	c.confirming = &confirmer{c: c, r: newJoinRetry(c.retry.deadline, b)}
 	c.confirming.start()
 	return nil
@@ -766,8 +766,8 @@ func (k *confirmer) fire() {
 	if _, err := c.conn.Write(k.r.dgram); err != nil {
 		return
 	}
-	c.sh.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
-	c.sh.c.sentBytes.Add(int64(len(k.r.dgram)))
+	c.sched.c.sentFrames[c.f.player.HeartbeatKind()].Add(1)
+	c.sched.c.sentBytes.Add(int64(len(k.r.dgram)))
 	k.t.Reset(time.Until(k.r.readDeadline(time.Now())))
 }
 
@@ -784,7 +784,7 @@ func (k *confirmer) stop() {
 	}
 }
 
-// loggedIn moves a client that just got joined onto its shard.
+// loggedIn moves a client that just got joined onto its scheduler.
 //
 // The order matters against Fleet.stop, which sets stopping and then
 // looks at joined: whichever runs second sees the other's store, so a
@@ -792,12 +792,12 @@ func (k *confirmer) stop() {
 // unbounded read.
 func (c *client) loggedIn(res chan<- LoginResult) {
 	if c.wire != nil {
-		c.wire.buffer() // from now on the shard writes the records
+		c.wire.buffer() // from now on the scheduler writes the records
 	}
 	c.retry = nil
 	c.joinedRoom()
 	c.conn.SetReadDeadline(time.Time{})
-	// The shard's TCP writes never wait, and a raw write fails once a
+	// The scheduler's TCP writes never wait, and a raw write fails once a
 	// deadline has passed: clear the login's.
 	c.conn.SetWriteDeadline(time.Time{})
 	c.joined.Store(true)
@@ -812,7 +812,7 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	}
 	c.start = c.f.now()
 	c.next = int64(c.player.LoginSteps())
-	c.sh.add(c)
+	c.sched.add(c)
 }
 
 func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
@@ -848,7 +848,7 @@ func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
 	case errors.Is(err, syscall.ECONNRESET):
 		return disconnectBy(DisconnectReset)
 	case errors.Is(err, net.ErrClosed):
-		return disconnectBy(DisconnectWriteError) // the shard closed it after a failed write
+		return disconnectBy(DisconnectWriteError) // the scheduler closed it after a failed write
 	}
 	return disconnectBy(DisconnectReadError)
 }
@@ -877,14 +877,14 @@ func dialReason(err error) LoginResult {
 
 // send writes the due steps of a scheduled client, coalesced into one
 // write on TCP, and retries its backlog first (send.go). It runs on the
-// shard's goroutine; buf is the shard's scratch buffer, returned for
+// scheduler's goroutine; buf is the scheduler's scratch buffer, returned for
 // reuse.
 func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	wall := c.f.wall(now)
 	hbKind := c.f.player.HeartbeatKind()
 	buf = buf[:0]
-	ends := c.sh.ends[:0]
-	cnt := c.sh.c
+	ends := c.sched.ends[:0]
+	cnt := c.sched.c
 	var frames int
 	var casts castCount
 	for frames < maxBatch {
@@ -931,7 +931,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	if frames == maxBatch {
 		c.due = now // more are due: come back after the other clients
 	}
-	c.sh.ends = ends
+	c.sched.ends = ends
 	if !c.udp {
 		casts.flush(c)
 		if c.replies {
@@ -939,11 +939,11 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			defer c.wmu.Unlock()
 		}
 		if c.tls != nil {
-			c.sh.sealed = c.seal(c.sh.sealed[:0], buf)
-			sealedEnds(ends, len(buf), len(c.sh.sealed))
-			c.sendTCP(c.sh.w, c.sh.sealed, ends, now)
+			c.sched.sealed = c.seal(c.sched.sealed[:0], buf)
+			sealedEnds(ends, len(buf), len(c.sched.sealed))
+			c.sendTCP(c.sched.w, c.sched.sealed, ends, now)
 		} else {
-			c.sendTCP(c.sh.w, buf, ends, now)
+			c.sendTCP(c.sched.w, buf, ends, now)
 		}
 		if len(c.backlog) > 0 {
 			c.due = min(c.due, now+backlogRetry)
@@ -961,7 +961,7 @@ func (c *client) writeUDP(b []byte) bool {
 		c.conn.SetWriteDeadline(c.wdl)
 	}
 	n, err := c.conn.Write(b)
-	c.sh.c.sentBytes.Add(int64(n))
+	c.sched.c.sentBytes.Add(int64(n))
 	if err != nil {
 		reason := DisconnectWriteError
 		if isTimeout(err) {

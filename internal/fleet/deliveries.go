@@ -51,7 +51,7 @@ func (k castCount) flush(c *client) {
 		}
 	}
 	if k.unknown > 0 {
-		c.sh.c.castsUnknown.Add(k.unknown)
+		c.sched.c.castsUnknown.Add(k.unknown)
 	}
 }
 
@@ -113,8 +113,8 @@ func (f *Fleet) deliveries() Deliveries {
 	}
 	f.mu.Unlock()
 	var unknown int64
-	for i := range f.stats.shards {
-		unknown += f.stats.shards[i].castsUnknown.Load()
+	for i := range f.stats.byScheduler {
+		unknown += f.stats.byScheduler[i].castsUnknown.Load()
 	}
 	d := Deliveries{
 		Expected: t.expected, Received: t.received, Lost: t.lost,

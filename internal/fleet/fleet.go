@@ -16,7 +16,7 @@
 // --target: internal/relayproc).
 //
 // Goroutines: Run starts and waits for all of them: the metrics server,
-// the ramp, one scheduler per shard, the stats ticker, and one goroutine
+// the ramp, one scheduler per core, the stats ticker, and one goroutine
 // per connection (dial, login, then reads).
 package fleet
 
@@ -85,7 +85,7 @@ type Fleet struct {
 	// each instead of two.
 	epochUnix int64
 	stats     *stats
-	shards    []*shard
+	scheds    []*scheduler
 
 	reg *prometheus.Registry
 	mln net.Listener
@@ -182,7 +182,7 @@ func New(cfg Config) (*Fleet, error) {
 	f.stats = newStats(n, 4*n)
 	f.stats.setProtocol(f.player)
 	for i := range n {
-		f.shards = append(f.shards, newShard(f, &f.stats.shards[i], f.stats.rec[i]))
+		f.scheds = append(f.scheds, newScheduler(f, &f.stats.byScheduler[i], f.stats.rec[i]))
 	}
 	if err := f.bind(); err != nil {
 		f.closeSockets()
@@ -393,7 +393,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	bg.Go(func() { f.watchFirstLogin(bgCtx, cancelCause) })
 	schedCtx, schedCancel := context.WithCancel(context.Background())
 	var sched sync.WaitGroup
-	for _, sh := range f.shards {
+	for _, sh := range f.scheds {
 		sched.Go(func() { sh.run(schedCtx) })
 	}
 	err := f.ramp(runCtx)
@@ -640,10 +640,10 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: client %d: %v", ErrBadConfig, i, err)
 	}
-	sh := f.shards[i%len(f.shards)]
+	sh := f.scheds[i%len(f.scheds)]
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
-		sh: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
+		sched: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
 		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[cfg.roomIndex(i)],
 	}
 	c.outAt.Store(-1)

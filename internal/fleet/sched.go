@@ -10,20 +10,20 @@ import (
 
 const (
 	// maxBatch caps the frames one client sends in one turn, so a client
-	// far behind cannot starve the others of its shard.
+	// far behind cannot starve the others of its scheduler.
 	maxBatch = 256
 	never    = math.MaxInt64
 	// nudgeSlack is how late past its due time a sleeping scheduler may
-	// be before a reader wakes it (see shard.sleepUntil).
+	// be before a reader wakes it (see scheduler.sleepUntil).
 	nudgeSlack = int64(100 * time.Microsecond)
 )
 
-// shard is one scheduler: a goroutine with a min-heap of its clients by
-// next due time. It sleeps until the earliest due time, sends what is due
+// scheduler is a goroutine with a min-heap of its clients by next due
+// time. It sleeps until the earliest due time, sends what is due
 // (coalesced into one non-blocking write per client on TCP, see send.go)
-// and measures how late each send was. There is one shard per core, never
+// and measures how late each send was. There is one scheduler per core, never
 // a timer per client, and it never waits on a socket.
-type shard struct {
+type scheduler struct {
 	f    *Fleet
 	c    *counters
 	rec  *hists
@@ -57,14 +57,14 @@ type shard struct {
 	sealed []byte
 }
 
-func newShard(f *Fleet, c *counters, rec *hists) *shard {
-	s := &shard{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
+func newScheduler(f *Fleet, c *counters, rec *hists) *scheduler {
+	s := &scheduler{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
 	s.sleepUntil.Store(never)
 	return s
 }
 
-// add hands a logged-in client to the shard.
-func (s *shard) add(c *client) {
+// add hands a logged-in client to the scheduler.
+func (s *scheduler) add(c *client) {
 	s.mu.Lock()
 	s.incoming = append(s.incoming, c)
 	s.mu.Unlock()
@@ -74,7 +74,7 @@ func (s *shard) add(c *client) {
 	}
 }
 
-func (s *shard) takeIncoming() {
+func (s *scheduler) takeIncoming() {
 	s.mu.Lock()
 	in := s.incoming
 	s.incoming = nil
@@ -86,7 +86,7 @@ func (s *shard) takeIncoming() {
 }
 
 // retryBacklog asks the scheduler to drain c's backlog (see retry).
-func (s *shard) retryBacklog(c *client) {
+func (s *scheduler) retryBacklog(c *client) {
 	s.mu.Lock()
 	s.retry = append(s.retry, c)
 	s.mu.Unlock()
@@ -98,7 +98,7 @@ func (s *shard) retryBacklog(c *client) {
 
 // drainRetries writes what it can of the listed backlogs at fleet clock
 // now; it reports whether some still wait.
-func (s *shard) drainRetries(now int64) bool {
+func (s *scheduler) drainRetries(now int64) bool {
 	s.mu.Lock()
 	list := s.retry
 	s.retry = nil
@@ -125,7 +125,7 @@ func (s *shard) drainRetries(now int64) bool {
 }
 
 // run schedules until ctx ends.
-func (s *shard) run(ctx context.Context) {
+func (s *scheduler) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	buf := make([]byte, 0, 64<<10)
@@ -180,7 +180,7 @@ func (s *shard) run(ctx context.Context) {
 
 // poke wakes the scheduler if it still sleeps until due; of several
 // pokers only one sends.
-func (s *shard) poke(due int64) {
+func (s *scheduler) poke(due int64) {
 	if s.sleepUntil.CompareAndSwap(due, never) {
 		select {
 		case s.wake <- struct{}{}:
@@ -193,16 +193,16 @@ func (s *shard) poke(due int64) {
 // time; now is the fleet clock. Readers call it after each read: two
 // atomic loads when all is on time.
 func (f *Fleet) nudge(now int64) {
-	for _, s := range f.shards {
+	for _, s := range f.scheds {
 		if d := s.sleepUntil.Load(); now-d > nudgeSlack {
 			s.poke(d)
 		}
 	}
 }
 
-// dueHeap is a shard's clients by due time: a 4-ary min-heap whose
+// dueHeap is a scheduler's clients by due time: a 4-ary min-heap whose
 // entries carry their client's due time, so that sifting compares without
-// reading the clients (each its own cache line, hundreds per shard), in
+// reading the clients (each its own cache line, hundreds per scheduler), in
 // half the levels of a binary heap, and with no interface calls
 // (container/heap's were a tenth of the scheduler's own time). Ties go
 // in no particular order, as before.

@@ -27,8 +27,8 @@ func TestNudge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &Fleet{}
-			s := newShard(f, &counters{}, newHists())
-			f.shards = []*shard{s}
+			s := newScheduler(f, &counters{}, newHists())
+			f.scheds = []*scheduler{s}
 			s.sleepUntil.Store(tt.sleeping)
 			f.nudge(tt.now)
 			f.nudge(tt.now) // a second reader

@@ -7,13 +7,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The shard never blocks on a socket. A TCP client's due frames go out in
+// The scheduler never blocks on a socket. A TCP client's due frames go out in
 // one non-blocking write per turn; what the kernel does not take (the
 // relay reads that connection too slowly, so its socket buffer is full)
 // waits in the client's own small backlog, which is retried first, in the
 // same write as the next frames, on the client's next turn. One stuck
-// client thus costs its shard a failed syscall per turn instead of a
-// blocked scheduler, and every other client of the shard stays on time.
+// client thus costs its scheduler a failed syscall per turn instead of a
+// blocked scheduler, and every other client of the scheduler stays on time.
 //
 // Policy on a backlog that cannot drain: the connection is given up and
 // counted by reason, never silently thinned out, so the relay always sees
@@ -25,7 +25,7 @@ import (
 //
 // Frames that had to wait are counted (replay_send_backpressure_total,
 // summary sends_delayed_by_backpressure): the server pushed back. Their
-// schedule lag is still measured when the shard produced them, because
+// schedule lag is still measured when the scheduler produced them, because
 // lag is the fleet's own punctuality.
 //
 // UDP sends stay plain writes: a datagram socket does not fill up on
@@ -38,9 +38,9 @@ const (
 )
 
 // rawWriter does one non-blocking write(2) through a connection's
-// syscall.RawConn. Its callback is built once per shard, so a write does
+// syscall.RawConn. Its callback is built once per scheduler, so a write does
 // not allocate; the callback always returns true, so RawConn.Write never
-// parks the shard waiting for the socket to become writable.
+// parks the scheduler waiting for the socket to become writable.
 type rawWriter struct {
 	b   []byte
 	n   int
@@ -92,7 +92,7 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 	if len(c.backlog) > 0 {
 		// Behind a backlog every new frame waits; the backlog goes first
 		// and the new frames with it, in the same write.
-		c.sh.c.delayed.Add(int64(len(ends)))
+		c.sched.c.delayed.Add(int64(len(ends)))
 		c.backlog = append(c.backlog, b...)
 		c.drain(w, now)
 		return
@@ -110,7 +110,7 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 			delayed++
 		}
 	}
-	c.sh.c.delayed.Add(int64(delayed))
+	c.sched.c.delayed.Add(int64(delayed))
 	c.stuckSince = now
 	c.queue(b[n:])
 }
@@ -157,7 +157,7 @@ func (c *client) drain(w *rawWriter, now int64) bool {
 func (c *client) writeRaw(w *rawWriter, b []byte) (int, bool) {
 	n, err := w.write(c, b)
 	if n > 0 {
-		c.sh.c.sentBytes.Add(int64(n))
+		c.sched.c.sentBytes.Add(int64(n))
 	}
 	if err != nil {
 		c.disconnect(disconnectBy(writeFailure(err)))

@@ -23,9 +23,9 @@ const (
 
 func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
 
-// counters are one shard's counters. Several goroutines add to them
-// (the shard's scheduler, its clients' readers), once per write or read
-// batch, never per frame; the padding keeps shards off each other's cache
+// counters are one scheduler's counters. Several goroutines add to them
+// (the scheduler, its clients' readers), once per write or read
+// batch, never per frame; the padding keeps schedulers off each other's cache
 // lines.
 type counters struct {
 	sentFrames [profile.MaxKinds]atomic.Int64 // by the profile's kind
@@ -114,12 +114,12 @@ func (r *reasons) total() int64 {
 // stats is the fleet's bookkeeping: cheap to add to from the hot paths,
 // summed when someone looks.
 type stats struct {
-	shards   []counters
-	rec      []*hists // recording histograms, picked by client index
-	attempts atomic.Int64
-	loggedIn atomic.Int64
-	peak     atomic.Int64
-	succeed  atomic.Int64
+	byScheduler []counters
+	rec         []*hists // recording histograms, picked by client index
+	attempts    atomic.Int64
+	loggedIn    atomic.Int64
+	peak        atomic.Int64
+	succeed     atomic.Int64
 	// joinRetries counts UDP join datagrams sent again (joinRetry).
 	joinRetries atomic.Int64
 	// leaveCut counts clients whose leave ran out of time before the
@@ -145,9 +145,9 @@ type stats struct {
 
 func newStats(shards, recShards int) *stats {
 	s := &stats{
-		counted: func(int) bool { return false },
-		shards:  make([]counters, shards),
-		cumLat:  newHist(), cumLag: newHist(), winLat: newHist(), winLag: newHist(),
+		counted:     func(int) bool { return false },
+		byScheduler: make([]counters, shards),
+		cumLat:      newHist(), cumLag: newHist(), winLat: newHist(), winLag: newHist(),
 	}
 	for range recShards {
 		s.rec = append(s.rec, newHists())
@@ -223,8 +223,8 @@ func (s *stats) totals() Totals {
 		Disconnects:     s.disconn.total(),
 		UDPJoinRetries:  s.joinRetries.Load(),
 	}
-	for i := range s.shards {
-		c := &s.shards[i]
+	for i := range s.byScheduler {
+		c := &s.byScheduler[i]
 		for ty := range c.sentFrames {
 			n := c.sentFrames[ty].Load()
 			t.FramesSent += n
@@ -251,9 +251,9 @@ func (s *stats) setProtocol(p profile.Player) {
 
 func (s *stats) framesByType() map[string]int64 {
 	m := map[string]int64{}
-	for i := range s.shards {
-		for ty := range s.shards[i].sentFrames {
-			if n := s.shards[i].sentFrames[ty].Load(); n > 0 {
+	for i := range s.byScheduler {
+		for ty := range s.byScheduler[i].sentFrames {
+			if n := s.byScheduler[i].sentFrames[ty].Load(); n > 0 {
 				m[s.kindName(ty)] += n
 			}
 		}

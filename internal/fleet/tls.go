@@ -20,11 +20,11 @@ import (
 
 // The fleet's TLS: every stream transport (TCP framings, WebSocket) can
 // run over TLS. The tls.Config is built once per fleet (New) and shared;
-// the handshake runs in the client's login goroutine, never on a shard.
+// the handshake runs in the client's login goroutine, never on a scheduler.
 //
 // A logged-in client's writes stay non-blocking (send.go): its tls.Conn
 // writes records into a tlsWire, which hands the ciphertext to the
-// shard's raw write and send backlog instead of to a blocking socket
+// scheduler's raw write and send backlog instead of to a blocking socket
 // write. During the login (handshake, upgrade, first steps) the wire
 // writes through to the socket, as a plain connection does. Reads go
 // through the tls.Conn.
@@ -146,8 +146,8 @@ func (t *TLS) config(target string, clients int) (*tls.Config, error) {
 }
 
 // tlsWire is what a client's tls.Conn writes to: the socket itself during
-// the login, the client's pending ciphertext once it is on a shard
-// (buffered), which the shard then writes without blocking. Reads and
+// the login, the client's pending ciphertext once it is on a scheduler
+// (buffered), which the scheduler then writes without blocking. Reads and
 // everything else are the socket's.
 type tlsWire struct {
 	*net.TCPConn

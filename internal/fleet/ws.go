@@ -141,7 +141,7 @@ func (c *client) frame(b []byte, start int) []byte {
 		op = profile.WSText
 	}
 	if z := c.zip; z != nil {
-		// The shard and the reader (replies) both frame: a pooled
+		// The scheduler and the reader (replies) both frame: a pooled
 		// buffer, no scratch on the client.
 		zb := zipBufs.Get().(*[]byte)
 		*zb = z.d.AppendDeflated((*zb)[:0], b[start:])
