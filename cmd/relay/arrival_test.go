@@ -22,7 +22,13 @@ import (
 //
 // With lossy, a member counts every frame it gets from each sender, in
 // order or not (a room whose limit drops frames).
-func castRoom(t *testing.T, addr, room string, members, rate, payload int, d time.Duration, lossy bool) (sent []int64, got [][]int64) {
+//
+// A sender keeps to its schedule: frame k is due k/rate after the start,
+// and a sender the host starved sends what fell due at once, as a real
+// client catching up does (a ticker would drop the missed ticks, and a
+// loaded host would offer less than the test means to). took is how long
+// the senders took to send their rate*d frames each.
+func castRoom(t *testing.T, addr, room string, members, rate, payload int, d time.Duration, lossy bool) (sent []int64, got [][]int64, took time.Duration) {
 	t.Helper()
 	conns := make([]*client.Conn, members)
 	for i := range conns {
@@ -63,10 +69,9 @@ func castRoom(t *testing.T, addr, room string, members, rate, payload int, d tim
 		go func() {
 			defer senders.Done()
 			buf := make([]byte, max(payload, 12))
-			tk := time.NewTicker(time.Second / time.Duration(rate))
-			defer tk.Stop()
-			for seq := int64(0); time.Since(start) < d; seq++ {
-				<-tk.C
+			interval := time.Second / time.Duration(rate)
+			for seq := int64(0); time.Duration(seq)*interval < d; seq++ {
+				time.Sleep(time.Until(start.Add(time.Duration(seq) * interval)))
 				binary.BigEndian.PutUint32(buf, uint32(i))
 				binary.BigEndian.PutUint64(buf[4:], uint64(seq))
 				if err := c.Send(wire.Send{Mode: wire.Othercast, Payload: buf}); err != nil {
@@ -78,6 +83,7 @@ func castRoom(t *testing.T, addr, room string, members, rate, payload int, d tim
 		}()
 	}
 	senders.Wait()
+	took = time.Since(start)
 	// Wait for the last frames (a starved relay delivers late) or until
 	// nothing more comes for a second, then stop.
 	deadline, last, still := time.Now().Add(10*time.Second), int64(-1), 0
@@ -91,7 +97,7 @@ func castRoom(t *testing.T, addr, room string, members, rate, payload int, d tim
 	}
 	stop.Store(true)
 	readers.Wait()
-	return sent, got
+	return sent, got, took
 }
 
 // total is the sum of the counts.
@@ -132,9 +138,9 @@ func TestRoomLimitBindsAtDefaults(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		honestSent, honestGot = castRoom(t, p.TCP, "honest", 12, 72, 150, run, false)
+		honestSent, honestGot, _ = castRoom(t, p.TCP, "honest", 12, 72, 150, run, false)
 	}()
-	floodSent, floodGot := castRoom(t, p.TCP, "flood", 10, 240, 12, run, true)
+	floodSent, floodGot, took := castRoom(t, p.TCP, "flood", 10, 240, 12, run, true)
 	wg.Wait()
 	var sent, got int64
 	for i := range floodSent {
@@ -147,7 +153,14 @@ func TestRoomLimitBindsAtDefaults(t *testing.T) {
 	}
 	limited := p.metric(t, `relay_rate_limited_frames_total{limit="room_messages"}`)
 	// What the room let through reaches the 9 others of each sender.
-	allowed := (150*10*run.Seconds() + 300*10) * 9
+	// The room's bucket refills for as long as the sends took (a starved
+	// test process sends late and catches up); what it lets through
+	// reaches the 9 others of each sender.
+	roomFrames := 150*10*max(took, run).Seconds() + 300*10
+	if float64(sent) <= roomFrames {
+		t.Fatalf("the flood did not flood: %d frames in %v, the room allows %.0f in that time", sent, took, roomFrames)
+	}
+	allowed := roomFrames * 9
 	t.Logf("flood room: %d sent, %d delivered (the room allows %.0f deliveries), %v over the room's limit", sent, got, allowed, limited)
 	if limited == 0 {
 		t.Errorf("ten senders at 240 frames a second: none over the room's limit")
@@ -189,7 +202,7 @@ func TestStarvedRelayDropsNoHonestFrame(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sent[r], got[r] = castRoom(t, p.TCP, fmt.Sprintf("room-%d", r), members, 72, 150, run, false)
+			sent[r], got[r], _ = castRoom(t, p.TCP, fmt.Sprintf("room-%d", r), members, 72, 150, run, false)
 		}()
 	}
 	wg.Wait()
