@@ -15,8 +15,8 @@ import (
 // see loginAt), so the clients of all shards together are the clients of
 // one process, with the same ramp, whatever Count is.
 //
-// The scheduler's per-core "shards" (sched.go) are unrelated: they split
-// one process's clients over its cores.
+// The per-core schedulers (sched.go) are another thing: they split one
+// process's clients over its cores.
 //
 // The zero Shard is the whole fleet. Shard is a pflag.Value ("i/n").
 type Shard struct {
