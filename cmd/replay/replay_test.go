@@ -405,6 +405,10 @@ func TestExitCodes(t *testing.T) {
 		{"unknown profile", []string{"--capture", path, "--profile", "nosuch", "--target", "127.0.0.1:1"}, 2, "not a built-in profile"},
 		{"zero speed", []string{"--capture", path, "--speed", "0"}, 2, "--speed 0: must be a positive factor"},
 		{"negative speed", []string{"--capture", path, "--speed", "-2"}, 2, "--speed -2: must be a positive factor"},
+		// Bounds: a 1 ns heartbeat sent 11 M pings; a 999999999-digit pad
+		// sent u%!(NOVERB) to the server.
+		{"heartbeat too short", []string{"--capture", path, "--heartbeat", "1ns"}, 2, "--heartbeat 1ns: at least 10ms"},
+		{"id pad too wide", []string{"--capture", path, "--user-id-format", "u%0999999999d"}, 2, `--user-id-format "u%0999999999d": needs exactly one %d`},
 		// Addresses are host:port, refused when parsed: no relay child
 		// started, no dial.
 		{"target a port", []string{"--capture", path, "--target", "7400"}, 2, `invalid argument "7400" for "--target" flag: want host:port`},

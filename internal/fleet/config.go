@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -280,6 +279,8 @@ func (c *Config) validate() error {
 		return badf("--speed %v: must be positive", c.Speed)
 	case c.Heartbeat < 0 && c.Heartbeat != HeartbeatDefault:
 		return badf("--heartbeat %v: must not be negative", c.Heartbeat)
+	case c.Heartbeat > 0 && c.Heartbeat < profile.MinHeartbeat:
+		return badf("--heartbeat %v: at least %v (0: none)", c.Heartbeat, profile.MinHeartbeat)
 	case c.RoomSize < 0:
 		return badf("--room-size %d: must not be negative", c.RoomSize)
 	case c.LoginInterval < 0 || c.Pause < 0 || c.Duration < 0:
@@ -322,11 +323,14 @@ func levelsOK(levels []int, clients int) bool {
 	return true
 }
 
-var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
+// idFormat is a --user-id-format: one %d, zero-padded to at most 99
+// digits, and no other verb (a wider pad allocates the width per id, and
+// fmt writes a width past its limit as %!(NOVERB)).
+var idFormat = regexp.MustCompile(`^[^%]*%(0?[1-9][0-9]?)?d[^%]*$`)
 
 func (c *Config) checkIDFormat() error {
-	if strings.Count(c.UserIDFormat, "%") != 1 || !idVerb.MatchString(c.UserIDFormat) {
-		return badf("--user-id-format %q: needs exactly one %%d (or %%05d) and no other verb", c.UserIDFormat)
+	if !idFormat.MatchString(c.UserIDFormat) {
+		return badf("--user-id-format %q: needs exactly one %%d (or a padded one up to %%099d) and no other verb", c.UserIDFormat)
 	}
 	return nil
 }

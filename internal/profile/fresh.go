@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 )
 
@@ -54,6 +55,9 @@ func (s *Spec) compileFresh(p *Profile) error {
 			if err != nil || re.NumSubexp() < 1 {
 				return bad(path+".regexp", "%q: a regular expression with one group", f.Regexp)
 			}
+			if groupMatchesEmpty(f.Regexp) {
+				return bad(path+".regexp", "%q: its group matches the empty string: a fresh value needs at least one digit to replace (say [0-9]+, not [0-9]*)", f.Regexp)
+			}
 			r.re = re
 		case f.Length < 1 || f.Length > 20:
 			return bad(path+".length", "%d: give a length from 1 to 20 with an offset, or a regexp", f.Length)
@@ -61,6 +65,35 @@ func (s *Spec) compileFresh(p *Profile) error {
 		p.fresh = append(p.fresh, r)
 	}
 	return nil
+}
+
+// groupMatchesEmpty reports whether the first group of the regular
+// expression expr (which compiles) can match the empty string.
+func groupMatchesEmpty(expr string) bool {
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return false
+	}
+	var group *syntax.Regexp
+	var find func(r *syntax.Regexp)
+	find = func(r *syntax.Regexp) {
+		if group != nil {
+			return
+		}
+		if r.Op == syntax.OpCapture {
+			group = r
+			return
+		}
+		for _, sub := range r.Sub {
+			find(sub)
+		}
+	}
+	find(re)
+	if group == nil || len(group.Sub) == 0 {
+		return false
+	}
+	whole, err := regexp.Compile(`^(?:` + group.Sub[0].String() + `)$`)
+	return err == nil && whole.MatchString("")
 }
 
 // place is where the field is in m, false when m does not hold it.

@@ -531,6 +531,10 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 	return m, nil
 }
 
+// MinHeartbeat is the shortest heartbeat interval a profile or the
+// command line may ask for.
+const MinHeartbeat = 10 * time.Millisecond
+
 // HeartbeatInterval is the profile's heartbeat.interval: how often a
 // receive-only client heartbeats when the command line does not say; 0
 // when the profile gives none.
@@ -632,6 +636,9 @@ func (s *Spec) compileMessages(p *Profile) error {
 			return bad("heartbeat.template", "empty")
 		}
 		p.hbInterval = time.Duration(s.Heartbeat.Interval)
+		if p.hbInterval != 0 && p.hbInterval < MinHeartbeat {
+			return bad("heartbeat.interval", "%v: at least %v (a shorter one floods the server with pings)", p.hbInterval, MinHeartbeat)
+		}
 	}
 	if s.Leave != nil {
 		if p.leave, err = s.Leave.Bytes(); err != nil {

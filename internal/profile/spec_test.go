@@ -49,6 +49,12 @@ func TestSpecErrorsNameTheLine(t *testing.T) {
 		{"bad duration", base + "heartbeat:\n  template: {text: x}\n  interval: soon\n", "not a duration", 7},
 		{"bad regexp", base + "login:\n  reason: {regexp: \"(\"}\n", "login.reason.regexp", 6},
 		{"bad name", "name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: Bad, match: {prefix: x}}\n", "kinds.client[0].name", 5},
+		// Bounds: a 1 ns heartbeat sent 11 M pings; a fresh regexp that
+		// matches nothing finds a field in every message; a fan-out the
+		// fleet cannot count by.
+		{"heartbeat too short", base + "heartbeat:\n  template: {text: x}\n  interval: 1ns\n", "heartbeat.interval: 1ns: at least 10ms", 7},
+		{"fresh matches empty", base + "kinds:\n  client:\n    - {name: a, match: {prefix: x}}\nfresh:\n  - {into: [a], regexp: \"id=([0-9]*)\", value: counter}\n", "its group matches the empty string", 9},
+		{"bad fanout", base + "fanout: everyone\n", "fanout: \"everyone\": want server, none, others, all", 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
