@@ -496,3 +496,101 @@ func TestInjectSecrets(t *testing.T) {
 		t.Fatalf("a pcap: %v", err)
 	}
 }
+
+// opensslClient runs `openssl s_client` through addr with input on its
+// stdin: lines are sent as typed, and a line "k" or "K" is its command
+// for a TLS 1.3 key update (K asks the server to update too), "R" for a
+// TLS 1.2 renegotiation.
+func opensslClient(t *testing.T, keylog, input string, args ...string) func(string) error {
+	bin := testproc.NeedTool(t, "openssl", "openssl")
+	return func(addr string) error {
+		all := append([]string{"s_client", "-connect", addr, "-servername", "reprise.test", "-keylogfile", keylog}, args...)
+		cmd := exec.Command(bin, all...)
+		// An OS pipe: a write after s_client exits fails instead of
+		// waiting for a reader.
+		pw, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		var out testproc.SyncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		// One line at a time, once the handshake is over (s_client has
+		// printed its summary), so each is its own record and the
+		// commands come between them.
+		for end := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "Verify return code"); time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(end) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				return fmt.Errorf("openssl s_client: no handshake:\n%s", out.String())
+			}
+		}
+		for _, line := range strings.SplitAfter(input, "\n") {
+			time.Sleep(300 * time.Millisecond)
+			if _, err := io.WriteString(pw, line); err != nil {
+				break
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+		pw.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+			return fmt.Errorf("openssl s_client did not exit:\n%s", out.String())
+		}
+		return nil
+	}
+}
+
+// TestTLSKeyUpdateOpenSSL: OpenSSL's key updates, its own and one it asks
+// of the server, are followed: the client's plaintext reads on across
+// them. A TLS 1.2 renegotiation it starts is refused with one line.
+func TestTLSKeyUpdateOpenSSL(t *testing.T) {
+	srv := greetingServer(t)
+	dir := t.TempDir()
+	keylog := filepath.Join(dir, "keys.log")
+	input := "first line\nk\nsecond line\nK\nthird line\n"
+	path := recordThrough(t, srv, "keyupdate.pcap", opensslClient(t, keylog, input, "-tls1_3"))
+	keys, err := ReadKeyLog(keylog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ReadFile(path, Options{Raw: true, KeyLog: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := onlyFlow(t, c)
+	if f.TLS == nil || f.TLS.Plaintext != PlaintextKeyLog || f.TLS.Problem != "" {
+		t.Fatalf("TLS %+v; notes %q", f.TLS, f.Notes)
+	}
+	if got := string(bytes.Join(frameBytes(f.ClientFrames), nil)); got != "first line\nsecond line\nthird line\n" {
+		t.Fatalf("client plaintext %q; notes %q", got, f.Notes)
+	}
+
+	keylog12 := filepath.Join(dir, "keys12.log")
+	path = recordThrough(t, srv, "reneg.pcap", opensslClient(t, keylog12, "before\nR\nafter\n", "-tls1_2"))
+	keys, err = ReadKeyLog(keylog12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = ReadFile(path, Options{Raw: true, KeyLog: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = onlyFlow(t, c)
+	if f.TLS == nil || !strings.Contains(f.TLS.Problem, "renegotiation (a ClientHello after the handshake): not supported") {
+		t.Fatalf("TLS %+v; notes %q", f.TLS, f.Notes)
+	}
+	if got := string(bytes.Join(frameBytes(f.ClientFrames), nil)); got != "before\n" {
+		t.Fatalf("client plaintext before the renegotiation %q", got)
+	}
+	if err := c.Undecrypted(-1); err == nil || !strings.Contains(err.Error(), "cannot be read: renegotiation") {
+		t.Fatalf("Undecrypted: %v", err)
+	}
+}
