@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +92,7 @@ func wantCard(c Card) string {
 }
 
 // browserCase is a report rendered from recorded series: the card cases
-// and the demo's N:N against 1:N (testdata/demo).
+// and the demo's N:N against 1:N (testdata/demo); and a capacity search's.
 type browserCase struct {
 	name string
 	in   Input
@@ -117,6 +118,18 @@ func browserCases(t *testing.T) []browserCase {
 	}
 	out = append(out, browserCase{"demo", Input{Title: "reprise compare: make demo, N:N vs 1:N, 200 clients", Generated: sum.Generated,
 		Params: sum.Params, Runs: runs, SLO: &slo}})
+	// A capacity search's report: levels of 50 and 100, latency over the
+	// objective from 80 clients in the second (TestCapacityCard's).
+	in := []float64{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	pts := points(in, []float64{5, 5, 5, 5, 5, 5, 5, 150, 300, 300}, make([]float64, 10))
+	for i := range pts { // the levels' fleet: 60 % idle, on time
+		pts[i].FleetCPUIdlePct, pts[i].ScheduleLagP99Ms, pts[i].HostOtherCores = 60, 1, math.NaN()
+		pts[i].SendGbps, pts[i].LatencyP50Ms = 0.001*in[i], 2
+	}
+	levels := []Level{level(50, 50, 0, 0, 5, 50, 60, 0, 5), level(100, 100, 0, 0, 250, 50, 60, 5, 10)}
+	capa := Decide("N:N", 100, levels, pts, DefaultSLO())
+	out = append(out, browserCase{"capacity", Input{Title: "reprise capacity: 50 to 100 clients by 50", Generated: sum.Generated,
+		Runs: []Run{{Scenario: "N:N", Repeat: 1, Requested: 100, Series: Series{Points: pts}}}, Capacity: &capa}})
 	return out
 }
 

@@ -102,7 +102,8 @@ func (s *MarkState) UnmarshalText(b []byte) error {
 }
 
 // Mark is one objective's state on a card, with why it could not be
-// judged or the figure that broke it.
+// judged or the figure that broke it. Broken is broken anywhere in the
+// run: the one that decided, or later ("also broke at 3 s: ...").
 type Mark struct {
 	Objective Reason    `json:"objective"`
 	State     MarkState `json:"state"`
@@ -132,6 +133,9 @@ func HeadlineCard(h Headline) Card {
 	broken := map[Reason]string{}
 	if h.Reason != ReasonAllHeld {
 		broken[h.Reason] = h.Detail
+	}
+	for _, b := range h.AlsoBroke {
+		broken[b.Reason] = "also broke " + b.Text
 	}
 	if h.Saturated && h.Reason != ReasonSaturated {
 		broken[ReasonSaturated] = "saturated where the answer was decided: the number is a lower bound"
@@ -307,6 +311,9 @@ func marksText(ms []Mark) string {
 		p := m.State.Symbol() + " " + m.Name()
 		if m.State == MarkNotJudged {
 			p += " (could not judge: " + m.Why + ")"
+		}
+		if at, _, ok := strings.Cut(m.Why, ":"); ok && m.State == MarkBroken && strings.HasPrefix(at, "also broke ") {
+			p += " (" + at + ")"
 		}
 		if m.State == MarkOff {
 			p += " (off)"

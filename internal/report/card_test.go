@@ -28,9 +28,10 @@ var cardCases = []cardCase{
 	// four were recorded on a shared host: its other work shows as health.
 	{"held", "small.csv", 10, "idle=off,fleet_idle=off,lag=off", "10",
 		map[Reason]MarkState{ReasonPlateau: MarkPassed, ReasonLatency: MarkPassed, ReasonCPUIdle: MarkOff}, []Cause{CauseHostBusy}},
-	// make demo on a loaded host: p99 over 100 ms from 22 s.
+	// make demo on a loaded host: p99 over 100 ms from 22 s, and later,
+	// from 45 s, slow-consumer disconnects: drops broke too.
 	{"broken", "demo-loaded.csv", 200, "idle=off,fleet_idle=off,lag=off", "85",
-		map[Reason]MarkState{ReasonLatency: MarkBroken, ReasonDisconnects: MarkPassed, ReasonSaturated: MarkOff}, []Cause{CauseFleetSaturated, CauseHostBusy}},
+		map[Reason]MarkState{ReasonLatency: MarkBroken, ReasonDisconnects: MarkBroken, ReasonLoginFailures: MarkPassed, ReasonSaturated: MarkOff}, []Cause{CauseFleetSaturated, CauseHostBusy}},
 	// A server without stamps: latency could not be judged.
 	{"not-judged", "small-nostamps.csv", 10, "idle=off,fleet_idle=off,lag=off", "10",
 		map[Reason]MarkState{ReasonLatency: MarkNotJudged, ReasonPlateau: MarkPassed}, []Cause{CauseHostBusy}},
@@ -39,7 +40,7 @@ var cardCases = []cardCase{
 	// objective broke on the host's other work: could not judge (it once
 	// said "held ≥ 0", blaming the fleet).
 	{"saturated-host", "roomcap.csv", 60, "", "?",
-		map[Reason]MarkState{ReasonCPUIdle: MarkBroken, ReasonSaturated: MarkPassed}, []Cause{CauseFleetSaturated, CauseHostBusy}},
+		map[Reason]MarkState{ReasonCPUIdle: MarkBroken, ReasonSaturated: MarkPassed, ReasonLoginFailures: MarkBroken, ReasonLatency: MarkPassed}, []Cause{CauseFleetSaturated, CauseHostBusy}},
 }
 
 // cardInput is a case's report input.

@@ -120,7 +120,7 @@ func curvePanels(slo SLO) []curvePanel {
 		{get: func(p Point) float64 { return p.RelayProcessCPUPct }, suffix: "process % (1 core)", dashed: true},
 	}}
 	if slo.on(ReasonCPUIdle) {
-		cpu.bound, cpu.boundLabel = 100-slo.MinIdlePct, fmt.Sprintf("objective idle > %s (busy < %s)", fmtPct(slo.MinIdlePct), fmtPct(100-slo.MinIdlePct))
+		cpu.bound, cpu.boundLabel = 100-slo.MinIdlePct, "objective busy < "+fmtPct(100-slo.MinIdlePct)
 	}
 	return []curvePanel{lat, drops, cpu}
 }

@@ -48,6 +48,10 @@ type Headline struct {
 	// Coverage: which objectives were judged, which could not be, which
 	// were off.
 	Coverage Coverage `json:"coverage"`
+	// AlsoBroke are the other objectives that broke in the run, after the
+	// one that decided (or anywhere, when none did), each its first
+	// breach: an objective kept only until the answer is not one kept.
+	AlsoBroke []Breach `json:"also_broke"`
 }
 
 // Number is Held as the headline writes it: "≥ N" when saturated, "?"
@@ -159,6 +163,7 @@ func RunHeadline(r Run, rs RunStats, slo SLO) Headline {
 	if h.Reason == ReasonAllHeld && !math.IsNaN(float64(rs.MaxLoggedIn)) && int(rs.MaxLoggedIn) < r.Requested && r.Requested > 0 {
 		h.Detail = fmt.Sprintf("the run ended with %.0f of %d logged in, before any limit", float64(rs.MaxLoggedIn), r.Requested)
 	}
+	h.AlsoBroke = alsoBroke(pts, slo, h.Reason)
 	h.Saturated = saturatedNear(pts, min(event, len(pts)-1), slo)
 	switch h.Reason {
 	case ReasonLatency, ReasonCPUIdle, ReasonDisconnects:
@@ -191,6 +196,44 @@ func sustainedSaturation(pts []Point, slo SLO) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// alsoBroke are the first breaches of each objective other than decided
+// in a run's samples (the load generator's: sustained saturation), in
+// Reason order.
+func alsoBroke(pts []Point, slo SLO, decided Reason) []Breach {
+	out := []Breach{}
+	for _, r := range []Reason{ReasonDisconnects, ReasonLoginFailures, ReasonLatency, ReasonCPUIdle} {
+		if r == decided || !slo.on(r) {
+			continue
+		}
+		if b, ok := firstBreach(pts, slo.only(r)); ok {
+			out = append(out, Breach{r, fmt.Sprintf("at %.0f s: %s", pts[b.idx].T, b.detail)})
+		}
+	}
+	if decided != ReasonSaturated {
+		if i, ok := sustainedSaturation(pts, slo); ok {
+			out = append(out, Breach{ReasonSaturated, fmt.Sprintf("at %.0f s: %s for %d s", pts[i].T,
+				saturationFigures(Num(pts[i].FleetCPUIdlePct), Num(pts[i].ScheduleLagP99Ms), slo), sustain)})
+		}
+	}
+	return out
+}
+
+// only is slo with every server objective but r off.
+func (s SLO) only(r Reason) SLO {
+	o := SLO{MaxDrops: -1, MaxLoginFailPct: -1, MinIdlePct: -1}
+	switch r {
+	case ReasonDisconnects:
+		o.MaxDrops = s.MaxDrops
+	case ReasonLoginFailures:
+		o.MaxLoginFailPct = s.MaxLoginFailPct
+	case ReasonLatency:
+		o.P99 = s.P99
+	case ReasonCPUIdle:
+		o.MinIdlePct = s.MinIdlePct
+	}
+	return o
 }
 
 // breach is the first sample that broke an objective.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Cause is why a warning was given: one cause, however many runs, shards
@@ -247,10 +248,13 @@ func hostBusyCores(p Point) float64 {
 // no run of ours used.
 const hostBusyMinCores = 0.5
 
+// healthSLO is the load generator's limits the run's health is judged
+// by, whatever --slo turned off: health is apart from the answer.
+var healthSLO = SLO{MinFleetIdlePct: saturatedCPUIdlePct, MaxLagP99: saturatedLagP99Ms * time.Millisecond}
+
 // healthSeconds counts, over a run's samples, the seconds the fleet was
-// saturated by its own work (fleet host CPU idle under, or schedule lag
-// over, the fixed saturation thresholds while the host was not busy with
-// other work) and the seconds the host was busy with other work, each
+// saturated by its own work (isSaturated by healthSLO: starved while its
+// host was not measured busy with other work) and the seconds the host was busy with other work, each
 // with the first second it was seen, and the most other work seen.
 func healthSeconds(pts []Point) (sat, satFrom, busy, busyFrom, otherMax Num) {
 	nan := Num(math.NaN())
@@ -263,15 +267,14 @@ func healthSeconds(pts []Point) (sat, satFrom, busy, busyFrom, otherMax Num) {
 		if !math.IsNaN(other) && (math.IsNaN(float64(otherMax)) || other > float64(otherMax)) {
 			otherMax = Num(other)
 		}
-		hostBusy := other >= hostBusyMinCores
-		if hostBusy {
+		if hostBusyMeasured(p) {
 			busy += Num(dt)
 			if math.IsNaN(float64(busyFrom)) {
 				busyFrom = Num(p.T)
 			}
 			continue
 		}
-		if p.FleetCPUIdlePct < saturatedCPUIdlePct || p.ScheduleLagP99Ms > saturatedLagP99Ms {
+		if isSaturated(p, healthSLO) {
 			sat += Num(dt)
 			if math.IsNaN(float64(satFrom)) {
 				satFrom = Num(p.T)
