@@ -97,14 +97,23 @@ type RunStats struct {
 	RejectedFrames            Num       `json:"rejected_frames"`
 	RelayUDPReceiveDrops      Num       `json:"relay_udp_receive_drops"`
 	LossPct                   Num       `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
-	MessagesSent              Num       `json:"messages_sent"`
-	MessagesReceived          Num       `json:"messages_received"`
-	BytesSent                 Num       `json:"bytes_sent"`
-	BytesReceived             Num       `json:"bytes_received"`
-	RelaySentBytes            Num       `json:"relay_sent_bytes"`
-	RelayReceivedBytes        Num       `json:"relay_received_bytes"`
-	RelayProcessCPUSeconds    Num       `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
-	FleetProcessCPUSeconds    Num       `json:"fleet_process_cpu_seconds"`
+	// DeliveriesExpected and DeliveriesReceived: what the server owed the
+	// clients by the profile's fan-out and what of it arrived (NaN when
+	// the fleet could not know).
+	DeliveriesExpected Num `json:"deliveries_expected"`
+	DeliveriesReceived Num `json:"deliveries_received"`
+	// RateLimitedFrames and RoomRateLimitedFrames: frames the relay's
+	// rate limits dropped, a sender's own and its room's.
+	RateLimitedFrames      Num `json:"rate_limited_frames"`
+	RoomRateLimitedFrames  Num `json:"room_rate_limited_frames"`
+	MessagesSent           Num `json:"messages_sent"`
+	MessagesReceived       Num `json:"messages_received"`
+	BytesSent              Num `json:"bytes_sent"`
+	BytesReceived          Num `json:"bytes_received"`
+	RelaySentBytes         Num `json:"relay_sent_bytes"`
+	RelayReceivedBytes     Num `json:"relay_received_bytes"`
+	RelayProcessCPUSeconds Num `json:"relay_process_cpu_seconds"` // the relay process's own, over the run
+	FleetProcessCPUSeconds Num `json:"fleet_process_cpu_seconds"`
 	// The processes' CPU per thousand messages (ms; the same number as s
 	// per million): the relay's per delivery, the fleet's per message sent
 	// or received; and their peak resident memory: the relay's the most
@@ -390,7 +399,8 @@ func AnalyzeRun(r Run) RunStats {
 		&rs.ScheduleLagP99Ms, &rs.SlowConsumerDisconnects, &rs.RejectedFrames, &rs.RelaySentBytes,
 		&rs.RelayReceivedBytes, &rs.RelayUDPReceiveDrops, &rs.LossPct, &rs.RelayProcessCPUSeconds,
 		&rs.FleetProcessCPUSeconds, &rs.RelayCPUMSPer1kDelivered, &rs.FleetCPUMSPer1kMessages,
-		&rs.RelayPeakRSSBytes, &rs.FleetPeakRSSBytes} {
+		&rs.RelayPeakRSSBytes, &rs.FleetPeakRSSBytes, &rs.DeliveriesExpected, &rs.DeliveriesReceived,
+		&rs.RateLimitedFrames, &rs.RoomRateLimitedFrames} {
 		*p = nan
 	}
 	if f, l := first.Fleet, last.Fleet; f.Present && l.Present {
@@ -409,6 +419,10 @@ func AnalyzeRun(r Run) RunStats {
 		if numbered+lost > 0 {
 			rs.LossPct = Num(100 * lost / (numbered + lost))
 		}
+		if l.DeliveriesExpected > 0 {
+			rs.DeliveriesExpected = Num(delta(f.DeliveriesExpected, l.DeliveriesExpected))
+			rs.DeliveriesReceived = Num(delta(f.DeliveriesReceived, l.DeliveriesReceived))
+		}
 		if l.ProcessCPUSeconds > 0 {
 			rs.FleetProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
 			rs.FleetCPUMSPer1kMessages = perThousand(rs.FleetProcessCPUSeconds, rs.MessagesSent+rs.MessagesReceived)
@@ -421,6 +435,8 @@ func AnalyzeRun(r Run) RunStats {
 		rs.RelaySentBytes = Num(delta(f.SentBytes, l.SentBytes))
 		rs.RelayReceivedBytes = Num(delta(f.ReceivedBytes, l.ReceivedBytes))
 		rs.RelayUDPReceiveDrops = Num(delta(f.UDPReceiveDrops, l.UDPReceiveDrops))
+		rs.RateLimitedFrames = Num(delta(f.RateLimited, l.RateLimited))
+		rs.RoomRateLimitedFrames = Num(delta(f.RoomRateLimited, l.RoomRateLimited))
 		if l.ProcessCPUSeconds > 0 {
 			rs.RelayProcessCPUSeconds = Num(delta(f.ProcessCPUSeconds, l.ProcessCPUSeconds))
 			rs.RelayCPUMSPer1kDelivered = perThousand(rs.RelayProcessCPUSeconds, Num(delta(f.DeliveredMessages, l.DeliveredMessages)))
@@ -495,8 +511,14 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 	if d := float64(rs.RelayUDPReceiveDrops); d > 0 {
 		w = append(w, fmt.Sprintf("relay UDP receive drops: %.0f datagrams found the relay's socket buffers full (it read too slowly): those sends never reached their rooms", d))
 	}
+	if n, room := nz(float64(rs.RateLimitedFrames)), nz(float64(rs.RoomRateLimitedFrames)); n+room > 0 {
+		w = append(w, fmt.Sprintf("the server dropped traffic: the relay's rate limits dropped %.0f frames (%.0f by the room's limit, --room-rate-messages/--room-rate-bytes; %.0f by a sender's own, --rate-messages/--rate-bytes): the deliveries they owed never happened", n+room, room, n))
+	}
+	if e, r := float64(rs.DeliveriesExpected), float64(rs.DeliveriesReceived); e > 0 && r < e {
+		w = append(w, fmt.Sprintf("deliveries lost: %.0f of the %.0f the server owed the clients never arrived (%.3f%%)", e-r, e, 100*(e-r)/e))
+	}
 	if l := float64(rs.LossPct); l > 0 {
-		w = append(w, fmt.Sprintf("deliveries lost: %.3f%% of the numbered room-wide casts never arrived (UDP loss; see loss_pct)", l))
+		w = append(w, fmt.Sprintf("deliveries lost: %.3f%% of the numbered room-wide casts never arrived (gaps in their senders' sequences; see loss_pct)", l))
 	}
 	if rs.ScrapeErrors > 0 {
 		w = append(w, fmt.Sprintf("%d scrapes failed; those seconds are missing from the series (last: %s)", rs.ScrapeErrors, lastErr))

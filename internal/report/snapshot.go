@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -33,6 +34,9 @@ const (
 	mRelaySlowConsumer  = "relay_slow_consumer_disconnects_total"
 	mRelayRejected      = "relay_rejected_frames_total"
 	mRelayUDPDrops      = "relay_udp_receive_drops_total"
+	mRelayRateLimited   = "relay_rate_limited_frames_total"
+	mFleetExpected      = "replay_deliveries_expected_total"
+	mFleetCasts         = "replay_deliveries_received_total"
 	mRelayHostCPU       = "relay_host_cpu_seconds_total"
 	mProcessCPU         = "process_cpu_seconds_total"
 	mProcessRSS         = "process_resident_memory_bytes"
@@ -84,9 +88,12 @@ type RelayValues struct {
 	SlowConsumerDisconnects float64
 	RejectedFrames          float64
 	UDPReceiveDrops         float64 // datagrams the kernel dropped at the relay's UDP sockets
-	HostCPU                 CPUTimes
-	ProcessCPUSeconds       float64
-	ProcessRSSBytes         float64 // resident memory at the scrape
+	// RateLimited are frames the relay's rate limits dropped: a sender's
+	// own (messages, bytes) and its room's (room_messages, room_bytes).
+	RateLimited, RoomRateLimited float64
+	HostCPU                      CPUTimes
+	ProcessCPUSeconds            float64
+	ProcessRSSBytes              float64 // resident memory at the scrape
 }
 
 // FleetValues are the raw counters and gauges of one fleet scrape (summed
@@ -104,9 +111,13 @@ type FleetValues struct {
 	ReceivedBytes    float64
 	NumberedReceived float64 // deliveries whose sender sequence is checked
 	MessagesLost     float64 // gaps in those sequences
-	Latency          Histogram
-	ScheduleLag      Histogram
-	HostCPU          CPUTimes
+	// DeliveriesExpected are the deliveries the server owed the clients
+	// by the profile's fan-out, DeliveriesReceived those of them that
+	// arrived (0 both when the fleet could not know).
+	DeliveriesExpected, DeliveriesReceived float64
+	Latency                                Histogram
+	ScheduleLag                            Histogram
+	HostCPU                                CPUTimes
 	// Disconnects are logged-in clients that lost their connection (any
 	// reason).
 	Disconnects float64
@@ -177,6 +188,9 @@ func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
 	v.SlowConsumerDisconnects += sum(fams[mRelaySlowConsumer], nil)
 	v.RejectedFrames += sum(fams[mRelayRejected], nil)
 	v.UDPReceiveDrops += sum(fams[mRelayUDPDrops], nil)
+	room := func(m *dto.Metric) bool { return strings.HasPrefix(label(m, "limit"), "room_") }
+	v.RateLimited += sum(fams[mRelayRateLimited], func(m *dto.Metric) bool { return !room(m) })
+	v.RoomRateLimited += sum(fams[mRelayRateLimited], room)
 	v.HostCPU = addCPU(v.HostCPU, fams[mRelayHostCPU])
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
 	v.ProcessRSSBytes += sum(fams[mProcessRSS], nil)
@@ -196,6 +210,8 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.ReceivedBytes += sum(fams[mFleetRecvBytes], nil)
 	v.NumberedReceived += sum(fams[mFleetNumbered], nil)
 	v.MessagesLost += sum(fams[mFleetLost], nil)
+	v.DeliveriesExpected += sum(fams[mFleetExpected], nil)
+	v.DeliveriesReceived += sum(fams[mFleetCasts], nil)
 	v.Latency = mergeHistogram(v.Latency, fams[mFleetLatency])
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
