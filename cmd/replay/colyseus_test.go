@@ -50,7 +50,12 @@ func TestColyseus(t *testing.T) {
 	prof := filepath.Join(colDir, "chat.yaml")
 	docExampleIs(t, "# Colyseus 0.16", prof)
 	insp := inspectProfile(t, prof, capPath)
-	flow, loop := socketFlow(t, insp, "GET /")
+	_, loop := socketFlow(t, insp, "GET /")
+	for _, want := range []string{"http: POST /matchmake/joinOrCreate/chat -> 200 (application/json", "at $.sessionId is sent in flow 1's upgrade query sessionId", "at $.room.roomId is sent in flow 1's upgrade path segment 2"} {
+		if !strings.Contains(insp, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, insp)
+		}
+	}
 	if !strings.Contains(insp, "data 20, join_ack 1") {
 		t.Fatalf("inspect:\n%s", insp)
 	}
@@ -58,9 +63,9 @@ func TestColyseus(t *testing.T) {
 	if err := fetchText(fmt.Sprintf("http://%s/reset", target), &ok); err != nil {
 		t.Fatal(err)
 	}
-	res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", target,
+	res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
 		"--clients", "200", "--senders", "10", "--room-size", "50", "--loop", loop, "--login-interval", "5ms",
-		"--login-timeout", "30s", "--duration", "3s", "--drain-deliveries", "20s")
+		"--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")
 	mustOK(t, res)
 	s := res.sum
 	var app colStats

@@ -329,11 +329,14 @@ func TestHTTPSteps(t *testing.T) {
 			t.Fatalf("inspect lacks %q:\n%s", want, insp)
 		}
 	}
-	flow, loop1 := socketFlow(t, insp, "GET /ws?")
+	_, loop1 := socketFlow(t, insp, "GET /ws?")
 	loop := []string{"", loop1}
+	if !regexp.MustCompile(`link: the value "\w+" answered in flow \d's response body \(POST /v2/account/authenticate/custom\?create=true\) at \$\.token is sent in flow \d's upgrade query token; take: \{name: token, json: \$\.token`).MatchString(insp) {
+		t.Errorf("inspect proposes no link for the token:\n%s", insp)
+	}
 	t.Run("200 clients", func(t *testing.T) {
 		srv.reset()
-		res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "200", "--senders", "10",
+		res := replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "200", "--senders", "10",
 			"--room-size", "50", "--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--duration", "3s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		s := res.sum
@@ -364,7 +367,7 @@ kinds:`, 1)
 		if err := os.WriteFile(path, []byte(lobby), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res := replay(t, "--profile", path, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "20", "--senders", "4",
+		res := replay(t, "--profile", path, "--capture", capPath, "--target", api, "--clients", "20", "--senders", "4",
 			"--loop", loop[1], "--login-interval", "2ms", "--duration", "2s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		issued, _, joins, _, chats, _, up := srv.counts()
@@ -383,7 +386,7 @@ kinds:`, 1)
 			t.Run(tc.reason, func(t *testing.T) {
 				t.Parallel()
 				start := time.Now()
-				res := replay(t, "--profile", prof, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "5",
+				res := replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "5",
 					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--duration", "3s")
 				if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
 					t.Errorf("%s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.user, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
@@ -397,15 +400,15 @@ kinds:`, 1)
 }
 
 // socketFlow is the flow of the recorded socket (its upgrade's request
-// line starts "GET /ws?", say) and its suggested loop, from inspect: the
-// HTTP flow, which the client kept alive, lasted longer, and replay's
-// default is the longest flow.
+// line starts "GET /ws?", say) and its suggested loop, from inspect; it is
+// the default (the HTTP flow, which the client kept alive, lasted longer,
+// but is not the one to replay).
 func socketFlow(t *testing.T, insp, request string) (flow, loop string) {
 	t.Helper()
-	re := regexp.MustCompile(`flow #(\d+) [^\n]*\n  websocket upgrade: ` + regexp.QuoteMeta(request) + `[^\n]*\n(?s:.*?)suggested --loop=(\S+)`)
+	re := regexp.MustCompile(`flow #(\d+) [^\n]*\n  websocket upgrade: ` + regexp.QuoteMeta(request) + `[^\n]*\n(?s:.*?)suggested --loop=(\S+)\n(?:  [^\n]*\n)*?  replay and profile check take this flow by default`)
 	m := re.FindStringSubmatch(insp)
 	if m == nil {
-		t.Fatalf("inspect shows no socket flow (%s) with a loop:\n%s", request, insp)
+		t.Fatalf("inspect shows no socket flow (%s) with a loop, taken by default:\n%s", request, insp)
 	}
 	return m[1], m[2]
 }

@@ -280,16 +280,30 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	longest := c.Longest()
+	longest := prof.Longest(c)
 	var out []*profile.Report
+	var data []profile.FlowData
+	byFlow := map[int]*profile.Report{}
 	for i, fl := range c.Flows {
-		if len(fl.ClientFrames) == 0 || (po.flow >= 0 && i != po.flow) {
+		if len(fl.ClientFrames) == 0 {
 			continue
 		}
 		m := prof.Messages(profile.RecordingOf(fl))
+		data = append(data, profile.FlowData{Index: i, Client: fl.Client.String(), HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client})
+		if po.flow >= 0 && i != po.flow {
+			continue
+		}
 		r := prof.Inspect(flowName(i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
 		r.Default = po.flow < 0 && fl == longest
+		byFlow[i] = r
 		out = append(out, r)
+	}
+	// Values an HTTP flow's answers handed out that another flow of the
+	// same client host sends: what a profile's http step takes.
+	for _, l := range profile.Links(data) {
+		if r := byFlow[l.From]; r != nil {
+			r.Links = append(r.Links, l.String()+"; take: "+l.Take())
+		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no flow with client data", path)
@@ -336,7 +350,7 @@ func (po *profileOpts) writeFrames(w io.Writer, path string, asJSON bool) error 
 	if err != nil {
 		return err
 	}
-	fl, i := c.Longest(), -1
+	fl, i := prof.Longest(c), -1
 	if po.flow >= 0 {
 		fl = c.Flows[po.flow]
 	}

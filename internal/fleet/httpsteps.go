@@ -40,6 +40,7 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 	if _, ok := hs.HTTPRequest(0); !ok {
 		return hs.ConnectAddr(), LoginResult{}, true
 	}
+	run := ctx
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	d := net.Dialer{Deadline: deadline}
@@ -61,6 +62,9 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 			return hs.ConnectAddr(), LoginResult{}, true
 		}
 		if res := c.httpStep(ctx, hc, hs, i, r); !res.OK() {
+			if run.Err() != nil { // the run ended (its duration), not the login's deadline
+				return "", loginFail(LoginStopped), false
+			}
 			res.step = r.Step
 			return "", res, false
 		}

@@ -46,6 +46,12 @@ type Report struct {
 	// (identity.server_peers), in the order they first appear.
 	ServerPeers []string `json:"server_peers,omitempty"`
 	Upgrade     string   `json:"upgrade,omitempty"`
+	// HTTP are an HTTP flow's exchanges ("POST /x -> 200 (...)"): a
+	// flow an http step stands for, not one to replay.
+	HTTP []string `json:"http,omitempty"`
+	// Links are values this HTTP flow's answers handed out that a later
+	// flow sends (LinkReports, over every flow).
+	Links []string `json:"links,omitempty"`
 	// Deflate is the permessage-deflate the recorded server accepted
 	// (the messages counted are the inflated plaintext).
 	Deflate string   `json:"deflate,omitempty"`
@@ -66,6 +72,13 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	for _, s := range m.Server {
 		r.ServerKinds[p.ServerKindName(s.Kind)]++
+	}
+	if m.HTTP != nil {
+		for _, e := range m.HTTP {
+			r.HTTP = append(r.HTTP, e.String())
+		}
+		r.Notes = append(r.Notes, "an HTTP flow, not a realtime one: replay plays the socket's flow; a profile's http step makes this request per client")
+		return r
 	}
 	if m.Upgrade != nil {
 		r.Upgrade = string(firstLine(m.Upgrade))
@@ -193,6 +206,19 @@ func (p *Profile) answer(server []Message) string {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "profile %s, flow %s\n", r.Profile, r.Flow)
+	if len(r.HTTP) > 0 {
+		for _, h := range r.HTTP {
+			fmt.Fprintf(&b, "  http: %s\n", h)
+		}
+		for _, l := range r.Links {
+			fmt.Fprintf(&b, "  link: %s\n", l)
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "  note: %s\n", n)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	if r.Upgrade != "" {
 		fmt.Fprintf(&b, "  websocket upgrade: %s\n", r.Upgrade)
 	}

@@ -114,6 +114,13 @@ func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		if err != nil {
 			return nil, err
 		}
+		if src.Flow < 0 && !src.Client.IsValid() && p.Transport == WebSocket && HTTPExchanges(RecordingOf(fl)) != nil {
+			// The longest flow is a client's kept-alive HTTP connection:
+			// the default is its longest socket (read whole, once).
+			if all, err := readPartial(src.Capture, p.captureOptions(src)); err == nil && p.Longest(all) != nil {
+				c, fl = all, p.Longest(all)
+			}
+		}
 		notes = append(append(notes, c.Warnings...), fl.Notes...)
 		alpn = recordedALPN(fl.TLS)
 		if pl, err = p.compileFlow(fl, src, opts); err != nil {

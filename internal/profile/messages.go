@@ -38,7 +38,10 @@ type Messages struct {
 	// Deflate is the permessage-deflate the server's 101 accepted: the
 	// messages above are the plaintext, inflated.
 	Deflate Deflate
-	Notes   []string
+	// HTTP are the exchanges of a flow that is plain HTTP requests and
+	// answers, not a WebSocket (websocket profiles): no messages.
+	HTTP  []HTTPExchange
+	Notes []string
 	// Dropped say which recorded bytes the framing could not cut into
 	// messages: a profile that drops any does not fit the flow.
 	Dropped []string
@@ -50,6 +53,9 @@ func (p *Profile) Messages(r Recording) Messages {
 	var dropped []string
 	var text bool
 	if p.Transport == WebSocket {
+		if out.HTTP = HTTPExchanges(r); out.HTTP != nil {
+			return out
+		}
 		var err error
 		if out.Deflate, err = recordedDeflate(r.Server); err != nil {
 			out.Dropped = append(out.Dropped, fmt.Sprintf("server's 101: %v", err))

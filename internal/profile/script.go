@@ -74,6 +74,9 @@ type step struct {
 // Compile builds a script from a recording cut into messages.
 func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	s := &Script{p: p, upgrade: m.Upgrade, wsText: m.WSText, notes: append(append([]string(nil), m.Notes...), m.Dropped...)}
+	if m.HTTP != nil {
+		return nil, fmt.Errorf("profile %s: an HTTP flow (%s), not a WebSocket: replay the socket's flow (--flow) and make this request an http step", p.Name, m.HTTP[0])
+	}
 	if p.Transport == WebSocket && m.Upgrade == nil {
 		return nil, fmt.Errorf("profile %s: the recorded flow has no WebSocket upgrade request", p.Name)
 	}

@@ -1,0 +1,342 @@
+package profile
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+)
+
+// HTTP flows in a recording: a client's requests before its realtime
+// connection (a seat, a token, an address). inspect names them, and
+// finds the values their answers handed out that a later flow of the
+// same client sends: the links an http step's take reproduces.
+
+// HTTPExchange is one request of an HTTP flow and its answer.
+type HTTPExchange struct {
+	Method, Target string
+	Status         int
+	ContentType    string
+	Body           []byte
+}
+
+// String is "POST /matchmake/joinOrCreate/chat -> 200 (application/json, 245 bytes)".
+func (e HTTPExchange) String() string {
+	s := e.Method + " " + e.Target + " -> "
+	if e.Status == 0 {
+		return s + "no answer"
+	}
+	s += strconv.Itoa(e.Status)
+	if e.ContentType != "" || len(e.Body) > 0 {
+		s += fmt.Sprintf(" (%s%d bytes)", strings.TrimSuffix(e.ContentType+", ", ", ")+sep(e.ContentType), len(e.Body))
+	}
+	return s
+}
+
+func sep(ct string) string {
+	if ct == "" {
+		return ""
+	}
+	return ", "
+}
+
+var httpMethod = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (\S+) HTTP/1\.[01]\r\n`)
+
+// maxExchanges bounds the exchanges read from one flow.
+const maxExchanges = 16
+
+// HTTPExchanges reads r as plain HTTP/1.1 request/response exchanges;
+// nil when its client stream does not start with a request, or starts
+// with a WebSocket upgrade (a realtime flow).
+func HTTPExchanges(r Recording) []HTTPExchange {
+	client, server := joinSegments(r.Client), joinSegments(r.Server)
+	head := client
+	if i := bytes.Index(head, []byte("\r\n\r\n")); i >= 0 {
+		head = head[:i]
+	}
+	lines := bytes.Split(head, []byte("\r\n"))[1:]
+	if !httpMethod.Match(client) || headerValue(lines, "Upgrade") != nil || headerValue(lines, "Sec-WebSocket-Key") != nil {
+		return nil
+	}
+	var out []HTTPExchange
+	for len(out) < maxExchanges {
+		m := httpMethod.FindSubmatch(client)
+		if m == nil {
+			break
+		}
+		e := HTTPExchange{Method: string(m[1]), Target: string(m[2])}
+		var ok bool
+		if _, _, client, ok = httpMessage(client); !ok {
+			out = append(out, e)
+			break
+		}
+		var hdr [][]byte
+		hdr, e.Body, server, ok = httpMessage(server)
+		if len(hdr) > 0 {
+			if f := bytes.Fields(hdr[0]); len(f) >= 2 {
+				e.Status, _ = strconv.Atoi(string(f[1]))
+			}
+			e.ContentType = string(headerValue(hdr[1:], "Content-Type"))
+		}
+		out = append(out, e)
+		if !ok {
+			break
+		}
+	}
+	return out
+}
+
+func joinSegments(segs []Segment) []byte {
+	var b []byte
+	for _, s := range segs {
+		b = append(b, s.Bytes...)
+	}
+	return b
+}
+
+// httpMessage cuts one HTTP message from b: its head's lines, its body
+// (Content-Length or chunked; none otherwise) and the rest.
+func httpMessage(b []byte) (head [][]byte, body, rest []byte, ok bool) {
+	i := bytes.Index(b, []byte("\r\n\r\n"))
+	if i < 0 {
+		return nil, nil, nil, false
+	}
+	head, rest = bytes.Split(b[:i], []byte("\r\n")), b[i+4:]
+	if te := headerValue(head[1:], "Transfer-Encoding"); bytes.EqualFold(te, []byte("chunked")) {
+		for {
+			j := bytes.Index(rest, []byte("\r\n"))
+			if j < 0 {
+				return head, body, nil, false
+			}
+			size, err := strconv.ParseInt(string(bytes.TrimSpace(bytes.SplitN(rest[:j], []byte(";"), 2)[0])), 16, 32)
+			if err != nil || int(size) > len(rest)-j-2 {
+				return head, body, nil, false
+			}
+			rest = rest[j+2:]
+			if size == 0 {
+				if k := bytes.Index(rest, []byte("\r\n")); k >= 0 {
+					rest = rest[k+2:]
+				}
+				return head, body, rest, true
+			}
+			body = append(body, rest[:size]...)
+			rest = bytes.TrimPrefix(rest[size:], []byte("\r\n"))
+		}
+	}
+	n, _ := strconv.Atoi(string(headerValue(head[1:], "Content-Length")))
+	if n > len(rest) {
+		return head, rest, nil, false
+	}
+	return head, rest[:n], rest[n:], true
+}
+
+// Link is a value one flow's HTTP answer handed out that a later flow
+// sends: what an http step's take reproduces.
+type Link struct {
+	From     int    `json:"from"`      // the HTTP flow
+	Exchange string `json:"exchange"`  // its request, "POST /matchmake/..."
+	Path     string `json:"json_path"` // where in the answer's JSON body
+	Value    string `json:"value"`
+	To       int    `json:"to"`    // the flow that sends it
+	Where    string `json:"where"` // "upgrade query sessionId", "upgrade path", "upgrade header X-Token", "client message #3"
+	// Recorded is a regexp that finds the value where the later flow
+	// carries it (take.recorded).
+	Recorded string `json:"recorded"`
+}
+
+func (l Link) String() string {
+	return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is sent in flow %d's %s", l.Value, l.From, l.Exchange, l.Path, l.To, l.Where)
+}
+
+// Take is the http step's take that reproduces the link.
+func (l Link) Take() string {
+	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(l.Path[strings.LastIndexAny(l.Path, ".]")+1:], "_"))
+	if name == "" || !validName.MatchString(name) {
+		name = "value"
+	}
+	return fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", name, l.Path, l.Recorded)
+}
+
+// FlowData is what Links reads of one flow: its index, client address
+// and recording; Upgrade and Client are its messages' (nil for an HTTP
+// flow).
+type FlowData struct {
+	Index   int
+	Client  string
+	HTTP    []HTTPExchange
+	Upgrade []byte
+	Msgs    []Message
+}
+
+// minLinkValue: shorter values match by chance.
+const minLinkValue = 4
+
+// maxLinks bounds the links proposed.
+const maxLinks = 32
+
+// Links finds, for each HTTP flow's JSON answers, the values a later
+// flow from the same client host sends (in its upgrade request or its
+// client messages).
+func Links(flows []FlowData) []Link {
+	var out []Link
+	for _, f := range flows {
+		for _, e := range f.HTTP {
+			var doc any
+			if json.Unmarshal(e.Body, &doc) != nil {
+				continue
+			}
+			for _, lv := range jsonLeaves(doc, "$", nil) {
+				for _, g := range flows {
+					if g.Index == f.Index || g.HTTP != nil || host(g.Client) != host(f.Client) {
+						continue
+					}
+					if l, ok := linkIn(g, lv); ok && len(out) < maxLinks {
+						l.From, l.Exchange, l.To = f.Index, e.Method+" "+e.Target, g.Index
+						out = append(out, l)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func host(addr string) string {
+	if i := strings.LastIndexByte(addr, ':'); i >= 0 {
+		return addr[:i]
+	}
+	return addr
+}
+
+type leaf struct{ path, value string }
+
+// jsonLeaves lists the string and number values of doc with their paths
+// (bounded), longest values first.
+func jsonLeaves(doc any, path string, out []leaf) []leaf {
+	if len(out) > 256 {
+		return out
+	}
+	switch v := doc.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = jsonLeaves(v[k], path+"."+k, out)
+		}
+	case []any:
+		for i, x := range v {
+			out = jsonLeaves(x, fmt.Sprintf("%s[%d]", path, i), out)
+		}
+	case string:
+		if len(v) >= minLinkValue {
+			out = append(out, leaf{path, v})
+		}
+	case float64:
+		if s := strconv.FormatFloat(v, 'f', -1, 64); len(s) >= minLinkValue {
+			out = append(out, leaf{path, s})
+		}
+	}
+	return out
+}
+
+// linkIn finds where flow g sends the value: its upgrade's query, path or
+// headers, else a client message.
+func linkIn(g FlowData, lv leaf) (Link, bool) {
+	l := Link{Path: lv.path, Value: lv.value}
+	v := []byte(lv.value)
+	if lines := bytes.Split(g.Upgrade, []byte("\r\n")); len(lines) > 0 && containsWord(g.Upgrade, v) {
+		reqLine := bytes.Fields(lines[0])
+		if len(reqLine) >= 2 && containsWord(reqLine[1], v) {
+			target := string(reqLine[1])
+			p, q, _ := strings.Cut(target, "?")
+			if vals, err := url.ParseQuery(q); err == nil {
+				for k, vs := range vals {
+					if len(vs) > 0 && vs[0] == lv.value {
+						l.Where = "upgrade query " + k
+						l.Recorded = `[?&]` + regexp.QuoteMeta(k) + `=([^& ]+)`
+						return l, true
+					}
+				}
+			}
+			if segs := strings.Split(p, "/"); len(segs) > 1 {
+				for i, s := range segs {
+					if s == lv.value {
+						l.Where = fmt.Sprintf("upgrade path segment %d", i)
+						l.Recorded = "GET " + strings.Repeat(`/[^/ ?]+`, i-1) + `/([^/ ?]+)`
+						return l, true
+					}
+				}
+			}
+			l.Where, l.Recorded = "upgrade request line", regexp.QuoteMeta(lv.value)
+			l.Recorded = "(" + l.Recorded + ")"
+			return l, true
+		}
+		for _, h := range lines[1:] {
+			if k, hv, ok := bytes.Cut(h, []byte(":")); ok && containsWord(hv, v) {
+				l.Where = "upgrade header " + string(bytes.TrimSpace(k))
+				l.Recorded = "(" + regexp.QuoteMeta(lv.value) + ")"
+				return l, true
+			}
+		}
+	}
+	for i, m := range g.Msgs {
+		if containsWord(m.Bytes, v) {
+			l.Where = fmt.Sprintf("client message #%d", i)
+			l.Recorded = "(" + regexp.QuoteMeta(lv.value) + ")"
+			return l, true
+		}
+	}
+	return l, false
+}
+
+// Longest is the flow replay plays by default: the capture's longest,
+// but for a websocket profile the longest that is not plain HTTP (a
+// client keeps its matchmaking connection alive longer than its socket).
+func (p *Profile) Longest(c *capture.Capture) *capture.Flow {
+	if p.Transport != WebSocket {
+		return c.Longest()
+	}
+	var best *capture.Flow
+	for _, f := range c.Flows {
+		if f.ClientCount == 0 || HTTPExchanges(RecordingOf(f)) != nil {
+			continue
+		}
+		if best == nil || f.Duration() > best.Duration() || (f.Duration() == best.Duration() && f.ClientCount > best.ClientCount) {
+			best = f
+		}
+	}
+	if best == nil {
+		return c.Longest()
+	}
+	return best
+}
+
+// containsWord reports whether v occurs in b on its own: not inside a
+// longer run of letters and digits (12345 is not in tk-0123456789).
+func containsWord(b, v []byte) bool {
+	for off := 0; ; {
+		i := bytes.Index(b[off:], v)
+		if i < 0 {
+			return false
+		}
+		i += off
+		end := i + len(v)
+		if (i == 0 || !alnum(b[i-1])) && (end == len(b) || !alnum(b[end])) {
+			return true
+		}
+		off = i + 1
+	}
+}
+
+func alnum(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
