@@ -11,6 +11,17 @@
 // frame per datagram. Inspect summarises a reprise capture for people
 // choosing loop points.
 //
+// TLS: a TCP connection that opens with a ClientHello is read as TLS. Its
+// hellos give the flow's TLSInfo (version, SNI, ALPN, cipher); with the
+// connection's secrets (Options.KeyLog, or a pcapng decryption secrets
+// block in the file) its records are decrypted (TLS 1.3, and TLS 1.2 AEAD
+// suites; standard library and x/crypto AEADs) and the application data
+// becomes the flow's bytes, as a plaintext connection's would. Without
+// them the flow holds no frames and Capture.Undecrypted names it. The
+// recording proxy can terminate TLS itself (ProxyTLS, with a CA that
+// mints a certificate per server name) and notes each TLS connection on
+// its SYN as a pcapng comment.
+//
 // Writing: a pcap/pcapng Writer that synthesizes Ethernet/IP/TCP or UDP
 // headers for traffic seen at the socket level (the recording proxy), and a
 // raw Writer for live libpcap captures.
