@@ -133,7 +133,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
 	fs.Var(targetValue{Addr: &c.Target, TLS: &c.TLS.Enabled}, "target", "the server: host:port, or a URL whose scheme says TLS (wss://host:port/path, mqtts://host:8883, tls://host:port; the path is the recording's) (default: start the relay binary as a child process on 127.0.0.1)")
 	addTLSFlags(fs, ff)
-	fs.Var(keyLogValue{k: &c.CaptureKeyLog, path: new(string)}, "tls-keylog", keyLogUsage)
+	fs.Var(keyLogValue{k: &c.KeyLog, path: new(string)}, "tls-keylog", keyLogUsage)
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
 	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")

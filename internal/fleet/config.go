@@ -19,37 +19,16 @@ import (
 // Config is one fleet run. DefaultConfig gives the command line's defaults;
 // a zero field means what its comment says.
 type Config struct {
-	// Capture is the pcap/pcapng file whose flow is replayed; Frames, when
-	// set, is used instead (tests and programs that build a script).
-	Capture string
-	Frames  []session.Frame
-	// Flow picks a flow of the capture by its index in `replay inspect`;
-	// -1 is the longest. Client, if valid, picks the flow of that recorded
-	// client address instead (the longest of them, if its port was reused).
-	Flow   int
-	Client netip.AddrPort
-	// Flows, when set, replays several flows in one fleet: client i plays
-	// the (i mod F)-th of the F flows chosen, or by their weights
-	// (flowOf), each flow's script
-	// built as for Flow. It excludes Flow, Client and Frames.
-	Flows profile.FlowSet
-	// MaxFrame caps a frame read from the capture or from the relay (the
-	// relay's --max-frame); 0 means wire.DefaultMaxFrame. ServerPort tells
-	// a flow's client side when nothing else does; 0 means the profile's port.
-	MaxFrame   int
-	ServerPort uint16
-	// CaptureMemory caps what reading the capture holds (--max-memory);
-	// 0 means profile.DefaultCaptureMemory.
-	CaptureMemory int64
-	// CaptureKeyLog decrypts the capture's TLS flows (--tls-keylog).
-	CaptureKeyLog *profile.KeyLog
+	// Source is what is replayed, read and compiled by the profile's
+	// loader (profile.Load): the capture and its flow or flows (Flow -1:
+	// the longest; Flows excludes Flow, Client and Frames), or Frames a
+	// program built, the capture's reading limits and key log, and the
+	// transport (empty: the capture's, tcp for Frames).
+	profile.Source
 
 	// Target is the relay's host:port (required: the fleet starts no
 	// server; replay's commands start a relay child without --target).
-	// Transport is "tcp" or "udp"; empty is the
-	// capture's (tcp for Frames).
-	Target    string
-	Transport string
+	Target string
 	// TLS is how the fleet speaks TLS to the target (tls.go); the zero
 	// value is plaintext.
 	TLS TLS
@@ -179,8 +158,7 @@ const DefaultMetricsPort = 9401
 // DefaultConfig returns the defaults of the replay command.
 func DefaultConfig() Config {
 	return Config{
-		Flow:             -1,
-		CaptureMemory:    profile.DefaultCaptureMemory,
+		Source:           profile.Source{Flow: -1, CaptureMemory: profile.DefaultCaptureMemory},
 		Clients:          1,
 		Speed:            1,
 		Heartbeat:        HeartbeatDefault,
@@ -442,15 +420,6 @@ func (c *Config) peerIndexes(i, others int) []int {
 		}
 	}
 	return out
-}
-
-// source is what the profile's loader reads.
-func (c *Config) source() profile.Source {
-	return profile.Source{
-		Capture: c.Capture, Frames: c.Frames, Flow: c.Flow, Client: c.Client, Flows: c.Flows,
-		MaxFrame: c.MaxFrame, ServerPort: c.ServerPort, CaptureMemory: c.CaptureMemory, Transport: c.Transport,
-		KeyLog: c.CaptureKeyLog,
-	}
 }
 
 // loop is the loop to play, nil for none.

@@ -205,7 +205,7 @@ func (f *Fleet) loadScript() error {
 	f.profileName = prof.Name
 	f.inBandTLS = prof.StartsTLS()
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
-	l, err := profile.Load(prof, f.cfg.source(), profile.ScriptOptions{
+	l, err := profile.Load(prof, f.cfg.Source, profile.ScriptOptions{
 		Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom,
 		RewritePayload: f.cfg.RewritePayload, MaxFrame: f.cfg.MaxFrame,
 	})
