@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"net/netip"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -17,30 +18,66 @@ import (
 //
 // Outbound memory is counted by chunk, when a queue takes a chunk from the
 // pool and when the chunk goes back (one atomic add per 4 KiB chunk, not per
-// delivery: see outbound). A count that passes the budget or a source's
-// share asks the sweeper to cut (evictMemory): the connections holding the
+// delivery, on a counter shard of the connection's: see outbound). A shard
+// past its share of the budget asks the sweeper to count and cut
+// (evictMemory): the connections holding the
 // most bytes first, the slowest consumers, until the rest fit 3/4 of it, as
 // memory_budget. Everyone else keeps being served.
 type memBudget struct {
-	used      atomic.Int64 // bytes in outbound chunks taken from the pool, all connections
-	limit     int64        // Config.QueueBudget, with partial frames; 0: none
-	perSource int64        // Config.QueueBudgetPerSource; 0: none
-	evict     chan struct{}
+	// used is the bytes in outbound chunks taken from the pool, in shards
+	// by connection, each on its own cache line: one locked add on a line
+	// every core wrote was a cost per chunk and per write the relay's
+	// readers and writers all paid.
+	used      [memShards]paddedInt64
+	limit     int64 // Config.QueueBudget, with partial frames; 0: none
+	perSource int64 // Config.QueueBudgetPerSource; 0: none
+	// wakeAt is a shard's count past which a charge wakes the sweeper:
+	// its share of the lower of the two bounds (a source can pass its
+	// share only when the relay's count passes it too).
+	wakeAt int64
+	evict  chan struct{}
+	// hard says the count passed twice the budget (the sweeper, which
+	// cuts, ran late: a loaded host): a queue that takes a new chunk then
+	// and holds minEvict or more cuts itself (outbound.appendFrame).
+	hard atomic.Bool
 }
 
-// charge adds n bytes (negative: gives them back) to the relay's and src's
-// counts; past either bound it asks the sweeper to evict.
-func (m *memBudget) charge(src *source, n int64) {
-	total := m.used.Add(n)
-	over := m.limit > 0 && total > m.limit
-	if src != nil {
-		if s := src.mem.Add(n); m.perSource > 0 && s > m.perSource {
-			over = true
+const memShards = 16
+
+type paddedInt64 struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+// init sets the budget's bounds (0: none).
+func (m *memBudget) init(limit, perSource int64) {
+	m.limit, m.perSource, m.evict = limit, perSource, make(chan struct{}, 1)
+	if low := min(limit, perSource); low > 0 {
+		m.wakeAt = low / memShards
+	} else {
+		m.wakeAt = max(limit, perSource) / memShards
+	}
+}
+
+// charge adds n bytes (negative: gives them back) to connection id's
+// shard; past its share of the budget it asks the sweeper to look
+// (evictMemory counts exactly).
+func (m *memBudget) charge(id uint64, n int64) {
+	if v := m.used[id%memShards].Add(n); n > 0 && m.wakeAt > 0 && v > m.wakeAt {
+		m.wake()
+		if m.limit > 0 && m.total() > 2*m.limit {
+			m.hard.Store(true)
 		}
 	}
-	if over && n > 0 {
-		m.wake()
+}
+
+// total is the bytes in outbound chunks, all connections.
+func (m *memBudget) total() int64 {
+	var t int64
+	for i := range m.used {
+		t += m.used[i].Load()
 	}
+	return t
 }
 
 // wake asks the sweeper to run evictMemory, without waiting.
@@ -71,14 +108,14 @@ func (s *Server) evictMemory() int64 {
 	}
 	var list []held
 	var total int64
-	bySrc := make(map[*source]int64)
+	bySrc := make(map[netip.Addr]int64)
 	s.eachClient(func(c *client) {
 		if c.out.isClosing() {
 			return
 		}
 		n := int64(c.out.Pending()) + c.partialHeld.Load()
 		total += n
-		bySrc[c.out.src] += n
+		bySrc[c.src] += n
 		if n >= minEvict {
 			list = append(list, held{c, n})
 		}
@@ -89,7 +126,7 @@ func (s *Server) evictMemory() int64 {
 	target, srcTarget := budget.limit*3/4, budget.perSource*3/4
 	var cut, freed int64
 	for _, h := range list {
-		srcOver := budget.perSource > 0 && h.c.out.src != nil && bySrc[h.c.out.src] > budget.perSource
+		srcOver := budget.perSource > 0 && bySrc[h.c.src] > budget.perSource
 		if !(overAll && total > target) && !srcOver {
 			continue
 		}
@@ -98,10 +135,11 @@ func (s *Server) evictMemory() int64 {
 			freed += h.n
 		}
 		total -= h.n
-		if bySrc[h.c.out.src] -= h.n; srcOver && bySrc[h.c.out.src] <= srcTarget {
-			delete(bySrc, h.c.out.src) // fits again: no more cuts from it this round
+		if bySrc[h.c.src] -= h.n; srcOver && bySrc[h.c.src] <= srcTarget {
+			delete(bySrc, h.c.src) // fits again: no more cuts from it this round
 		}
 	}
+	budget.hard.Store(budget.limit > 0 && budget.total() > 2*budget.limit)
 	if cut > 0 {
 		s.log.Info("over the memory budget: cut the slowest consumers", zap.Int64("connections", cut),
 			zap.Int64("bytes_held", freed), zap.Int64("queue_budget", budget.limit), zap.Int64("per_source", budget.perSource))
@@ -116,10 +154,16 @@ func (c *client) evict() bool {
 	if !c.out.fail(CloseMemoryBudget) {
 		return false
 	}
+	c.abort()
+	return true
+}
+
+// abort cuts short c's write in flight and its reader's wait, for the
+// memory budget.
+func (c *client) abort() {
 	now := time.Now()
 	c.tcp.SetWriteDeadline(now)
 	c.tcp.SetReadDeadline(now)
 	c.signal()
 	c.s.log.Debug("memory budget: cut", zap.Uint64("conn", c.id), zap.String("user", c.user))
-	return true
 }

@@ -212,6 +212,10 @@ func (c *client) isUDP() bool { return c.tcp == nil }
 func (c *client) deliver(frame []byte) bool {
 	signal, ok := c.out.appendFrame(frame)
 	if !ok {
+		if _, reason := c.out.state(); reason == CloseMemoryBudget {
+			c.abort()
+			return signal
+		}
 		c.s.m.SlowConsumers.Inc()
 		c.s.log.Info("slow consumer: outbound queue over --max-pending", zap.Uint64("conn", c.id),
 			zap.String("user", c.user), zap.Int("max_pending", c.s.cfg.MaxPending))

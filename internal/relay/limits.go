@@ -285,7 +285,7 @@ func (c *client) trackPartial(now, start int64, buffered, held int) {
 				default:
 				}
 			}
-			if s.mem.limit > 0 && total+s.mem.used.Load() > s.mem.limit {
+			if s.mem.limit > 0 && total+s.mem.total() > s.mem.limit {
 				s.mem.wake()
 			}
 		}
@@ -364,7 +364,7 @@ const (
 
 // heldBytes is what the relay holds that a flood or a stall grows.
 func (s *Server) heldBytes() int64 {
-	return s.mem.used.Load() + s.partial.Load() + s.nconns.Load()*reclaimConnCost
+	return s.mem.total() + s.partial.Load() + s.nconns.Load()*reclaimConnCost
 }
 
 // reclaim runs at every sweep tick (the sweeper's own state) and asks
@@ -384,7 +384,7 @@ func (s *Server) reclaim(now int64) {
 		return
 	}
 	s.log.Info("memory returned to the OS", zap.Int64("held_bytes", cur), zap.Int64("peak_bytes", s.heldPeak),
-		zap.Int64("partial_bytes", s.partial.Load()), zap.Int64("queued_bytes", s.mem.used.Load()))
+		zap.Int64("partial_bytes", s.partial.Load()), zap.Int64("queued_bytes", s.mem.total()))
 	s.freeOS()
 	s.heldPeak, s.lastReclaim, s.reclaimAgain, s.reclaimAt = cur, now, 2, now+reclaimEvery
 }

@@ -56,9 +56,10 @@ type outbound struct {
 	// connection's own reader checks it after every read).
 	closed atomic.Bool
 	// mem counts the chunks the queue holds against the relay's memory
-	// budget and src's share (budget.go); nil: not counted (tests).
+	// budget, in connection id's shard (budget.go); nil: not counted
+	// (tests).
 	mem *memBudget
-	src *source
+	id  uint64
 }
 
 // slowConsumerFrame is the last frame a slow consumer gets: the queue it
@@ -73,8 +74,11 @@ var slowConsumerFrame = wire.AppendError(nil, wire.ErrSlowConsumer, "outbound qu
 // queue). ok is false if b would put the queue over max: the queue is then
 // dropped and closed with reason slow_consumer, with slowConsumerFrame as
 // its only frame, and the caller must wake the writer (to write that
-// frame, bounded by the write timeout) and stop reading the peer. A
-// closing queue takes nothing and reports ok.
+// frame, bounded by the write timeout) and stop reading the peer; or if
+// the relay is twice over its memory budget (memBudget.hard) and this
+// queue large: then it is dropped and closed with reason memory_budget,
+// and the caller must cut the connection short (client.abort). A closing
+// queue takes nothing and reports ok.
 //
 // It unlocks without defer: it runs once per delivery, and the deferred
 // unlock was 5 % of the relay's CPU in a profile (self time).
@@ -89,6 +93,13 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 		o.pushLocked(slowConsumerFrame)
 		o.flagged = true
 		signal, ok = true, false
+	case o.mem != nil && o.newChunkLocked(len(b)) && o.mem.hard.Load() && o.pendingLocked() >= minEvict:
+		// Twice over the memory budget and the sweeper not there yet:
+		// a queue this large cuts itself (budget.go).
+		o.closeLocked(CloseMemoryBudget)
+		o.dropLocked()
+		o.flagged = true
+		signal, ok = true, false
 	default:
 		o.pushLocked(b)
 		if len(b) > wire.LenSize && b[wire.LenSize] == byte(wire.TypeDeliver) {
@@ -99,6 +110,12 @@ func (o *outbound) appendFrame(b []byte) (signal, ok bool) {
 	}
 	o.mu.Unlock()
 	return signal, ok
+}
+
+// newChunkLocked reports whether queueing n bytes takes a new chunk.
+func (o *outbound) newChunkLocked(n int) bool {
+	k := len(o.q)
+	return k == 0 || cap(o.q[k-1].b)-len(o.q[k-1].b) < n
 }
 
 // closeWith queues a last frame (if any, regardless of max) and marks the
@@ -154,7 +171,7 @@ func (o *outbound) dropLocked() {
 // against the memory budget.
 func (o *outbound) chunks(n int) {
 	if o.mem != nil && n != 0 {
-		o.mem.charge(o.src, int64(n)*chunkSize)
+		o.mem.charge(o.id, int64(n)*chunkSize)
 	}
 }
 

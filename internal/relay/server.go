@@ -433,7 +433,7 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 		roomMsgs: newGCRA(cfg.RoomRateMessages, cfg.RoomRateMessagesBurst), roomBytes: newGCRA(cfg.RoomRateBytes, cfg.RoomRateBytesBurst),
 		evict: make(chan struct{}, 1), lastReclaim: -reclaimEvery, reclaimc: make(chan struct{}, 1)}
 	s.abuseLog.every = int64(time.Second)
-	s.mem = memBudget{limit: cfg.QueueBudget, perSource: cfg.QueueBudgetPerSource, evict: make(chan struct{}, 1)}
+	s.mem.init(cfg.QueueBudget, cfg.QueueBudgetPerSource)
 	for i := range s.conns {
 		s.conns[i].m = make(map[*client]struct{})
 	}
@@ -442,7 +442,7 @@ func New(cfg Config, log *zap.Logger, reg *prometheus.Registry) (*Server, error)
 		return nil, err
 	}
 	s.m = m
-	if err := metrics.RegisterQueueMemory(reg, func() float64 { return float64(s.mem.used.Load()) }, cfg.QueueBudget, cfg.QueueBudgetPerSource); err != nil {
+	if err := metrics.RegisterQueueMemory(reg, func() float64 { return float64(s.mem.total()) }, cfg.QueueBudget, cfg.QueueBudgetPerSource); err != nil {
 		return nil, err
 	}
 	if err := s.bind(); err != nil {
@@ -773,7 +773,6 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 		nc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
 		c := newTCPClient(s, nc)
 		c.src = src
-		c.out.src = s.srcs.entry(src)
 		s.nconns.Add(1)
 		s.m.ConnectionsTCP.Inc()
 		s.addClient(c)

@@ -3,7 +3,6 @@ package relay
 import (
 	"net/netip"
 	"sync"
-	"sync/atomic"
 )
 
 // Per-source caps: what one source address may hold at once, over TCP and
@@ -27,10 +26,6 @@ type sourceShard struct {
 type source struct {
 	conns int
 	rooms map[string]int // connections in each room
-	// mem is the bytes its connections' outbound queues hold (budget.go),
-	// touched without the shard's mutex: a connection keeps its source's
-	// entry alive (conns > 0) as long as it may queue.
-	mem atomic.Int64
 }
 
 func (ss *sources) shard(a netip.Addr) *sourceShard {
@@ -69,15 +64,6 @@ func (ss *sources) connect(a netip.Addr, max int) bool {
 	}
 	src.conns++
 	return true
-}
-
-// entry is a's entry, which a connection counted by connect keeps alive
-// until its disconnect.
-func (ss *sources) entry(a netip.Addr) *source {
-	sh := ss.shard(a)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.get(a)
 }
 
 // disconnect uncounts a connection from a.

@@ -33,7 +33,7 @@ func newTCPClient(s *Server, nc *net.TCPConn) *client {
 		writerDone: make(chan struct{}),
 	}
 	c.out.max = s.cfg.MaxPending
-	c.out.mem = &s.mem
+	c.out.mem, c.out.id = &s.mem, c.id
 	now := s.now()
 	c.unjoinedSince.Store(now)
 	c.lastActive.Store(now)
