@@ -124,17 +124,27 @@ func TestProxyUpstreamTLS(t *testing.T) {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(leaf)
+	expiredCert := testCertUntil(t, time.Now().Add(-time.Minute))
+	expired := greetingServerWith(t, expiredCert)
+	expiredLeaf, err := x509.ParseCertificate(expiredCert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	expiredRoots := x509.NewCertPool()
+	expiredRoots.AddCert(expiredLeaf)
 	proxyCert := testCert(t)
 	for _, tc := range []struct {
 		name   string
+		srv    string
 		roots  *x509.CertPool
 		failed string
 	}{
-		{"verified", roots, ""},
-		{"unknown authority", x509.NewCertPool(), "certificate signed by unknown authority (give the upstream's CA with --tls-ca, or --tls-insecure)"},
+		{"verified", srv, roots, ""},
+		{"unknown authority", srv, x509.NewCertPool(), "certificate signed by unknown authority (give the upstream's CA with --tls-ca, or --tls-insecure)"},
+		{"expired", expired, expiredRoots, "certificate has expired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path, st := proxyRun(t, srv, &ProxyTLS{Cert: &proxyCert, Upstream: true, Roots: tc.roots, ServerName: "localhost"}, func(a string) error {
+			path, st := proxyRun(t, tc.srv, &ProxyTLS{Cert: &proxyCert, Upstream: true, Roots: tc.roots, ServerName: "localhost"}, func(a string) error {
 				err := goTLSClient(&tls.Config{}, io.Discard)(a)
 				if tc.failed != "" {
 					return nil // the proxy hangs up on it

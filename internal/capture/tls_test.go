@@ -44,13 +44,19 @@ func tlsMessages() [][]byte {
 // testCert is a self-signed ECDSA certificate for 127.0.0.1 and localhost.
 func testCert(t testing.TB) tls.Certificate {
 	t.Helper()
+	return testCertUntil(t, time.Now().Add(time.Hour))
+}
+
+// testCertUntil is testCert valid until notAfter.
+func testCertUntil(t testing.TB, notAfter time.Time) tls.Certificate {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: notAfter.Add(-2 * time.Hour), NotAfter: notAfter,
 		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
