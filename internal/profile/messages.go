@@ -76,7 +76,11 @@ func (p *Profile) Messages(r Recording) Messages {
 }
 
 // ClientKind is the index in Kinds of a client message's kind (0: other).
+// Kinds match a message without its framing's final delimiter: a line of
+// a delimited framing ends with one, except the last line of a WebSocket
+// message or a datagram, and `^\{\}$` must match both.
 func (p *Profile) ClientKind(b []byte) int {
+	b = b[:len(b)-trailer(p.framer, b)]
 	for i := range p.client {
 		if p.client[i].m.match(b) {
 			return p.Kinds.index(p.client[i].name)
@@ -85,8 +89,10 @@ func (p *Profile) ClientKind(b []byte) int {
 	return 0
 }
 
-// ServerKind is the index of a server message's kind, -1 for none.
+// ServerKind is the index of a server message's kind, -1 for none
+// (matched without the final delimiter, as ClientKind).
 func (p *Profile) ServerKind(b []byte) int {
+	b = b[:len(b)-trailer(p.framer, b)]
 	for i := range p.server {
 		if p.server[i].m.match(b) {
 			return i
