@@ -235,7 +235,7 @@ func TestTLSMosquitto(t *testing.T) {
 		{"unknown authority", []string{"--target", target, "--tls", "--tls-ca", pki.otherCA}, "tls_unknown_authority"},
 		{"expired", []string{"--target", fmt.Sprintf("127.0.0.1:%d", expired), "--tls", "--tls-ca", pki.ca}, "tls_bad_certificate"},
 		{"not tls", []string{"--target", fmt.Sprintf("127.0.0.1:%d", plain), "--tls", "--tls-ca", pki.ca}, "tls_handshake_closed"},
-		{"tls port", []string{"--target", target}, "tls_"},
+		{"tls port", []string{"--target", target}, "tls_required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"--profile", "mqtt", "--capture", capPath, "--clients", "3", "--login-interval", "10ms", "--duration", "2s", "--login-timeout", "3s"}, tc.args...)
@@ -382,6 +382,42 @@ func wssSettled(t *testing.T, port int) wssStats {
 		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", port), &s)
 		if s.Connected == 0 || time.Now().After(end) {
 			return s
+		}
+	}
+}
+
+// TestTargetValue: --target takes host:port or a URL whose scheme says
+// TLS, parsed when set.
+func TestTargetValue(t *testing.T) {
+	for _, tc := range []struct {
+		in, addr string
+		tls      bool
+		err      string
+	}{
+		{"127.0.0.1:7400", "127.0.0.1:7400", false, ""},
+		{"wss://127.0.0.1:8443/chat?room=a", "127.0.0.1:8443", true, ""},
+		{"ws://localhost:8080/ws", "localhost:8080", false, ""},
+		{"mqtts://broker.local", "broker.local:8883", true, ""},
+		{"mqtt://[::1]:1883", "[::1]:1883", false, ""},
+		{"tls://10.0.0.1:4443", "10.0.0.1:4443", true, ""},
+		{"https://example.com", "example.com:443", true, ""},
+		{"tls://10.0.0.1", "", false, "no port"},
+		{"gopher://h:70", "", false, "want one of"},
+		{"wss://:443/x", "", false, "no host"},
+		{"127.0.0.1", "", false, "host:port"},
+		{"off", "", false, ""},
+	} {
+		var addr string
+		var tls bool
+		err := targetValue{Addr: &addr, TLS: &tls}.Set(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || addr != tc.addr || tls != tc.tls {
+			t.Errorf("%q: %q tls %v err %v, want %q tls %v", tc.in, addr, tls, err, tc.addr, tc.tls)
 		}
 	}
 }
