@@ -300,9 +300,15 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 	}
 	// Values an HTTP flow's answers handed out that another flow of the
 	// same client host sends: what a profile's http step takes.
-	for _, l := range profile.Links(data) {
+	links := profile.Links(data)
+	for _, l := range links {
 		if r := byFlow[l.From]; r != nil {
 			r.Links = append(r.Links, l.String()+"; take: "+l.Take())
+		}
+	}
+	for _, g := range profile.ClientGroups(data, links) {
+		if r := byFlow[g.Flows[0]]; r != nil {
+			r.Notes = append(r.Notes, g.String())
 		}
 	}
 	if len(out) == 0 {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -339,4 +340,44 @@ func containsWord(b, v []byte) bool {
 
 func alnum(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// ClientGroup is the flows one client opened: an HTTP flow and the flows
+// of the same host that send values its answers handed out.
+type ClientGroup struct {
+	Host   string
+	Flows  []int // the HTTP flow first
+	Values int   // the links between them
+}
+
+func (g ClientGroup) String() string {
+	fl := make([]string, len(g.Flows))
+	for i, f := range g.Flows {
+		fl[i] = strconv.Itoa(f)
+	}
+	return fmt.Sprintf("flows %s are one client's (host %s, linked by %d values): replay the socket's flow, with an http step for this one", strings.Join(fl, ", "), g.Host, g.Values)
+}
+
+// ClientGroups groups each HTTP flow with the flows its links reach.
+func ClientGroups(flows []FlowData, links []Link) []ClientGroup {
+	hosts := map[int]string{}
+	for _, f := range flows {
+		hosts[f.Index] = host(f.Client)
+	}
+	var out []ClientGroup
+	at := map[int]int{}
+	for _, l := range links {
+		i, ok := at[l.From]
+		if !ok {
+			i = len(out)
+			at[l.From] = i
+			out = append(out, ClientGroup{Host: hosts[l.From], Flows: []int{l.From}})
+		}
+		g := &out[i]
+		g.Values++
+		if !slices.Contains(g.Flows, l.To) {
+			g.Flows = append(g.Flows, l.To)
+		}
+	}
+	return out
 }
