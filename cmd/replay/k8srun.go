@@ -81,6 +81,7 @@ and on Ctrl-C (unless --keep). A shard that fails, or does not start within
 				return usageError(fmt.Errorf("want one capture: --capture (a local file, sent as a ConfigMap), --capture-pvc or --image-capture"))
 			}
 			r.p = p
+			r.kc.Logf = r.logf
 			if r.out == "" {
 				r.out = filepath.Join("out", "k8s-"+time.Now().UTC().Format("20060102-150405"))
 			}

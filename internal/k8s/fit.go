@@ -89,11 +89,17 @@ func Plan(w Want, nodes []NodeRoom) (Fit, error) {
 			f.CPUMilli = min(max(share*9/10, shardCPUMilliFloor), shardCPUMilliMax)
 		}
 	}
+	var first error // the even share's: the numbers a refusal gives
 	for {
-		if err := place(w, f, nodes); err == nil {
+		err := place(w, f, nodes)
+		if err == nil {
 			return f, nil
-		} else if !auto || f.CPUMilli <= shardCPUMilliMin {
-			return f, err
+		}
+		if first == nil {
+			first = err
+		}
+		if !auto || f.CPUMilli <= shardCPUMilliMin {
+			return f, first
 		}
 		// Pods are placed whole: a smaller share may fit where the even one
 		// does not (two nodes of 1.5 CPU for three shards).

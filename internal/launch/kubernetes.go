@@ -59,12 +59,16 @@ func (k *Kubernetes) Describe() string {
 	return fmt.Sprintf("%d shard pods of a Kubernetes Job (namespace %s)", k.Params.Shards, k.Namespace)
 }
 
+// barrierLead is the time between the start a shard 0 sends and the
+// fleet's clock starting, for a fleet on Kubernetes.
+const barrierLead = 3 * time.Second
+
 // pollEvery is how often the pods are listed.
 const pollEvery = time.Second
 
 // Prepare implements Runner: it checks that the fleet fits the nodes
-// (read now), creates the Job, and returns once every shard runs, answers
-// on its metrics and its barrier is under this process's control.
+// (read now), creates the Job, and returns once every shard runs and its
+// barrier is under this process's control.
 func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, error) {
 	n := k.Params.Shards
 	if n < 1 || k.Args == nil || k.Kubectl == nil {
@@ -89,7 +93,9 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 	if p.CaptureConfigMap == "" {
 		p.CaptureConfigMap = k.Params.Name + "-capture"
 	}
-	p.RunArgs = append(k.Args(cfg), "--barrier-hold")
+	// The lead leaves room for every shard's /metrics to come up and for
+	// the driver's baseline through the API server's proxy.
+	p.RunArgs = append(k.Args(cfg), "--barrier-hold", "--barrier-lead", barrierLead.String())
 	if len(cfg.Levels) > 0 {
 		p.RunArgs = append(p.RunArgs, "--levels", intList(cfg.Levels))
 	}
@@ -164,7 +170,8 @@ func (h *kfleet) fail(err error) {
 	})
 }
 
-// prepare waits for every pod to run and answer, then takes the barrier.
+// prepare waits for every pod to run, then takes the barrier (the shards'
+// /metrics answer only once they know the start: Start waits for them).
 func (h *kfleet) prepare(ctx context.Context) error {
 	k := h.k
 	deadline := time.Now().Add(k.startTimeout())
@@ -194,9 +201,6 @@ func (h *kfleet) prepare(ctx context.Context) error {
 			URL: k8s.ProxyURL(k.Proxy, k.Namespace, "pods", pod, strconv.Itoa(k8s.MetricsPort), "/metrics")})
 	}
 	h.bg.Go(func() { h.watch(ctx) })
-	if err := waitMetrics(ctx, h.targets, time.Until(deadline)+10*time.Second, h.failed); err != nil {
-		return errors.Join(err, h.failErr)
-	}
 	pf, err := k.Kubectl.PortForward(ctx, h.pods[0], k8s.BarrierPort)
 	if err != nil {
 		return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
@@ -312,6 +316,11 @@ func (h *kfleet) Start(ctx context.Context) (time.Time, error) {
 	}
 	select {
 	case <-h.remote.Started():
+		// A shard serves its /metrics once it knows the start (it holds
+		// at the barrier until then): they answer within the lead.
+		if err := waitMetrics(ctx, h.targets, 30*time.Second, h.failed); err != nil {
+			return time.Time{}, errors.Join(err, h.failErr)
+		}
 		return h.remote.Start(), nil
 	case <-h.remote.Done():
 		return time.Time{}, h.remote.Err()
