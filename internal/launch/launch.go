@@ -3,7 +3,8 @@
 // prepare a fleet, start it, sample its metrics, hold it at each of its
 // levels until the driver says go on or stop, and collect its summary —
 // whether the fleet runs in this process (InProcess) or as shard processes
-// started together at a barrier (Shards); a Kubernetes Job can be a third.
+// started together at a barrier (Shards), or as the pods of a Kubernetes
+// Job (Kubernetes).
 //
 // It is not the fleet (internal/fleet) nor a driver: it decides nothing
 // about a run. It builds no command line: Shards gets its processes'
@@ -39,7 +40,8 @@ type Runner interface {
 type Fleet interface {
 	// Targets are the fleet's metrics to sample, role report.RoleFleet:
 	// its registry in this process, or each part's /metrics. They answer
-	// from Prepare until the fleet ends (in process: also after).
+	// from Prepare (a Kubernetes fleet's: from Start, before the fleet's
+	// clock starts) until the fleet ends (in process: also after).
 	Targets() []report.Target
 	// Start starts the fleet and returns the instant its clock starts
 	// (its first login is due): ahead of the call by a short lead, during
