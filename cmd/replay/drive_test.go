@@ -65,6 +65,7 @@ func TestDriveRefusesBeforeStarting(t *testing.T) {
 		{"capacity max below start", []string{"capacity", "--start", "10", "--max", "5"}, "--start 10"},
 		{"capacity shards without local", []string{"capacity", "--shards", "2"}, "add --local"},
 		{"capacity profile without target", []string{"capacity", "--profile", "mqtt"}, "needs --target"},
+		{"k8s key log", []string{"compare", "--k8s", "--relay", "--tls-keylog", tlsKeys, "--clients", "4", "--senders", "1", "--duration", "2s"}, "--tls-keylog with --k8s: the pods get only the capture"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "report")

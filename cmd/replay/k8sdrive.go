@@ -68,6 +68,9 @@ func (k *k8sDrive) check(fs *pflag.FlagSet, target string) error {
 		return nil
 	}
 	switch {
+	case fs.Changed("tls-keylog"):
+		// The pods get the capture, not files beside it.
+		return usageError(errors.New("--tls-keylog with --k8s: the pods get only the capture; put the secrets into it (record live --tls-keylog writes them in, or editcap --inject-secrets tls,KEYLOG in.pcap out.pcapng) and drop --tls-keylog"))
 	case k.relay && target != "":
 		return usageError(errors.New("--relay and --target: pick one (--relay targets the relay Deployment)"))
 	case !k.relay && target == "":

@@ -600,3 +600,20 @@ func TestTLSKeyUpdateOpenSSL(t *testing.T) {
 		t.Fatalf("Undecrypted: %v", err)
 	}
 }
+
+// TestEditcapSecrets: the secrets block Wireshark's editcap writes
+// (--inject-secrets) is read as ours is.
+func TestEditcapSecrets(t *testing.T) {
+	editcap := testproc.NeedTool(t, "editcap", "tshark")
+	out := filepath.Join(t.TempDir(), "editcap.pcapng")
+	if b, err := exec.Command(editcap, "--inject-secrets", "tls,testdata/tls/go-tls12.keys", "testdata/tls/go-tls12.pcap", out).CombinedOutput(); err != nil {
+		t.Fatalf("editcap: %v\n%s", err, b)
+	}
+	c := readPath(t, out)
+	f := onlyFlow(t, c)
+	client, _ := sessionFrames()
+	if f.TLS == nil || f.TLS.Plaintext != PlaintextKeyLog {
+		t.Fatalf("TLS %+v", f.TLS)
+	}
+	equalFrames(t, "client", f.ClientFrames, client)
+}
