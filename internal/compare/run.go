@@ -195,7 +195,9 @@ func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.D
 	sum, runErr := fr.Wait()
 	stopSampling()
 	ser := <-serc
-	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+	// A fleet that no login reached ended early: what it ran is a run, and
+	// the caller's check names it (and the report keeps it).
+	if runErr != nil && !errors.Is(runErr, context.Canceled) && !errors.Is(runErr, fleet.ErrNoLogin) {
 		return sampledRun{}, runErr
 	}
 	// Deliveries go on arriving during the fleet's drain, after the last

@@ -104,8 +104,8 @@ func (f *Fleet) firstProtocolError() string {
 // ErrNoLogin marks a run in which no login completed within the login
 // timeout of the first attempt's due time: the target accepted (or
 // ignored) the clients and never let one in. The run ends there, with or
-// without --duration.
-var ErrNoLogin = errors.New("no login completed")
+// without --duration. It is a case of ErrNothingLoggedIn.
+var ErrNoLogin = fmt.Errorf("%w: no login completed", ErrNothingLoggedIn)
 
 // watchFirstLogin ends the run (stop) when no login has completed by the
 // login timeout after this process's first attempt was due, and a little
