@@ -279,9 +279,10 @@ func TestTLSNATS(t *testing.T) {
 	rec := benchBuild(t, "natsrec", "./cmd/natsrec")
 	plain, _ := startNATS(t, bin, false)
 	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), rec, "-port", "LISTEN_PORT", "-user", "rec-user-01", "-room", "lobby", "-n", "20")
-	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, "nats", capPath))
+	insp := inspectProfile(t, "nats", capPath)
+	loop := suggestedLoop.FindStringSubmatch(insp)
 	if loop == nil {
-		t.Fatal("inspect suggests no loop")
+		t.Fatalf("inspect suggests no loop:\n%s", insp)
 	}
 	port, mon := startNATSTLS(t, bin, pki)
 	target := fmt.Sprintf("127.0.0.1:%d", port)
