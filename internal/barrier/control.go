@@ -3,6 +3,7 @@ package barrier
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -37,6 +38,10 @@ func (c *Coordinator) handleControl(ctx context.Context, conn net.Conn, r *bufio
 	}
 	c.controlled = true
 	c.mu.Unlock()
+	// The controller learns a coordinator really answers (a port-forward
+	// accepts before its far end does).
+	conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintln(conn, "controlled")
 	cctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(cctx, func() { conn.Close() })
 	var wg sync.WaitGroup
@@ -138,23 +143,70 @@ type Remote struct {
 // controller, retrying until ctx ends (the coordinator may not listen
 // yet).
 func Dial(ctx context.Context, addr string, count int) (*Remote, error) {
-	conn, err := dialRetry(ctx, addr)
+	for {
+		conn, err := dialRetry(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		br, err := greet(conn, count)
+		if err == nil {
+			r := &Remote{conn: conn, started: make(chan struct{}), levels: make(chan int), done: make(chan struct{})}
+			r.wg.Go(func() { r.read(br) })
+			return r, nil
+		}
+		conn.Close()
+		var refused refusedError
+		if errors.As(err, &refused) {
+			return nil, fmt.Errorf("%w: %s: %v", ErrBarrier, addr, err)
+		}
+		// Nothing answered behind the address yet (a port-forward to a
+		// pod whose coordinator does not listen yet): again.
+		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+			return nil, fmt.Errorf("%w: no coordinator answered at %s: %v", ErrBarrier, addr, err)
+		}
+	}
+}
+
+// refusedError is a coordinator's refusal of a controller.
+type refusedError string
+
+func (e refusedError) Error() string { return string(e) }
+
+// greet sends the control line and reads the coordinator's "controlled".
+func greet(conn net.Conn, count int) (*bufio.Reader, error) {
+	conn.SetDeadline(time.Now().Add(5 * time.Second))
+	defer conn.SetDeadline(time.Time{})
+	if _, err := fmt.Fprintf(conn, "control %d\n", count); err != nil {
+		return nil, err
+	}
+	br := bufio.NewReader(conn)
+	line, err := br.ReadString('\n')
 	if err != nil {
 		return nil, err
 	}
-	if _, err := fmt.Fprintf(conn, "control %d\n", count); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("%w: %s: %v", ErrBarrier, addr, err)
+	if msg, ok := strings.CutPrefix(strings.TrimSpace(line), "error "); ok {
+		return nil, refusedError(msg)
 	}
-	r := &Remote{conn: conn, started: make(chan struct{}), levels: make(chan int), done: make(chan struct{})}
-	r.wg.Go(r.read)
-	return r, nil
+	if strings.TrimSpace(line) != "controlled" {
+		return nil, refusedError(fmt.Sprintf("sent %q", strings.TrimSpace(line)))
+	}
+	return br, nil
 }
 
-func (r *Remote) read() {
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *Remote) read(br *bufio.Reader) {
 	defer close(r.done)
 	defer close(r.levels)
-	br := bufio.NewReader(r.conn)
 	for {
 		line, err := br.ReadString('\n')
 		got := time.Now()

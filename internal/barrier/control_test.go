@@ -2,6 +2,7 @@ package barrier
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -77,7 +78,7 @@ func TestRemoteControl(t *testing.T) {
 }
 
 // TestRemoteRefused: a second controller, or one for another fleet, is
-// told why.
+// told why, at Dial.
 func TestRemoteRefused(t *testing.T) {
 	_, addr := serve(t, 2, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -94,20 +95,41 @@ func TestRemoteRefused(t *testing.T) {
 				time.Sleep(200 * time.Millisecond) // the first is registered
 			}
 			r, err := Dial(ctx, addr, count)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			defer r.Close()
-			select {
-			case <-r.Done():
-				if r.Err() == nil {
-					t.Errorf("count %d: hung up without a reason", count)
-				}
-			case <-ctx.Done():
+			if err == nil {
+				r.Close()
 				t.Errorf("count %d: a second controller was not refused", count)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// TestRemoteWaitsForCoordinator: an address that accepts and hangs up
+// (a port-forward whose pod does not listen yet) is dialled again until
+// the coordinator answers.
+func TestRemoteWaitsForCoordinator(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// The first three connections are accepted and closed unanswered.
+	go func() {
+		for range 3 {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+		c := NewCoordinator(1, 0)
+		c.Serve(ctx, ln)
+	}()
+	r, err := Dial(ctx, addr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
 }
