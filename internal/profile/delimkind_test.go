@@ -29,3 +29,25 @@ func TestKindsMatchWithoutDelimiter(t *testing.T) {
 		t.Errorf("server %q: kind %d, want none", "{}x\n", k)
 	}
 }
+
+// TestKindsWrittenWithDelimiter: a kind written with the delimiter (a
+// profile from before kinds matched without it, `^PING\r\n` in nats')
+// still matches the message that carries it.
+func TestKindsWrittenWithDelimiter(t *testing.T) {
+	doc := "name: x\ntransport: tcp\nframing: {type: delimiter, delimiter: \"\\r\\n\"}\n" +
+		"kinds:\n  client:\n    - {name: pong, match: {regexp: '^PONG\\r\\n'}}\n  server:\n    - {name: ping, match: {regexp: '^PING\\r\\n'}}\n"
+	s, err := ParseSpec("x.yaml", []byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := p.ServerKind([]byte("PING\r\n")); k != p.serverKind("ping") {
+		t.Errorf("server PING: kind %d, want ping", k)
+	}
+	if k := p.ClientKind([]byte("PONG\r\n")); k != p.Kinds.index("pong") {
+		t.Errorf("client PONG: kind %d, want pong", k)
+	}
+}

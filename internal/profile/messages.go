@@ -76,25 +76,38 @@ func (p *Profile) Messages(r Recording) Messages {
 }
 
 // ClientKind is the index in Kinds of a client message's kind (0: other).
-// Kinds match a message without its framing's final delimiter: a line of
-// a delimited framing ends with one, except the last line of a WebSocket
-// message or a datagram, and `^\{\}$` must match both.
+// A kind matches a message with its framing's final delimiter or without
+// it: a line of a delimited framing ends with one, except the last line of
+// a WebSocket message or a datagram, so `^\{\}$` must match both; and a
+// kind written with the delimiter (nats' `PING\r\n`) still matches.
 func (p *Profile) ClientKind(b []byte) int {
-	b = b[:len(b)-trailer(p.framer, b)]
-	for i := range p.client {
-		if p.client[i].m.match(b) {
-			return p.Kinds.index(p.client[i].name)
-		}
+	if i := matchKind(p.client, p.framer, b); i >= 0 {
+		return p.Kinds.index(p.client[i].name)
 	}
 	return 0
 }
 
 // ServerKind is the index of a server message's kind, -1 for none
-// (matched without the final delimiter, as ClientKind).
+// (matched with or without the final delimiter, as ClientKind).
 func (p *Profile) ServerKind(b []byte) int {
-	b = b[:len(b)-trailer(p.framer, b)]
-	for i := range p.server {
-		if p.server[i].m.match(b) {
+	return matchKind(p.server, p.framer, b)
+}
+
+// matchKind is the index of the first of ks that matches b as it is or,
+// failing that, b without f's final delimiter; -1 for none.
+func matchKind(ks []kind, f Framer, b []byte) int {
+	if i := firstMatch(ks, b); i >= 0 {
+		return i
+	}
+	if n := trailer(f, b); n > 0 {
+		return firstMatch(ks, b[:len(b)-n])
+	}
+	return -1
+}
+
+func firstMatch(ks []kind, b []byte) int {
+	for i := range ks {
+		if ks[i].m.match(b) {
 			return i
 		}
 	}
