@@ -201,15 +201,28 @@ func (h *kfleet) prepare(ctx context.Context) error {
 			URL: k8s.ProxyURL(k.Proxy, k.Namespace, "pods", pod, strconv.Itoa(k8s.MetricsPort), "/metrics")})
 	}
 	h.bg.Go(func() { h.watch(ctx) })
-	pf, err := k.Kubectl.PortForward(ctx, h.pods[0], k8s.BarrierPort)
-	if err != nil {
-		return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
-	}
-	h.pf = pf
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if h.remote, err = barrier.Dial(dctx, pf.Addr, h.n); err != nil {
-		return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+	// A port-forward made before shard 0's coordinator listens may end
+	// when its first connection is refused: a new one each try.
+	deadline = time.Now().Add(time.Minute)
+	for {
+		pf, err := k.Kubectl.PortForward(ctx, h.pods[0], k8s.BarrierPort)
+		if err != nil {
+			return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		h.remote, err = barrier.Dial(dctx, pf.Addr, h.n)
+		cancel()
+		if err == nil {
+			h.pf = pf
+			break
+		}
+		pf.Stop()
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
 	}
 	h.bg.Go(h.forward)
 	return nil
