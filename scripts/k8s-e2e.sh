@@ -241,6 +241,9 @@ up() {
 	waitfor "kubectl get node k8snode -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" 180 ||
 		die "node not Ready (logs: $K/logs/kubelet.log)"
 	waitfor "kubectl -n default get serviceaccount default" 60 || die "no default service account"
+	# Ready comes before the node controller lifts its not-ready taint; a
+	# run reads the nodes' room then and would find none.
+	waitfor "[ -z \"\$(kubectl get node k8snode -o jsonpath='{.spec.taints}')\" ]" 60 || die "node k8snode keeps its taints: $(kubectl get node k8snode -o jsonpath='{.spec.taints}')"
 	say "cluster up in $(( $(date +%s) - t0 ))s (warm start: binaries cached)"
 }
 
