@@ -227,10 +227,14 @@ func (c *client) readUntilEnd(res chan<- LoginResult, early []byte) {
 	if c.stopping.Load() && c.joined.Load() {
 		c.leftUnsent()
 	}
-	c.conn.Close()
+	// Counted before the close: a scheduler draining this client's
+	// backlog meanwhile would fail its write on the closed socket and
+	// count the reader's reason (send_backlog_full, a server's error) as
+	// its own write_error.
 	if reason.code != DisconnectNone && c.joined.Load() {
 		c.disconnect(reason)
 	}
+	c.conn.Close()
 }
 
 // report tells the ramp how the first login went; only the first result
