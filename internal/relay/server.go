@@ -410,8 +410,9 @@ type Server struct {
 }
 
 type connShard struct {
-	mu sync.Mutex
-	m  map[*client]struct{}
+	mu   sync.Mutex
+	m    map[*client]struct{}
+	size shrinking
 }
 
 // New checks cfg, binds the TCP, UDP and metrics sockets, and registers the
@@ -665,6 +666,7 @@ func (s *Server) addClient(c *client) {
 	sh := s.connShard(c)
 	sh.mu.Lock()
 	sh.m[c] = struct{}{}
+	sh.size.grew(len(sh.m))
 	sh.mu.Unlock()
 }
 
@@ -672,6 +674,7 @@ func (s *Server) removeClient(c *client) {
 	sh := s.connShard(c)
 	sh.mu.Lock()
 	delete(sh.m, c)
+	sh.m = shrunk(&sh.size, sh.m)
 	sh.mu.Unlock()
 }
 

@@ -19,8 +19,9 @@ type sources struct {
 }
 
 type sourceShard struct {
-	mu sync.Mutex
-	m  map[netip.Addr]*source
+	mu   sync.Mutex
+	m    map[netip.Addr]*source
+	size shrinking
 }
 
 type source struct {
@@ -47,6 +48,7 @@ func (sh *sourceShard) get(a netip.Addr) *source {
 	if src == nil {
 		src = &source{}
 		sh.m[a] = src
+		sh.size.grew(len(sh.m))
 	}
 	return src
 }
@@ -115,6 +117,7 @@ func (ss *sources) exit(a netip.Addr, room string) {
 func (sh *sourceShard) forget(a netip.Addr, src *source) {
 	if src.conns <= 0 && len(src.rooms) == 0 {
 		delete(sh.m, a)
+		sh.m = shrunk(&sh.size, sh.m)
 	}
 }
 

@@ -43,6 +43,12 @@ type udpServer struct {
 	// byAddr is the latest session joined from each source, so a join
 	// sent again (its joined was lost) gets the same session back.
 	byAddr map[netip.AddrPort]*client
+	// Their size histories (shrink.go): rebuilt once a flood of sessions
+	// has gone.
+	sessionsSize, byAddrSize shrinking
+	// at is when the datagram being handled arrived (udpReader.arrival),
+	// on the relay's clock: its sender is charged then.
+	at int64
 	// The member names the unsent list tails of this worker's unconfirmed
 	// sessions hold (their counts are the Server's pendingCounts).
 	restNames int
@@ -184,14 +190,18 @@ func (u *udpServer) loop(ctx context.Context) {
 	u.closeAll()
 }
 
-// handle handles the n datagrams of the last read.
+// handle handles the n datagrams of the last read, each at its arrival
+// (udpReader.arrival).
 func (u *udpServer) handle(n int) {
+	t := time.Now()
+	u.r.clock(int64(t.Sub(u.s.epoch)), t)
 	for i := range n {
 		d, from, ok := u.r.datagram(i)
 		if !ok {
 			u.s.reject(RejectGarbage) // truncated: over any frame we accept
 			continue
 		}
+		u.at = u.r.arrival(i)
 		u.datagram(d, from)
 	}
 }
@@ -334,7 +344,7 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 			u.endReplaced(c)
 			return
 		}
-		c.b.now = s.now()
+		c.b.now = u.at
 		c.lastActive.Store(c.b.now)
 		if !c.confirmed && !u.confirm(c) {
 			return
@@ -396,7 +406,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	if c := u.byAddr[from]; c != nil && c.room != nil && !c.replaced.Load() && c.user == string(f.User) && c.room.Name() == string(f.Room) {
 		// A client that did not get its joined in time joins again: a lost
 		// datagram, not a second member. It gets its session's joined again.
-		c.b.now = s.now()
+		c.b.now = u.at
 		c.lastActive.Store(c.b.now)
 		u.rejoined(c, size)
 		return
@@ -418,7 +428,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		u.answer(from, size, wire.ErrServerFull, text)
 		return
 	}
-	now := s.now()
+	now := u.at
 	c := &client{s: s, id: s.nextID.Add(1), addr: from, src: from.Addr(), token: u.newToken(), pend: &pending{since: now}}
 	c.b.out = u // what c casts goes out in this worker's sendmmsg
 	c.b.now = now
@@ -434,6 +444,8 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 	c.lastActive.Store(now)
 	u.sessions[c.token] = c
 	u.byAddr[from] = c
+	u.sessionsSize.grew(len(u.sessions))
+	u.byAddrSize.grew(len(u.byAddr))
 	u.restNames += len(c.pend.rest)
 	s.nconns.Add(1)
 	s.m.ConnectionsUDP.Inc()
@@ -611,8 +623,9 @@ func (p *pendingCounts) release(a netip.Addr) {
 // path), to answer wrong_source rather than unknown_session whichever
 // worker the datagram reached.
 type tokenSet struct {
-	mu sync.Mutex
-	m  map[uint64]struct{}
+	mu   sync.Mutex
+	m    map[uint64]struct{}
+	size shrinking
 }
 
 // add reserves t; false if it is taken.
@@ -626,12 +639,14 @@ func (ts *tokenSet) add(t uint64) bool {
 		ts.m = make(map[uint64]struct{})
 	}
 	ts.m[t] = struct{}{}
+	ts.size.grew(len(ts.m))
 	return true
 }
 
 func (ts *tokenSet) remove(t uint64) {
 	ts.mu.Lock()
 	delete(ts.m, t)
+	ts.m = shrunk(&ts.size, ts.m)
 	ts.mu.Unlock()
 }
 
@@ -654,10 +669,12 @@ func (u *udpServer) end(c *client, r CloseReason, text string) {
 	c.b.flush(s.m)
 	u.unpend(c)
 	delete(u.sessions, c.token)
+	u.sessions = shrunk(&u.sessionsSize, u.sessions)
 	s.tokens.remove(c.token)
 	s.srcs.disconnect(c.src)
 	if u.byAddr[c.addr] == c {
 		delete(u.byAddr, c.addr)
+		u.byAddr = shrunk(&u.byAddrSize, u.byAddr)
 	}
 	s.nconns.Add(-1)
 	s.m.ConnectionsUDP.Dec()

@@ -42,6 +42,7 @@ func FuzzUDPAmplification(f *testing.F) {
 	for i := range 40 {
 		from := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(20000+i))
 		user := string(rune('a'+i%26)) + "-a-member-with-a-rather-long-user-id-" + string(rune('a'+i/26))
+		u.at = s.now() // as handle sets it: the datagram's arrival
 		u.datagram(wire.AppendJoin(wire.AppendDatagram(nil, 0), "busy", user, nil, pad("busy", user)), from)
 		c := u.byAddr[from]
 		if c == nil {
@@ -63,6 +64,7 @@ func FuzzUDPAmplification(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer victim.Close()
+		u.at = s.now()
 		u.datagram(d, victim.LocalAddr().(*net.UDPAddr).AddrPort())
 		u.flush()
 		got := 0

@@ -76,3 +76,81 @@ func TestUDPSockReadTimesOutAndWakes(t *testing.T) {
 		t.Fatalf("read of a closed socket: %v", err)
 	}
 }
+
+// TestUDPArrivalFromKernel: datagrams read late are given the time the
+// kernel received them, not the read's: two bursts sent 200 ms apart and
+// read together 200 ms after the second keep those gaps, each datagram's
+// at most maxSpread back; a wall clock stepped meanwhile moves no arrival
+// out of [read - maxSpread, read].
+func TestUDPArrivalFromKernel(t *testing.T) {
+	socks, err := listenUDP(mustUDPAddr(t, "127.0.0.1:0"), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk := socks[0]
+	defer sk.Close()
+	r, err := newUDPReader(sk, 16, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.stamps {
+		t.Fatal("the socket gives no receive timestamps (SO_TIMESTAMPNS)")
+	}
+	snd, err := net.DialUDP("udp", nil, sk.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close()
+	const gap = 200 * time.Millisecond
+	epoch := time.Now()
+	burst := func(tag byte) {
+		for range 4 {
+			if _, err := snd.Write([]byte{tag}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	burst('a')
+	time.Sleep(gap)
+	burst('b')
+	time.Sleep(gap)
+	n, err := r.poll() // all 8 are queued: loopback delivers at send
+	if err != nil || n != 8 {
+		t.Fatalf("read %d datagrams (%v), want 8", n, err)
+	}
+	now := time.Now()
+	r.clock(int64(now.Sub(epoch)), now)
+	var last [2]int64 // the latest arrival of each burst
+	first := [2]int64{r.now, r.now}
+	for i := range n {
+		d, _, ok := r.datagram(i)
+		if !ok {
+			t.Fatalf("datagram %d truncated", i)
+		}
+		at := r.arrival(i)
+		if at < r.now-maxSpread || at > r.now {
+			t.Fatalf("datagram %d arrived at %d, outside the read's last second (%d)", i, at, r.now)
+		}
+		b := int(d[0] - 'a')
+		last[b], first[b] = max(last[b], at), min(first[b], at)
+	}
+	// Each burst was queued a gap or more before the read, the first
+	// another gap before the second (the sleeps are at least that long).
+	if ago := time.Duration(r.now - last[1]); ago < gap {
+		t.Errorf("second burst arrived %v before the read, want ≥ %v", ago, gap)
+	}
+	if d := time.Duration(first[1] - last[0]); d < gap {
+		t.Errorf("bursts arrived %v apart, want ≥ %v", d, gap)
+	}
+
+	// The wall clock stepped forward or back between the datagram and
+	// the read: arrivals stay within the read's last maxSpread.
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		r.clock(r.now, now.Add(step))
+		for i := range n {
+			if at := r.arrival(i); at < r.now-maxSpread || at > r.now {
+				t.Errorf("clock stepped %v: datagram %d arrived at %d, outside [%d, %d]", step, i, at, r.now-maxSpread, r.now)
+			}
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"runtime"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -56,18 +57,31 @@ func rawTry(trap, fd uintptr, hdrs unsafe.Pointer, n int) (uintptr, unix.Errno) 
 	return r, e
 }
 
-// udpReader reads up to len(bufs) datagrams per call.
+// udpReader reads up to len(bufs) datagrams per call, each with the time
+// the kernel received it (SO_TIMESTAMPNS), so that the rate limits charge
+// a datagram at its arrival, not at the read: a worker the scheduler ran
+// late reads at once what arrived over that while (see arrivals, tcp.go,
+// for TCP's estimate; a datagram's is the kernel's own).
 type udpReader struct {
 	rc    syscall.RawConn
 	bufs  [][]byte
 	hdrs  []mmsghdr
 	iovs  []unix.Iovec
 	names []sockaddr
+	ctl   []byte // each datagram's control message space (ctlSpace bytes): its receive timestamp
 	n     int
 	err   error
 	wait  bool // fn waits for the socket to be readable (read), or not (poll)
 	fn    func(fd uintptr) bool
+	// stamps: the socket gives receive timestamps (setsockopt took).
+	stamps bool
+	// The clock when the last read returned: the relay's (monotonic, ns
+	// since its epoch) and the wall clock's (the timestamps' CLOCK_REALTIME).
+	now, wall int64
 }
+
+// ctlSpace holds one SCM_TIMESTAMPNS control message.
+var ctlSpace = unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{})))
 
 func newUDPReader(conn rawConner, batch, size int) (*udpReader, error) {
 	rc, err := conn.SyscallConn()
@@ -79,6 +93,13 @@ func newUDPReader(conn rawConner, batch, size int) (*udpReader, error) {
 	for i := range batch {
 		r.bufs = append(r.bufs, slab[i*size:(i+1)*size:(i+1)*size])
 	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err == nil && serr == nil {
+		r.stamps = true
+		r.ctl = make([]byte, batch*ctlSpace)
+	}
 	r.fn = func(fd uintptr) bool {
 		for i := range r.hdrs {
 			h := &r.hdrs[i].hdr
@@ -89,6 +110,10 @@ func newUDPReader(conn rawConner, batch, size int) (*udpReader, error) {
 			h.Name = (*byte)(unsafe.Pointer(&r.names[i]))
 			h.Namelen = uint32(unsafe.Sizeof(r.names[i]))
 			h.Flags = 0
+			if r.stamps {
+				h.Control = &r.ctl[i*ctlSpace]
+				h.SetControllen(ctlSpace)
+			}
 		}
 		// What is queued, without waiting (rawTry). Then, to wait:
 		// MSG_WAITFORONE returns what is there once one datagram is (on a
@@ -133,6 +158,30 @@ func (r *udpReader) call() (int, error) {
 	}
 	runtime.KeepAlive(r)
 	return r.n, r.err
+}
+
+// clock notes the time a read returned, now on the relay's clock (the
+// caller's) and t on the wall clock's: arrival turns the kernel's
+// timestamps into the relay's clock with them.
+func (r *udpReader) clock(now int64, t time.Time) { r.now, r.wall = now, t.UnixNano() }
+
+// arrival is when the i-th datagram of the last read arrived, on the
+// relay's clock: its kernel receive timestamp, within maxSpread before
+// the read (a wall clock stepped meanwhile moves it no further); the read's
+// time when the socket gives no timestamps.
+func (r *udpReader) arrival(i int) int64 {
+	h := &r.hdrs[i].hdr
+	if !r.stamps || int(h.Controllen) < unix.CmsgLen(int(unsafe.Sizeof(unix.Timespec{}))) {
+		return r.now
+	}
+	c := r.ctl[i*ctlSpace:]
+	cm := (*unix.Cmsghdr)(unsafe.Pointer(&c[0]))
+	if cm.Level != unix.SOL_SOCKET || cm.Type != unix.SCM_TIMESTAMPNS {
+		return r.now
+	}
+	ts := (*unix.Timespec)(unsafe.Pointer(&c[unix.CmsgLen(0)]))
+	ago := r.wall - ts.Nano()
+	return r.now - min(max(ago, 0), maxSpread)
 }
 
 // datagram is the i-th datagram of the last read and its source; ok is
