@@ -63,7 +63,8 @@ func addDriveFlags(cmd *cobra.Command, d *driveFlags) {
 	addFleetFlags(d.fleetFS, &d.ff)
 	fs := cmd.Flags()
 	fs.AddFlagSet(d.fleetFS)
-	fs.IntVar(&d.shards, "shards", 1, "run the fleet as N shard processes started together (with --local), sampling every shard's metrics")
+	d.shards = 1
+	addShardCount(fs, &d.shards, "run the fleet as N shard processes started together (with --local or --k8s), sampling every shard's metrics")
 	fs.BoolVar(&d.local, "local", false, "the shards are local processes of this replay binary")
 	addK8sDriveFlags(fs, &d.k8s)
 	fs.StringVar(&d.cc.Out, "out", "", "report directory (default out/"+d.kind+"-<time>)")
@@ -144,9 +145,10 @@ func (d *driveFlags) config(cmd *cobra.Command, st *state, spec driveSpec) (comp
 
 // runner is how the fleets run: in this process, or --shards N --local.
 func (d *driveFlags) runner() (launch.Runner, error) {
+	if err := checkShardCount(d.shards); err != nil {
+		return nil, err
+	}
 	switch {
-	case d.shards < 1:
-		return nil, usageError(fmt.Errorf("--shards %d: must be at least 1", d.shards))
 	case d.k8s.on && d.local:
 		return nil, usageError(errors.New("--k8s and --local: pick one"))
 	case d.k8s.on:

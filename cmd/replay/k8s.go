@@ -36,7 +36,7 @@ func addRenderFlags(f *pflag.FlagSet, rf *renderFlags) {
 	f.StringVar(&p.RelayImage, "relay-image", "", "the relay's image (default: --image)")
 	f.StringVar(&p.PullPolicy, "pull-policy", p.PullPolicy, "imagePullPolicy of the containers: Always, IfNotPresent or Never")
 	f.StringVar(&rf.images, "images", "", "run the images 'replay k8s image --out `DIR`' wrote (sets --image, --relay-image and --pull-policy)")
-	f.IntVar(&p.Shards, "shards", p.Shards, "number of shards: the Job's parallelism and completions")
+	addShardCount(f, &p.Shards, "number of shards: the Job's parallelism and completions")
 	f.StringVar(&p.CaptureFile, "capture-file", p.CaptureFile, "the capture's file name in its ConfigMap or volume")
 	f.StringVar(&p.CapturePVC, "capture-pvc", "", "mount the capture from this PersistentVolumeClaim instead of the ConfigMap <name>-capture (over 1 MiB)")
 	f.StringVar(&p.CaptureInImage, "image-capture", "", "replay this capture inside the image (replay k8s image --capture, e.g. "+k8s.CaptureDir+"/x.pcap): no volume (default with --images: the image's only capture)")

@@ -274,7 +274,7 @@ func newRunCmd(st *state) *cobra.Command {
 					return err
 				}
 				if cfg.Shard.Sharded() {
-					return usageError(fmt.Errorf("--shard/--shards need --target: every shard must load the same relay"))
+					return usageError(fmt.Errorf("--shard needs --target: every shard must load the same relay"))
 				}
 				path, err := relayLogPath(relayLog, summary)
 				if err != nil {

@@ -415,7 +415,7 @@ func TestExitCodes(t *testing.T) {
 		{"target no host", []string{"--capture", path, "--target", ":7400"}, 2, "no host to dial"},
 		{"metrics a port", []string{"--capture", path, "--metrics", "9401"}, 2, `"--metrics" flag: want host:port`},
 		{"metrics a url", []string{"--capture", path, "--metrics", "http://127.0.0.1:9401/metrics"}, 2, `"--metrics" flag: want host:port`},
-		{"barrier a port", []string{"--capture", path, "--shards", "2", "--shard", "0/2", "--barrier", "9402"}, 2, `"--barrier" flag: want host:port`},
+		{"barrier a port", []string{"--capture", path, "--shard", "0/2", "--barrier", "9402"}, 2, `"--barrier" flag: want host:port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,14 +18,10 @@ import (
 	"github.com/reprise-harness/reprise/internal/launch"
 )
 
-// indexEnv is where a Kubernetes Indexed Job puts the pod's index.
-const indexEnv = "JOB_COMPLETION_INDEX"
-
 // shardFlags say which shard of a fleet this process runs and how the
 // shards start together.
 type shardFlags struct {
 	shard          fleet.Shard
-	shards         int
 	startAt        string
 	barrier        string
 	barrierTimeout time.Duration
@@ -38,12 +33,11 @@ type shardFlags struct {
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	fs.Var(&sf.shard, "shard", "run shard i of n: the clients whose index is i mod n, with the ids, rooms and login times they have in one process")
-	fs.IntVar(&sf.shards, "shards", 0, "the fleet runs as n shards; this one's index comes from --shard or $"+indexEnv+" (a Kubernetes Indexed Job)")
 	fs.StringVar(&sf.startAt, "start-at", "", "start the run's clock at this instant (RFC 3339, e.g. 2026-11-22T18:00:00Z): for shards on hosts with synchronised clocks")
 	fs.Var(cli.Addr{P: &sf.barrier, Off: true}, "barrier", "host:port of shard 0's start barrier: shard 0 listens on its port, every shard reports ready there, and all start at the instant shard 0 sends")
 	fs.DurationVar(&sf.barrierTimeout, "barrier-timeout", 10*time.Minute, "give up when not every shard is ready at the barrier within this")
 	fs.DurationVar(&sf.barrierLead, "barrier-lead", barrier.Lead, "time between the last shard's ready and the start")
-	// Hidden: `replay compare --shards` coordinates its shards itself.
+	// Hidden: `replay compare --shards N` coordinates its shards itself.
 	fs.BoolVar(&sf.barrierServe, "barrier-serve", true, "shard 0 serves the barrier (false: another program coordinates)")
 	fs.MarkHidden("barrier-serve")
 	// Hidden: `replay compare/capacity --k8s` controls shard 0's barrier
@@ -123,26 +117,30 @@ func (sf *shardFlags) atLevel(shard fleet.Shard, stderr io.Writer) func(context.
 	}
 }
 
-// resolve returns the shard, from --shard, or --shards and the index in
-// the environment.
+// resolve returns the shard of --shard (the zero Shard without it).
 func (sf *shardFlags) resolve() (fleet.Shard, error) {
 	if len(sf.levels) > 0 && sf.barrier == "" {
 		return fleet.Shard{}, usageError(fmt.Errorf("--levels needs --barrier: the shards wait there at each level"))
 	}
-	switch {
-	case sf.shard.Count > 0 && sf.shards > 0 && sf.shards != sf.shard.Count:
-		return fleet.Shard{}, usageError(fmt.Errorf("--shard %v and --shards %d disagree", sf.shard, sf.shards))
-	case sf.shard.Count > 0:
-		return sf.shard, nil
-	case sf.shards < 0:
-		return fleet.Shard{}, usageError(fmt.Errorf("--shards %d: must be positive", sf.shards))
-	case sf.shards > 0:
-		return fleet.ShardFromIndex(sf.shards, indexEnv, os.Getenv(indexEnv))
+	if sf.shard.Count == 0 && sf.barrier != "" {
+		return fleet.Shard{}, usageError(fmt.Errorf("--barrier needs --shard i/n"))
 	}
-	if sf.barrier != "" {
-		return fleet.Shard{}, usageError(fmt.Errorf("--barrier needs --shard or --shards"))
+	return sf.shard, nil
+}
+
+// addShardCount defines --shards, the number of shard processes a command
+// starts (compare and capacity with --local or --k8s, k8s render and run);
+// a shard process itself is told which it is with --shard i/n.
+func addShardCount(fs *pflag.FlagSet, n *int, usage string) {
+	fs.IntVar(n, "shards", *n, usage)
+}
+
+// checkShardCount is --shards' one check.
+func checkShardCount(n int) error {
+	if n < 1 {
+		return usageError(fmt.Errorf("--shards %d: must be at least 1", n))
 	}
-	return fleet.Shard{}, nil
+	return nil
 }
 
 // starter gives the run's start instant. With --barrier, shard 0 also

@@ -342,8 +342,7 @@ func TestMergeFromPodLogs(t *testing.T) {
 		wg.Go(func() {
 			cmd := exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
 				"--login-interval", "10ms", "--duration", "1500ms", "--heartbeat", "0", "--metrics", "",
-				"--shards", "2", "--barrier", barrier, "--summary", "-")
-			cmd.Env = append(os.Environ(), fmt.Sprintf("JOB_COMPLETION_INDEX=%d", i))
+				"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
 			out, err := cmd.CombinedOutput() // stdout and stderr in one stream, as a pod's log
 			if err == nil {
 				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)), out, 0o644)

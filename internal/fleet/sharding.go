@@ -103,22 +103,3 @@ func (c *Config) loginAt(i int) time.Duration {
 	}
 	return at
 }
-
-// ShardFromIndex is the shard of a process told only the shard count, its
-// index coming from the environment variable index (a Kubernetes Indexed
-// Job sets JOB_COMPLETION_INDEX); name is that variable's name, for the
-// error.
-func ShardFromIndex(count int, name, index string) (Shard, error) {
-	if index == "" {
-		return Shard{}, badf("--shards %d: say which shard this is with --shard i/%d or the %s environment variable", count, count, name)
-	}
-	i, err := strconv.Atoi(index)
-	if err != nil {
-		return Shard{}, badf("%s=%q: not a shard index", name, index)
-	}
-	sh, err := NewShard(i, count)
-	if err != nil {
-		return Shard{}, badf("%s=%s with --shards %d: %v", name, index, count, err)
-	}
-	return sh, nil
-}

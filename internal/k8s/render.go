@@ -28,6 +28,12 @@ const (
 	RelayMetricsPort = wire.DefaultMetricsPort
 )
 
+// IndexEnv is the environment variable an Indexed Job sets to the pod's
+// index. The fleet's --shard is "$(IndexEnv)/n": Kubernetes expands the
+// variable in a container's args, so each pod is told its shard as a
+// process on a host is.
+const IndexEnv = "JOB_COMPLETION_INDEX"
+
 // Params are one rendering. DefaultParams gives the defaults of
 // `replay k8s render`.
 type Params struct {
@@ -44,7 +50,7 @@ type Params struct {
 	// Clients is the whole fleet's --clients (memory sizing).
 	Clients int
 	// RunArgs are the replay run's flags (--clients, --loop, ...), passed
-	// as they are; the manifests add --capture, --shards, --barrier,
+	// as they are; the manifests add --capture, --shard, --barrier,
 	// --metrics, --summary and, with Relay, --target.
 	RunArgs []string
 
@@ -152,7 +158,7 @@ func Render(p Params) ([]File, error) {
 	}
 	v.FleetArgs = append([]string{
 		"--capture", capture,
-		"--shards", fmt.Sprint(p.Shards),
+		"--shard", fmt.Sprintf("$(%s)/%d", IndexEnv, p.Shards),
 		"--barrier", fmt.Sprintf("%s-fleet-0.%s-fleet:%d", p.Name, p.Name, BarrierPort),
 		"--metrics", fmt.Sprintf(":%d", MetricsPort),
 		// The summary as one JSON line on stdout: `kubectl logs` of each
@@ -179,7 +185,7 @@ func Render(p Params) ([]File, error) {
 }
 
 // reserved are the flags the manifests set themselves.
-var reserved = []string{"--capture", "--shard", "--shards", "--barrier", "--metrics", "--summary", "--start-at"}
+var reserved = []string{"--capture", "--shard", "--barrier", "--metrics", "--summary", "--start-at"}
 
 func (p Params) check() error {
 	switch {

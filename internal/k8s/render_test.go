@@ -161,10 +161,12 @@ func checkFleet(t *testing.T, p Params, o objects) {
 	}
 	c := pod.Containers[0]
 
-	// The index reaches the container, and --shards reads it.
+	// The index reaches the container's environment, and --shard names
+	// it as Kubernetes expands a variable in args: $(NAME), NAME defined
+	// in the container's env.
 	var idx *corev1.EnvVar
 	for i := range c.Env {
-		if c.Env[i].Name == "JOB_COMPLETION_INDEX" {
+		if c.Env[i].Name == IndexEnv {
 			idx = &c.Env[i]
 		}
 	}
@@ -172,8 +174,11 @@ func checkFleet(t *testing.T, p Params, o objects) {
 		idx.ValueFrom.FieldRef.FieldPath != "metadata.annotations['batch.kubernetes.io/job-completion-index']" {
 		t.Errorf("JOB_COMPLETION_INDEX does not come from the completion index annotation: %+v", idx)
 	}
-	if got := argAfter(c.Args, "--shards"); got != fmt.Sprint(p.Shards) {
-		t.Errorf("--shards %q, want %d", got, p.Shards)
+	if got, want := argAfter(c.Args, "--shard"), fmt.Sprintf("$(%s)/%d", IndexEnv, p.Shards); got != want {
+		t.Errorf("--shard %q, want %q", got, want)
+	}
+	if slices.Contains(c.Args, "--shards") {
+		t.Errorf("--shards in the fleet's args %q: a shard process is told --shard i/n only", c.Args)
 	}
 
 	// The barrier is shard 0's DNS name under the headless Service.
