@@ -216,6 +216,12 @@ func brokenAnswer(res result, vary, maskLine, cut bool) string {
 		line = maskNumbers(line)
 	}
 	fmt.Fprintf(&b, "exit %d\n%s\n", res.code, line)
+	card := addr.ReplaceAllString(answerCard(res.stdout, vary), "ADDR")
+	if cut {
+		// What the cut clients were owed depends on when they were cut.
+		card = deliveriesMark.ReplaceAllString(card, "· deliveries")
+	}
+	b.WriteString(card)
 	for _, l := range strings.Split(res.stdout, "\n") {
 		rows := []string{"deliveries expected", "deliveries per receiver", "sequence gaps", "first protocol error", "undecodable", "disconnects"}
 		if cut {
@@ -249,6 +255,8 @@ func brokenAnswer(res result, vary, maskLine, cut bool) string {
 }
 
 var addr = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+
+var deliveriesMark = regexp.MustCompile(`[✓✗?–] deliveries( \(could not judge: [^)]*\))?`)
 
 var number = regexp.MustCompile(`\d+(\.\d+)?`)
 

@@ -371,8 +371,11 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 		return runErr
 	}
 	if runErr != nil {
-		// What ran so far, then the one line.
+		// What ran so far, its answer, then the one line.
 		if err := sum.WriteText(st.stdout); err != nil {
+			return err
+		}
+		if err := writeAnswer(st.stdout, sum, maxLoss, runErr); err != nil {
 			return err
 		}
 		if summaryPath != "" && summaryPath != "-" {
@@ -382,28 +385,33 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 		}
 		return runErr
 	}
+	// A run in which no client logged in measured nothing; one that found
+	// the server broken fails. The card says so in its words.
+	verdict := sum.Check(maxLoss)
+	table := st.stdout
 	if summaryPath == "-" {
 		// The JSON on stdout as one line (a pod's log is what `replay
-		// merge` reads), the table on stderr.
-		if err := sum.WriteText(st.stderr); err != nil {
-			return err
-		}
+		// merge` reads), the table and the answer on stderr.
+		table = st.stderr
+	}
+	if err := sum.WriteText(table); err != nil {
+		return err
+	}
+	if err := writeAnswer(table, sum, maxLoss, verdict); err != nil {
+		return err
+	}
+	switch summaryPath {
+	case "-":
 		if err := sum.WriteJSONLine(st.stdout); err != nil {
 			return err
 		}
-		return sum.Check(maxLoss)
-	}
-	if err := sum.WriteText(st.stdout); err != nil {
-		return err
-	}
-	if summaryPath != "" {
+	case "":
+	default:
 		if err := writeFile(summaryPath, sum.WriteJSON); err != nil {
 			return err
 		}
 	}
-	// A run in which no client logged in measured nothing; one that found
-	// the server broken fails.
-	return sum.Check(maxLoss)
+	return verdict
 }
 
 // writeFile writes a file through fn and reports the first error, the

@@ -41,7 +41,11 @@ func newMergeCmd(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			verdict := m.Check(maxLoss)
 			if err := m.WriteText(st.stdout); err != nil {
+				return err
+			}
+			if err := writeAnswer(st.stdout, m, maxLoss, verdict); err != nil {
 				return err
 			}
 			if out != "" {
@@ -49,7 +53,7 @@ func newMergeCmd(st *state) *cobra.Command {
 					return err
 				}
 			}
-			return m.Check(maxLoss)
+			return verdict
 		},
 	}
 	cmd.Flags().StringVar(&out, "summary", "", "also write the merged summary as JSON to this file")

@@ -214,6 +214,7 @@ func TestNNExactDeliveries(t *testing.T) {
 	if s.LatencyMS.P99 <= 0 || len(s.Disconnects) != 0 {
 		t.Errorf("latency %+v disconnects %v", s.LatencyMS, s.Disconnects)
 	}
+	goldenAnswer(t, "held", answerCard(res.stdout, false))
 }
 
 // Test1N: 2 senders and 4 receivers in one room of 6 (3 s for a 315 ms

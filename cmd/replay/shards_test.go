@@ -365,6 +365,12 @@ func TestMergeFromPodLogs(t *testing.T) {
 	if m.LoginsSucceeded != 6 || m.MessagesSent != 6*8 || len(m.Shards) != 2 || m.Shards[1].ClientsRequested != 3 {
 		t.Errorf("merged: logins %d, sent %d, shards %+v", m.LoginsSucceeded, m.MessagesSent, m.Shards)
 	}
+	// Each shard's log (its table and card on stderr) and the merge.
+	shard, err := os.ReadFile(filepath.Join(dir, "shard-1.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	goldenAnswer(t, "merged", answerCard(string(shard), false)+answerCard(string(out), false))
 }
 
 func freeLoopbackAddr(t *testing.T) string {

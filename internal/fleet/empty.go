@@ -44,6 +44,22 @@ const DefaultMaxLoss = 1.0
 // the deliveries owed arriving. The error is one line naming the cause.
 var ErrBrokenServer = errors.New("the server failed the run")
 
+// What a broken server failed: Check's error wraps one of these beside
+// ErrBrokenServer (its words unchanged), so a caller tells the objective
+// without reading the line (replay's answer card).
+var (
+	ErrAllCut         = errors.New("every logged-in client was cut")
+	ErrDeliveriesLost = errors.New("deliveries owed were lost")
+)
+
+// brokenBy is a Check error that also matches its objective (kind).
+type brokenBy struct {
+	error
+	kind error
+}
+
+func (e brokenBy) Unwrap() []error { return []error{e.error, e.kind} }
+
 // Check is the run's verdict: nil when it measured a server that held;
 // otherwise one line naming why not. maxLoss is in percent (negative: no
 // loss threshold). A shard's loss is judged on the merged figures, never
@@ -57,22 +73,26 @@ func (s Summary) Check(maxLoss float64) error {
 		if s.FirstProtocolError != "" {
 			first = "; the first protocol error: " + s.FirstProtocolError
 		}
-		return fmt.Errorf("%w: every logged-in client was cut (%s)%s", ErrBrokenServer, byReason(s.Disconnects), first)
+		return brokenBy{fmt.Errorf("%w: every logged-in client was cut (%s)%s", ErrBrokenServer, byReason(s.Disconnects), first), ErrAllCut}
 	}
 	if s.Shard != "" {
 		return nil
 	}
 	d := s.Deliveries
+	var err error
 	switch {
 	case d.Measured() && d.Expected > 0 && d.Received == 0:
-		return fmt.Errorf("%w: %d deliveries were owed to %d clients and none arrived", ErrBrokenServer, d.Expected, d.Receivers)
+		err = fmt.Errorf("%w: %d deliveries were owed to %d clients and none arrived", ErrBrokenServer, d.Expected, d.Receivers)
 	case maxLoss < 0:
 	case d.Measured() && d.LossPercent > maxLoss:
-		return fmt.Errorf("%w: %d of %d deliveries owed were lost (%.3f%% > --max-loss %g%%); %d of %d receivers got none",
+		err = fmt.Errorf("%w: %d of %d deliveries owed were lost (%.3f%% > --max-loss %g%%); %d of %d receivers got none",
 			ErrBrokenServer, d.Lost, d.Expected, d.LossPercent, maxLoss, d.Starved, d.Receivers)
 	case !d.Measured() && s.NumberedReceived > 0 && s.LossPercent > maxLoss:
-		return fmt.Errorf("%w: %d numbered deliveries were lost (gaps in their senders' sequences: %.3f%% > --max-loss %g%%)",
+		err = fmt.Errorf("%w: %d numbered deliveries were lost (gaps in their senders' sequences: %.3f%% > --max-loss %g%%)",
 			ErrBrokenServer, s.MessagesLost, s.LossPercent, maxLoss)
+	}
+	if err != nil {
+		return brokenBy{err, ErrDeliveriesLost}
 	}
 	return nil
 }

@@ -37,6 +37,8 @@ func objectiveName(r Reason) string {
 		return "latency p99"
 	case ReasonSaturated:
 		return "load generator"
+	case ReasonLoss:
+		return "deliveries"
 	}
 	return r.String()
 }

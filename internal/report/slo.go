@@ -22,9 +22,12 @@ const (
 	ReasonLatency                     // delivery latency over the objective
 	ReasonCPUIdle                     // relay host CPU idle under the objective
 	ReasonSaturated                   // the load generator could not keep up
+	// ReasonLoss is deliveries owed that never arrived: judged only by a
+	// run without a series (replay, replay merge; TotalsCard).
+	ReasonLoss
 )
 
-var reasonNames = [...]string{"all requested held", "plateau", "disconnects", "login failures", "latency", "relay CPU idle", "load generator saturated"}
+var reasonNames = [...]string{"all requested held", "plateau", "disconnects", "login failures", "latency", "relay CPU idle", "load generator saturated", "deliveries lost"}
 
 func (r Reason) String() string {
 	if r < 0 || int(r) >= len(reasonNames) {

@@ -97,7 +97,7 @@ func FuzzSLOSet(f *testing.F) {
 }
 
 func TestReasonText(t *testing.T) {
-	for r := ReasonAllHeld; r <= ReasonSaturated; r++ {
+	for r := ReasonAllHeld; r <= ReasonLoss; r++ {
 		b, _ := r.MarshalText()
 		var back Reason
 		if err := back.UnmarshalText(b); err != nil || back != r {
