@@ -26,7 +26,7 @@ func newInspectCmd(st *state) *cobra.Command {
 	var (
 		asJSON, frames bool
 		po             profileOpts
-		opts           capture.Options
+		read           capture.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
@@ -39,7 +39,11 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if po.name != profile.Default {
+			prof, err := po.profile()
+			if err != nil {
+				return err
+			}
+			if prof.CaptureView() == profile.ViewReports {
 				if frames {
 					return po.writeFrames(st.stdout, args[0], asJSON)
 				}
@@ -51,8 +55,8 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			}
 			// The summary needs no frames: each flow's figures are
 			// gathered as it is read and its state released when it ends.
+			opts := prof.CaptureOptions(profile.Source{MaxFrame: read.MaxFrame, ServerPort: read.ServerPort, CaptureMemory: read.MaxMemory, KeyLog: po.keyLog})
 			opts.Summarize = !frames
-			opts.KeyLog = po.keyLog
 			if !frames {
 				softHeapLimit(opts.MaxMemory / 2)
 			}
@@ -97,7 +101,7 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON instead of text")
 	cmd.Flags().BoolVar(&frames, "frames", false, "list the client frames of one flow (--flow, default the longest): what a replay sends")
 	po.flags(cmd, false)
-	addReadFlags(cmd, &opts)
+	addReadFlags(cmd, &read)
 	return cmd
 }
 
@@ -207,6 +211,7 @@ type profileOpts struct {
 	name, user, room string
 	flow             int
 	keyLog           *capture.KeyLog
+	prof             *profile.Profile // name's, once looked up
 }
 
 func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
@@ -327,11 +332,24 @@ func flowName(i int, fl *capture.Flow) string {
 	return name
 }
 
-// read looks the profile up and reads the capture raw for it.
+// profile is --profile's (or profile check's argument's) profile, looked
+// up once.
+func (po *profileOpts) profile() (*profile.Profile, error) {
+	if po.prof == nil {
+		prof, err := profile.Lookup(po.name)
+		if err != nil {
+			return nil, usageError(err)
+		}
+		po.prof = prof
+	}
+	return po.prof, nil
+}
+
+// read reads the capture for the profile, as it reads captures.
 func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, error) {
-	prof, err := profile.Lookup(po.name)
+	prof, err := po.profile()
 	if err != nil {
-		return nil, nil, usageError(err)
+		return nil, nil, err
 	}
 	c, err := prof.ReadCapture(path, po.keyLog)
 	if errors.Is(err, profile.ErrBadConfig) {

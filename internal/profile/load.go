@@ -457,3 +457,38 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 	}
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
+
+// CaptureView is how `replay inspect` shows a capture read through a
+// profile: the capture package's own summary, or the profile's reports.
+type CaptureView int
+
+const (
+	// ViewReports: the profile cuts the raw payloads into messages
+	// (Messages); inspect shows its Reports and, with --frames, its
+	// FrameRows.
+	ViewReports CaptureView = iota
+	// ViewSummary: the capture reader cuts the profile's frames itself
+	// (capture.Options without Raw), so the capture's summary (kinds,
+	// joins, users, rooms, rates) and capture.Script describe it, read
+	// in one streaming pass.
+	ViewSummary
+)
+
+func (v CaptureView) String() string {
+	if v == ViewSummary {
+		return "capture summary"
+	}
+	return "profile reports"
+}
+
+// CaptureView is how inspect shows a capture read through p.
+func (p *Profile) CaptureView() CaptureView {
+	if p.reprise {
+		return ViewSummary
+	}
+	return ViewReports
+}
+
+// CaptureOptions is Load's capture-for-profile rule, for a reader outside
+// Load (inspect's streaming summary).
+func (p *Profile) CaptureOptions(src Source) capture.Options { return p.captureOptions(src) }
