@@ -47,7 +47,9 @@ type udpServer struct {
 	// has gone.
 	sessionsSize, byAddrSize shrinking
 	// at is when the datagram being handled arrived (udpReader.arrival),
-	// on the relay's clock: its sender is charged then.
+	// on the relay's clock: its sender's rate limits charge it then. Its
+	// session's liveness counts from the read (u.r.now): a relay run late
+	// does not time out the sessions whose datagrams it had not read.
 	at int64
 	// The member names the unsent list tails of this worker's unconfirmed
 	// sessions hold (their counts are the Server's pendingCounts).
@@ -345,7 +347,7 @@ func (u *udpServer) datagram(d []byte, from netip.AddrPort) {
 			return
 		}
 		c.b.now = u.at
-		c.lastActive.Store(c.b.now)
+		c.lastActive.Store(u.r.now)
 		if !c.confirmed && !u.confirm(c) {
 			return
 		}
@@ -407,7 +409,7 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		// A client that did not get its joined in time joins again: a lost
 		// datagram, not a second member. It gets its session's joined again.
 		c.b.now = u.at
-		c.lastActive.Store(c.b.now)
+		c.lastActive.Store(u.r.now)
 		u.rejoined(c, size)
 		return
 	}
@@ -428,10 +430,10 @@ func (u *udpServer) join(f *wire.Frame, from netip.AddrPort, size int) {
 		u.answer(from, size, wire.ErrServerFull, text)
 		return
 	}
-	now := u.at
+	now := u.r.now
 	c := &client{s: s, id: s.nextID.Add(1), addr: from, src: from.Addr(), token: u.newToken(), pend: &pending{since: now}}
 	c.b.out = u // what c casts goes out in this worker's sendmmsg
-	c.b.now = now
+	c.b.now = u.at
 	c.b.recvMsgs++ // the join
 	if werr := c.join(f, size); werr != nil {
 		s.pend.release(from.Addr())

@@ -166,8 +166,8 @@ func (r *udpReader) call() (int, error) {
 func (r *udpReader) clock(now int64, t time.Time) { r.now, r.wall = now, t.UnixNano() }
 
 // arrival is when the i-th datagram of the last read arrived, on the
-// relay's clock: its kernel receive timestamp, within maxSpread before
-// the read (a wall clock stepped meanwhile moves it no further); the read's
+// relay's clock: its kernel receive timestamp, within maxAge before the
+// read (a wall clock stepped meanwhile moves it no further); the read's
 // time when the socket gives no timestamps.
 func (r *udpReader) arrival(i int) int64 {
 	h := &r.hdrs[i].hdr
@@ -181,8 +181,16 @@ func (r *udpReader) arrival(i int) int64 {
 	}
 	ts := (*unix.Timespec)(unsafe.Pointer(&c[unix.CmsgLen(0)]))
 	ago := r.wall - ts.Nano()
-	return r.now - min(max(ago, 0), maxSpread)
+	return r.now - min(max(ago, 0), maxAge)
 }
+
+// maxAge bounds how far back a datagram is charged: longer than any
+// starvation of a worker that its socket's buffer outlasts (4 MiB, seconds
+// of traffic), so that datagrams read together are not charged at one
+// instant, and short enough that a stepped wall clock moves arrivals
+// little. (TCP's arrivals are an estimate, spread over at most maxSpread;
+// these are the kernel's.)
+const maxAge = 10 * int64(time.Second)
 
 // datagram is the i-th datagram of the last read and its source; ok is
 // false for a truncated datagram (over the buffer: not one frame whole).
