@@ -74,8 +74,8 @@ func TestChromiumWSS(t *testing.T) {
 	plain, secure := freePort(t), freePort(t)
 	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
 	p.StopSignal = os.Interrupt
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", plain))
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", secure))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
 	pair, err := tls.LoadX509KeyPair(pki.cert, pki.key)
 	if err != nil {
 		t.Fatal(err)

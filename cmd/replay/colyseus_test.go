@@ -45,7 +45,7 @@ func TestColyseus(t *testing.T) {
 	p := testproc.Start(t, node, filepath.Join(colDir, "server.js"), strconv.Itoa(port))
 	p.StopSignal = os.Interrupt
 	target := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, target)
+	waitListening(t, p, target)
 	capPath := recordThrough(t, target, node, filepath.Join(colDir, "client.js"), "LISTEN_PORT", "rec-user-01", "20")
 	prof := filepath.Join(colDir, "chat.yaml")
 	docExampleIs(t, "# Colyseus 0.16", prof)

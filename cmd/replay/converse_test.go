@@ -40,10 +40,10 @@ func startConverseNATS(t *testing.T, ping time.Duration, maxOut int) (addr, mon 
 	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testproc.Start(t, bin, "-c", conf)
+	p := testproc.Start(t, bin, "-c", conf)
 	addr, mon = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
-	waitListening(t, addr)
-	waitListening(t, mon)
+	waitListening(t, p, addr)
+	waitListening(t, p, mon)
 	return addr, mon
 }
 

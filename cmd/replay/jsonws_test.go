@@ -390,8 +390,8 @@ func jsonChatClient(addr string) error {
 // on a host loaded enough that it does not (load 16-20 beside this test,
 // which closed 1 to 14 clients of 60 in 3 runs of 4, the pongs still
 // unsent when the server gave up), the fleet says the host starved it
-// (saturation "cpu"), and the test then checks that it lost exactly the
-// clients the server closed for a late pong.
+// (saturation "fleet" or "host_busy"), and the test then checks that it
+// lost exactly the clients the server closed for a late pong.
 func TestJSONWebSocketServer(t *testing.T) {
 	srv := startJSONChat(t, time.Second)
 	capPath := recordThrough(t, srv.ln.Addr().String(), os.Args[0], "-test.run=^TestJSONChatClientHelper$", "--", "LISTEN_PORT")
@@ -435,7 +435,10 @@ func TestJSONWebSocketServer(t *testing.T) {
 		}
 	}
 	if late > 0 {
-		if s.Saturation["cpu"] == 0 {
+		// The fleet's own saturation or a host busy with other work (the
+		// server runs in this test's process) is a starved host; "lag" alone
+		// is a fleet late with CPU to spare.
+		if s.Saturation["fleet"]+s.Saturation["host_busy"] == 0 {
 			t.Errorf("the server closed %d clients for a pong over %v late, and the fleet's host had CPU to spare", late, jsonChatDeadline*time.Second)
 		} else {
 			t.Logf("the host starved the fleet (saturation %v): the server closed %d clients for a pong over %v late", s.Saturation, late, jsonChatDeadline*time.Second)

@@ -47,7 +47,7 @@ persistence false
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
 	for _, port := range []int{open, auth} {
-		waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	return open, auth
 }

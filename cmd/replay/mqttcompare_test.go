@@ -53,11 +53,12 @@ func TestMQTTCapacityCompare(t *testing.T) {
 	tcp, _, _ := startMosquitto(t)
 	target := fmt.Sprintf("127.0.0.1:%d", tcp)
 	capPath := recordThrough(t, target, python(t), filepath.Join("testdata", "mqttclient.py"), "LISTEN_PORT", "tcp", "20")
+	loop := suggestedLoopOf(t, "mqtt", capPath)
 
 	t.Run("capacity", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "capacity")
 		stdout, err := execReplay("capacity", "--profile", "mqtt", "--capture", capPath, "--target", target, "--out", out,
-			"--loop", "#2,#22", "--senders", "5", "--login-interval", "5ms", "--start", "10", "--step", "10", "--max", "30",
+			"--loop", loop, "--senders", "5", "--login-interval", "5ms", "--start", "10", "--step", "10", "--max", "30",
 			"--hold", "2s", "--sample-interval", "500ms", "--progress-interval", "1m",
 			// The fleet shares two loaded cores with five other builds:
 			// the search is about the broker, not this machine's load.
@@ -89,7 +90,7 @@ func TestMQTTCapacityCompare(t *testing.T) {
 	t.Run("compare", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "compare")
 		stdout, err := execReplay("compare", "--profile", "mqtt", "--capture", capPath, "--target", target, "--out", out,
-			"--clients", "20", "--senders", "4", "--loop", "#2,#22", "--login-interval", "5ms", "--duration", "3s",
+			"--clients", "20", "--senders", "4", "--loop", loop, "--login-interval", "5ms", "--duration", "3s",
 			"--sample-interval", "500ms", "--progress-interval", "1m")
 		if err != nil {
 			t.Fatalf("replay compare: %v\n%s", err, stdout)

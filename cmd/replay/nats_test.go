@@ -53,8 +53,8 @@ func startNATSPinging(t *testing.T, bin string, auth bool, ping time.Duration, p
 	}
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", mon))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", mon))
 	return port, mon
 }
 

@@ -64,7 +64,10 @@ func freePort(t *testing.T) int {
 	t.Helper()
 	// Free for both TCP and UDP: `record proxy` and servers listen on
 	// both at one port, and a port free for TCP may be a busy UDP one
-	// (relays of parallel tests bind UDP on random ports).
+	// (relays of parallel tests bind UDP on random ports). Never one
+	// handed out before in this process: the kernel may give a port just
+	// closed again, and a server given the same port twice (mosquitto's
+	// three listeners) exits before it listens.
 	for range 50 {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -73,8 +76,15 @@ func freePort(t *testing.T) int {
 		port := ln.Addr().(*net.TCPAddr).Port
 		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		ln.Close()
-		if err == nil {
-			pc.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		issuedPorts.Lock()
+		seen := issuedPorts.m[port]
+		issuedPorts.m[port] = true
+		issuedPorts.Unlock()
+		if !seen {
 			return port
 		}
 	}
@@ -82,14 +92,26 @@ func freePort(t *testing.T) int {
 	return 0
 }
 
-// waitListening waits until addr accepts TCP connections.
-func waitListening(t *testing.T, addr string) {
+// issuedPorts are the ports freePort handed out.
+var issuedPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
+
+// waitListening waits until addr, where the server p (nil: a process the
+// test does not watch) should listen, accepts TCP connections. It fails
+// at once with p's output when p exited; it waits as long as the test may
+// for a server still starting (a fixed 10 s measured the host's load).
+func waitListening(t *testing.T, p *testproc.Proc, addr string) {
 	t.Helper()
-	end := time.Now().Add(10 * time.Second)
+	end := time.Now().Add(testproc.Patience(t))
 	for time.Now().Before(end) {
 		if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
 			c.Close()
 			return
+		}
+		if p != nil && p.Exited() {
+			t.Fatalf("%s exited (%v) before it listened on %s:\n%s", p.Name, p.Err(), addr, testproc.Tail(p.Stdout.String()+p.Stderr.String(), 20))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -127,6 +149,20 @@ func inspectProfile(t *testing.T, prof, capPath string) string {
 		t.Fatalf("replay inspect --profile %s: %v\n%s", prof, err, out)
 	}
 	return string(out)
+}
+
+// suggestedLoopOf is the --loop inspect --profile suggests for a
+// capture: a test that depends on how the recorded client closed (with
+// a DISCONNECT or without) reads the flow's own frames, never a fixed
+// index.
+func suggestedLoopOf(t *testing.T, prof, capPath string) string {
+	t.Helper()
+	insp := inspectProfile(t, prof, capPath)
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	if loop == nil {
+		t.Fatalf("inspect --profile %s suggests no --loop:\n%s", prof, insp)
+	}
+	return loop[1]
 }
 
 // startRecordProxy starts `record proxy` and waits for its listener.
@@ -263,7 +299,7 @@ persistence false
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
 	for _, port := range []int{tcp, ws, auth} {
-		waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	return tcp, ws, auth
 }

@@ -20,9 +20,9 @@ func startRedis(t *testing.T, args ...string) int {
 	t.Helper()
 	bin := needTool(t, "redis-server")
 	port := freePort(t)
-	testproc.Start(t, bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+	p := testproc.Start(t, bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	return port
 }
 

@@ -64,7 +64,7 @@ func startSocketIOPinging(t *testing.T, node string, ping time.Duration) int {
 	p := testproc.Start(t, node, filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
 		strconv.Itoa(int(ping/time.Millisecond)), strconv.Itoa(int(sioTimeout/time.Millisecond)))
 	p.StopSignal = os.Interrupt
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	return port
 }
 

@@ -167,7 +167,7 @@ persistence false
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
 	for _, port := range []int{plain, tlsPort, expired} {
-		waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
+		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	return plain, tlsPort, expired
 }
@@ -263,8 +263,8 @@ func startNATSTLS(t *testing.T, bin string, pki testPKI) (port, mon int) {
 	}
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", port))
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", mon))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", mon))
 	return port, mon
 }
 
@@ -330,8 +330,8 @@ func TestTLSWebSocket(t *testing.T) {
 	plain, secure := freePort(t), freePort(t)
 	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
 	p.StopSignal = os.Interrupt
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", plain))
-	waitListening(t, fmt.Sprintf("127.0.0.1:%d", secure))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
 	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), node, filepath.Join(wssDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
 	prof := filepath.Join(wssDir, "chat.yaml")
 	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, prof, capPath))

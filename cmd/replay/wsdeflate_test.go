@@ -56,7 +56,7 @@ func TestWSDeflate(t *testing.T) {
 	p := testproc.Start(t, node, filepath.Join(wsdDir, "server.js"), strconv.Itoa(port))
 	p.StopSignal = os.Interrupt
 	target := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, target)
+	waitListening(t, p, target)
 	capPath := recordThrough(t, target, node, filepath.Join(wsdDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
 	prof := filepath.Join(wsdDir, "chat.yaml")
 	docExampleIs(t, "# The room chat of server.js", prof)

@@ -141,6 +141,26 @@ func (p *Proc) Signal(sig os.Signal) error {
 	return nil
 }
 
+// Patience is how long a test may wait for a program that runs to its own
+// end (a search, a fixed-duration run): the time left before the test
+// binary's -timeout, less a margin in which the test still reports the
+// program's output. A fixed bound would measure the host's load, not the
+// program (a capacity search that ends in 30 s on an idle host took over
+// 2 minutes at a load of 30 on 2 cores); a program that hangs still fails
+// the test, with its output, before go test's timeout panics.
+func Patience(t testing.TB) time.Duration {
+	deadline, ok := t.(interface{ Deadline() (time.Time, bool) })
+	if !ok {
+		return 10 * time.Minute
+	}
+	d, ok := deadline.Deadline()
+	if !ok {
+		return 10 * time.Minute
+	}
+	left := time.Until(d)
+	return max(left-min(30*time.Second, left/10), time.Second)
+}
+
 // Wait waits up to timeout for the process to exit and returns its exit
 // error; it leaves a process that outlives timeout running.
 func (p *Proc) Wait(timeout time.Duration) error {
