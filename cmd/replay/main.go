@@ -354,8 +354,10 @@ func runFleet(ctx context.Context, st *state, cfg fleet.Config, sf *shardFlags, 
 	} else {
 		fmt.Fprintf(st.stderr, "replay: %d clients -> %s (metrics %s)\n", cfg.Clients, f.Target(), metrics)
 	}
-	// The fleet is ready (script loaded, sockets bound): now wait for the
-	// common start.
+	// The fleet is ready (script loaded, sockets bound): its /metrics
+	// answers (counters at zero: a driver's baseline, before it lets a
+	// held barrier start the fleet), and it waits for the common start.
+	f.ServeMetrics()
 	s := starter{sf: sf, shard: cfg.Shard}
 	defer s.close()
 	start, err := s.start(ctx)

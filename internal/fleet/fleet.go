@@ -89,6 +89,10 @@ type Fleet struct {
 
 	reg *prometheus.Registry
 	mln net.Listener
+	// msrv serves mln from ServeMetrics (or RunAt) until RunAt ends or
+	// Close; mwg is its goroutine.
+	msrv *http.Server
+	mwg  sync.WaitGroup
 
 	mu       sync.Mutex
 	stopping bool
@@ -185,7 +189,7 @@ func New(cfg Config) (*Fleet, error) {
 		f.scheds = append(f.scheds, newScheduler(f, &f.stats.byScheduler[i], f.stats.rec[i]))
 	}
 	if err := f.bind(); err != nil {
-		f.closeSockets()
+		f.stopMetrics()
 		return nil, err
 	}
 	return f, nil
@@ -287,13 +291,35 @@ func listenMetrics(addr string, out io.Writer) (net.Listener, error) {
 	return ln, nil
 }
 
-// Close releases the metrics listener of a fleet that will not Run (Run
-// releases it itself).
-func (f *Fleet) Close() { f.closeSockets() }
+// Close releases the metrics listener (and stops serving it) of a fleet
+// that will not Run (Run releases it itself).
+func (f *Fleet) Close() { f.stopMetrics() }
 
-func (f *Fleet) closeSockets() {
+// ServeMetrics answers on /metrics from now on, before RunAt: a shard
+// waiting at its barrier for the start answers with its counters at zero,
+// so a driver elsewhere can take its baseline before it starts the
+// fleet. RunAt serves it itself when it was not called; RunAt's end or
+// Close stops it. For the goroutine that calls RunAt, before it.
+func (f *Fleet) ServeMetrics() {
+	if f.mln == nil || f.msrv != nil {
+		return
+	}
+	srv := f.httpServer()
+	f.msrv = srv
+	f.mwg.Go(func() { srv.Serve(f.mln) })
+}
+
+// stopMetrics stops serving /metrics (letting a scrape under way finish,
+// for up to a second) and closes its listener.
+func (f *Fleet) stopMetrics() {
+	if f.msrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		f.msrv.Shutdown(ctx)
+		cancel()
+		f.mwg.Wait()
+	}
 	if f.mln != nil {
-		f.mln.Close()
+		f.mln.Close() // Serve may not have taken it before the shutdown
 	}
 }
 
@@ -343,22 +369,13 @@ const lateStart = 20 * time.Millisecond
 // overdue logins go at once) rather than shifting its schedule, and says
 // so. A zero start means now.
 func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
-	defer f.closeSockets()
+	// /metrics answers from now on (or already), before the start (a
+	// sampler takes its baseline then: every counter at zero).
+	f.ServeMetrics()
+	defer f.stopMetrics()
 	var bg sync.WaitGroup
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	defer func() { bgCancel(); bg.Wait() }()
-	// /metrics answers from now on, before the start (a sampler takes its
-	// baseline then: every counter at zero).
-	if f.mln != nil {
-		srv := f.httpServer()
-		bg.Go(func() { srv.Serve(f.mln) })
-		bg.Go(func() {
-			<-bgCtx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			srv.Shutdown(sctx)
-		})
-	}
 	if !start.IsZero() && !waitStart(ctx, start) {
 		return Summary{}, ctx.Err()
 	}

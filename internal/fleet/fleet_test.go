@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -147,6 +148,54 @@ func TestPeersOneToOne(t *testing.T) {
 		if got := strings.Join(c.peers(tt.i, tt.others), ","); got != tt.want {
 			t.Errorf("peers(%d, %d) = %s, want %s", tt.i, tt.others, got, tt.want)
 		}
+	}
+}
+
+// TestMetricsBeforeRun: a fleet waiting for its start (a shard at its
+// barrier) answers /metrics with its counters at zero once ServeMetrics
+// is called, so a driver can take its baseline before it lets the start
+// go; Close, or the run's end, stops it.
+func TestMetricsBeforeRun(t *testing.T) {
+	scrape := func(f *Fleet) (string, error) {
+		resp, err := http.Get("http://" + f.MetricsAddr().String() + "/metrics")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("status %s", resp.Status)
+		}
+		return string(b), err
+	}
+	for _, end := range []string{"close", "run"} {
+		t.Run(end, func(t *testing.T) {
+			c := testConfig(t)
+			c.Clients, c.Loop, c.Duration, c.Metrics = 2, "100ms,300ms", 300*time.Millisecond, "127.0.0.1:0"
+			f, err := New(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.ServeMetrics()
+			body, err := scrape(f)
+			if err != nil {
+				f.Close()
+				t.Fatalf("/metrics before the run: %v", err)
+			}
+			for _, want := range []string{"replay_login_attempts_total 0", "replay_clients_logged_in 0"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("/metrics before the run lacks %q", want)
+				}
+			}
+			if end == "close" {
+				f.Close()
+			} else if s, err := f.Run(context.Background()); err != nil || s.LoginsSucceeded != 2 {
+				t.Fatalf("run after ServeMetrics: %d of 2 logged in, %v", s.LoginsSucceeded, err)
+			}
+			if _, err := scrape(f); err == nil {
+				t.Errorf("/metrics still answers after %s", end)
+			}
+		})
 	}
 }
 

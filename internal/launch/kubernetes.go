@@ -27,8 +27,12 @@ import (
 // /metrics is scraped through one `kubectl proxy` (the API server's proxy
 // to the pod), so the cluster's network need not reach this machine nor
 // this machine the pods. Each shard's summary is the last line of its log;
-// the logs, the summaries and the manifests are kept in Dir. A fleet's
-// objects are deleted when it ends, fails or is interrupted.
+// the logs, the summaries and the manifests are kept in Dir. Stop (or the
+// run's context ending) halts the shards at their levels and, a fleet
+// with no levels at once, suspends the Job: Kubernetes sends each pod
+// SIGTERM, on which replay writes its summary, read from the logs
+// followed until then. A fleet's objects are deleted when it ends, fails
+// or is interrupted.
 type Kubernetes struct {
 	Kubectl   *k8s.Kubectl
 	Namespace string // resolved (Kubectl.CurrentNamespace)
@@ -111,7 +115,9 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 		return nil, err
 	}
 	h := &kfleet{k: k, name: name, dir: dir, manifest: filepath.Join(dir, "fleet.yaml"), n: n, list: cfg.Levels,
-		levels: make(chan Level), failed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{})}
+		levels: make(chan Level), failed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{}),
+		stopping: make(chan struct{}), stopped: make(chan struct{}), logs: make([][]byte, n)}
+	h.life, h.endLife = context.WithCancel(context.Background())
 	k.logf("%s: %d shards × %d clients, each %dm CPU and %d MiB requested", name, n, per, fit.CPUMilli, fit.MemMiB)
 	if err := k.Kubectl.Create(ctx, h.manifest); err != nil {
 		h.close()
@@ -121,6 +127,8 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 		h.close()
 		return nil, err
 	}
+	// Ctrl-C stops the shards as Stop does: each writes what it ran.
+	h.unlink = context.AfterFunc(ctx, h.interruptNow)
 	return h, nil
 }
 
@@ -138,8 +146,9 @@ func (k *Kubernetes) startTimeout() time.Duration {
 }
 
 // kfleet is one fleet's Job. watch (one goroutine from prepare until
-// every pod ended or the fleet is closed) owns pods and the first failure;
-// forward hands the remote barrier's levels to the driver.
+// every pod ended, the fleet is stopped or closed) owns pods and the first
+// failure; forward hands the remote barrier's levels to the driver;
+// suspend (from Stop) stops the pods and follows their logs.
 type kfleet struct {
 	k        *Kubernetes
 	name     string
@@ -161,6 +170,16 @@ type kfleet struct {
 	done     chan struct{} // closed by close: the watcher and forwarder stop
 	bg       sync.WaitGroup
 	closeMu  sync.Once
+
+	life      context.Context // ends at close: bounds suspend's kubectl calls
+	endLife   context.CancelFunc
+	unlink    func() bool // the run's context no longer interrupts
+	stopOnce  sync.Once
+	interrupt *time.Timer   // set by Stop: suspends the Job unless every shard stopped at its level
+	stopping  chan struct{} // closed when the Job is being suspended (watch stops judging)
+	stopped   chan struct{} // closed by suspend once every followed log ended
+	logs      [][]byte      // by index, set by suspend before stopped
+	suspOnce  sync.Once
 }
 
 func (h *kfleet) fail(err error) {
@@ -170,11 +189,14 @@ func (h *kfleet) fail(err error) {
 	})
 }
 
-// prepare waits for every pod to run, then takes the barrier (the shards'
-// /metrics answer only once they know the start: Start waits for them).
+// prepare waits for every pod to run, takes the barrier, and waits for
+// every shard's /metrics through the API server's proxy: a shard serves
+// it while it waits at the barrier, so the driver's baseline, read before
+// Start, has every shard's counters at zero.
 func (h *kfleet) prepare(ctx context.Context) error {
 	k := h.k
-	deadline := time.Now().Add(k.startTimeout())
+	end := time.Now().Add(k.startTimeout()) // of the whole wait
+	deadline := end
 	app := h.name + "-fleet"
 	for {
 		pods, err := k.Kubectl.Pods(ctx, app)
@@ -200,7 +222,7 @@ func (h *kfleet) prepare(ctx context.Context) error {
 		h.targets = append(h.targets, report.Target{Role: report.RoleFleet,
 			URL: k8s.ProxyURL(k.Proxy, k.Namespace, "pods", pod, strconv.Itoa(k8s.MetricsPort), "/metrics")})
 	}
-	h.bg.Go(func() { h.watch(ctx) })
+	h.bg.Go(h.watch)
 	// A port-forward made before shard 0's coordinator listens may end
 	// when its first connection is refused: a new one each try.
 	deadline = time.Now().Add(time.Minute)
@@ -225,7 +247,20 @@ func (h *kfleet) prepare(ctx context.Context) error {
 		}
 	}
 	h.bg.Go(h.forward)
+	if err := waitMetrics(ctx, h.targets, max(time.Until(end), 30*time.Second), h.failed); err != nil {
+		return h.why(err)
+	}
 	return nil
+}
+
+// why is err with the fleet's first failure, when there was one.
+func (h *kfleet) why(err error) error {
+	select {
+	case <-h.failed:
+		return errors.Join(err, h.failErr)
+	default:
+		return err
+	}
 }
 
 // look reads the pods by index: how many run (or ran), and the first
@@ -253,18 +288,26 @@ func (h *kfleet) look(pods []k8s.Pod) ([]string, int, error) {
 	return byIndex, running, nil
 }
 
-// watch lists the pods until every one ended (ended) or one failed.
-func (h *kfleet) watch(ctx context.Context) {
+// watch lists the pods until every one ended (ended) or one failed, or
+// the Job is being suspended (the pods then end as suspend sees).
+func (h *kfleet) watch() {
 	app := h.name + "-fleet"
 	for {
 		select {
 		case <-h.done:
 			return
+		case <-h.stopping:
+			return
 		default:
 		}
-		pods, err := h.k.Kubectl.Pods(ctx, app)
+		pods, err := h.k.Kubectl.Pods(h.life, app)
 		if err != nil {
-			h.fail(err)
+			select {
+			case <-h.stopping:
+			case <-h.done:
+			default:
+				h.fail(err)
+			}
 			return
 		}
 		if _, _, err := h.look(pods); err != nil {
@@ -286,9 +329,8 @@ func (h *kfleet) watch(ctx context.Context) {
 		case <-h.done:
 			t.Stop()
 			return
-		case <-ctx.Done():
+		case <-h.stopping:
 			t.Stop()
-			h.fail(context.Cause(ctx))
 			return
 		case <-t.C:
 		}
@@ -329,11 +371,6 @@ func (h *kfleet) Start(ctx context.Context) (time.Time, error) {
 	}
 	select {
 	case <-h.remote.Started():
-		// A shard serves its /metrics once it knows the start (it holds
-		// at the barrier until then): they answer within the lead.
-		if err := waitMetrics(ctx, h.targets, 30*time.Second, h.failed); err != nil {
-			return time.Time{}, errors.Join(err, h.failErr)
-		}
 		return h.remote.Start(), nil
 	case <-h.remote.Done():
 		return time.Time{}, h.remote.Err()
@@ -349,37 +386,83 @@ func (h *kfleet) Levels() <-chan Level { return h.levels }
 func (h *kfleet) Resume(l Level) { h.remote.Resume(l.Attempts) }
 
 // Stop halts the shards at their next level (now, for those waiting at
-// one). A fleet with no levels runs to its duration: its pods are not
-// interrupted, for their summaries are in their logs.
+// one). Shards still running a while later (between levels), or at once
+// a fleet with no levels, are stopped by suspending the Job: each gets
+// SIGTERM and writes its summary, as on Ctrl-C.
 func (h *kfleet) Stop() {
 	if h.remote != nil {
 		h.remote.Halt()
 	}
+	grace := stopAtLevelGrace
+	if len(h.list) == 0 {
+		grace = 0 // no level to stop at
+	}
+	h.stopOnce.Do(func() { h.interrupt = time.AfterFunc(grace, h.interruptNow) })
 }
 
-// Wait waits until every pod ended, reads each one's summary from its
-// log (kept in dir), merges them and deletes the fleet's objects.
+// interruptNow suspends the Job, once, unless the fleet was closed.
+func (h *kfleet) interruptNow() {
+	h.suspOnce.Do(func() {
+		select {
+		case <-h.done:
+			return
+		default:
+		}
+		close(h.stopping)
+		h.bg.Go(h.suspend)
+	})
+}
+
+// suspend follows every shard's log, then suspends the Job (Kubernetes
+// deletes its running pods with their grace period: SIGTERM; a pod that
+// already ended keeps its log), and keeps each log once its stream ends.
+func (h *kfleet) suspend() {
+	defer close(h.stopped)
+	ctx, cancel := context.WithTimeout(h.life, stopGrace+time.Minute)
+	defer cancel()
+	h.k.logf("%s: stopping the shards (the Job suspended: SIGTERM); each writes what it ran so far", h.name)
+	var wg sync.WaitGroup
+	for i, pod := range h.pods {
+		wg.Go(func() { h.logs[i], _ = h.k.Kubectl.Run(ctx, "logs", "-f", pod) })
+	}
+	// The streams attach before the pods are told to stop.
+	sleepCtx(ctx, time.Second)
+	if _, err := h.k.Kubectl.Run(ctx, "patch", "job", h.name+"-fleet", "--type=merge", "-p", `{"spec":{"suspend":true}}`); err != nil {
+		h.k.logf("%s: %v", h.name, err)
+	}
+	wg.Wait()
+}
+
+// Wait waits until every pod ended (or was stopped), reads each one's
+// summary from its log (kept in dir), merges them and deletes the
+// fleet's objects.
 func (h *kfleet) Wait() (fleet.Summary, error) {
 	defer h.close()
+	logs := h.logs
 	select {
 	case <-h.ended:
+		logs = make([][]byte, h.n)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		for i, pod := range h.pods {
+			b, err := h.k.Kubectl.Run(ctx, "logs", pod)
+			if err != nil {
+				return fleet.Summary{}, fmt.Errorf("shard %d log: %w", i, err)
+			}
+			logs[i] = b
+		}
+	case <-h.stopped:
 	case <-h.failed:
 		return fleet.Summary{}, h.failErr
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	sums := make([]fleet.Summary, 0, h.n)
-	for i, pod := range h.pods {
-		b, err := h.k.Kubectl.Run(ctx, "logs", pod)
-		if err != nil {
-			return fleet.Summary{}, fmt.Errorf("shard %d log: %w", i, err)
-		}
+	for i, b := range logs {
 		if err := os.WriteFile(filepath.Join(h.dir, fmt.Sprintf("shard-%d.log", i)), b, 0o644); err != nil {
 			return fleet.Summary{}, fmt.Errorf("kubernetes: %w", err)
 		}
 		s, err := SummaryFromLog(b)
 		if err != nil {
-			return fleet.Summary{}, fmt.Errorf("shard %d (pod %s): %w", i, pod, err)
+			return fleet.Summary{}, fmt.Errorf("shard %d (pod %s): %w", i, h.pods[i], err)
 		}
 		sums = append(sums, s)
 	}
@@ -392,7 +475,16 @@ func (h *kfleet) Close() { h.close() }
 // and deletes the Job (waiting until its pods are gone).
 func (h *kfleet) close() {
 	h.closeMu.Do(func() {
+		if h.unlink != nil {
+			h.unlink()
+		}
+		h.stopOnce.Do(func() {}) // no interrupt timer from now on
+		if h.interrupt != nil {
+			h.interrupt.Stop()
+		}
+		h.suspOnce.Do(func() {}) // nor a suspension
 		close(h.done)
+		h.endLife()
 		if h.remote != nil {
 			h.remote.Close()
 		}

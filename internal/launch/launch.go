@@ -40,8 +40,7 @@ type Runner interface {
 type Fleet interface {
 	// Targets are the fleet's metrics to sample, role report.RoleFleet:
 	// its registry in this process, or each part's /metrics. They answer
-	// from Prepare (a Kubernetes fleet's: from Start, before the fleet's
-	// clock starts) until the fleet ends (in process: also after).
+	// from Prepare until the fleet ends (in process: also after).
 	Targets() []report.Target
 	// Start starts the fleet and returns the instant its clock starts
 	// (its first login is due): ahead of the call by a short lead, during
