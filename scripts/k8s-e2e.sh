@@ -12,6 +12,10 @@
 #   (d) `replay capacity --k8s` and (e) `replay compare --k8s`: the driver
 #       here, each fleet a Job of shard pods, the report written here;
 #   (f) a run that cannot be scheduled, refused before anything is created;
+#   (g) Ctrl-C of `replay k8s run`, (h) of `replay compare --k8s`: the
+#       shards stopped, what they ran merged and reported;
+# and before it all (0) a fixed port the cluster needs, held by another
+# program: refused up front, naming the port and the program;
 # checks (tools/k8scheck): 2,000/2,000 logins, every shard started within
 # 50 ms of the barrier's instant times the host's load per CPU (a busy host
 # wakes a process late whatever the barrier did), merged counts = the
@@ -179,9 +183,43 @@ EOK
 
 # ---- up ----
 
+# The fixed loopback ports the cluster's processes listen on (the others
+# are on the bridge's address, which is this script's own).
+host_ports="12379:etcd 12380:etcd 12381:etcd 10257:kube-controller-manager 10259:kube-scheduler 10248:kubelet
+10249:kube-proxy 10256:kube-proxy 18181:coredns 18182:coredns"
+
+# ports_taken names each of host_ports another program listens on (and
+# the program): a component that cannot bind would otherwise show only as
+# one that never became ready, minutes later.
+ports_taken() {
+	local pp port holder
+	for pp in $host_ports; do
+		port=${pp%%:*}
+		holder=$(ss -ltnpH "sport = :$port" | awk '{print $4, $6}' | head -1)
+		[ -z "$holder" ] || echo "port $port (for ${pp#*:}) is taken: $holder"
+	done
+}
+
+# check_port_refusal: with one of the cluster's ports held by a program
+# started here, the check must name the port and the program.
+check_port_refusal() {
+	local pid taken
+	say "(0) a port the cluster needs, taken: refused before anything starts, naming it"
+	"$relay" --listen 127.0.0.1:18182 --metrics off >"$out/port-holder.log" 2>&1 &
+	pid=$!
+	waitfor "ss -ltnpH 'sport = :18182' | grep -q 'pid=$pid,'" 20 || { kill $pid 2>/dev/null || true; die "(0) could not hold port 18182 for the check (log: $out/port-holder.log)"; }
+	taken=$(ports_taken)
+	kill $pid 2>/dev/null || true
+	wait $pid 2>/dev/null || true
+	echo "$taken" | sed 's/^/    /'
+	echo "$taken" | grep -q "port 18182 (for coredns) is taken: .*\"relay\",pid=$pid," || die "(0) a taken port is not named with its program: '$taken'"
+}
+
 up() {
-	local t0
+	local t0 taken
 	t0=$(date +%s)
+	taken=$(ports_taken)
+	[ -z "$taken" ] || die "$(echo "$taken" | paste -sd ';' -); stop that program or free the port"
 	ip route show | grep -qE "^(10\.232\.0\.|10\.233\.0\.)" && die "$POD_NET or $SVC_NET is already routed on this host"
 	ip link show "$BR" >/dev/null 2>&1 && die "bridge $BR exists: another run? (scripts/k8s-e2e.sh cleans up after itself; remove it by hand)"
 	rm -rf "$K"
@@ -458,6 +496,32 @@ run_interrupt() {
 	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(g) Ctrl-C left objects behind"
 }
 
+# (h) Ctrl-C of compare --k8s while its first fleet (no levels) runs.
+run_compare_interrupt() {
+	local o=$out/h pid rc=0 t0 took
+	say "(h) Ctrl-C of replay compare --k8s in its first fleet (120 s, no levels): the pods stopped, their summaries read, the report written"
+	"$replay" compare --k8s --images "$images" --relay --shards 2 --name intc --capture "$here/captures/vr-session.pcap" \
+		--clients 40 --senders 4 --loop=12s,48s --login-interval 20ms --duration 120s --slo 'idle=off,fleet_idle=off,lag=off' --out "$o" \
+		>"$o.answer.txt" 2>"$o.log" &
+	pid=$!
+	waitfor "[ \$(kubectl get pods -l app.kubernetes.io/name=intc-1-fleet --field-selector=status.phase=Running -o name | wc -l) = 2 ]" 180 ||
+		{ kill $pid 2>/dev/null || true; die "(h) the first fleet's 2 pods did not run (log: $o.log)"; }
+	sleep 10
+	t0=$(date +%s)
+	kill -INT $pid
+	wait $pid || rc=$?
+	took=$(( $(date +%s) - t0 ))
+	[ $rc = 0 ] || { tail -5 "$o.log" | sed 's/^/    /'; die "(h) Ctrl-C: exit $rc, want 0 (the report of what ran)"; }
+	[ $took -lt 60 ] || die "(h) Ctrl-C took ${took}s: the fleet was not stopped (its --duration is 120 s)"
+	grep -q "intc-1: stopping the shards" "$o.log" || { tail -5 "$o.log" | sed 's/^/    /'; die "(h) the shards were not stopped"; }
+	grep -E "^compare: N:N #1 done: 40 logged in" "$o.log" | sed 's/^/    /'
+	grep -qE "^compare: N:N #1 done: 40 logged in" "$o.log" || { tail -5 "$o.log" | sed 's/^/    /'; die "(h) the shards' summaries were not read (40 logins)"; }
+	grep -q "interrupted before its duration ended" "$o/summary.json" || die "(h) the report does not say the run was interrupted"
+	say "(h) ended ${took}s after Ctrl-C"
+	[ -z "$(kubectl get all,configmap -l app.kubernetes.io/part-of=reprise -o name)" ] || die "(h) Ctrl-C left objects behind"
+	k8scheck report "$o" --fleet "shard pods of a Kubernetes Job" | tee "$o.checks.txt" || die "(h) the report disagrees with its series"
+}
+
 main() {
 	case ${1:-all} in
 	all | up) ;;
@@ -471,6 +535,7 @@ main() {
 	rm -rf "$out"
 	mkdir -p "$out"
 	scripts/k8s-build.sh
+	[ "${1:-all}" = up ] || check_port_refusal
 	host_snapshot "$S"
 	trap finish EXIT
 	trap 'exit 130' INT TERM
@@ -488,6 +553,7 @@ main() {
 	run_capacity
 	run_compare
 	run_interrupt
+	run_compare_interrupt
 }
 
 main "$@"
