@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -350,8 +351,7 @@ func (s *Server) evictPartial() {
 // reclaimBytes and to half its peak or less, and stopped falling (the
 // closed connections' goroutines are gone), the relay returns the freed
 // memory to the OS, and again reclaimEvery and 3 × reclaimEvery later (a
-// loaded host runs the closed connections' goroutines late, and the pooled
-// chunks are freed only by a second collection). Not while most of the
+// loaded host runs the closed connections' goroutines late). Not while most of the
 // peak is still held: a full collection of a large heap takes seconds on
 // a loaded host, for little. The collections run on their own goroutine
 // (reclaimLoop), so the sweeper's timeouts and budget cuts never wait for
@@ -404,6 +404,11 @@ func (s *Server) reclaimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.reclaimc:
+			// Two collections: the first leaves the pooled chunks in the
+			// pools' victim caches, the second frees them (then the heap
+			// is returned). One pass gave back only the rest, and the
+			// pooled chunks waited for the next pass, reclaimEvery later.
+			runtime.GC()
 			debug.FreeOSMemory()
 		}
 	}
