@@ -28,7 +28,7 @@ func (s *Spec) compileExpects(p *Profile) error {
 		path := fmt.Sprintf("expects[%d]", i)
 		r := expectRule{on: p.serverKind(e.On), answer: p.clientKind(e.Answer)}
 		if r.on < 0 {
-			return bad(path+".on", "%q is not a server kind", e.On)
+			return bad(path+".on", "%q is not a server kind%s", e.On, p.kindHint(e.On, true))
 		}
 		if r.answer <= 0 {
 			return bad(path+".answer", "%q is not a client kind (nor a reaction's as)", e.Answer)

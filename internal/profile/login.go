@@ -62,7 +62,7 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 			if it.Template == nil {
 				k := p.clientKind(it.Kind)
 				if k <= 0 || !p.declaredClient(it.Kind) {
-					return bad(ip, "%q is not a client kind", it.Kind)
+					return bad(ip, "%q is not a client kind%s", it.Kind, p.kindHint(it.Kind, false))
 				}
 				r.items = append(r.items, loginItem{kind: k})
 				p.loginSend[k] = true
@@ -80,7 +80,7 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 		}
 		if st.Success != "" {
 			if r.success = p.serverKind(st.Success); r.success < 0 {
-				return bad(path+".success", "%q is not a server kind", st.Success)
+				return bad(path+".success", "%q is not a server kind%s", st.Success, p.kindHint(st.Success, true))
 			}
 		}
 		if st.When != nil {

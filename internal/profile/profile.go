@@ -566,7 +566,7 @@ func (p *Profile) kindList(path string, names []string, server bool) (map[int]bo
 			k = p.serverKind(n)
 		}
 		if k < 0 || (!server && k == 0) {
-			return nil, bad(fmt.Sprintf("%s[%d]", path, i), "%q is not a %s kind", n, side(server))
+			return nil, bad(fmt.Sprintf("%s[%d]", path, i), "%q is not a %s kind%s", n, side(server), p.kindHint(n, server))
 		}
 		out[k] = true
 	}
@@ -588,7 +588,7 @@ func (s *Spec) compileLogin(p *Profile) error {
 	p.success, p.failure = -1, -1
 	if s.Login.Success != "" {
 		if p.success = p.serverKind(s.Login.Success); p.success < 0 {
-			return bad("login.success", "%q is not a server kind", s.Login.Success)
+			return bad("login.success", "%q is not a server kind%s", s.Login.Success, p.kindHint(s.Login.Success, true))
 		}
 	}
 	if s.Login.When != nil {
@@ -598,7 +598,7 @@ func (s *Spec) compileLogin(p *Profile) error {
 	}
 	if s.Login.Failure != "" {
 		if p.failure = p.serverKind(s.Login.Failure); p.failure < 0 {
-			return bad("login.failure", "%q is not a server kind", s.Login.Failure)
+			return bad("login.failure", "%q is not a server kind%s", s.Login.Failure, p.kindHint(s.Login.Failure, true))
 		}
 	}
 	if r := s.Login.Reason; r != nil {
@@ -683,10 +683,10 @@ func (s *Spec) compileMessages(p *Profile) error {
 func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
 	st := &stampRule{send: p.clientKind(l.Send), delivery: p.serverKind(l.Delivery), sendOffset: l.SendOffset, deliveryOffset: l.DeliveryOffset}
 	if st.send <= 0 {
-		return nil, bad("latency.send", "%q is not a client kind", l.Send)
+		return nil, bad("latency.send", "%q is not a client kind%s", l.Send, p.kindHint(l.Send, false))
 	}
 	if st.delivery < 0 {
-		return nil, bad("latency.delivery", "%q is not a server kind", l.Delivery)
+		return nil, bad("latency.delivery", "%q is not a server kind%s", l.Delivery, p.kindHint(l.Delivery, true))
 	}
 	if !p.delivery[st.delivery] {
 		return nil, bad("latency.delivery", "%q is not a delivery kind (list it in delivery): its stamps would never be read", l.Delivery)
@@ -735,7 +735,7 @@ func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRu
 			r.kind = p.serverKind(f.Kind)
 		}
 		if r.kind < 0 {
-			return nil, bad(path+".kind", "%q is not a %s kind", f.Kind, side(server))
+			return nil, bad(path+".kind", "%q is not a %s kind%s", f.Kind, side(server), p.kindHint(f.Kind, server))
 		}
 	}
 	switch {

@@ -63,7 +63,7 @@ func (s *Spec) compileReactions(p *Profile) error {
 		path := fmt.Sprintf("reactions[%d]", i)
 		r := reaction{on: p.serverKind(rs.On), as: -1}
 		if r.on < 0 {
-			return bad(path+".on", "%q is not a server kind", rs.On)
+			return bad(path+".on", "%q is not a server kind%s", rs.On, p.kindHint(rs.On, true))
 		}
 		if rs.When != nil {
 			m, err := compileMatch(path+".when", *rs.When)

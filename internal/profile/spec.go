@@ -354,6 +354,9 @@ func ParseSpec(name string, data []byte) (*Spec, error) {
 	if len(data) > maxSpecSize {
 		return nil, fmt.Errorf("%s: profile over %d bytes", name, maxSpecSize)
 	}
+	if errs, more := checkKeys(data); len(errs) > 0 {
+		return nil, keyErrorsError(name, errs, more)
+	}
 	var s Spec
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)

@@ -3,6 +3,7 @@ package profile
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,11 +40,13 @@ func TestSpecErrorsNameTheLine(t *testing.T) {
 		name, doc, want string
 		line            int
 	}{
-		{"unknown key", base + "  sise: 2\n", "field sise not found", 5},
-		{"wrong type", "name: x\nframing:\n  type: length\n  size: two\n", "cannot unmarshal", 4},
+		{"unknown key", base + "  sise: 2\n", "framing.sise: unknown key (did you mean size?)", 5},
+		{"wrong type", "name: x\nframing:\n  type: length\n  size: two\n", `framing.size: "two": want a whole number`, 4},
 		{"bad size", "name: x\nframing:\n  type: length\n  size: 3\n", "framing.size: 3: 1, 2, 4 or 8", 4},
 		{"bad transport", base + "transport: quic\n", "transport", 5},
 		{"bad kind ref", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\nlogin:\n  success: nope\n", "login.success", 9},
+		{"kind slip", base + "kinds:\n  client:\n    - {name: say, match: {byte: 1}}\nsends: [sya]\n", `sends[0]: "sya" is not a client kind (did you mean say?)`, 8},
+		{"no such kind", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\n    - {name: msg, match: {byte: 2}}\ndelivery: [zzz]\n", `delivery[0]: "zzz" is not a server kind (kinds: ok, msg)`, 9},
 		{"two matchers", base + "kinds:\n  client:\n    - name: a\n      match: {byte: 1, prefix: x}\n", "exactly one", 8},
 		{"bad byte", base + "kinds:\n  client:\n    - name: a\n      match:\n        byte: 300\n", "a byte is 0 to 255", 9},
 		{"bad duration", base + "heartbeat:\n  template: {text: x}\n  interval: soon\n", "not a duration", 7},
@@ -230,5 +233,63 @@ identity: {user: {regexp: "^LOGIN (\\w+)"}}
 	c2.Feed([]byte("MSG x"), 0, &ev)
 	if !ev.LoggedIn || ev.Messages != 1 || string(c2.AppendHeartbeat(nil, 0)) != "PING" {
 		t.Fatalf("events %+v", ev)
+	}
+}
+
+// TestSpecKeyErrors: every unknown key and ill-typed value of a profile
+// is named at once, a line each, in the profile's words (file:line:
+// key.path: what), with the key it was probably meant to be.
+func TestSpecKeyErrors(t *testing.T) {
+	tests := []struct {
+		name, doc string
+		want      []string // the error's lines, exactly
+	}{
+		{"all of them, with suggestions",
+			"name: x\ntransprt: tcp\nframing: {type: length, sise: 2}\nkinds:\n  client:\n    - {name: a, match: {regex: x}}\n  servr: []\nlogin:\n  steps:\n    - {name: s, send: [a, {txt: hi}], succes: ok}\n",
+			[]string{
+				"p.yaml:2: transprt: unknown key (did you mean transport?)",
+				"p.yaml:3: framing.sise: unknown key (did you mean size?)",
+				"p.yaml:6: kinds.client[0].match.regex: unknown key (did you mean regexp?)",
+				"p.yaml:7: kinds.servr: unknown key (did you mean server?)",
+				"p.yaml:10: login.steps[0].send[1].txt: unknown key (did you mean text?)",
+				"p.yaml:10: login.steps[0].succes: unknown key (did you mean success?)",
+			}},
+		{"no close key: the keys there",
+			"name: x\nframing: {type: resp}\nheartbeat: {template: {text: p}, interval: 1s, wobble: 3}\n",
+			[]string{"p.yaml:3: heartbeat.wobble: unknown key (keys here: interval, template)"}},
+		{"types",
+			"name: x\nframing: {type: length, size: two, span: maybe}\nkinds: [a]\n",
+			[]string{
+				`p.yaml:2: framing.size: "two": want a whole number`,
+				`p.yaml:2: framing.span: "maybe": want true or false`,
+				"p.yaml:3: kinds: want a mapping of keys (key: value)",
+			}},
+		{"map values are checked", "name: x\nframing: {type: resp}\nreactions:\n  - on: a\n    capture: {n: {kind: a, offst: 1}}\n",
+			[]string{"p.yaml:5: reactions[0].capture.n.offst: unknown key (did you mean offset?)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseSpec("p.yaml", []byte(tt.doc))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if got, want := err.Error(), strings.Join(tt.want, "\n"); got != want {
+				t.Errorf("got:\n%s\nwant:\n%s", got, want)
+			}
+			var le *LineError
+			if !errors.As(err, &le) || le.Path == "" {
+				t.Errorf("no *LineError in %T", err)
+			}
+		})
+	}
+	// Bounded: a file of 100 unknown keys names 20 and counts the rest.
+	var b strings.Builder
+	b.WriteString("name: x\nframing: {type: resp}\n")
+	for i := range 100 {
+		fmt.Fprintf(&b, "k%d: 1\n", i)
+	}
+	_, err := ParseSpec("p.yaml", []byte(b.String()))
+	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxKeyErrors+1 || lines[maxKeyErrors] != "p.yaml: and 80 more" {
+		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
 	}
 }

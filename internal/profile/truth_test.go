@@ -132,7 +132,7 @@ delivery: [msg]
 		t.Fatalf("kind %s, server %d", p.Kinds[k], p.ServerKind([]byte("x")))
 	}
 	_, err := ParseSpec("t.yaml", []byte("name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: a, match: {prefx: x}}\n"))
-	if err == nil || !strings.Contains(err.Error(), "field prefx not found") {
+	if err == nil || err.Error() != "t.yaml:5: kinds.client[0].match.prefx: unknown key (did you mean prefix?)" {
 		t.Fatalf("unknown match key: %v", err)
 	}
 	if _, err := ParseSpec("t.yaml", []byte("name: x\nframing: {type: resp}\nkinds:\n  client:\n    - {name: a, match: {}}\n")); err == nil {
