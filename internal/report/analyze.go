@@ -93,10 +93,13 @@ type RunStats struct {
 	LatencyP50Ms              Num       `json:"latency_p50_ms"`
 	LatencyP99Ms              Num       `json:"latency_p99_ms"`
 	ScheduleLagP99Ms          Num       `json:"schedule_lag_p99_ms"`
-	SlowConsumerDisconnects   Num       `json:"slow_consumer_disconnects"`
-	RejectedFrames            Num       `json:"rejected_frames"`
-	RelayUDPReceiveDrops      Num       `json:"relay_udp_receive_drops"`
-	LossPct                   Num       `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
+	// PastRange names the latency and lag fields past the histograms'
+	// range ("> 60 s"): null in JSON, as no number is known.
+	PastRange               []string `json:"past_range,omitempty"`
+	SlowConsumerDisconnects Num      `json:"slow_consumer_disconnects"`
+	RejectedFrames          Num      `json:"rejected_frames"`
+	RelayUDPReceiveDrops    Num      `json:"relay_udp_receive_drops"`
+	LossPct                 Num      `json:"loss_pct"` // deliveries lost: gaps in senders' sequences
 	// DeliveriesExpected and DeliveriesReceived: what the server owed the
 	// clients by the profile's fan-out and what of it arrived (NaN when
 	// the fleet could not know).
@@ -415,6 +418,8 @@ func AnalyzeRun(r Run) RunStats {
 		rs.LatencyP50Ms = Num(1000 * Quantile(0.5, lat))
 		rs.LatencyP99Ms = Num(1000 * Quantile(0.99, lat))
 		rs.ScheduleLagP99Ms = Num(1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, l.ScheduleLag)))
+		rs.PastRange = pastRange(namedNum{"latency_p50_ms", rs.LatencyP50Ms}, namedNum{"latency_p99_ms", rs.LatencyP99Ms},
+			namedNum{"schedule_lag_p99_ms", rs.ScheduleLagP99Ms})
 		numbered, lost := delta(f.NumberedReceived, l.NumberedReceived), max(delta(f.MessagesLost, l.MessagesLost), 0)
 		if numbered+lost > 0 {
 			rs.LossPct = Num(100 * lost / (numbered + lost))

@@ -50,6 +50,9 @@ type Level struct {
 	ToS                Num      `json:"to_s"`
 	Saturated          bool     `json:"saturated"`
 	Breaches           []Breach `json:"breaches"`
+	// PastRange names the latency and lag fields past the histograms'
+	// range ("> 60 s"): null in JSON, as no number is known.
+	PastRange []string `json:"past_range,omitempty"`
 }
 
 // OK reports whether the level kept every objective.
@@ -76,6 +79,8 @@ func EvaluateLevel(w LevelWindow, slo SLO) Level {
 		lat := HistogramDelta(h.Fleet.Latency, e.Fleet.Latency)
 		l.LatencyP50Ms, l.LatencyP99Ms = Num(1000*Quantile(0.5, lat)), Num(1000*Quantile(0.99, lat))
 		l.ScheduleLagP99Ms = Num(1000 * Quantile(0.99, HistogramDelta(h.Fleet.ScheduleLag, e.Fleet.ScheduleLag)))
+		l.PastRange = pastRange(namedNum{"latency_p50_ms", l.LatencyP50Ms}, namedNum{"latency_p99_ms", l.LatencyP99Ms},
+			namedNum{"schedule_lag_p99_ms", l.ScheduleLagP99Ms})
 		l.FleetCPUIdlePct = Num(idlePct(h.Fleet.HostCPU, e.Fleet.HostCPU))
 		if dt := roleDT(h.At, e.At, h.Fleet.At, e.Fleet.At); dt > 0 && e.Fleet.ProcessCPUSeconds > 0 {
 			l.FleetProcessCPUPct = Num(100 * delta(h.Fleet.ProcessCPUSeconds, e.Fleet.ProcessCPUSeconds) / dt)
@@ -121,7 +126,7 @@ func levelBreaches(l Level, slo SLO) []Breach {
 		b = append(b, Breach{ReasonLoginFailures, fmt.Sprintf("%.0f%% of %.0f logins failed (limit %s)", float64(l.LoginFailPct), float64(l.Attempts), fmtPct(slo.MaxLoginFailPct))})
 	}
 	if slo.P99 > 0 && float64(l.LatencyP99Ms) > ms(slo.P99.Seconds()) {
-		b = append(b, Breach{ReasonLatency, fmt.Sprintf("latency p99 %.1f ms > %v", float64(l.LatencyP99Ms), slo.P99)})
+		b = append(b, Breach{ReasonLatency, fmt.Sprintf("latency p99 %s > %v", fmtMs(l.LatencyP99Ms, 1), slo.P99)})
 	}
 	if slo.MinIdlePct >= 0 && float64(l.RelayCPUIdlePct) < slo.MinIdlePct {
 		b = append(b, Breach{ReasonCPUIdle, fmt.Sprintf("relay host CPU idle %.0f %% < %s", float64(l.RelayCPUIdlePct), fmtPct(slo.MinIdlePct))})
@@ -224,7 +229,7 @@ func heldText(c Capacity, l Level, slo SLO) string {
 func figures(l Level, slo SLO) string {
 	var parts []string
 	if slo.on(ReasonLatency) {
-		parts = append(parts, "p99 "+fmtNum(l.LatencyP99Ms, 0)+" ms")
+		parts = append(parts, "p99 "+fmtMs(l.LatencyP99Ms, 0))
 	}
 	if slo.on(ReasonDisconnects) {
 		parts = append(parts, fmtNum(l.Drops, 0)+" drops")
@@ -288,9 +293,9 @@ func WriteLevels(w io.Writer, c Capacity) error {
 			result = "broke: " + l.Breaches[0].Reason.String()
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", l.Clients, fmtNum(l.LoggedIn, 0),
-			fmtNum(l.Attempts, 0), fmtNum(l.LoginFailPct, 1), fmtNum(l.Drops, 0), fmtNum(l.LatencyP50Ms, 1), fmtNum(l.LatencyP99Ms, 1),
+			fmtNum(l.Attempts, 0), fmtNum(l.LoginFailPct, 1), fmtNum(l.Drops, 0), fmtMsCell(l.LatencyP50Ms, 1), fmtMsCell(l.LatencyP99Ms, 1),
 			fmtNum(l.SendGbps, 4), fmtNum(l.RelayCPUIdlePct, 0), fmtNum(l.RelayProcessCPUPct, 0),
-			fmtNum(l.FleetProcessCPUPct, 0), fmtNum(l.FleetCPUIdlePct, 0), fmtNum(l.ScheduleLagP99Ms, 1), result)
+			fmtNum(l.FleetProcessCPUPct, 0), fmtNum(l.FleetCPUIdlePct, 0), fmtMsCell(l.ScheduleLagP99Ms, 1), result)
 	}
 	if _, err := fmt.Fprintln(w, c.Answer); err != nil {
 		return fmt.Errorf("write levels: %w", err)

@@ -130,7 +130,7 @@ func WriteCharts(dir string, in Input, sum Summary) error {
 			lat := func(p Point) float64 { return p.LatencyP99Ms }
 			c, err := scatterChart(in, idx, "latency p99 (ms)", func(p Point) float64 {
 				// A log axis has no zero.
-				if v := lat(p); v > 0 {
+				if v := lat(p); v > 0 && !math.IsInf(v, 1) { // past the range: no number to draw
 					return v
 				}
 				return math.NaN()

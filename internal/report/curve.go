@@ -127,7 +127,7 @@ func curvePanels(slo SLO) []curvePanel {
 
 // positive is v where a log axis can show it.
 func positive(v float64) float64 {
-	if v > 0 {
+	if v > 0 && !math.IsInf(v, 1) { // past the range: no number to draw
 		return v
 	}
 	return math.NaN()

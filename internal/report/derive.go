@@ -146,8 +146,9 @@ func HistogramDelta(before, after Histogram) Histogram {
 
 // Quantile estimates the q-quantile of a cumulative histogram the way
 // PromQL's histogram_quantile does: find the bucket holding the rank and
-// interpolate linearly inside it; a rank in the +Inf bucket gives the
-// highest finite bound. NaN when the histogram is empty.
+// interpolate linearly inside it. A rank in the +Inf bucket gives +Inf
+// (PromQL gives the highest finite bound, a number the value is not: it
+// is past the range, see PastRangeText). NaN when the histogram is empty.
 func Quantile(q float64, h Histogram) float64 {
 	n := len(h.Bounds)
 	if n == 0 || h.Counts[n-1] <= 0 {
@@ -162,10 +163,7 @@ func Quantile(q float64, h Histogram) float64 {
 		i = n - 1
 	}
 	if math.IsInf(h.Bounds[i], 1) {
-		if i == 0 {
-			return math.NaN()
-		}
-		return h.Bounds[i-1]
+		return math.Inf(1)
 	}
 	lower, below := 0.0, 0.0
 	if i > 0 {

@@ -262,7 +262,7 @@ func firstBreach(pts []Point, slo SLO) (breach, bool) {
 			over++
 			if over == sustain {
 				j := i - sustain + 1
-				return breach{ReasonLatency, j, fmt.Sprintf("p99 %.0f ms > %v for %d s", pts[j].LatencyP99Ms, slo.P99, sustain)}, true
+				return breach{ReasonLatency, j, fmt.Sprintf("p99 %s > %v for %d s", fmtMs(Num(pts[j].LatencyP99Ms), 0), slo.P99, sustain)}, true
 			}
 		} else {
 			over = 0

@@ -186,7 +186,7 @@ func saturationFigures(fleetIdlePct, lagP99Ms Num, slo SLO) string {
 		s = append(s, "fleet host CPU idle "+fmtNum(fleetIdlePct, 0)+" %")
 	}
 	if slo.MaxLagP99 > 0 {
-		s = append(s, "schedule lag p99 "+fmtNum(lagP99Ms, 1)+" ms")
+		s = append(s, "schedule lag p99 "+fmtMs(lagP99Ms, 1))
 	}
 	return strings.Join(s, ", ")
 }

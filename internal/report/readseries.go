@@ -61,6 +61,9 @@ func parseCell(s string) (float64, error) {
 		return math.NaN(), nil
 	}
 	v, err := strconv.ParseFloat(s, 64)
+	if s == "+Inf" {
+		return math.Inf(1), nil // past the histograms' range (csvNum)
+	}
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("%q is not a number", s)
 	}

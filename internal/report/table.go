@@ -159,6 +159,9 @@ func formatStat(st Stat, digits int) Cell {
 	if math.IsNaN(mean) {
 		return "-"
 	}
+	if Num(mean).PastRange() { // a latency past the histograms' range in any run
+		return PastRangeText
+	}
 	if st.N < 2 || math.IsNaN(sd) {
 		return Cell(fmt.Sprintf("%.*f", digits, mean))
 	}

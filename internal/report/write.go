@@ -32,6 +32,15 @@ var indexTemplate = template.Must(template.New("index.html.tmpl").Funcs(template
 		}
 		return strconv.FormatFloat(float64(n), 'f', digits, 64)
 	},
+	"ms": func(n Num, digits int) string {
+		if n.PastRange() {
+			return PastRangeText
+		}
+		if math.IsNaN(float64(n)) {
+			return "-"
+		}
+		return strconv.FormatFloat(float64(n), 'f', digits, 64)
+	},
 }).ParseFS(templates, "index.html.tmpl"))
 
 // Write analyses in and writes the whole report into dir (created if
@@ -129,6 +138,9 @@ func WriteSeriesCSV(w io.Writer, in Input) error {
 // read back as 0.5 it prints "0 %") and make Verify's second judgement
 // differ from the first.
 func csvNum(v float64) string {
+	if math.IsInf(v, 1) {
+		return "+Inf" // past the histograms' range (PastRangeText)
+	}
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return ""
 	}
