@@ -1,7 +1,9 @@
 package fleet
 
 import (
+	"encoding/binary"
 	"io"
+	"math/rand/v2"
 	"net"
 	"runtime"
 	"sync"
@@ -222,5 +224,84 @@ func BenchmarkConsume(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
 	if lost := c.sched.c.lost.Load(); lost != 0 {
 		b.Fatalf("%d lost, want 0", lost)
+	}
+}
+
+// BenchmarkConsumeRooms: consume at N:N's shape, with the caches a busy
+// fleet has: 8 rooms of 32 clients of one fleet, each read (32 traced
+// broadcasts, one from each member of the room, about 4 KiB) consumed by
+// the room's 32 clients, all 256 in a shuffled order every round, so
+// that a client's own state (its parser, loss tracking, counters) has
+// gone cold between two of its reads, as it has between two reads of a
+// fleet's reader. One op = one delivery. Run it under
+// `valgrind --tool=cachegrind` for instructions and cache misses per
+// delivery, whatever the host's load.
+func BenchmarkConsumeRooms(b *testing.B) {
+	const rooms, members = 8, 32
+	cfg := baseConfig()
+	cfg.Frames = poseFrames()
+	cfg.Loop = "1s,11s"
+	cfg.Target = "127.0.0.1:9" // never dialled
+	cfg.Clients, cfg.RoomSize = rooms*members, members
+	f, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.epoch = time.Now()
+	f.epochUnix = f.epoch.UnixNano()
+	cls := make([]*client, rooms*members)
+	var ev profile.Events
+	for i := range cls {
+		if cls[i], err = f.newClient(i); err != nil {
+			b.Fatal(err)
+		}
+		if err := cls[i].pc.Feed(wire.AppendJoined(nil, 0, cfg.userID(i), nil), 0, &ev); err != nil || !ev.LoggedIn {
+			b.Fatalf("joined: %v %+v", err, ev)
+		}
+		cls[i].joined.Store(true)
+	}
+	// Each room's read, and where its stamps are: patched every round
+	// with the senders' next sequence.
+	payload := make([]byte, 96)
+	chunks := make([][]byte, rooms)
+	stamps := make([][]int, rooms)
+	for r := range rooms {
+		for m := range members {
+			id := cfg.userID(r*members + m)
+			stamps[r] = append(stamps[r], len(chunks[r])+wire.HeaderSize+2+len(id))
+			chunks[r] = wire.AppendDeliver(chunks[r], wire.Broadcast, id, true, 0, payload)
+		}
+	}
+	order := make([]int, len(cls))
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu := processCPU()
+	for round := 1; (round-1)*len(cls)*members < b.N; round++ {
+		now := f.wallNow()
+		for r := range rooms {
+			for _, at := range stamps[r] {
+				binary.BigEndian.PutUint64(chunks[r][at:], uint64(now-now%1000+int64(round%1000)))
+			}
+		}
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for _, i := range order {
+			if _, done := cls[i].consume(chunks[i/members], &ev, nil); done {
+				b.Fatal("consume stopped")
+			}
+		}
+	}
+	b.StopTimer()
+	var got, lost int64
+	for i := range f.stats.byScheduler {
+		got += f.stats.byScheduler[i].recvMsgs.Load()
+		lost += f.stats.byScheduler[i].lost.Load()
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(got), "cpu-ns/op")
+	if got < int64(b.N) || lost != 0 {
+		b.Fatalf("%d delivered with %d lost, want ≥ %d and 0", got, lost, b.N)
 	}
 }

@@ -3,6 +3,7 @@ package fleet
 import (
 	"errors"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,7 +41,9 @@ const (
 // rawWriter does one non-blocking write(2) through a connection's
 // syscall.RawConn. Its callback is built once per scheduler, so a write does
 // not allocate; the callback always returns true, so RawConn.Write never
-// parks the scheduler waiting for the socket to become writable.
+// parks the scheduler waiting for the socket to become writable. The
+// socket being non-blocking, the write is a raw system call (see
+// streamReader.recv).
 type rawWriter struct {
 	b   []byte
 	n   int
@@ -51,7 +54,16 @@ type rawWriter struct {
 func newRawWriter() *rawWriter {
 	w := &rawWriter{}
 	w.fn = func(fd uintptr) bool {
-		w.n, w.err = unix.Write(int(fd), w.b)
+		w.n, w.err = 0, nil
+		if len(w.b) == 0 {
+			return true
+		}
+		n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&w.b[0])), uintptr(len(w.b)))
+		if e != 0 {
+			w.err = e
+		} else {
+			w.n = int(n)
+		}
 		return true
 	}
 	return w

@@ -93,7 +93,8 @@ func newUDPReader(c *net.UDPConn) (*udpReader, error) {
 		for i := range h {
 			h[i].hdr.Flags = 0
 		}
-		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
+		// MSG_DONTWAIT: it never waits, so a raw call (streamReader.recv).
+		n, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&h[0])), uintptr(len(h)), unix.MSG_DONTWAIT, 0, 0)
 		if e == unix.EINTR {
 			return false
 		}

@@ -172,12 +172,23 @@ func TestSeqTrackerLongIDsSameEnds(t *testing.T) {
 // quarter of the guesses miss, as under load).
 func BenchmarkSeqTrackerRooms(b *testing.B) {
 	for _, rooms := range []int{8, 16} {
-		b.Run(fmt.Sprintf("%dx32", rooms), func(b *testing.B) { benchSeqRooms(b, rooms, false) })
+		b.Run(fmt.Sprintf("%dx32", rooms), func(b *testing.B) { benchSeqRooms(b, rooms, false, newSeqTracker) })
 	}
-	b.Run("8x32/reordered", func(b *testing.B) { benchSeqRooms(b, 8, true) })
+	b.Run("8x32/reordered", func(b *testing.B) { benchSeqRooms(b, 8, true, newSeqTracker) })
 }
 
-func benchSeqRooms(b *testing.B, rooms int, reorder bool) {
+// seer is a receiver's loss tracking: seqTracker or roomSeqs.
+type seer interface {
+	see(sender []byte, trace int64) int64
+}
+
+// newSeqTracker is a receiver's own seqTracker (its room's table unused).
+func newSeqTracker(*senderTable) seer { return &seqTracker{} }
+
+// newRoomSeqs tracks by the room's table.
+func newRoomSeqs(t *senderTable) seer { return &roomSeqs{t: t} }
+
+func benchSeqRooms(b *testing.B, rooms int, reorder bool, newSeer func(*senderTable) seer) {
 	const members, perRead = 32, 15
 	n := rooms * members
 	ids := make([][]byte, n)
@@ -185,15 +196,19 @@ func benchSeqRooms(b *testing.B, rooms int, reorder bool) {
 		ids[i] = []byte(fmt.Sprintf("replay-%d", 100+i))
 	}
 	type receiver struct {
-		tr    seqTracker
+		tr    seer
 		order []int // the senders' indices in delivery order
 		pos   int   // next in order
 		seq   []uint64
 	}
+	tables := make([]*senderTable, rooms)
+	for i := range tables {
+		tables[i] = &senderTable{}
+	}
 	rcv := make([]*receiver, n)
 	for i := range rcv {
-		r := &receiver{seq: make([]uint64, n)}
 		room := i / members
+		r := &receiver{seq: make([]uint64, n), tr: newSeer(tables[room])}
 		for m := range members {
 			if s := room*members + m; s != i {
 				r.order = append(r.order, s)

@@ -18,6 +18,9 @@ type Reprise struct {
 	// MaxFrame caps frames read from the relay (its --max-frame); 0 means
 	// wire.DefaultMaxFrame. Set before the first client.
 	MaxFrame int
+	// senders numbers each room's senders for its receivers' loss
+	// tracking (senders.go).
+	senders senderTables
 }
 
 // newReprise plays s over UDP (a session token before every datagram, the
@@ -115,7 +118,7 @@ func (r *Reprise) NewClient(id Identity) (Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &repriseClient{r: r, enc: enc, p: wire.Parser{MaxFrame: r.MaxFrame}}, nil
+	return &repriseClient{r: r, enc: enc, p: wire.Parser{MaxFrame: r.MaxFrame}, seqs: roomSeqs{t: r.senders.room(id.Room)}}, nil
 }
 
 // maxPadRounds bounds the UDP joins re-sent for pad_required.
@@ -133,7 +136,7 @@ type repriseClient struct {
 
 	// Owned by the reader.
 	p      wire.Parser
-	seqs   seqTracker
+	seqs   roomSeqs
 	pads   int
 	joined bool
 	// confirming: joined over UDP, waiting for the relay's next frame,
@@ -285,12 +288,13 @@ func (c *repriseClient) handle(fr *wire.Frame, now int64, ev *Events) error {
 // and its sequence when a room-wide cast.
 func (c *repriseClient) delivered(mode wire.Mode, hasTrace bool, trace int64, user []byte, now int64, ev *Events) {
 	ev.Messages++
-	if mode == wire.Broadcast || mode == wire.Othercast {
+	cast := mode == wire.Broadcast || mode == wire.Othercast
+	if cast {
 		ev.Casts++
 	}
 	if hasTrace {
 		ev.Latencies = append(ev.Latencies, (now-trace)/1000)
-		if mode == wire.Broadcast || mode == wire.Othercast {
+		if cast {
 			ev.Numbered++
 			ev.Lost += c.seqs.see(user, trace)
 		}

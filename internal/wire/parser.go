@@ -68,14 +68,10 @@ func (p *Parser) FeedDeliveries(data []byte, deliver func(*Deliver), fn func(*Fr
 			return err
 		}
 	}
-	d := &p.deliver // in the Parser: deliver may keep the pointer, so a local would escape
 	for len(data) > 0 {
-		if deliver != nil && len(data) >= HeaderSize && Type(data[LenSize]) == TypeDeliver {
-			if n := FrameLen(data); n > HeaderSize && n <= len(data) && n-LenSize <= p.maxFrame() && d.read(data[HeaderSize:n]) {
-				p.offset += int64(n)
-				deliver(d)
-				data = data[n:]
-				continue
+		if deliver != nil {
+			if data = p.deliveries(data, deliver); len(data) == 0 {
+				break
 			}
 		}
 		n, err := p.peek(data)
@@ -92,6 +88,25 @@ func (p *Parser) FeedDeliveries(data []byte, deliver func(*Deliver), fn func(*Fr
 		data = data[n:]
 	}
 	return nil
+}
+
+// deliveries hands deliver the whole, well-formed deliver frames within
+// MaxFrame at the start of data, and returns the rest: the shortcut's
+// loop, with the limit and the offset in registers.
+func (p *Parser) deliveries(data []byte, deliver func(*Deliver)) []byte {
+	d := &p.deliver // in the Parser: deliver may keep the pointer, so a local would escape
+	limit, off := p.maxFrame()+LenSize, p.offset
+	for len(data) > HeaderSize && Type(data[LenSize]) == TypeDeliver {
+		n := LenSize + int(binary.BigEndian.Uint32(data))
+		if n <= HeaderSize || n > len(data) || n > limit || !d.read(data[HeaderSize:n]) {
+			break
+		}
+		off += int64(n)
+		deliver(d)
+		data = data[n:]
+	}
+	p.offset = off
+	return data
 }
 
 // completePending moves bytes from data into the partial frame until it is
