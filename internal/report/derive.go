@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -101,8 +102,67 @@ func deriveFleet(p *Point, base, prev, cur Snapshot, dt float64) {
 		p.LatencyP99Ms = 1000 * Quantile(0.99, lat)
 		p.ScheduleLagP99Ms = 1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, g.ScheduleLag))
 		p.FleetCPUIdlePct = idlePct(f.HostCPU, g.HostCPU)
+		p.HostOtherCores = otherCores(prev, cur, dt)
 	}
 }
+
+// otherCores is the CPU the fleet's hosts spent on work other than the
+// fleet and the server over the interval, in cores, from what /metrics
+// exported: each host's busy seconds (/proc/stat, once per host however
+// many shards read it) less the fleet processes' own CPU and, when the
+// server runs on one of those hosts, its process's CPU. NaN when a
+// reading is missing: the fleet's process CPU, a host that answered in
+// one scrape only, or the server's CPU (it may run on the host).
+func otherCores(prev, cur Snapshot, dt float64) float64 {
+	f, g := prev.Fleet, cur.Fleet
+	if len(f.Hosts) == 0 || len(f.Hosts) != len(g.Hosts) || !(g.ProcessCPUSeconds > 0) || dt <= 0 {
+		return math.NaN()
+	}
+	var busy float64
+	var hosts []CPUTimes // one reading per distinct host
+	for i, h := range g.Hosts {
+		cores := (h.Total - f.Hosts[i].Total) / dt
+		if cores <= 0 {
+			return math.NaN()
+		}
+		if !slices.ContainsFunc(hosts, func(o CPUTimes) bool { return sameHost(o, h, cores, 0) }) {
+			hosts = append(hosts, h)
+			busy += ((h.Total - h.Idle) - (f.Hosts[i].Total - f.Hosts[i].Idle)) / dt
+		}
+	}
+	own := delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
+	r, q := prev.Relay, cur.Relay
+	if !r.Present || !q.Present || !(q.HostCPU.Total > 0) {
+		return math.NaN()
+	}
+	gap := math.Abs(q.At.Sub(cur.Fleet.At).Seconds())
+	if q.At.IsZero() || cur.Fleet.At.IsZero() {
+		gap = 0
+	}
+	cores := (g.Hosts[0].Total - f.Hosts[0].Total) / dt
+	if slices.ContainsFunc(hosts, func(o CPUTimes) bool { return sameHost(o, q.HostCPU, cores, gap) }) {
+		rdt := roleDT(prev.At, cur.At, r.At, q.At)
+		if rdt <= 0 {
+			return math.NaN()
+		}
+		own += delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / rdt
+	}
+	return math.Max(0, busy-own)
+}
+
+// sameHost: two readings of the CPU seconds since boot are one host's,
+// read gap seconds apart on a host of about cores CPUs: equal totals and
+// idles to within what the CPUs spend in that gap and a scrape's spread.
+// Two machines agree to seconds since boot only if they booted within
+// seconds of each other and idled alike since.
+func sameHost(a, b CPUTimes, cores, gap float64) bool {
+	tol := cores * (gap + sameHostSlackS)
+	return math.Abs(a.Total-b.Total) <= tol && math.Abs(a.Idle-b.Idle) <= tol
+}
+
+// sameHostSlackS is how far apart in time two scrapes of one sample may
+// read /proc/stat when their answer times are unknown.
+const sameHostSlackS = 2
 
 // delta is a counter's increase; a counter that went down was reset (the
 // program restarted), so its new value is all of the increase, as in

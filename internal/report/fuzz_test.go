@@ -38,9 +38,10 @@ func FuzzReadSeriesCSV(f *testing.F) {
 	head := strings.Join(SeriesHeader, ",") + "\n"
 	for _, seed := range []string{
 		head,
-		head + "N:N,1,1.007,0.001604,0.000385,0,8.92,7,7,0,458.9,1739.6,3.1,4.2,1.5,50,7,0,12.5,0\n",
-		head + "1:N,1,1,,,,,,,,,,,,,,,,,\n",
-		head + "N:N,x,1,,,,,,,,,,,,,,,,,\n",
+		head + "N:N,1,1.007,0.001604,0.000385,0,8.92,7,7,0,458.9,1739.6,3.1,4.2,1.5,50,7,0,12.5,0,0.75\n",
+		head + "1:N,1,1,,,,,,,,,,,,,,,,,,\n",
+		head + "N:N,x,1,,,,,,,,,,,,,,,,,,\n",
+		strings.Join(SeriesHeader[:seriesHeaderBefore], ",") + "\nN:N,1,1,,,,,,,,,,,,,,,,,\n",
 	} {
 		f.Add([]byte(seed))
 	}

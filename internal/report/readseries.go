@@ -13,15 +13,9 @@ import (
 // check a report's headline against the samples it claims.
 func ReadSeriesCSV(r io.Reader) ([]Run, error) {
 	cr := csv.NewReader(r)
-	cr.FieldsPerRecord = len(SeriesHeader)
-	head, err := cr.Read()
+	head, err := readSeriesHeader(cr)
 	if err != nil {
-		return nil, fmt.Errorf("read series: %w", err)
-	}
-	for i, h := range SeriesHeader {
-		if head[i] != h {
-			return nil, fmt.Errorf("read series: column %d is %q, want %q", i+1, head[i], h)
-		}
+		return nil, err
 	}
 	var runs []Run
 	for line := 2; ; line++ {
@@ -47,12 +41,34 @@ func ReadSeriesCSV(r io.Reader) ([]Run, error) {
 			LatencyP50Ms: v[10], LatencyP99Ms: v[11], ScheduleLagP99Ms: v[12], FleetCPUIdlePct: v[13],
 			RelayConnections: v[14], SlowConsumerDiscards: v[15], FleetProcessCPUPct: v[16], FleetDisconnects: v[17],
 			RelayRSSBytes: math.NaN(), HostOtherCores: math.NaN()}
+		if len(head) > seriesHeaderBefore {
+			p.HostOtherCores = v[18]
+		}
 		if n := len(runs); n == 0 || runs[n-1].Scenario != rec[0] || runs[n-1].Repeat != rep {
 			runs = append(runs, Run{Scenario: rec[0], Repeat: rep})
 		}
 		pts := &runs[len(runs)-1].Series.Points
 		*pts = append(*pts, p)
 	}
+}
+
+// readSeriesHeader reads series.csv's header: today's, or that of a file
+// written before host_other_cores. The rows must have as many cells.
+func readSeriesHeader(cr *csv.Reader) ([]string, error) {
+	cr.FieldsPerRecord = 0 // the header's count, for every row
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("read series: %w", err)
+	}
+	if len(head) != len(SeriesHeader) && len(head) != seriesHeaderBefore {
+		return nil, fmt.Errorf("read series: %d columns, want %d", len(head), len(SeriesHeader))
+	}
+	for i, h := range head {
+		if h != SeriesHeader[i] {
+			return nil, fmt.Errorf("read series: column %d is %q, want %q", i+1, h, SeriesHeader[i])
+		}
+	}
+	return head, nil
 }
 
 // parseCell reads one number of series.csv; empty is not measured (NaN).

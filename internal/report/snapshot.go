@@ -118,6 +118,10 @@ type FleetValues struct {
 	Latency                                Histogram
 	ScheduleLag                            Histogram
 	HostCPU                                CPUTimes
+	// Hosts are each fleet endpoint's own host reading, in the order
+	// parsed: shards on one host read the same /proc/stat, and HostCPU
+	// (their sum) would count that host once per shard.
+	Hosts []CPUTimes
 	// Disconnects are logged-in clients that lost their connection (any
 	// reason).
 	Disconnects float64
@@ -215,6 +219,9 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.Latency = mergeHistogram(v.Latency, fams[mFleetLatency])
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
+	if f := fams[mFleetHostCPU]; f != nil {
+		v.Hosts = append(v.Hosts, addCPU(CPUTimes{}, f))
+	}
 	v.Disconnects += sum(fams[mFleetDisconnects], nil)
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
 	v.ProcessRSSBytes += sum(fams[mProcessRSS], nil)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 )
 
 // imgSrc finds the images index.html shows.
@@ -71,12 +72,14 @@ func verifyCSV(path string) error {
 	}
 	defer f.Close()
 	r := csv.NewReader(f)
-	r.FieldsPerRecord = len(SeriesHeader)
+	if _, err := readSeriesHeader(r); err != nil {
+		return fmt.Errorf("verify %s: %w", filepath.Base(path), err)
+	}
 	rows, err := r.ReadAll()
 	if err != nil {
 		return fmt.Errorf("verify %s: %w", filepath.Base(path), err)
 	}
-	if len(rows) < 2 {
+	if len(rows) < 1 {
 		return fmt.Errorf("verify %s: no samples", filepath.Base(path))
 	}
 	return nil
@@ -217,6 +220,15 @@ func VerifyPeaks(dir string, sum Summary) error {
 			if again := RollingPeak(p, c.get); !sameRead(float64(c.got), float64(again)) {
 				errs = append(errs, fmt.Errorf("verify: %s #%d %s is %v in %s, %v from %s", rs.Scenario, rs.Repeat, c.name, c.got, SummaryFile, again, SeriesFile))
 			}
+		}
+		// The host's other work, measured (host_other_cores), and the
+		// seconds it made the host busy, counted again from the samples.
+		// (Reports written before the column judged with a bound.)
+		_, _, busy, _, other := healthSeconds(p)
+		measured := slices.ContainsFunc(p, func(p Point) bool { return !math.IsNaN(p.HostOtherCores) })
+		if measured && (!sameRead(float64(rs.HostBusyS), float64(busy)) || !sameRead(float64(rs.HostOtherCoresMax), float64(other))) {
+			errs = append(errs, fmt.Errorf("verify: %s #%d host busy %v s with at most %v cores of other work in %s, %v s and %v cores from %s",
+				rs.Scenario, rs.Repeat, rs.HostBusyS, rs.HostOtherCoresMax, SummaryFile, busy, other, SeriesFile))
 		}
 	}
 	return errors.Join(errs...)

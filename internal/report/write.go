@@ -100,8 +100,12 @@ var SeriesHeader = []string{
 	"relay_process_cpu_pct", "logged_in", "login_attempts", "login_failures",
 	"msgs_in_per_s", "msgs_delivered_per_s", "latency_p50_ms", "latency_p99_ms",
 	"schedule_lag_p99_ms", "fleet_cpu_idle_pct", "relay_connections", "slow_consumer_disconnects",
-	"fleet_process_cpu_pct", "fleet_disconnects",
+	"fleet_process_cpu_pct", "fleet_disconnects", "host_other_cores",
 }
+
+// seriesHeaderBefore is how many columns series.csv had before
+// host_other_cores: such files still read, that column unmeasured.
+const seriesHeaderBefore = 20
 
 // WriteSeriesCSV writes one row per second per run; unmeasured values are
 // empty cells. Each number is written exactly (csvNum), so the report's
@@ -117,7 +121,7 @@ func WriteSeriesCSV(w io.Writer, in Input) error {
 			for _, v := range []float64{p.SendGbps, p.RecvGbps, p.RelayCPUIdlePct, p.RelayProcessCPUPct,
 				p.LoggedIn, p.LoginAttempts, p.LoginFailures, p.MsgsInPerS, p.MsgsDeliveredPerS,
 				p.LatencyP50Ms, p.LatencyP99Ms, p.ScheduleLagP99Ms, p.FleetCPUIdlePct,
-				p.RelayConnections, p.SlowConsumerDiscards, p.FleetProcessCPUPct, p.FleetDisconnects} {
+				p.RelayConnections, p.SlowConsumerDiscards, p.FleetProcessCPUPct, p.FleetDisconnects, p.HostOtherCores} {
 				row = append(row, csvNum(v))
 			}
 			if err := cw.Write(row); err != nil {

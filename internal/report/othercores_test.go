@@ -1,0 +1,128 @@
+package report
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestHostOtherCores: the fleet host's other work is its busy CPU seconds
+// (once per host, however many shards read it) less the fleet's and, on
+// the same host, the server's process CPU, from the counters /metrics
+// exports: a 4-CPU host 3 cores busy, the fleet using 0.5 and the relay 1.
+func TestHostOtherCores(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	hostA := [2]CPUTimes{{Total: 40_000, Idle: 30_000}, {Total: 40_004, Idle: 30_001}} // 3 cores busy
+	hostB := [2]CPUTimes{{Total: 90_000, Idle: 80_000}, {Total: 90_004, Idle: 80_003}} // 1 core busy
+	type side struct {
+		hosts []CPUTimes
+		fleet float64 // fleet processes' CPU seconds
+	}
+	snap := func(i int, fleetHosts []CPUTimes, fleetCPU float64, relay *CPUTimes) Snapshot {
+		at := t0.Add(time.Duration(i) * time.Second)
+		s := Snapshot{At: at, Fleet: FleetValues{Present: true, At: at, Hosts: fleetHosts, ProcessCPUSeconds: fleetCPU}}
+		for _, h := range fleetHosts {
+			s.Fleet.HostCPU.Total += h.Total
+			s.Fleet.HostCPU.Idle += h.Idle
+		}
+		if relay != nil {
+			s.Relay = RelayValues{Present: true, At: at, HostCPU: *relay, ProcessCPUSeconds: 100 + float64(i)}
+		}
+		return s
+	}
+	// The relay reads its host a moment after the fleet did.
+	relayOn := func(h [2]CPUTimes) [2]*CPUTimes {
+		return [2]*CPUTimes{{Total: h[0].Total + 2, Idle: h[0].Idle + 1}, {Total: h[1].Total + 2, Idle: h[1].Idle + 1}}
+	}
+	elsewhere := [2]*CPUTimes{{Total: 7_000, Idle: 6_000}, {Total: 7_004, Idle: 6_004}}
+	cases := []struct {
+		name  string
+		hosts [2][]CPUTimes
+		fleet [2]float64
+		relay [2]*CPUTimes
+		want  float64
+	}{
+		{"relay on the fleet's host", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, relayOn(hostA), 1.5},
+		{"relay on another host", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, elsewhere, 2.5},
+		{"two shards on one host", [2][]CPUTimes{{hostA[0], hostA[0]}, {hostA[1], hostA[1]}}, [2]float64{10, 11}, relayOn(hostA), 1},
+		{"two shards on two hosts", [2][]CPUTimes{{hostA[0], hostB[0]}, {hostA[1], hostB[1]}}, [2]float64{10, 11}, relayOn(hostA), 2},
+		{"fleet busier than its host says", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 14}, relayOn(hostA), 0},
+		{"no server metrics: it may run here", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, [2]*CPUTimes{}, math.NaN()},
+		{"a shard missing from one scrape", [2][]CPUTimes{{hostA[0], hostB[0]}, {hostA[1]}}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
+		{"no fleet process CPU", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{0, 0}, relayOn(hostA), math.NaN()},
+		{"no host reading", [2][]CPUTimes{nil, nil}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := snap(0, tc.hosts[0], tc.fleet[0], tc.relay[0])
+			cur := snap(1, tc.hosts[1], tc.fleet[1], tc.relay[1])
+			got := Derive(prev, prev, cur).HostOtherCores
+			if !(math.Abs(got-tc.want) < 1e-9 || math.IsNaN(got) && math.IsNaN(tc.want)) {
+				t.Errorf("other work %v cores, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSeriesHostOtherCores: series.csv carries the measured other work,
+// so a report judged again from it sees what was judged; a file written
+// before the column still reads, that column unmeasured.
+func TestSeriesHostOtherCores(t *testing.T) {
+	nan := math.NaN()
+	pts := []Point{Derive(Snapshot{}, Snapshot{}, Snapshot{}), Derive(Snapshot{}, Snapshot{}, Snapshot{})}
+	pts[0].T, pts[1].T, pts[0].LoggedIn, pts[1].LoggedIn = 1, 2, 4, nan
+	pts[0].HostOtherCores, pts[1].HostOtherCores = 0.25, 1.125
+	var b bytes.Buffer
+	if err := WriteSeriesCSV(&b, Input{Runs: []Run{{Scenario: "N:N", Repeat: 1, Series: Series{Points: pts}}}}); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := ReadSeriesCSV(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runs[0].Series.Points; got[0].HostOtherCores != 0.25 || got[1].HostOtherCores != 1.125 {
+		t.Errorf("read back %v, %v", got[0].HostOtherCores, got[1].HostOtherCores)
+	}
+	old := strings.Join(SeriesHeader[:seriesHeaderBefore], ",") + "\nN:N,1,1,,,,,,,,,,,,,,,,,\n"
+	runs, err = ReadSeriesCSV(strings.NewReader(old))
+	if err != nil || len(runs) != 1 || !math.IsNaN(runs[0].Series.Points[0].HostOtherCores) {
+		t.Errorf("a file before host_other_cores: %v, %+v", err, runs)
+	}
+}
+
+// TestVerifyHostOtherCores: Verify counts the host's busy seconds and its
+// most other work again from series.csv's measured column, and a summary
+// that claims other figures fails it.
+func TestVerifyHostOtherCores(t *testing.T) {
+	var pts []Point
+	for i := range 6 {
+		p := Derive(Snapshot{}, Snapshot{}, Snapshot{})
+		p.T, p.LoggedIn, p.SendGbps, p.RecvGbps = float64(i+1), 4, 0.001, 0.001
+		p.HostOtherCores = 0.25 + 0.25*float64(i%3) // busy (≥ 0.5 core) 4 of 6 s
+		pts = append(pts, p)
+	}
+	in := Input{Runs: []Run{{Scenario: "N:N", Repeat: 1, Requested: 4, Series: Series{Points: pts}}}}
+	sum := Analyze(in)
+	if rs := sum.Runs[0]; rs.HostBusyS != 4 || rs.HostOtherCoresMax != 0.75 {
+		t.Fatalf("busy %v s, other work at most %v cores; want 4 s, 0.75", rs.HostBusyS, rs.HostOtherCoresMax)
+	}
+	dir := t.TempDir()
+	var b bytes.Buffer
+	if err := WriteSeriesCSV(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, SeriesFile), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := VerifyPeaks(dir, sum); err != nil {
+		t.Errorf("the report's own series: %v", err)
+	}
+	sum.Runs[0].HostOtherCoresMax = 0.5
+	if err := VerifyPeaks(dir, sum); err == nil || !strings.Contains(err.Error(), "cores of other work") {
+		t.Errorf("a summary claiming less other work than its series passed: %v", err)
+	}
+}
