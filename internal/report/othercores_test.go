@@ -18,10 +18,6 @@ func TestHostOtherCores(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
 	hostA := [2]CPUTimes{{Total: 40_000, Idle: 30_000}, {Total: 40_004, Idle: 30_001}} // 3 cores busy
 	hostB := [2]CPUTimes{{Total: 90_000, Idle: 80_000}, {Total: 90_004, Idle: 80_003}} // 1 core busy
-	type side struct {
-		hosts []CPUTimes
-		fleet float64 // fleet processes' CPU seconds
-	}
 	snap := func(i int, fleetHosts []CPUTimes, fleetCPU float64, relay *CPUTimes) Snapshot {
 		at := t0.Add(time.Duration(i) * time.Second)
 		s := Snapshot{At: at, Fleet: FleetValues{Present: true, At: at, Hosts: fleetHosts, ProcessCPUSeconds: fleetCPU}}
