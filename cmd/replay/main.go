@@ -113,6 +113,7 @@ func usageArgs(cmd *cobra.Command) {
 // that drives fleets (compare).
 type fleetFlags struct {
 	cfg       fleet.Config
+	profile   string // --profile, looked up once: cfg.Profile
 	sourceIPs string
 	tlsALPN   string
 	relay     relayFlags
@@ -135,7 +136,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	addTLSFlags(fs, ff)
 	fs.Var(keyLogValue{k: &c.KeyLog, path: new(string)}, "tls-keylog", keyLogUsage)
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
-	fs.StringVar(&c.Profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
+	fs.StringVar(&ff.profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
 	fs.StringVar(&c.RecordedRoom, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")
@@ -201,7 +202,7 @@ func (ff *fleetFlags) config(stderr io.Writer) (fleet.Config, error) {
 	}
 	// The profile is resolved here, once: the fleet, compare and the
 	// checks below use what it is, not its name.
-	if c.Prof, err = profile.Lookup(c.Profile); err != nil {
+	if c.Profile, err = profile.Lookup(ff.profile); err != nil {
 		return c, usageError(fmt.Errorf("--profile: %w", err))
 	}
 	if ff.tlsALPN != "" {

@@ -42,8 +42,8 @@ func (a *argList) Set(s string) error {
 // childRelayFits refuses a fleet the relay child cannot serve: one of
 // another protocol than the relay's.
 func childRelayFits(c fleet.Config) error {
-	if c.Prof != nil && !c.Prof.SpokenByRelay() {
-		return usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", c.Prof.Name))
+	if c.Profile != nil && !c.Profile.SpokenByRelay() {
+		return usageError(fmt.Errorf("--profile %s needs --target: the relay started without one speaks the reprise protocol", c.Profile.Name))
 	}
 	return nil
 }

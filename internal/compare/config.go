@@ -137,10 +137,10 @@ func (c *Config) checkCommon(f fleet.Config) error {
 			return badf("--relay-metrics: %v", err)
 		}
 	}
-	if err := c.resolveProfile(); err != nil {
-		return err
+	if c.Fleet.Profile == nil { // as the fleet reads a nil profile
+		c.Fleet.Profile = profile.DefaultProfile()
 	}
-	f.Prof = c.Fleet.Prof
+	f.Profile = c.Fleet.Profile
 	if err := f.Validate(); err != nil {
 		return err
 	}
@@ -192,7 +192,7 @@ func (c *Config) relayMetricsURL() (string, error) {
 	if c.RelayMetrics != "" {
 		return MetricsURL(c.RelayMetrics)
 	}
-	port := c.Fleet.Prof.MetricsPort
+	port := c.Fleet.Profile.MetricsPort
 	if port == 0 {
 		return "", nil
 	}
@@ -201,18 +201,4 @@ func (c *Config) relayMetricsURL() (string, error) {
 		return "", badf("--target %q: %v", c.Fleet.Target, err)
 	}
 	return MetricsURL(net.JoinHostPort(host, strconv.Itoa(int(port))))
-}
-
-// resolveProfile resolves the fleet's profile once, unless the caller
-// (the command, at its edge) did: every fleet of the run shares it.
-func (c *Config) resolveProfile() error {
-	if c.Fleet.Prof != nil {
-		return nil
-	}
-	p, err := profile.Lookup(c.Fleet.Profile)
-	if err != nil {
-		return badf("--profile: %v", err)
-	}
-	c.Fleet.Prof = p
-	return nil
 }

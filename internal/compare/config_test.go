@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -69,7 +70,6 @@ func TestChecks(t *testing.T) {
 		{"max below start", func(c *Config) { c.Max = c.Start - 1 }, true, false},
 		{"no hold", func(c *Config) { c.Hold = 0 }, true, false},
 		{"bad loop", func(c *Config) { c.Fleet.Loop = "x" }, false, false},
-		{"unknown profile", func(c *Config) { c.Fleet.Profile = "nosuch" }, false, false},
 	} {
 		c := valid()
 		tc.edit(&c)
@@ -98,10 +98,11 @@ func TestRelayMetricsURL(t *testing.T) {
 		{"127.0.0.1:7400", "", "http://127.0.0.1:9999/m", "http://127.0.0.1:9999/m"},
 	} {
 		c := DefaultConfig()
-		c.Fleet.Target, c.Fleet.Profile, c.RelayMetrics = tc.target, tc.profile, tc.flag
-		if err := c.resolveProfile(); err != nil {
+		p, err := profile.Lookup(tc.profile)
+		if err != nil {
 			t.Fatal(err)
 		}
+		c.Fleet.Target, c.Fleet.Profile, c.RelayMetrics = tc.target, p, tc.flag
 		got, err := c.relayMetricsURL()
 		if err != nil || got != tc.want {
 			t.Errorf("%+v: %q, %v; want %q", tc, got, err, tc.want)

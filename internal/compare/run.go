@@ -14,6 +14,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/launch"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/report"
 )
 
@@ -27,6 +28,10 @@ type driver struct {
 	runner    launch.Runner
 	relayURL  string // "": no server metrics (not the reprise relay)
 	localHost bool   // server on this machine: kernel drops mean something
+	// inProcess: the fleets run here, and every run plays loaded, the
+	// run's source read and compiled once, by the first run.
+	inProcess bool
+	loaded    *profile.Loaded
 }
 
 // newDriver checks nothing: check comes first. It works out the server's
@@ -42,6 +47,7 @@ func newDriver(ctx context.Context, cfg Config) (*driver, error) {
 	d := &driver{cfg: cfg, out: cfg.Progress, log: cfg.Log, runner: cfg.Runner}
 	if d.runner == nil {
 		d.runner = launch.InProcess{}
+		d.inProcess = true
 	}
 	host, err := hostPort(cfg.Fleet.Target)
 	if err != nil {
@@ -100,7 +106,7 @@ func (d *driver) noServerMetrics() string {
 	}
 	return fmt.Sprintf("no server metrics: the target speaks --profile %s and --relay-metrics was not given, so the server's columns "+
 		"(its messages in and delivered, send Gbps, its CPU, slow-consumer disconnects, connections between runs) are absent; "+
-		"logins, latency, drops and CPU are the fleet's view", d.cfg.Fleet.Prof.Name)
+		"logins, latency, drops and CPU are the fleet's view", d.cfg.Fleet.Profile.Name)
 }
 
 // relayMetricsParam is the report's line for the server's metrics.
@@ -137,6 +143,16 @@ type levelFunc func(ctx context.Context, l launch.Level, s *report.Sampler, base
 // after the start (0: until the fleet ends), hands each level to onLevel,
 // and returns what was sampled and the fleet's summary.
 func (d *driver) runFleet(ctx context.Context, fc fleet.Config, sampleFor time.Duration, onLevel levelFunc) (sampledRun, error) {
+	if d.inProcess {
+		if d.loaded == nil {
+			l, err := fc.Load()
+			if err != nil {
+				return sampledRun{}, err
+			}
+			d.loaded = l
+		}
+		fc.Loaded = d.loaded
+	}
 	fr, err := d.runner.Prepare(ctx, fc)
 	if err != nil {
 		return sampledRun{}, err

@@ -32,12 +32,15 @@ type Config struct {
 	// TLS is how the fleet speaks TLS to the target (tls.go); the zero
 	// value is plaintext.
 	TLS TLS
-	// Profile names the protocol: a built-in profile (reprise, mqtt,
-	// mqtt-ws, redis) or a profile file; empty is reprise. Prof, when set,
-	// is that profile already resolved (the command resolves --profile
-	// once, at its edge) and wins over Profile.
-	Profile string
-	Prof    *profile.Profile
+	// Profile is the protocol, resolved by the caller (the command looks
+	// --profile up once, at its edge: profile.Lookup); nil is
+	// profile.DefaultProfile.
+	Profile *profile.Profile
+	// Loaded, when set, is Source already compiled by Load: New plays it
+	// instead of reading the capture again (compare loads once for all
+	// its in-process runs). It must come from this Config's source,
+	// profile and script options.
+	Loaded *profile.Loaded
 	// RecordedUser and RecordedRoom give the recorded user id and room by
 	// value, for profiles that cannot place them.
 	RecordedUser, RecordedRoom string
@@ -159,6 +162,7 @@ const DefaultMetricsPort = 9401
 func DefaultConfig() Config {
 	return Config{
 		Source:           profile.Source{Flow: -1, CaptureMemory: profile.DefaultCaptureMemory},
+		Profile:          profile.DefaultProfile(),
 		Clients:          1,
 		Speed:            1,
 		Heartbeat:        HeartbeatDefault,
@@ -180,6 +184,9 @@ func DefaultConfig() Config {
 // builds its Config by hand): the defaults are written once, there.
 func (c *Config) withDefaults() {
 	d := DefaultConfig()
+	if c.Profile == nil {
+		c.Profile = d.Profile
+	}
 	if c.Speed == 0 {
 		c.Speed = d.Speed
 	}

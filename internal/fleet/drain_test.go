@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 // pingServer speaks a line protocol over TCP or UDP (a line per
@@ -205,6 +206,19 @@ func (s *pingServer) counts() (says, delivered, pongs int) {
 	return s.says, s.delivered, s.pongs
 }
 
+// lookedUp passes a capture on and looks its profile file up, as the
+// command does with --profile at its edge.
+func lookedUp(t *testing.T) func(pcap, prof string) (string, *profile.Profile) {
+	return func(pcap, prof string) (string, *profile.Profile) {
+		t.Helper()
+		p, err := profile.Lookup(prof)
+		if err != nil {
+			t.Fatalf("profile %s: %v", prof, err)
+		}
+		return pcap, p
+	}
+}
+
 // writePingCapture writes a recorded session of the ping server's line
 // protocol (HELLO, OK, then a SAY every 10 ms) over tcp or udp, and the
 // profile that answers its PINGs and counts its MSGs as deliveries.
@@ -286,7 +300,7 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 				srv := startPingServer(t, transport == "udp", flood)
 				c := baseConfig()
 				c.Frames = nil
-				c.Capture, c.Profile = writePingCapture(t, transport)
+				c.Capture, c.Profile = lookedUp(t)(writePingCapture(t, transport))
 				c.Target = srv.addr
 				c.Clients = 4
 				c.Loop = "10ms,410ms"

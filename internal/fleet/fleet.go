@@ -31,6 +31,7 @@ import (
 	"net/netip"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,28 +196,37 @@ func New(cfg Config) (*Fleet, error) {
 	return f, nil
 }
 
-// loadScript compiles the source through the profile's loader: the
-// fleet plays the players it gives.
-func (f *Fleet) loadScript() error {
-	prof := f.cfg.Prof
-	if prof == nil {
-		var err error
-		if prof, err = profile.Lookup(f.cfg.Profile); err != nil {
-			return fmt.Errorf("%w: --profile: %v", ErrBadConfig, err)
-		}
+// Load compiles c's source through its profile's loader (profile.Load)
+// with c's script options: what New plays. A caller running several
+// fleets of one source in this process (compare) loads once and gives
+// each the result as Loaded.
+func (c Config) Load() (*profile.Loaded, error) {
+	c.withDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
 	}
-	loop, _ := f.cfg.loop() // checked by validate
+	loop, _ := c.loop() // checked by validate
+	return profile.Load(c.Profile, c.Source, profile.ScriptOptions{
+		Loop: loop, Speed: c.Speed, User: c.RecordedUser, Room: c.RecordedRoom,
+		RewritePayload: c.RewritePayload, MaxFrame: c.MaxFrame,
+	})
+}
+
+// loadScript takes the players of Loaded, or compiles the source
+// (Load): the fleet plays the players it is given.
+func (f *Fleet) loadScript() error {
+	prof := f.cfg.Profile
 	f.profileName = prof.Name
 	f.inBandTLS = prof.StartsTLS()
 	f.cfg.Heartbeat = f.cfg.heartbeat(prof.HeartbeatInterval())
-	l, err := profile.Load(prof, f.cfg.Source, profile.ScriptOptions{
-		Loop: loop, Speed: f.cfg.Speed, User: f.cfg.RecordedUser, Room: f.cfg.RecordedRoom,
-		RewritePayload: f.cfg.RewritePayload, MaxFrame: f.cfg.MaxFrame,
-	})
-	if err != nil {
-		return err
+	l := f.cfg.Loaded
+	if l == nil {
+		var err error
+		if l, err = f.cfg.Load(); err != nil {
+			return err
+		}
 	}
-	f.notes = l.Notes
+	f.notes = slices.Clip(l.Notes) // shared with the other fleets of l: appends copy
 	f.player = l.Player()
 	if len(f.cfg.TLS.ALPN) == 0 && f.cfg.TLS.Enabled && len(l.Flows[0].ALPN) > 0 {
 		// The recording's handshake named them: offer what the client did.

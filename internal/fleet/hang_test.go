@@ -87,7 +87,7 @@ func TestServerResetDoesNotHang(t *testing.T) {
 	srv := startResetServer(t)
 	c := baseConfig()
 	c.Frames = nil
-	c.Capture, c.Profile = writePingCapture(t, "tcp")
+	c.Capture, c.Profile = lookedUp(t)(writePingCapture(t, "tcp"))
 	c.Target = srv.ln.Addr().String()
 	c.Clients = 8
 	c.Loop = "10ms,410ms"

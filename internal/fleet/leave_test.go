@@ -213,7 +213,7 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 			c := baseConfig()
 			if tt.lines {
 				c.Frames = nil
-				c.Capture, c.Profile = writeLinesCapture(t)
+				c.Capture, c.Profile = lookedUp(t)(writeLinesCapture(t))
 			} else {
 				fr := []session.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "lobby", "alice", nil, 0)}}
 				payload := make([]byte, 1<<10)

@@ -35,7 +35,7 @@ func TestReplyBacklogDrains(t *testing.T) {
 			srv := startDeafServer(t, pings)
 			c := baseConfig()
 			c.Frames = nil
-			c.Capture, c.Profile = writeBigPongCapture(t)
+			c.Capture, c.Profile = lookedUp(t)(writeBigPongCapture(t))
 			c.Target = srv.addr
 			c.Clients = 1
 			c.Duration = 6 * time.Second

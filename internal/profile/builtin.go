@@ -40,14 +40,20 @@ func BuiltinFile(name string) ([]byte, bool) {
 	return b, err == nil
 }
 
-// Default is the profile of a replay that names none.
+// Default is the profile of a replay that names none: the one place the
+// default is decided (DefaultProfile is it, looked up).
 const Default = "reprise"
+
+// DefaultProfile is Default's profile.
+func DefaultProfile() *Profile {
+	return &Profile{Name: "reprise", Transport: TCP, Port: wire.DefaultPort, MetricsPort: wire.DefaultMetricsPort, reprise: true}
+}
 
 // Lookup returns a built-in profile by name, or reads a profile file.
 func Lookup(nameOrFile string) (*Profile, error) {
 	switch nameOrFile {
-	case "", "reprise":
-		return &Profile{Name: "reprise", Transport: TCP, Port: wire.DefaultPort, MetricsPort: wire.DefaultMetricsPort, reprise: true}, nil
+	case "", Default:
+		return DefaultProfile(), nil
 	case "mqtt":
 		return mqtt(TCP), nil
 	case "mqtt-ws":
