@@ -27,6 +27,14 @@ type reportSummary struct {
 	Params []struct {
 		Name, Value string
 	} `json:"params"`
+	// Capacity is a capacity search's answer, from its levels: the
+	// headline says it, not the run's own headline over its series.
+	Capacity *struct {
+		Scenario  string   `json:"scenario"`
+		Requested int      `json:"requested"`
+		Held      *float64 `json:"held"`
+		BrokeAt   *float64 `json:"broke_at"`
+	} `json:"capacity"`
 }
 
 // checkReport checks a compare or capacity report against its own
@@ -99,6 +107,14 @@ func checkReport(dir, fleetDesc string) error {
 			"%s: held %s of %d requested, at most the %.0f series.csv saw logged in", sc.Scenario, num(h.Held), h.Requested, maxIn)
 		if h.BrokeAt != nil {
 			c.check(brokeRow == *h.BrokeAt, "%s: broke at %s users at %s s, series.csv's row there: %v logged in", sc.Scenario, num(h.BrokeAt), num(h.AtS), brokeRow)
+		}
+		if cp := sum.Capacity; cp != nil && cp.Scenario == sc.Scenario {
+			c.check(cp.Held != nil && *cp.Held <= maxIn && *cp.Held <= float64(cp.Requested),
+				"%s: the capacity search held %s of %d requested, at most the %.0f series.csv saw logged in", sc.Scenario, num(cp.Held), cp.Requested, maxIn)
+			if cp.BrokeAt != nil {
+				c.check(*cp.BrokeAt <= maxIn, "%s: broke at the level of %s users, which series.csv reached (%.0f logged in at most)", sc.Scenario, num(cp.BrokeAt), maxIn)
+			}
+			h.Held = cp.Held // the headline's number
 		}
 		if h.Held != nil {
 			// A host busy with other work where the answer was decided
