@@ -137,6 +137,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.Var(keyLogValue{k: &c.KeyLog, path: new(string)}, "tls-keylog", keyLogUsage)
 	fs.StringVar(&c.Transport, "transport", "", "tcp, udp or websocket (default: the capture's, or the profile's)")
 	fs.StringVar(&ff.profile, "profile", profile.Default, "protocol profile: "+strings.Join(profile.Builtin, ", ")+", or a profile file (docs/profiles.md)")
+	fs.StringVar(&c.Variant, "variant", "", "the profile's way of logging in, whatever the recording shows (socketio: websocket or polling; default: the one the recording shows)")
 	fs.StringVar(&c.RecordedUser, "recorded-user", "", "the recorded user id, when the profile cannot place it (rewritten per client)")
 	fs.StringVar(&c.RecordedRoom, "recorded-room", "", "the recorded room, when the profile cannot place it")
 	fs.IntVar(&c.Clients, "clients", c.Clients, "number of replayed clients")

@@ -82,6 +82,9 @@ type sioStats struct {
 	DMDelivered int64            `json:"dmDelivered"`
 	DMUnknown   int64            `json:"dmUnknown"`
 	DMPairs     map[string]int64 `json:"dmPairs"`
+	Transports  map[string]int   `json:"transports"`
+	Upgrades    int              `json:"upgrades"`
+	EngineErrs  map[string]int   `json:"engineErrors"`
 }
 
 func sioGet(t *testing.T, port int, path string) sioStats {
@@ -211,6 +214,77 @@ func TestSocketIO(t *testing.T) {
 		t.Logf("without the pong reaction: the app's disconnects %v, the fleet's %v", app.Disconnects, res.sum.Disconnects)
 	})
 	t.Run("direct messages", func(t *testing.T) { sioDirect(t, node, port) })
+	t.Run("polling", func(t *testing.T) { sioPolling(t, node, capPath) })
+}
+
+// sioPolling: a client with socket.io's default transports (the
+// Engine.IO handshake over HTTP long-polling, its 40 POSTed, then the
+// upgrade to WebSocket with that sid: 2probe, 3probe, 5) replays as 200
+// clients that each do the same (the built-in profile's variant polling,
+// picked because the recorded upgrade carries a sid): the app saw 200
+// upgrades and counts exactly what the fleet sent and received. Either
+// way is forced whatever the recording shows: --variant websocket on the
+// polling recording (its sid left out, the 40 from the profile's
+// template), --variant polling on the websocket-only one. The app pings
+// every 25 s, socket.io's default: no one polls between a replayed
+// client's handshake and its upgrade (a real client would), so a ping
+// due then waits, and a login slower than the ping's interval and
+// timeout (4 s with the other subtests' app: a -race fleet at load 20
+// had 49 of 200 sessions closed so, their upgrades refused with 400)
+// loses its session.
+func sioPolling(t *testing.T, node, wsCap string) {
+	port := startSocketIOPinging(t, node, 25*time.Second)
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	capPath := recordThrough(t, target, node, filepath.Join(sioDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20", "polling")
+	if rec := settledStats(t, port); rec.Upgrades < 1 {
+		t.Fatalf("the recorded client did not upgrade from polling: %+v", rec)
+	}
+	insp := inspectProfile(t, "socketio", capPath)
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	for _, want := range []string{"http: GET /socket.io/?EIO=4&transport=polling", "http: POST /socket.io/?EIO=4&transport=polling", "logs in as variant polling", "probe 1", "upgrade 1", "join 1"} {
+		if !strings.Contains(insp, want) || loop == nil {
+			t.Fatalf("inspect --profile socketio lacks %q or a loop:\n%s", want, insp)
+		}
+	}
+	// Long enough for 200 logins of three requests each on a loaded
+	// -race host (3 s left 56 of them unfinished at load 22).
+	for _, c := range []struct {
+		name, capPath, variant string
+		clients, upgrades      int
+		duration               time.Duration
+	}{
+		{"recorded polling", capPath, "", 200, 200, 8 * time.Second},
+		{"forced websocket", capPath, "websocket", 20, 0, 3 * time.Second},
+		{"forced polling", wsCap, "polling", 20, 20, 3 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sioGet(t, port, "/reset")
+			args := []string{"--profile", "socketio", "--capture", c.capPath, "--target", target,
+				"--clients", strconv.Itoa(c.clients), "--senders", "10", "--room-size", "50", "--speed", "0.5",
+				"--login-interval", "5ms", "--login-timeout", "30s", "--duration", c.duration.String(), "--drain-deliveries", "20s"}
+			if c.variant != "" {
+				args = append(args, "--variant", c.variant)
+			} else {
+				args = append(args, "--loop", loop[1])
+			}
+			res := replay(t, args...)
+			mustOK(t, res)
+			s := res.sum
+			app := settledStats(t, port)
+			if s.LoginsSucceeded != int64(c.clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+				t.Fatalf("logins %d failed %v disconnects %v sent %d; the app %+v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, app, res.stdout, res.stderr)
+			}
+			if app.Users != c.clients || app.Joins != c.clients || app.Upgrades != c.upgrades || app.Transports["websocket"] != c.clients {
+				t.Errorf("the app saw %d users, %d joins, %d upgrades from polling, transports at the join %v; want %d, %d, %d, all websocket",
+					app.Users, app.Joins, app.Upgrades, app.Transports, c.clients, c.clients, c.upgrades)
+			}
+			if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+				t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want equal)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+			}
+			t.Logf("socket.io %s: %d clients, fleet sent %d received %d; app chats %d delivered %d, %d upgrades; frames %v",
+				c.name, c.clients, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Upgrades, s.FramesSent)
+		})
+	}
 }
 
 // sioPingsOften: against the app pinging every client every 20 ms, the

@@ -154,6 +154,10 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	}
 	conn, err := f.dial(ctx, c.idx, deadline, addr)
 	if err != nil {
+		if ctx.Err() != nil { // the run ended (its duration's deadline): not a connect timeout
+			report(res, loginFail(LoginStopped))
+			return
+		}
 		c.loginFailed(dialReason(err), res)
 		return
 	}

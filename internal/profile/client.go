@@ -235,10 +235,14 @@ type client struct {
 
 // UpgradeRequest implements Client.
 func (c *client) UpgradeRequest() []byte {
+	req := c.upgrade
 	if len(c.s.p.http) > 0 {
-		return c.withTaken(c.upgrade)
+		req = c.withTaken(req)
 	}
-	return c.upgrade
+	if len(c.s.p.upgradeQuery) > 0 {
+		req = c.withQuery(req)
+	}
+	return req
 }
 
 // AppendStep implements Client.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -163,7 +164,77 @@ func (s *Spec) compileHTTP(p *Profile) error {
 			return bad("connect", "%v", err)
 		}
 	}
+	for _, k := range sortedKeys(s.UpgradeQuery) {
+		if s.Transport != string(WebSocket) {
+			return bad("upgrade_query", "only a websocket profile has an upgrade request")
+		}
+		if k == "" || strings.ContainsAny(k, "&=# ") {
+			return bad("upgrade_query", "%q is not a query parameter's name", k)
+		}
+		q := queryEdit{name: k}
+		if v := s.UpgradeQuery[k]; v != "" {
+			t, err := parseTemplate(TemplateSpec{Text: v}, p.clientResolver)
+			if err != nil {
+				return bad("upgrade_query."+k, "%v", err)
+			}
+			q.val = t
+		}
+		p.upgradeQuery = append(p.upgradeQuery, q)
+	}
 	return nil
+}
+
+// queryEdit is one upgrade_query parameter: its value for a client, or
+// nil to leave it out.
+type queryEdit struct {
+	name string
+	val  *template
+}
+
+// withQuery is the upgrade request req with the profile's query
+// parameters set for this client: each replaced where the request line
+// has it, added where it has not, or left out; the rest as recorded.
+func (c *client) withQuery(req []byte) []byte {
+	line, rest, ok := bytes.Cut(req, []byte("\r\n"))
+	method, tail, ok1 := bytes.Cut(line, []byte(" "))
+	target, proto, ok2 := bytes.Cut(tail, []byte(" "))
+	if !ok || !ok1 || !ok2 {
+		return req
+	}
+	path, query, _ := strings.Cut(string(target), "?")
+	var params []string
+	if query != "" {
+		params = strings.Split(query, "&")
+	}
+	for _, q := range c.s.p.upgradeQuery {
+		val := ""
+		if q.val != nil {
+			val = q.name + "=" + url.QueryEscape(string(q.val.render(nil, &tvalues{c: c})))
+		}
+		set := false
+		out := params[:0:0]
+		for _, p := range params {
+			if name, _, _ := strings.Cut(p, "="); name == q.name {
+				if val != "" && !set {
+					out = append(out, val)
+				}
+				set = true
+				continue
+			}
+			out = append(out, p)
+		}
+		if !set && val != "" {
+			out = append(out, val)
+		}
+		params = out
+	}
+	target = []byte(path)
+	if len(params) > 0 {
+		target = append(append(target, '?'), strings.Join(params, "&")...)
+	}
+	out := make([]byte, 0, len(req)+64)
+	out = append(append(append(append(append(out, method...), ' '), target...), ' '), proto...)
+	return append(append(out, "\r\n"...), rest...)
 }
 
 func countTakes(h []HTTPStepSpec) int {
@@ -289,7 +360,7 @@ func (c *client) HTTPRequest(i int) (HTTPRequest, bool) {
 	}
 	st := &p.http[i]
 	v := &tvalues{c: c}
-	r := HTTPRequest{Step: st.name, Method: st.method, URL: string(st.url.render(nil, v))}
+	r := HTTPRequest{Step: st.name, Method: st.method, URL: string(st.url.render(nil, &tvalues{c: c, url: true}))}
 	for k, name := range st.hdrNames {
 		r.Headers = append(r.Headers, [2]string{name, string(st.hdrVals[k].render(nil, v))})
 	}

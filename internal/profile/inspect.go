@@ -95,6 +95,7 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	// The script's notes start with the cut's.
 	r.Notes = append(r.Notes, s.notes[len(m.Notes)+len(m.Dropped):]...)
+	p = s.p // the variant the recording logs in as
 	// Indexes from here on are the script's: the recorded client
 	// messages less the reactions' answers.
 	all := m.Client
@@ -110,7 +111,12 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	}
 	r.UserAt, r.RoomAt = firstWith(m.Client, s.user), firstWith(m.Client, s.room)
 	r.Answer = p.answer(m.Server)
-	if strings.HasPrefix(r.Answer, "none") && len(m.Server) > 0 {
+	switch {
+	case strings.HasPrefix(r.Answer, "none") && len(m.Server) > 0 && p.HasHTTP():
+		// A client that made HTTP requests first may have had the
+		// answer there (socket.io's 40 over polling).
+		r.Notes = append(r.Notes, "the recorded socket shows no answer for the login's "+strings.TrimSuffix(strings.TrimPrefix(r.Answer, "none (waiting in "), ")")+" step: the recorded client's HTTP requests may have had it; replay waits for it on the socket")
+	case strings.HasPrefix(r.Answer, "none") && len(m.Server) > 0:
 		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure, or each step's success)")
 	}
 	if a, b := first+s.tl.HandshakeEnd(), first+s.tl.Len(); a < b && a > first {

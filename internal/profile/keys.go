@@ -26,8 +26,9 @@ type keyError struct {
 }
 
 // sendItemKeys are a template's keys in a send list (SendItem decodes
-// itself: a kind name, or a template).
-var sendItemKeys = []string{"text", "hex", "as"}
+// itself: a kind name, a template, or a kind with a template for when
+// the recording has none).
+var sendItemKeys = []string{"kind", "text", "hex", "as"}
 
 var (
 	sendItemType = reflect.TypeFor[SendItem]()

@@ -51,6 +51,9 @@ type Source struct {
 	Transport string
 	// KeyLog decrypts the capture's TLS flows (--tls-keylog).
 	KeyLog *KeyLog
+	// Variant forces the profile's way of logging in (--variant); empty:
+	// the one the recording shows.
+	Variant string
 }
 
 // KeyLog is the TLS key log a capture's TLS flows are decrypted with,
@@ -87,6 +90,9 @@ func (l *Loaded) Player() Player { return l.Flows[0].Player }
 func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 	if opts.MaxFrame == 0 {
 		opts.MaxFrame = src.MaxFrame
+	}
+	if opts.Variant == "" {
+		opts.Variant = src.Variant
 	}
 	if src.Flows.IsSet() {
 		return loadFlows(p, src, opts)

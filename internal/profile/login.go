@@ -22,7 +22,8 @@ type loginRule struct {
 	starttls bool
 }
 
-// loginItem is a recorded client kind (kind > 0) or a template.
+// loginItem is a recorded client kind (kind > 0), a template, or both
+// (the recorded run, else the template).
 type loginItem struct {
 	kind int
 	tmpl *template
@@ -59,18 +60,24 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 		seen[r.name] = true
 		for j, it := range st.Send {
 			ip := fmt.Sprintf("%s.send[%d]", path, j)
-			if it.Template == nil {
-				k := p.clientKind(it.Kind)
-				if k <= 0 || !p.declaredClient(it.Kind) {
+			k := 0
+			if it.Kind != "" {
+				if k = p.clientKind(it.Kind); k <= 0 || !p.declaredClient(it.Kind) {
 					return bad(ip, "%q is not a client kind%s", it.Kind, p.kindHint(it.Kind, false))
 				}
-				r.items = append(r.items, loginItem{kind: k})
 				p.loginSend[k] = true
+			}
+			if it.Template == nil {
+				r.items = append(r.items, loginItem{kind: k})
 				continue
 			}
 			t, err := parseTemplate(*it.Template, p.clientResolver)
 			if err != nil {
 				return bad(ip, "%v", err)
+			}
+			if k > 0 { // the recorded run, else this template
+				r.items = append(r.items, loginItem{kind: k, tmpl: t, as: k})
+				continue
 			}
 			as := -1
 			if it.As != "" {
@@ -131,7 +138,7 @@ func (s *Script) planLogin(kept []Message) ([]stage, int, error) {
 		r := &p.steps[i]
 		st := stage{name: r.name, rule: r}
 		for j, it := range r.items {
-			if it.tmpl != nil {
+			if it.kind == 0 {
 				st.sends = append(st.sends, stageSend{msg: -1, tmpl: it.tmpl, as: it.as})
 				continue
 			}
@@ -140,6 +147,10 @@ func (s *Script) planLogin(kept []Message) ([]stage, int, error) {
 				st.sends = append(st.sends, stageSend{msg: pos})
 				pos++
 				n++
+			}
+			if n == 0 && it.tmpl != nil { // not recorded: the template
+				st.sends = append(st.sends, stageSend{msg: -1, tmpl: it.tmpl, as: it.as})
+				continue
 			}
 			if n == 0 {
 				found := "the end of the flow"
@@ -154,13 +165,21 @@ func (s *Script) planLogin(kept []Message) ([]stage, int, error) {
 	return out, pos, nil
 }
 
-// firstLoginKind is the first recorded kind the login steps send, 0 when
-// they send only templates.
-func (p *Profile) firstLoginKind() int {
+// firstLogin is where a login in steps starts in c: at the first
+// message of the first recorded kind the steps send, passing over kinds
+// with a template for when none was recorded; 0 when the steps send only
+// templates, -1 when a kind they need is not in c.
+func (p *Profile) firstLogin(c []Message) int {
 	for _, r := range p.steps {
 		for _, it := range r.items {
-			if it.kind > 0 {
-				return it.kind
+			if it.kind == 0 {
+				continue
+			}
+			if i := p.firstOf(c, it.kind); i >= 0 {
+				return i
+			}
+			if it.tmpl == nil {
+				return -1
 			}
 		}
 	}

@@ -82,6 +82,8 @@ type Profile struct {
 	corrs       []corrRule
 	http        []httpStep
 	connect     *template // where the connection goes, when the answers say
+	// upgradeQuery sets the upgrade's query parameters per client.
+	upgradeQuery []queryEdit
 	// steps is a login in steps, nil for the one-step login above.
 	steps []loginRule
 	// reacts are the reactions; reactOn lists them by server kind;
@@ -95,6 +97,10 @@ type Profile struct {
 
 	hooks  hooks
 	labels labelSet
+
+	// variant names p's way of logging in; variants are the others.
+	variant  string
+	variants []variant
 }
 
 // kind is one named matcher.
@@ -371,6 +377,9 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, err
 	}
 	if err := s.compileIdentity(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileVariants(p); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -20,6 +20,9 @@ type ScriptOptions struct {
 	// bytes, and MaxFrame caps a frame read (the reprise protocol's).
 	RewritePayload bool
 	MaxFrame       int
+	// Variant forces the profile's way of logging in (--variant); empty:
+	// the one the recording shows.
+	Variant string
 }
 
 // Script is a recording compiled by a declarative or built-in profile
@@ -73,7 +76,21 @@ type step struct {
 
 // Compile builds a script from a recording cut into messages.
 func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
+	vp, why, err := p.pickVariant(opts.Variant, m)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case why != "":
+		why = fmt.Sprintf("logs in as variant %s: %s", vp.variant, why)
+	case len(p.variants) > 0:
+		why = fmt.Sprintf("logs in as variant %s: the recording shows no other of %s (--variant forces one)", p.variant, strings.Join(p.Variants(), ", "))
+	}
+	p = vp
 	s := &Script{p: p, upgrade: m.Upgrade, wsText: m.WSText, notes: append(append([]string(nil), m.Notes...), m.Dropped...)}
+	if why != "" {
+		s.notes = append(s.notes, why)
+	}
 	if m.HTTP != nil {
 		return nil, fmt.Errorf("profile %s: an HTTP flow (%s), not a WebSocket: replay the socket's flow (--flow) and make this request an http step", p.Name, m.HTTP[0])
 	}
@@ -197,13 +214,10 @@ func (p *Profile) loginRange(c []Message) (int, int) {
 	if p.steps != nil {
 		// A login in steps starts at the first message of the first kind
 		// a step sends.
-		if k := p.firstLoginKind(); k > 0 {
-			if i := p.firstOf(c, k); i >= 0 {
-				return i, len(c)
-			}
-			return -1, 0
+		if i := p.firstLogin(c); i >= 0 {
+			return i, len(c)
 		}
-		return 0, len(c)
+		return -1, 0
 	}
 	if len(p.loginSend) == 0 {
 		return 0, len(c)

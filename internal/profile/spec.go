@@ -48,6 +48,29 @@ type Spec struct {
 	// Connect is the address (host:port) the connection goes to, a
 	// template over the HTTP steps' values; empty: --target.
 	Connect string `yaml:"connect"`
+	// UpgradeQuery sets query parameters of the recorded WebSocket
+	// upgrade for each client: a template, or "" to leave the parameter
+	// out (a session id the recording's HTTP requests were handed).
+	UpgradeQuery map[string]string `yaml:"upgrade_query"`
+	// Variant names this file's own way of logging in (default
+	// "default"); Variants are the others (variant.go).
+	Variant  string        `yaml:"variant"`
+	Variants []VariantSpec `yaml:"variants"`
+}
+
+// VariantSpec is another way the same protocol's client logs in (a
+// socket.io client polling before its upgrade): the fields it gives
+// replace the file's. When, a regular expression over the recorded
+// WebSocket upgrade request (or the first client message), picks it for
+// a recording that shows it; --variant forces one.
+type VariantSpec struct {
+	Name    string         `yaml:"name"`
+	When    string         `yaml:"when"`
+	HTTP    []HTTPStepSpec `yaml:"http"`
+	Login   *LoginSpec     `yaml:"login"`
+	Connect string         `yaml:"connect"`
+	// UpgradeQuery's parameters replace the file's of the same name.
+	UpgradeQuery map[string]string `yaml:"upgrade_query"`
 }
 
 // ExpectSpec is a server kind the server wants answered (On) and the
@@ -161,9 +184,10 @@ type LoginStepSpec struct {
 	StartTLS bool `yaml:"starttls"`
 }
 
-// SendItem is a recorded client kind (a YAML string) or a template (a
+// SendItem is a recorded client kind (a YAML string), a template (a
 // mapping: text or hex, with ${...} values, and as: the kind it counts
-// under).
+// under), or both (a mapping with kind: the recorded run of that kind,
+// or where the recording has none, the template, counted as the kind).
 type SendItem struct {
 	Kind     string
 	Template *TemplateSpec
@@ -177,6 +201,7 @@ func (s *SendItem) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	var t struct {
+		Kind string `yaml:"kind"`
 		Text string `yaml:"text"`
 		Hex  string `yaml:"hex"`
 		As   string `yaml:"as"`
@@ -184,7 +209,13 @@ func (s *SendItem) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode(&t); err != nil {
 		return err
 	}
-	s.Template, s.As = &TemplateSpec{Text: t.Text, Hex: t.Hex}, t.As
+	s.Kind, s.As = t.Kind, t.As
+	if t.Kind == "" || t.Text != "" || t.Hex != "" {
+		s.Template = &TemplateSpec{Text: t.Text, Hex: t.Hex}
+	}
+	if t.Kind != "" && t.As != "" && t.As != t.Kind {
+		return fmt.Errorf("line %d: a send with kind %s counts as that kind: drop as", n.Line, t.Kind)
+	}
 	return nil
 }
 

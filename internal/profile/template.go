@@ -1,9 +1,11 @@
 package profile
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 )
@@ -142,6 +144,9 @@ type tvalues struct {
 	groups []int  // its regexp groups (FindSubmatchIndex), nil for none
 	caps   [][]byte
 	c      *client
+	// url escapes each value for where it lands in a URL: a query's
+	// value after the ?, a path segment before it.
+	url bool
 }
 
 // render appends the template filled in with v.
@@ -149,42 +154,67 @@ func (t *template) render(dst []byte, v *tvalues) []byte {
 	if t.fixed != nil {
 		return append(dst, t.fixed...)
 	}
+	start := len(dst)
 	for i := range t.parts {
 		pt := &t.parts[i]
 		if !pt.ref {
 			dst = append(dst, pt.lit...)
 			continue
 		}
-		switch pt.src {
-		case srcGroup:
-			if g := v.groups; 2*pt.n+1 < len(g) && g[2*pt.n] >= 0 {
-				dst = append(dst, v.msg[g[2*pt.n]:g[2*pt.n+1]]...)
-			}
-		case srcCapture:
-			if pt.n < len(v.caps) {
-				dst = append(dst, v.caps[pt.n]...)
-			}
-		case srcUser:
-			if v.c != nil {
-				dst = append(dst, v.c.user...)
-			}
-		case srcRoom:
-			if v.c != nil {
-				dst = append(dst, v.c.room...)
-			}
-		case srcIndex:
-			if v.c != nil {
-				dst = strconv.AppendInt(dst, int64(v.c.index), 10)
-			}
-		case srcRandom:
-			dst = newRandom(dst)
-		case srcCorr:
-			if v.c != nil {
-				if cur := v.c.vals[pt.n].Load(); cur != nil {
-					dst = append(dst, *cur...)
-				} else if rec := v.c.s.corrs[pt.n]; rec != nil {
-					dst = append(dst, rec...)
-				}
+		mark := len(dst)
+		dst = t.value(dst, pt, v)
+		if v.url {
+			dst = escapeURLValue(dst, start, mark)
+		}
+	}
+	return dst
+}
+
+// escapeURLValue escapes dst[mark:], a value rendered into the URL that
+// starts at dst[start]: for a query when a ? came before it (a + or &
+// in a value would change it), else for a path segment (a host:port
+// stays as it is).
+func escapeURLValue(dst []byte, start, mark int) []byte {
+	v := string(dst[mark:])
+	if bytes.IndexByte(dst[start:mark], '?') >= 0 {
+		v = url.QueryEscape(v)
+	} else {
+		v = url.PathEscape(v)
+	}
+	return append(dst[:mark], v...)
+}
+
+// value appends the value of ref part pt.
+func (t *template) value(dst []byte, pt *tpart, v *tvalues) []byte {
+	switch pt.src {
+	case srcGroup:
+		if g := v.groups; 2*pt.n+1 < len(g) && g[2*pt.n] >= 0 {
+			dst = append(dst, v.msg[g[2*pt.n]:g[2*pt.n+1]]...)
+		}
+	case srcCapture:
+		if pt.n < len(v.caps) {
+			dst = append(dst, v.caps[pt.n]...)
+		}
+	case srcUser:
+		if v.c != nil {
+			dst = append(dst, v.c.user...)
+		}
+	case srcRoom:
+		if v.c != nil {
+			dst = append(dst, v.c.room...)
+		}
+	case srcIndex:
+		if v.c != nil {
+			dst = strconv.AppendInt(dst, int64(v.c.index), 10)
+		}
+	case srcRandom:
+		dst = newRandom(dst)
+	case srcCorr:
+		if v.c != nil {
+			if cur := v.c.vals[pt.n].Load(); cur != nil {
+				dst = append(dst, *cur...)
+			} else if rec := v.c.s.corrs[pt.n]; rec != nil {
+				dst = append(dst, rec...)
 			}
 		}
 	}

@@ -6,7 +6,10 @@
 // "chat" goes to the room's other sockets; "dm" ({to: a socket id, ...})
 // goes to that one socket, through the room of its id every socket is
 // in, and is counted by sender and receiver user ("a>b"), or as unknown
-// when no socket has that id. GET /stats answers the app's own counters;
+// when no socket has that id. A client's engine transport when it
+// joined is counted (transports: websocket, or polling for one that has
+// not upgraded yet), its upgrades, and the requests Engine.IO refused.
+// GET /stats answers the app's own counters;
 // GET /reset zeroes them.
 //
 //   node app.js PORT [PING_INTERVAL_MS PING_TIMEOUT_MS]
@@ -21,7 +24,7 @@ const pingTimeout = Number(process.argv[4] || 20000);
 let stats;
 function reset() {
   stats = { connected: 0, peak: 0, users: new Set(), joins: 0, chats: 0, delivered: 0, refused: {}, disconnects: {},
-    dms: 0, dmDelivered: 0, dmUnknown: 0, dmPairs: {} };
+    dms: 0, dmDelivered: 0, dmUnknown: 0, dmPairs: {}, transports: {}, upgrades: 0, engineErrors: {} };
 }
 reset();
 
@@ -40,7 +43,9 @@ const srv = http.createServer((req, res) => {
   res.end();
 });
 
-const io = new Server(srv, { pingInterval, pingTimeout, transports: ["websocket"], serveClient: false });
+// Both transports, as socket.io's default: a client may poll first and
+// upgrade (counted by the transport it ended on) or open a WebSocket.
+const io = new Server(srv, { pingInterval, pingTimeout, serveClient: false });
 
 io.use((socket, next) => {
   const user = socket.handshake.auth && socket.handshake.auth.user;
@@ -50,6 +55,14 @@ io.use((socket, next) => {
     return;
   }
   next();
+});
+
+io.engine.on("connection", (conn) => {
+  conn.on("upgrade", () => { stats.upgrades++; });
+});
+// Requests Engine.IO refused (an unknown sid, a bad upgrade), by message.
+io.engine.on("connection_error", (err) => {
+  stats.engineErrors[err.message] = (stats.engineErrors[err.message] || 0) + 1;
 });
 
 io.on("connection", (socket) => {
@@ -62,6 +75,8 @@ io.on("connection", (socket) => {
     room = r;
     socket.join(r);
     stats.joins++;
+    const tr = socket.conn.transport.name;
+    stats.transports[tr] = (stats.transports[tr] || 0) + 1;
     const peers = [...(io.sockets.adapter.rooms.get(r) || [])].filter((id) => id !== socket.id);
     if (typeof ack === "function") ack({ ok: true, room: r, peers });
   });

@@ -3,19 +3,32 @@
 // ack), send N chat events 50 ms apart ({text, ts: ""}: ts is where a
 // replay puts its latency stamp), then disconnect. With DM, from the
 // N/2-th chat on each chat is followed by a "dm" to the first peer the
-// join's ack named ({to: its socket id, text, ts: ""}). With N 0 it joins
-// and stays, a peer for another client to address, until killed.
+// join's ack named ({to: its socket id, text, ts: ""}). With polling it
+// connects with socket.io's default transports: the Engine.IO polling
+// handshake, then the upgrade to WebSocket, which it waits for before
+// it joins (so that the recorded socket carries the session). With N 0
+// it joins and stays, a peer for another client to address, until
+// killed.
 //
-//   node client.js PORT USER ROOM N [dm]
+//   node client.js PORT USER ROOM N [dm|polling]
 "use strict";
 const { io } = require("socket.io-client");
 
 const [port, user, room, n, mode] = [process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5] || 20), process.argv[6]];
-const socket = io(`http://127.0.0.1:${port}`, { transports: ["websocket"], auth: { user }, reconnection: false });
+const transports = mode === "polling" ? ["polling", "websocket"] : ["websocket"];
+const socket = io(`http://127.0.0.1:${port}`, { transports, auth: { user }, reconnection: false });
 const fail = setTimeout(() => { console.error("timed out"); process.exit(1); }, 20000);
 
 socket.on("connect_error", (err) => { console.error("connect_error:", err.message); process.exit(1); });
 socket.on("connect", () => {
+  if (socket.io.engine.transport.name === "websocket") {
+    start();
+  } else {
+    socket.io.engine.once("upgrade", start);
+  }
+});
+
+function start() {
   socket.emit("join", room, (ack) => {
     if (n === 0) {
       clearTimeout(fail);
@@ -34,6 +47,6 @@ socket.on("connect", () => {
       }
     }, 50);
   });
-});
+}
 socket.on("disconnect", () => { clearTimeout(fail); process.exit(0); });
 process.on("SIGINT", () => process.exit(0));
