@@ -15,8 +15,9 @@ import (
 
 // answerCard is the answer card a replay printed after its summary table,
 // in the figures that do not depend on the machine: the health line (a
-// loaded host is a badge) and the load generator's mark are left out,
-// and with mask its numbers are N.
+// loaded host is a badge), the load generator's mark and the "≥" it puts
+// before a number (a starved fleet's number is a lower bound) are left
+// out, and with mask its numbers are N.
 func answerCard(out string, mask bool) string {
 	var b strings.Builder
 	in := false
@@ -32,6 +33,7 @@ func answerCard(out string, mask bool) string {
 			continue
 		}
 		l = loadMark.ReplaceAllString(l, "· load generator")
+		l = strings.Replace(l, "held ≥ ", "held ", 1)
 		if mask {
 			l = maskNumbers(l)
 		}
