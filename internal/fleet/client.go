@@ -85,6 +85,12 @@ type client struct {
 	// client reaches a scheduler.
 	tls  *tls.Conn
 	wire *tlsWire
+	// tlsOn says the client speaks TLS (set with tls, never cleared);
+	// sock is its conn then; recs its record layer once it dropped the
+	// tls.Conn (tlsdetach.go: the reader's, then under wmu).
+	tlsOn bool
+	sock  *tlsSock
+	recs  *tlsRecords
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
 	// record, the server's close_notify (the reader's).
 	tlsErr error
@@ -315,14 +321,18 @@ func (c *client) leave(deadline time.Time) {
 			b = profile.AppendWSFrame(b, profile.WSClose, wsNormalClose, c.wsKey)
 		}
 		out := c.conn
-		if c.tls != nil {
+		if c.tlsOn {
 			// The backlog is records already; the goodbye is sealed behind
 			// it, and the close_notify after (into the wire: CloseWrite
 			// also moves the socket's write deadline, set again below).
 			c.wmu.Lock()
 			b = c.seal(b[:start], append([]byte(nil), b[start:]...))
-			c.tls.CloseWrite()
-			b = c.wire.take(b)
+			if c.recs != nil {
+				b = c.recs.closeNotify(b)
+			} else {
+				c.tls.CloseWrite()
+				b = c.wire.take(b)
+			}
 			c.wmu.Unlock()
 			out = c.wire.TCPConn
 		}
@@ -674,9 +684,16 @@ func (c *client) reply(ev *profile.Events) DisconnectCode {
 	if c.dead.Load() {
 		return DisconnectNone
 	}
-	if c.tls != nil {
+	if c.tlsOn {
 		b = c.seal(nil, b)
 	}
+	return c.writeLocked(b)
+}
+
+// writeLocked writes b after the login, in order with the scheduler's
+// writes (the caller holds wmu): behind the backlog, or raw and what the
+// kernel did not take into it.
+func (c *client) writeLocked(b []byte) DisconnectCode {
 	if len(c.backlog) > 0 {
 		if len(c.backlog)+len(b) > c.f.cfg.SendBacklog {
 			return DisconnectBacklogFull
@@ -946,7 +963,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			c.wmu.Lock()
 			defer c.wmu.Unlock()
 		}
-		if c.tls != nil {
+		if c.tlsOn {
 			c.sched.sealed = c.seal(c.sched.sealed[:0], buf)
 			sealedEnds(ends, len(buf), len(c.sched.sealed))
 			c.sendTCP(c.sched.w, c.sched.sealed, ends, now)

@@ -76,7 +76,9 @@ type Fleet struct {
 	// says the profile upgrades in band (a login step's starttls), so the
 	// clients connect in plaintext and start TLS there. hs are the
 	// handshake figures; tlsWarned the TLS failures already said.
-	tlsCfg    *tls.Config
+	tlsCfg *tls.Config
+	// detachTLS: logged-in clients drop their tls.Conn (tlsdetach.go).
+	detachTLS bool
 	inBandTLS bool
 	hs        *handshakes
 	tlsWarned sync.Map // LoginCode -> struct{}

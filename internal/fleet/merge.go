@@ -181,6 +181,7 @@ func mergeTLS(out *Summary, t *TLSSummary, hs *hdrhistogram.Histogram, sh Shard)
 	}
 	out.TLS.Handshakes += t.Handshakes
 	out.TLS.Resumed += t.Resumed
+	out.TLS.Detached += t.Detached
 	out.TLS.RatePerS += t.RatePerS
 	out.TLS.PeakPerS += t.PeakPerS
 	return mergeHist(hs, t.HandshakeUS, sh, "tls handshake")

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/reprise-harness/reprise/internal/tlsrec"
 )
 
 // The fleet's TLS: every stream transport (TCP framings, WebSocket) can
@@ -160,17 +162,27 @@ type tlsWire struct {
 	// record for the next feed).
 	feeding bool
 	in      []byte
+	// rt follows the records for the detach (tlsdetach.go); nil once
+	// detached or given up (the reader's, and the writers' under mu).
+	rt *recTracker
 }
 
 // Read reads the socket, or once feeding what was fed.
 func (w *tlsWire) Read(b []byte) (int, error) {
 	if !w.feeding {
-		return w.TCPConn.Read(b)
+		n, err := w.TCPConn.Read(b)
+		if w.rt != nil {
+			w.rt.sawRead(b[:n])
+		}
+		return n, err
 	}
 	if len(w.in) == 0 {
 		return 0, errWouldBlock
 	}
 	n := copy(b, w.in)
+	if w.rt != nil {
+		w.rt.sawRead(b[:n])
+	}
 	w.in = w.in[n:]
 	return n, nil
 }
@@ -191,6 +203,9 @@ func (wouldBlock) Temporary() bool { return true }
 // for many records. false stops the reader: take said so, or the
 // connection failed (c.tlsErr).
 func (c *client) openTLS(b []byte, take func([]byte) bool) bool {
+	if c.recs != nil {
+		return c.openRecords(b, take)
+	}
 	c.wire.in = b
 	pb := getReadBuf(max(len(b), readBuf))
 	defer putReadBuf(pb)
@@ -209,6 +224,7 @@ func (c *client) openTLS(b []byte, take func([]byte) bool) bool {
 			if n > 0 && !take(buf[:n]) {
 				return false
 			}
+			c.maybeDetach()
 			return true
 		case err != nil:
 			c.tlsErr = err
@@ -237,6 +253,9 @@ func (c *client) tlsEnded(reason Disconnect, res chan<- LoginResult) Disconnect 
 // Write writes through to the socket, or keeps b for take once buffered.
 func (w *tlsWire) Write(b []byte) (int, error) {
 	w.mu.Lock()
+	if w.rt != nil && w.rt.counting {
+		w.rt.sawWrite(b)
+	}
 	if !w.buffered {
 		w.mu.Unlock()
 		return w.TCPConn.Write(b)
@@ -269,6 +288,9 @@ func (w *tlsWire) take(dst []byte) []byte {
 // records to dst; the caller holds wmu, so records leave in the order
 // they were sealed.
 func (c *client) seal(dst, plain []byte) []byte {
+	if c.recs != nil {
+		return c.recs.wr.Seal(dst, tlsrec.TypeApplicationData, plain)
+	}
 	if len(plain) == 0 {
 		return c.wire.take(dst)
 	}
@@ -287,7 +309,14 @@ func (c *client) startTLS(ctx context.Context, deadline time.Time) error {
 		return fmt.Errorf("tls over %T", c.conn)
 	}
 	c.wire = &tlsWire{TCPConn: tcp}
-	tc := tls.Client(c.wire, c.f.tlsCfg)
+	cfg := c.f.tlsCfg
+	if c.f.detachTLS {
+		// The client's own key log: the secrets its detach needs.
+		c.wire.rt = &recTracker{}
+		cfg = cfg.Clone()
+		cfg.KeyLogWriter = &c.wire.rt.keys
+	}
+	tc := tls.Client(c.wire, cfg)
 	c.conn.SetDeadline(deadline)
 	start := time.Now()
 	hctx, cancel := context.WithDeadline(ctx, deadline)
@@ -296,7 +325,14 @@ func (c *client) startTLS(ctx context.Context, deadline time.Time) error {
 		return err
 	}
 	c.f.hs.record(time.Since(start), tc.ConnectionState())
-	c.tls, c.conn = tc, tc
+	if rt := c.wire.rt; rt != nil {
+		c.wire.mu.Lock()
+		rt.counting = true // the client's records from now on are under its application key
+		c.wire.mu.Unlock()
+	}
+	c.sock = &tlsSock{TCPConn: tcp}
+	c.sock.tc.Store(tc)
+	c.tls, c.conn, c.tlsOn = tc, c.sock, true
 	return nil
 }
 
@@ -316,6 +352,8 @@ type handshakes struct {
 	// highest per-second count seen.
 	window atomic.Int64
 	peak   atomic.Int64
+	// detached counts clients that dropped their tls.Conn (tlsdetach.go).
+	detached atomic.Int64
 }
 
 func newHandshakes() *handshakes { return &handshakes{h: newHist()} }
@@ -365,6 +403,10 @@ type TLSSummary struct {
 	// Handshakes completed: full ones and resumed ones.
 	Handshakes int64 `json:"handshakes"`
 	Resumed    int64 `json:"resumed"`
+	// Detached clients sealed and opened their records themselves once
+	// logged in, without crypto/tls's connection state (TLS 1.3, no
+	// --tls-resume): the fleet's cheaper path.
+	Detached int64 `json:"record_layer,omitempty"`
 	// HandshakeMS are the handshakes' durations (TCP connect excluded,
 	// login excluded).
 	HandshakeMS Quantiles `json:"handshake_ms"`
@@ -394,6 +436,7 @@ func (s *handshakes) summary(t *TLS) (*TLSSummary, error) {
 		Resumption:  "off",
 		Handshakes:  s.full + s.resumed,
 		Resumed:     s.resumed,
+		Detached:    s.detached.Load(),
 		HandshakeMS: Quantiles{P50: q[0], P90: &q[1], P99: q[2], Max: &q[3], none: s.h.TotalCount() == 0},
 		PeakPerS:    s.peak.Load(),
 		HandshakeUS: string(enc),
@@ -500,6 +543,9 @@ func (f *Fleet) setupTLS() error {
 		return err
 	}
 	f.tlsCfg, f.hs = cfg, newHandshakes()
+	// Tickets go to crypto/tls's session cache, which a detached client
+	// no longer feeds.
+	f.detachTLS = !t.Resume
 	if t.Insecure {
 		f.warn("WARNING: --tls-insecure: the server's certificate is NOT verified; anyone between the fleet and %s can read and change this run's traffic", f.cfg.Target)
 	}
