@@ -42,7 +42,7 @@ func FuzzUDPAmplification(f *testing.F) {
 	for i := range 40 {
 		from := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(20000+i))
 		user := string(rune('a'+i%26)) + "-a-member-with-a-rather-long-user-id-" + string(rune('a'+i/26))
-		u.at = s.now() // as handle sets it: the datagram's arrival
+		at(u) // as handle sets them
 		u.datagram(wire.AppendJoin(wire.AppendDatagram(nil, 0), "busy", user, nil, pad("busy", user)), from)
 		c := u.byAddr[from]
 		if c == nil {
@@ -64,7 +64,7 @@ func FuzzUDPAmplification(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer victim.Close()
-		u.at = s.now()
+		at(u)
 		u.datagram(d, victim.LocalAddr().(*net.UDPAddr).AddrPort())
 		u.flush()
 		got := 0
@@ -81,4 +81,12 @@ func FuzzUDPAmplification(f *testing.F) {
 			t.Fatalf("%d bytes sent back to an unproven source for a %d-byte datagram", got, len(d))
 		}
 	})
+}
+
+// at sets the read's clock and the datagram's arrival to now, as handle
+// does for a datagram read at once.
+func at(u *udpServer) {
+	t := time.Now()
+	u.r.clock(int64(t.Sub(u.s.epoch)), t)
+	u.at = u.r.now
 }
