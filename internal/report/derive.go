@@ -119,13 +119,13 @@ func otherCores(prev, cur Snapshot, dt float64) float64 {
 		return math.NaN()
 	}
 	var busy float64
-	var hosts []CPUTimes // one reading per distinct host
+	var hosts []HostReading // one reading per distinct host
 	for i, h := range g.Hosts {
 		cores := (h.Total - f.Hosts[i].Total) / dt
 		if cores <= 0 {
 			return math.NaN()
 		}
-		if !slices.ContainsFunc(hosts, func(o CPUTimes) bool { return sameHost(o, h, cores, 0) }) {
+		if !slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, h, cores) }) {
 			hosts = append(hosts, h)
 			busy += ((h.Total - h.Idle) - (f.Hosts[i].Total - f.Hosts[i].Idle)) / dt
 		}
@@ -135,12 +135,9 @@ func otherCores(prev, cur Snapshot, dt float64) float64 {
 	if !r.Present || !q.Present || !(q.HostCPU.Total > 0) {
 		return math.NaN()
 	}
-	gap := math.Abs(q.At.Sub(cur.Fleet.At).Seconds())
-	if q.At.IsZero() || cur.Fleet.At.IsZero() {
-		gap = 0
-	}
 	cores := (g.Hosts[0].Total - f.Hosts[0].Total) / dt
-	if slices.ContainsFunc(hosts, func(o CPUTimes) bool { return sameHost(o, q.HostCPU, cores, gap) }) {
+	server := HostReading{CPUTimes: q.HostCPU, At: q.At}
+	if slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, server, cores) }) {
 		rdt := roleDT(prev.At, cur.At, r.At, q.At)
 		if rdt <= 0 {
 			return math.NaN()
@@ -151,17 +148,22 @@ func otherCores(prev, cur Snapshot, dt float64) float64 {
 }
 
 // sameHost: two readings of the CPU seconds since boot are one host's,
-// read gap seconds apart on a host of about cores CPUs: equal totals and
-// idles to within what the CPUs spend in that gap and a scrape's spread.
-// Two machines agree to seconds since boot only if they booted within
-// seconds of each other and idled alike since.
-func sameHost(a, b CPUTimes, cores, gap float64) bool {
+// on a host of about cores CPUs: equal totals and idles to within what
+// the CPUs spend between the two answers (sequential scrapes of a loaded
+// host answer seconds apart) and a scrape's spread. Two machines agree to
+// seconds since boot only if they booted within seconds of each other and
+// idled alike since.
+func sameHost(a, b HostReading, cores float64) bool {
+	gap := 0.0
+	if !a.At.IsZero() && !b.At.IsZero() {
+		gap = math.Abs(a.At.Sub(b.At).Seconds())
+	}
 	tol := cores * (gap + sameHostSlackS)
 	return math.Abs(a.Total-b.Total) <= tol && math.Abs(a.Idle-b.Idle) <= tol
 }
 
-// sameHostSlackS is how far apart in time two scrapes of one sample may
-// read /proc/stat when their answer times are unknown.
+// sameHostSlackS is how far apart in time, beyond their answers, two
+// endpoints may read /proc/stat: a gather reads it before the answer.
 const sameHostSlackS = 2
 
 // delta is a counter's increase; a counter that went down was reset (the

@@ -16,41 +16,48 @@ import (
 // exports: a 4-CPU host 3 cores busy, the fleet using 0.5 and the relay 1.
 func TestHostOtherCores(t *testing.T) {
 	t0 := time.Unix(1_700_000_000, 0)
-	hostA := [2]CPUTimes{{Total: 40_000, Idle: 30_000}, {Total: 40_004, Idle: 30_001}} // 3 cores busy
-	hostB := [2]CPUTimes{{Total: 90_000, Idle: 80_000}, {Total: 90_004, Idle: 80_003}} // 1 core busy
-	snap := func(i int, fleetHosts []CPUTimes, fleetCPU float64, relay *CPUTimes) Snapshot {
-		at := t0.Add(time.Duration(i) * time.Second)
-		s := Snapshot{At: at, Fleet: FleetValues{Present: true, At: at, Hosts: fleetHosts, ProcessCPUSeconds: fleetCPU}}
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	// Readings at 0 s and 1 s of a 4-CPU host 3 cores busy (A), and of
+	// another 1 core busy (B); A read again 4 s later by a shard that
+	// answered late (A4: its counters 16 CPU seconds on).
+	hostA := [2]HostReading{{CPUTimes{Total: 40_000, Idle: 30_000}, at(0)}, {CPUTimes{Total: 40_004, Idle: 30_001}, at(1)}}
+	hostB := [2]HostReading{{CPUTimes{Total: 90_000, Idle: 80_000}, at(0)}, {CPUTimes{Total: 90_004, Idle: 80_003}, at(1)}}
+	hostA4 := [2]HostReading{{CPUTimes{Total: 40_016, Idle: 30_004}, at(4)}, {CPUTimes{Total: 40_020, Idle: 30_005}, at(5)}}
+	snap := func(i int, fleetHosts []HostReading, fleetCPU float64, relay *CPUTimes) Snapshot {
+		s := Snapshot{At: at(float64(i)), Fleet: FleetValues{Present: true, At: at(float64(i)), Hosts: fleetHosts, ProcessCPUSeconds: fleetCPU}}
 		for _, h := range fleetHosts {
 			s.Fleet.HostCPU.Total += h.Total
 			s.Fleet.HostCPU.Idle += h.Idle
 		}
 		if relay != nil {
-			s.Relay = RelayValues{Present: true, At: at, HostCPU: *relay, ProcessCPUSeconds: 100 + float64(i)}
+			s.Relay = RelayValues{Present: true, At: at(float64(i)), HostCPU: *relay, ProcessCPUSeconds: 100 + float64(i)}
 		}
 		return s
 	}
 	// The relay reads its host a moment after the fleet did.
-	relayOn := func(h [2]CPUTimes) [2]*CPUTimes {
+	relayOn := func(h [2]HostReading) [2]*CPUTimes {
 		return [2]*CPUTimes{{Total: h[0].Total + 2, Idle: h[0].Idle + 1}, {Total: h[1].Total + 2, Idle: h[1].Idle + 1}}
 	}
 	elsewhere := [2]*CPUTimes{{Total: 7_000, Idle: 6_000}, {Total: 7_004, Idle: 6_004}}
+	one := func(h [2]HostReading) [2][]HostReading { return [2][]HostReading{{h[0]}, {h[1]}} }
+	two := func(a, b [2]HostReading) [2][]HostReading { return [2][]HostReading{{a[0], b[0]}, {a[1], b[1]}} }
 	cases := []struct {
 		name  string
-		hosts [2][]CPUTimes
+		hosts [2][]HostReading
 		fleet [2]float64
 		relay [2]*CPUTimes
 		want  float64
 	}{
-		{"relay on the fleet's host", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, relayOn(hostA), 1.5},
-		{"relay on another host", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, elsewhere, 2.5},
-		{"two shards on one host", [2][]CPUTimes{{hostA[0], hostA[0]}, {hostA[1], hostA[1]}}, [2]float64{10, 11}, relayOn(hostA), 1},
-		{"two shards on two hosts", [2][]CPUTimes{{hostA[0], hostB[0]}, {hostA[1], hostB[1]}}, [2]float64{10, 11}, relayOn(hostA), 2},
-		{"fleet busier than its host says", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 14}, relayOn(hostA), 0},
-		{"no server metrics: it may run here", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{10, 10.5}, [2]*CPUTimes{}, math.NaN()},
-		{"a shard missing from one scrape", [2][]CPUTimes{{hostA[0], hostB[0]}, {hostA[1]}}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
-		{"no fleet process CPU", [2][]CPUTimes{{hostA[0]}, {hostA[1]}}, [2]float64{0, 0}, relayOn(hostA), math.NaN()},
-		{"no host reading", [2][]CPUTimes{nil, nil}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
+		{"relay on the fleet's host", one(hostA), [2]float64{10, 10.5}, relayOn(hostA), 1.5},
+		{"relay on another host", one(hostA), [2]float64{10, 10.5}, elsewhere, 2.5},
+		{"two shards on one host", two(hostA, hostA), [2]float64{10, 11}, relayOn(hostA), 1},
+		{"two shards on one host, one answering 4 s late", two(hostA, hostA4), [2]float64{10, 11}, relayOn(hostA), 1},
+		{"two shards on two hosts", two(hostA, hostB), [2]float64{10, 11}, relayOn(hostA), 2},
+		{"fleet busier than its host says", one(hostA), [2]float64{10, 14}, relayOn(hostA), 0},
+		{"no server metrics: it may run here", one(hostA), [2]float64{10, 10.5}, [2]*CPUTimes{}, math.NaN()},
+		{"a shard missing from one scrape", [2][]HostReading{{hostA[0], hostB[0]}, {hostA[1]}}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
+		{"no fleet process CPU", one(hostA), [2]float64{0, 0}, relayOn(hostA), math.NaN()},
+		{"no host reading", [2][]HostReading{nil, nil}, [2]float64{10, 10.5}, relayOn(hostA), math.NaN()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

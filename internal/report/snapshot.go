@@ -119,9 +119,9 @@ type FleetValues struct {
 	ScheduleLag                            Histogram
 	HostCPU                                CPUTimes
 	// Hosts are each fleet endpoint's own host reading, in the order
-	// parsed: shards on one host read the same /proc/stat, and HostCPU
+	// scraped: shards on one host read the same /proc/stat, and HostCPU
 	// (their sum) would count that host once per shard.
-	Hosts []CPUTimes
+	Hosts []HostReading
 	// Disconnects are logged-in clients that lost their connection (any
 	// reason).
 	Disconnects float64
@@ -178,7 +178,17 @@ func setAnswered(role Role, snap *Snapshot, at time.Time) {
 		snap.Relay.At = at
 	case RoleFleet:
 		snap.Fleet.At = at
+		if n := len(snap.Fleet.Hosts); n > 0 && snap.Fleet.Hosts[n-1].At.IsZero() {
+			snap.Fleet.Hosts[n-1].At = at
+		}
 	}
+}
+
+// HostReading is one endpoint's reading of its host's CPU seconds and
+// when it answered (zero: unknown).
+type HostReading struct {
+	CPUTimes
+	At time.Time
 }
 
 func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
@@ -220,7 +230,7 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
 	if f := fams[mFleetHostCPU]; f != nil {
-		v.Hosts = append(v.Hosts, addCPU(CPUTimes{}, f))
+		v.Hosts = append(v.Hosts, HostReading{CPUTimes: addCPU(CPUTimes{}, f)})
 	}
 	v.Disconnects += sum(fams[mFleetDisconnects], nil)
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
