@@ -56,8 +56,8 @@ func (s *Script) subs(id Identity) ([]sub, error) {
 		out = append(out, sub{s.user, u})
 	}
 	if s.room != nil && id.Room != "" && id.Room != string(s.room) {
-		if s.p.hooks == nil && s.p.identity.lengthBefore == 0 && len(id.Room) != len(s.room) && !s.framedLength() {
-			return nil, fmt.Errorf("profile %s: room %q is %d bytes, the recorded %q %d: without length fix-ups (identity.length_before) the length must stay", s.p.Name, id.Room, len(id.Room), s.room, len(s.room))
+		if s.p.hooks == nil && s.p.identity.lengthBefore == 0 && s.p.identity.encoding == encodingBytes && len(id.Room) != len(s.room) && !s.framedLength() {
+			return nil, fmt.Errorf("profile %s: room %q is %d bytes, the recorded %q %d: without length fix-ups (identity.length_before or encoding) the length must stay", s.p.Name, id.Room, len(id.Room), s.room, len(s.room))
 		}
 		out = append(out, sub{s.room, []byte(id.Room)})
 	}
@@ -96,7 +96,7 @@ func (s *Script) idFor(rec []byte, id Identity) ([]byte, error) {
 	switch {
 	case s.p.identity.format != "":
 		return []byte(fmt.Sprintf(s.p.identity.format, id.Index)), nil
-	case s.p.hooks != nil || s.p.identity.lengthBefore > 0 || s.framedLength() || len(id.User) == len(rec):
+	case s.p.hooks != nil || s.p.identity.lengthBefore > 0 || s.p.identity.encoding != encodingBytes || s.framedLength() || len(id.User) == len(rec):
 		return []byte(id.User), nil
 	}
 	return SameLength(rec, id.Index, id.Clients)
@@ -147,6 +147,11 @@ func sortedSubs(subs []sub) []sub {
 // replaceFix replaces values and fixes the lengths up: the length field
 // right before each value (identity.length_before) and the framing's.
 func (p *Profile) replaceFix(m []byte, subs []sub) []byte {
+	if p.identity.encoding != encodingBytes {
+		if out, ok := p.identity.encoding.replace(m, subs); ok {
+			return p.fixFraming(out)
+		}
+	}
 	out := append([]byte(nil), m...)
 	for _, sb := range sortedSubs(subs) {
 		if len(sb.old) == 0 {

@@ -260,6 +260,9 @@ type identityRule struct {
 	format       string
 	lengthBefore int
 	little       bool
+	// encoding is how client messages encode the strings ids sit in:
+	// their length prefixes are fixed up (encoding.go).
+	encoding payloadEncoding
 }
 
 type corrRule struct {
@@ -805,6 +808,14 @@ func (s *Spec) compileIdentity(p *Profile) error {
 		return bad("identity.length_before", "%d: 0, 1, 2 or 4", id.LengthBefore)
 	}
 	p.identity.lengthBefore = id.LengthBefore
+	enc, ok := parsePayloadEncoding(id.Encoding)
+	if !ok {
+		return bad("identity.encoding", "%q: json, msgpack or protobuf", id.Encoding)
+	}
+	if enc != encodingBytes && id.LengthBefore > 0 {
+		return bad("identity.encoding", "give encoding or length_before, not both")
+	}
+	p.identity.encoding = enc
 	switch id.Endian {
 	case "", "big":
 	case "little":

@@ -294,6 +294,11 @@ type IdentitySpec struct {
 	// replaced value (MQTT strings: 2), fixed up when lengths differ.
 	LengthBefore int    `yaml:"length_before"`
 	Endian       string `yaml:"endian"`
+	// Encoding is how client messages encode the strings the ids sit
+	// in: json, msgpack or protobuf; a replaced id of another length
+	// gets its string's length prefix (and in protobuf every enclosing
+	// message's) written anew.
+	Encoding string `yaml:"encoding"`
 	// Peers places other users' ids in client messages (a unicast's
 	// target): each distinct recorded one is mapped onto another client
 	// of the same room.
