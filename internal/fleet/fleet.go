@@ -202,12 +202,15 @@ func New(cfg Config) (*Fleet, error) {
 // with c's script options: what New plays. A caller running several
 // fleets of one source in this process (compare) loads once and gives
 // each the result as Loaded.
+//
+// It checks only what loading needs (the loop points): New checks the
+// rest, and a caller's Config may lack what its runner adds (AtLevel).
 func (c Config) Load() (*profile.Loaded, error) {
 	c.withDefaults()
-	if err := c.validate(); err != nil {
-		return nil, err
+	loop, err := c.loop()
+	if err != nil {
+		return nil, badf("--loop: %v", err)
 	}
-	loop, _ := c.loop() // checked by validate
 	return profile.Load(c.Profile, c.Source, profile.ScriptOptions{
 		Loop: loop, Speed: c.Speed, User: c.RecordedUser, Room: c.RecordedRoom,
 		RewritePayload: c.RewritePayload, MaxFrame: c.MaxFrame,
