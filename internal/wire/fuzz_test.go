@@ -37,14 +37,34 @@ func FuzzParser(f *testing.F) {
 			if fast, _ := feedFields(chunks, true); fast != slow {
 				t.Fatalf("FeedDeliveries: %q, Feed: %q", fast, slow)
 			}
+			if loop, _ := feedVia(chunks, viaNextDeliver); loop != slow {
+				t.Fatalf("NextDeliver: %q, Feed: %q", loop, slow)
+			}
 		}
 	})
 }
+
+// The ways a caller feeds a stream: Feed; FeedDeliveries; and a loop of
+// NextDeliver after Resume, the rest of each chunk through FeedDeliveries
+// (the reprise profile's).
+const (
+	viaFeed = iota
+	viaFeedDeliveries
+	viaNextDeliver
+)
 
 // feedFields parses chunks with Feed or FeedDeliveries (fast) and
 // summarises every frame (a deliver's fields in full) and the error, with
 // how many deliver frames took the shortcut.
 func feedFields(chunks [][]byte, fast bool) (string, int) {
+	if fast {
+		return feedVia(chunks, viaFeedDeliveries)
+	}
+	return feedVia(chunks, viaFeed)
+}
+
+// feedVia is feedFields fed one of the three ways.
+func feedVia(chunks [][]byte, via int) (string, int) {
 	p := Parser{MaxFrame: 4096}
 	var out strings.Builder
 	shortcut := 0
@@ -62,10 +82,22 @@ func feedFields(chunks [][]byte, fast bool) (string, int) {
 	}
 	for _, c := range chunks {
 		var err error
-		if fast {
-			err = p.FeedDeliveries(c, deliver, fn)
-		} else {
+		switch via {
+		case viaFeed:
 			err = p.Feed(c, fn)
+		case viaFeedDeliveries:
+			err = p.FeedDeliveries(c, deliver, fn)
+		default:
+			if c, err = p.Resume(c, fn); err == nil {
+				var d Deliver
+				for n := p.NextDeliver(c, &d); n > 0; n = p.NextDeliver(c, &d) {
+					deliver(&d)
+					c = c[n:]
+				}
+				if len(c) > 0 {
+					err = p.FeedDeliveries(c, deliver, fn)
+				}
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(&out, "|%v", err)

@@ -90,6 +90,39 @@ func (p *Parser) FeedDeliveries(data []byte, deliver func(*Deliver), fn func(*Fr
 	return nil
 }
 
+// Resume completes a partial frame held from an earlier call with the
+// first bytes of data, handing it to fn once whole, and returns the rest
+// of data (nothing while the frame is still partial). With nothing held
+// it returns data.
+func (p *Parser) Resume(data []byte, fn func(*Frame) error) ([]byte, error) {
+	if len(p.pending) == 0 {
+		return data, nil
+	}
+	rest, err := p.completePending(data, fn)
+	if err != nil || len(p.pending) > 0 {
+		return nil, err
+	}
+	return rest, nil
+}
+
+// NextDeliver is the shortcut of FeedDeliveries one frame at a time, for
+// a caller that loops itself: when no partial frame is held and data
+// starts with a whole, well-formed deliver frame within MaxFrame, it
+// decodes it into d (its slices point into data), counts it as consumed
+// and returns its size; otherwise it returns 0, and data is for
+// FeedDeliveries.
+func (p *Parser) NextDeliver(data []byte, d *Deliver) int {
+	if len(data) <= HeaderSize || Type(data[LenSize]) != TypeDeliver || len(p.pending) > 0 {
+		return 0
+	}
+	n := LenSize + int(binary.BigEndian.Uint32(data))
+	if n <= HeaderSize || n > len(data) || n > p.maxFrame()+LenSize || !d.read(data[HeaderSize:n]) {
+		return 0
+	}
+	p.offset += int64(n)
+	return n
+}
+
 // deliveries hands deliver the whole, well-formed deliver frames within
 // MaxFrame at the start of data, and returns the rest: the shortcut's
 // loop, with the limit and the offset in registers.

@@ -379,11 +379,17 @@ func TestFeedDeliveries(t *testing.T) {
 			if got != want || n != tt.shortcut {
 				t.Fatalf("FeedDeliveries: %q with %d by the shortcut\nFeed: %q, want %d by the shortcut", got, n, want, tt.shortcut)
 			}
+			if got, n := feedVia([][]byte{tt.data}, viaNextDeliver); got != want || n != tt.shortcut {
+				t.Fatalf("NextDeliver: %q with %d by the shortcut\nFeed: %q, want %d by the shortcut", got, n, want, tt.shortcut)
+			}
 			for c := range len(tt.data) + 1 {
 				chunks := [][]byte{tt.data[:c], tt.data[c:]}
 				want, _ := feedFields(chunks, false)
 				if got, _ := feedFields(chunks, true); got != want {
 					t.Fatalf("split at %d: FeedDeliveries %q, Feed %q", c, got, want)
+				}
+				if got, _ := feedVia(chunks, viaNextDeliver); got != want {
+					t.Fatalf("split at %d: NextDeliver %q, Feed %q", c, got, want)
 				}
 			}
 		})
