@@ -217,7 +217,7 @@ func TestNATSServer(t *testing.T) {
 		authPort, _ := startNATS(t, bin, true)
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", authPort),
 			"--clients", "20", "--login-interval", "2ms", "--duration", "2s")
-		if got := res.sum.LoginsFailed["connect_authorization_violation"]; got != 20 || res.sum.LoginsSucceeded != 0 {
+		if got := res.sum.LoginsFailed["login_authorization_violation"]; got != 20 || res.sum.LoginsSucceeded != 0 {
 			t.Fatalf("refused logins by reason %v, succeeded %d (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, res.stdout, res.stderr)
 		}
 	})

@@ -187,7 +187,7 @@ func TestSocketIO(t *testing.T) {
 		res := replay(t, "--profile", "socketio", "--capture", capPath, "--target", target,
 			"--clients", "20", "--user-id-format", "banned-%d", "--login-interval", "2ms", "--duration", "2s")
 		app := sioGet(t, port, "/stats")
-		if got := res.sum.LoginsFailed["connect_not_authorized"]; got != 20 || res.sum.LoginsSucceeded != 0 || app.Refused["not authorized"] != 20 {
+		if got := res.sum.LoginsFailed["login_not_authorized"]; got != 20 || res.sum.LoginsSucceeded != 0 || app.Refused["not authorized"] != 20 {
 			t.Fatalf("refused logins by reason %v, succeeded %d, the app refused %v (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, app.Refused, res.code, res.stdout, res.stderr)
 		}
 	})

@@ -1,6 +1,12 @@
 package fleet
 
-import "testing"
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/reprise-harness/reprise/internal/profile"
+)
 
 func TestReasonLabels(t *testing.T) {
 	logins := []struct {
@@ -13,7 +19,7 @@ func TestReasonLabels(t *testing.T) {
 		{LoginResult{code: LoginUpgradeRefused, said: "403"}, "upgrade_refused_403"},
 		{refusedBy("not_authorized"), "not_authorized"},
 		{refusedBy(""), "refused"},
-		{LoginResult{code: LoginRefused, said: "authorization_violation", step: "connect"}, "connect_authorization_violation"},
+		{LoginResult{code: LoginRefused, said: "authorization_violation", step: "login"}, "login_authorization_violation"},
 		{LoginResult{code: LoginTimeout, step: "join"}, "join_timeout"},
 		{LoginResult{code: LoginClosedWS, ws: 3501}, "ws_3501"},
 		{loginFail(LoginClosedByServer), "closed_by_server"},
@@ -50,6 +56,19 @@ func TestReasonLabels(t *testing.T) {
 	for c := DisconnectNone; c <= DisconnectNoReply; c++ {
 		if disconnectNames[c] == "" {
 			t.Errorf("disconnect code %d has no name", c)
+		}
+	}
+}
+
+// TestStepLabelsNeverCollide: a login step's failures are labelled
+// <step>_<reason>, so a step may not be named with the first word of a
+// label the fleet gives its own failures (a step "connect" would make
+// connect_timeout mean two things): the profile refuses those words
+// (profile.TransportLabelWords), and this keeps the list complete.
+func TestStepLabelsNeverCollide(t *testing.T) {
+	for code, label := range loginNames {
+		if first, _, ok := strings.Cut(label, "_"); ok && !slices.Contains(profile.TransportLabelWords, first) {
+			t.Errorf("login result %d is labelled %q: add %q to profile.TransportLabelWords", code, label, first)
 		}
 	}
 }

@@ -80,10 +80,10 @@ func TestLoginInSteps(t *testing.T) {
 		{name: "info answers hello: connect goes out with the client's nonce",
 			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n"},
 			want:   []string{"connect CONNECT {\"name\":\"bob\",\"nonce\":\"zz9\"}\r\n", "heartbeat PING\r\n"},
-			stage:  "connect"},
+			stage:  "login"},
 		{name: "a message of another kind does not end the step",
 			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "MSG x 1 y\r\n"},
-			stage:  "connect"},
+			stage:  "login"},
 		{name: "pong answers connect: the join goes out",
 			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "PONG\r\n"},
 			want:   []string{"sub SUB hall5 1\r\n", "sub SUB inbox.bob 2\r\n"},
@@ -96,7 +96,7 @@ func TestLoginInSteps(t *testing.T) {
 			stage:  "join", in: true},
 		{name: "refused in a step, by the server's reason",
 			server: []string{"INFO {\"nonce\":\"zz9\"}\r\n", "-ERR 'Authorization Violation'\r\n"},
-			stage:  "connect", failed: "authorization_violation"},
+			stage:  "login", failed: "authorization_violation"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -522,7 +522,7 @@ func TestInspectWalksLoginSteps(t *testing.T) {
 		want   string
 	}{
 		{[]string{"INFO {}\r\n", "PONG\r\n", "+OK joined\r\n"}, "accepted"},
-		{[]string{"INFO {}\r\n", "+OK joined\r\n"}, "none (waiting in connect)"},
+		{[]string{"INFO {}\r\n", "+OK joined\r\n"}, "none (waiting in login)"},
 		{[]string{"INFO {}\r\n", "PONG\r\n", "-ERR 'Permissions Violation'\r\n"}, "refused in join: permissions_violation"},
 	} {
 		rec := Recording{Client: client}

@@ -105,6 +105,8 @@ func (s *Spec) compileHTTP(p *Profile) error {
 			st.name = "http" + strconv.Itoa(i+1)
 		} else if !validName.MatchString(st.name) {
 			return bad(path+".name", "%q: lower case letters, digits and _", h.Name)
+		} else if w, ok := reservedStepName(st.name); ok {
+			return bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", h.Name, w)
 		}
 		if st.method == "" {
 			st.method = "GET"

@@ -1,6 +1,9 @@
 package profile
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // A login in steps: each step sends its messages (recorded client kinds,
 // or templates), then waits for its answer before the next is sent; a
@@ -57,6 +60,9 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 		if !validName.MatchString(r.name) || seen[r.name] {
 			return bad(path+".name", "%q: a step name is lower case letters, digits and _, once", r.name)
 		}
+		if w, ok := reservedStepName(r.name); ok {
+			return bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", r.name, w)
+		}
 		seen[r.name] = true
 		for j, it := range st.Send {
 			ip := fmt.Sprintf("%s.send[%d]", path, j)
@@ -111,6 +117,24 @@ func (p *Profile) StartsTLS() bool {
 		}
 	}
 	return false
+}
+
+// TransportLabelWords are the first words of the fleet's own login
+// failure labels (connect_timeout, tls_bad_certificate, http_503, ...).
+// A step's failures are labelled <step>_<reason>: a step named after one
+// of them ("connect": connect_timeout) would read as the fleet's failure,
+// so the name is refused. internal/fleet's test keeps the list complete.
+var TransportLabelWords = []string{"closed", "connect", "http", "port", "protocol", "tls", "too", "upgrade", "write", "ws"}
+
+// reservedStepName reports a step name that begins with a word of
+// TransportLabelWords, and the word.
+func reservedStepName(name string) (string, bool) {
+	for _, w := range TransportLabelWords {
+		if name == w || strings.HasPrefix(name, w+"_") {
+			return w, true
+		}
+	}
+	return "", false
 }
 
 // stage is one login step of a script: its messages and its answer.

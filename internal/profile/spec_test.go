@@ -47,6 +47,8 @@ func TestSpecErrorsNameTheLine(t *testing.T) {
 		{"bad kind ref", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\nlogin:\n  success: nope\n", "login.success", 9},
 		{"kind slip", base + "kinds:\n  client:\n    - {name: say, match: {byte: 1}}\nsends: [sya]\n", `sends[0]: "sya" is not a client kind (did you mean say?)`, 8},
 		{"no such kind", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\n    - {name: msg, match: {byte: 2}}\ndelivery: [zzz]\n", `delivery[0]: "zzz" is not a server kind (kinds: ok, msg)`, 9},
+		{"step named like a fleet failure", base + "kinds:\n  client:\n    - {name: a, match: {byte: 1}}\nlogin:\n  steps:\n    - {name: connect, send: [a]}\n", `login.steps[0].name: "connect": a step's failures are labelled <step>_<reason>, and connect_... names the fleet's own failures`, 10},
+		{"http step named like a fleet failure", base + "http:\n  - {name: tls_auth, url: /a}\n", `http[0].name: "tls_auth"`, 6},
 		{"two matchers", base + "kinds:\n  client:\n    - name: a\n      match: {byte: 1, prefix: x}\n", "exactly one", 8},
 		{"bad byte", base + "kinds:\n  client:\n    - name: a\n      match:\n        byte: 300\n", "a byte is 0 to 255", 9},
 		{"bad duration", base + "heartbeat:\n  template: {text: x}\n  interval: soon\n", "not a duration", 7},
