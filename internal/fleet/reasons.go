@@ -42,6 +42,10 @@ const (
 	LoginProtocolError
 	LoginUpgradeError
 	LoginUpgradeRefused // said: the HTTP status
+	// LoginUpgradeTimeout: no WebSocket upgrade answer before the login's
+	// deadline (before any login step: "timeout" alone would read as
+	// the login's own answer that never came).
+	LoginUpgradeTimeout
 	LoginRefused        // said: the server's reason
 	LoginClosedWS       // a WebSocket close with a code
 	LoginClosedByServer // a WebSocket close without one
@@ -68,7 +72,7 @@ var loginNames = [...]string{
 	LoginPortExhausted: "port_exhausted", LoginTooManyFiles: "too_many_open_files",
 	LoginTimeout: "timeout", LoginClosed: "closed", LoginReset: "reset",
 	LoginWriteError: "write_error", LoginProtocolError: reasonProtocol,
-	LoginUpgradeError: "upgrade_error", LoginUpgradeRefused: "upgrade_refused",
+	LoginUpgradeError: "upgrade_error", LoginUpgradeRefused: "upgrade_refused", LoginUpgradeTimeout: "upgrade_timeout",
 	LoginRefused: "refused", LoginClosedWS: "ws", LoginClosedByServer: "closed_by_server",
 	LoginTLSUnknownAuthority: "tls_unknown_authority", LoginTLSBadCertificate: "tls_bad_certificate",
 	LoginTLSHandshakeTimeout: "tls_handshake_timeout", LoginTLSProtocolVersion: "tls_protocol_version",

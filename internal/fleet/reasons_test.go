@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ func TestReasonLabels(t *testing.T) {
 		{refusedBy(""), "refused"},
 		{LoginResult{code: LoginRefused, said: "authorization_violation", step: "login"}, "login_authorization_violation"},
 		{LoginResult{code: LoginTimeout, step: "join"}, "join_timeout"},
+		{upgradeReason(os.ErrDeadlineExceeded), "upgrade_timeout"},
 		{LoginResult{code: LoginClosedWS, ws: 3501}, "ws_3501"},
 		{loginFail(LoginClosedByServer), "closed_by_server"},
 	}

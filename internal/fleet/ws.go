@@ -119,7 +119,7 @@ func upgradeReason(err error) LoginResult {
 	case errors.As(err, &r):
 		return LoginResult{code: LoginUpgradeRefused, said: r.Status}
 	case isTimeout(err):
-		return loginFail(LoginTimeout)
+		return loginFail(LoginUpgradeTimeout)
 	case errors.Is(err, profile.ErrFraming), errors.Is(err, profile.ErrExtension):
 		return loginFail(LoginUpgradeError)
 	}
