@@ -442,14 +442,14 @@ func newProfileCmd(st *state) *cobra.Command {
 	po.flags(check, true)
 	show := &cobra.Command{
 		Use:           "show NAME",
-		Short:         "print a built-in profile's file, a starting point for your own (socketio, nats)",
+		Short:         "print a built-in profile's file, a starting point for your own (mqtt, mqtt-ws, redis, socketio, nats)",
 		Args:          cobra.ExactArgs(1),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		RunE: func(_ *cobra.Command, args []string) error {
 			data, ok := profile.BuiltinFile(args[0])
 			if !ok {
-				return usageError(fmt.Errorf("profile %q: no built-in profile file (the files are %s; reprise, mqtt, mqtt-ws and redis are Go code)", args[0], strings.Join(profile.BuiltinFiles(), ", ")))
+				return usageError(fmt.Errorf("profile %q: no built-in profile file (the files are %s; reprise is Go code)", args[0], strings.Join(profile.BuiltinFiles(), ", ")))
 			}
 			_, err := st.stdout.Write(data)
 			return err

@@ -104,14 +104,16 @@ func writeAcmeCapture(t *testing.T) string {
 }
 
 // TestProfileShow: `replay profile show NAME` prints a built-in profile's
-// file, which loads as a profile file of its own; a Go built-in has none.
+// file, which loads as a profile file of its own and reads its recording
+// as the built-in does (the golden answer of TestInspectProfileGolden);
+// reprise, Go code, has none.
 func TestProfileShow(t *testing.T) {
-	for _, name := range []string{"socketio", "nats"} {
+	for _, name := range []string{"mqtt", "mqtt-ws", "redis", "socketio", "nats"} {
 		out, err := exec.Command(bins["replay"], "profile", "show", name).Output()
 		if err != nil {
 			t.Fatalf("profile show %s: %v", name, err)
 		}
-		path := filepath.Join(t.TempDir(), name+".yaml")
+		path := filepath.Join(t.TempDir(), "mine.yaml")
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -119,9 +121,20 @@ func TestProfileShow(t *testing.T) {
 		if err != nil || p.Name != name {
 			t.Fatalf("the printed %s does not load as a file: %v", name, err)
 		}
+		got, err := exec.Command(bins["replay"], "inspect", "--profile", path, filepath.Join("testdata", "profiles", name+".pcap")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("inspect --profile (the printed %s): %v\n%s", name, err, got)
+		}
+		want, err := os.ReadFile(filepath.Join("testdata", "profiles", name+".golden"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Errorf("the printed %s reads its recording otherwise than the built-in:\n%s\nwant:\n%s", name, got, want)
+		}
 	}
-	out, err := exec.Command(bins["replay"], "profile", "show", "mqtt").CombinedOutput()
+	out, err := exec.Command(bins["replay"], "profile", "show", "reprise").CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(out), "Go code") {
-		t.Fatalf("profile show mqtt: %v\n%s", err, out)
+		t.Fatalf("profile show reprise: %v\n%s", err, out)
 	}
 }

@@ -126,6 +126,10 @@ func (h *mqttHooks) recorded(msgs []Message) (user, room []byte) {
 	return user, room
 }
 
+// mqttTemplated: a CONNECT differs per client even where no recorded
+// value shows (an empty client id is filled in).
+func mqttTemplated(b []byte) bool { return len(b) > 0 && b[0]>>4 == 1 }
+
 // emptyID stands for a recorded empty client id.
 var emptyID = []byte{}
 

@@ -9,8 +9,9 @@
 // the server hands out that later client messages must carry
 // (correlation).
 //
-// Profiles come built in (Builtin: reprise, mqtt, mqtt-ws and redis in Go,
-// the others in the file syntax) or from a declarative file
+// Profiles come built in (Builtin: reprise in Go, the others files in
+// the syntax users write, builtin/*.yaml, naming Go hooks where the
+// syntax cannot reach: mqtt's and redis's) or from a declarative file
 // (docs/profiles.md). The one loader, Load, reads a capture's chosen flow
 // the way its profile needs (internal/capture reassembles the streams)
 // and compiles it into a Player, which every replayed client plays
@@ -277,7 +278,7 @@ type corrRule struct {
 	recorded *fieldRule
 }
 
-// hooks are a built-in profile's Go code.
+// hooks are the Go code a profile names (Spec.Hooks, namedHooks).
 type hooks interface {
 	// recorded proposes the recorded user id and room from the client
 	// messages, when the spec does not place them.
@@ -328,6 +329,13 @@ func (s *Spec) compile() (*Profile, error) {
 	case TCP, UDP, WebSocket:
 	default:
 		return nil, bad("transport", "%q: tcp, udp or websocket", s.Transport)
+	}
+	if s.Hooks != "" {
+		h, ok := namedHooks[s.Hooks]
+		if !ok {
+			return nil, bad("hooks", "%q: no Go code of that name (%s)", s.Hooks, hookNames())
+		}
+		p.hooks = h()
 	}
 	var err error
 	if p.framer, err = s.Framing.compile(p.Transport); err != nil {

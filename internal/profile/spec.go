@@ -13,7 +13,8 @@ import (
 )
 
 // Spec is a profile as written in a file (docs/profiles.md). The built-in
-// profiles are Specs too, plus a little Go code where a protocol needs it.
+// profiles are files too (builtin/*.yaml; reprise aside), naming Go code
+// (Hooks) where a protocol needs it.
 type Spec struct {
 	Name      string         `yaml:"name"`
 	Transport string         `yaml:"transport"` // tcp (default), udp, websocket
@@ -56,6 +57,11 @@ type Spec struct {
 	// "default"); Variants are the others (variant.go).
 	Variant  string        `yaml:"variant"`
 	Variants []VariantSpec `yaml:"variants"`
+	// Hooks names Go code for what this syntax cannot say (namedHooks):
+	// mqtt (the client id and topics inside MQTT packets, rewritten at
+	// any length with the lengths re-encoded) or redis (RESP command
+	// arguments, the command re-encoded).
+	Hooks string `yaml:"hooks"`
 }
 
 // VariantSpec is another way the same protocol's client logs in (a

@@ -44,6 +44,7 @@ func TestSpecErrorsNameTheLine(t *testing.T) {
 		{"wrong type", "name: x\nframing:\n  type: length\n  size: two\n", `framing.size: "two": want a whole number`, 4},
 		{"bad size", "name: x\nframing:\n  type: length\n  size: 3\n", "framing.size: 3: 1, 2, 4 or 8", 4},
 		{"bad transport", base + "transport: quic\n", "transport", 5},
+		{"unknown hooks", base + "hooks: amqp\n", `hooks: "amqp": no Go code of that name (mqtt, redis)`, 5},
 		{"bad kind ref", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\nlogin:\n  success: nope\n", "login.success", 9},
 		{"kind slip", base + "kinds:\n  client:\n    - {name: say, match: {byte: 1}}\nsends: [sya]\n", `sends[0]: "sya" is not a client kind (did you mean say?)`, 8},
 		{"no such kind", base + "kinds:\n  server:\n    - {name: ok, match: {byte: 1}}\n    - {name: msg, match: {byte: 2}}\ndelivery: [zzz]\n", `delivery[0]: "zzz" is not a server kind (kinds: ok, msg)`, 9},
