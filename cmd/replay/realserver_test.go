@@ -48,6 +48,7 @@ var debianPkg = map[string]string{
 	"node":             "nodejs",
 	"npm":              "npm",
 	"time":             "time",
+	"openssl":          "openssl",
 }
 
 // python is Debian's python3, which has python3-paho-mqtt (a pyenv shim

@@ -91,6 +91,10 @@ type client struct {
 	tlsOn bool
 	sock  *tlsSock
 	recs  *tlsRecords
+	// plainPastTLS: a plaintext client went past the login step where
+	// the profile starts TLS in band, and the server sent nothing since
+	// (the reader's).
+	plainPastTLS bool
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
 	// record, the server's close_notify (the reader's).
 	tlsErr error
@@ -406,6 +410,7 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconnect {
 	var reason Disconnect
 	take := func(b []byte) bool {
+		c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
 		if !c.joined.Load() && len(c.first) < firstBytes {
 			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
 		}
@@ -535,6 +540,11 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	// said why in the same read (a WebSocket close frame), ends the
 	// connection for what the read found (err, below), not as a write
 	// error: a strict server's late-pong close came out as write_error.
+	if ev.StartTLS && c.f.tlsCfg == nil {
+		// A plaintext fleet goes on in plaintext; a server that closes
+		// now wanted the TLS the profile starts here (tlsAnswer).
+		c.plainPastTLS = true
+	}
 	if ev.StartTLS && c.f.tlsCfg != nil && c.tls == nil && !c.joined.Load() {
 		// The handshake runs outside this read (readStream returns), and
 		// the next step waits for it.
@@ -587,7 +597,7 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 			login, reason = c.wsClose(wc)
 		}
 		if !c.joined.Load() {
-			if r, ok := c.tlsAnswer(); ok {
+			if r, ok := c.tlsAnswer(login.code); ok {
 				login = r
 			} else if login.code == LoginProtocolError {
 				c.f.wrongProtocol.CompareAndSwap(nil, &c.first)
@@ -854,7 +864,7 @@ func (c *client) readEnded(err error, res chan<- LoginResult) Disconnect {
 		case errors.Is(err, syscall.ECONNRESET):
 			reason = LoginReset
 		}
-		if r, ok := c.tlsAnswer(); ok {
+		if r, ok := c.tlsAnswer(reason); ok {
 			c.loginFailed(r, res)
 			return Disconnect{}
 		}

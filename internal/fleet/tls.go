@@ -574,8 +574,18 @@ func sealedEnds(ends []int, pt, ct int) {
 
 // tlsAnswer says whether a plaintext login was answered with a TLS record
 // (the target is a TLS port): the login then fails as tls_required.
-func (c *client) tlsAnswer() (LoginResult, bool) {
-	if c.tls != nil || !looksTLS(c.first) {
+//
+// A plaintext login the server closed or reset without a word after the
+// step where the profile starts TLS in band (NATS: its INFO said
+// tls_required, and it then reads a handshake) fails as tls_required too.
+func (c *client) tlsAnswer(reason LoginCode) (LoginResult, bool) {
+	if c.tlsOn {
+		return LoginResult{}, false
+	}
+	if c.plainPastTLS && (reason == LoginClosed || reason == LoginReset) {
+		return LoginResult{code: LoginTLSRequired, detail: "the server closed the connection after the login step where the profile starts TLS in band (starttls): it wants TLS there; give --tls"}, true
+	}
+	if !looksTLS(c.first) {
 		return LoginResult{}, false
 	}
 	return LoginResult{code: LoginTLSRequired, detail: fmt.Sprintf("the server answered the plaintext login with a TLS record (%s): the target speaks TLS; give --tls (or a wss://, mqtts://, tls:// target)", quoteBytes(c.first))}, true
