@@ -57,12 +57,22 @@ func startSocketIO(t *testing.T, node string) int {
 	return startSocketIOPinging(t, node, sioPing)
 }
 
-// startSocketIOPinging is startSocketIO with Engine.IO pinging every ping.
+// startSocketIOPinging is startSocketIO with Engine.IO pinging every
+// ping.
 func startSocketIOPinging(t *testing.T, node string, ping time.Duration) int {
 	t.Helper()
+	return startSocketIOWith(t, node, ping, sioTimeout)
+}
+
+// startSocketIOWith starts the app pinging every ping, closing a client
+// that leaves one unanswered for timeout; extra are app.js's further
+// arguments (msgpack).
+func startSocketIOWith(t *testing.T, node string, ping, timeout time.Duration, extra ...string) int {
+	t.Helper()
 	port := freePort(t)
-	p := testproc.Start(t, node, filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
-		strconv.Itoa(int(ping/time.Millisecond)), strconv.Itoa(int(sioTimeout/time.Millisecond)))
+	args := append([]string{filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
+		strconv.Itoa(int(ping / time.Millisecond)), strconv.Itoa(int(timeout / time.Millisecond))}, extra...)
+	p := testproc.Start(t, node, args...)
 	p.StopSignal = os.Interrupt
 	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	return port
@@ -215,6 +225,67 @@ func TestSocketIO(t *testing.T) {
 	})
 	t.Run("direct messages", func(t *testing.T) { sioDirect(t, node, port) })
 	t.Run("polling", func(t *testing.T) { sioPolling(t, node, capPath) })
+	t.Run("msgpack", func(t *testing.T) { sioMsgpack(t, node) })
+}
+
+// sioMsgpack: the app and a client with socket.io-msgpack-parser (each
+// packet a msgpack map in a binary frame, Engine.IO's ping and pong in
+// text ones), replayed as 200 clients whose user ids (replay-N) and rooms
+// (lobby-K) are not the recorded ones' length: with identity.encoding
+// msgpack every string holding one gets its header written anew, the
+// app reads every packet (200 distinct users, no disconnect for a bad
+// packet or an unanswered ping: the pongs go in text frames as recorded)
+// and counts exactly what the fleet sent and received. Without the
+// encoding the rewritten strings keep the recorded headers and the app
+// closes every client at its connect.
+func sioMsgpack(t *testing.T, node string) {
+	// Pings every second answered within 20 s: the pongs are exercised
+	// (a pong in a binary frame is a packet the parser refuses: a parse
+	// error at once), and a loaded -race fleet (load 28 left 44 of 200
+	// pings past a 3 s timeout) keeps its clients.
+	port := startSocketIOWith(t, node, sioPing, 20*time.Second, "msgpack")
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	capPath := recordThrough(t, target, node, filepath.Join(sioDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20", "msgpack")
+	prof := filepath.Join(sioDir, "msgpack.yaml")
+	docExampleIs(t, "# socket.io 4.x with socket.io-msgpack-parser", prof)
+	insp := inspectProfile(t, prof, capPath)
+	loop := suggestedLoop.FindStringSubmatch(insp)
+	if !strings.Contains(insp, `user id: "rec-user-01"`) || !strings.Contains(insp, `room: "lobby"`) || !strings.Contains(insp, "chat 20") || loop == nil {
+		t.Fatalf("inspect --profile %s lacks the user, the room, chat 20 or a loop:\n%s", prof, insp)
+	}
+	sioGet(t, port, "/reset")
+	res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
+		"--clients", "200", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1],
+		"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s := res.sum
+	app := settledStats(t, port)
+	if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
+		t.Fatalf("logins %d failed %v disconnects %v sent %d frames %v; the app %+v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, s.FramesSent, app, res.stdout, res.stderr)
+	}
+	if app.Users != 200 || app.Joins != 200 || app.Disconnects["ping timeout"] != 0 || app.Disconnects["parse error"] != 0 {
+		t.Errorf("the app saw %d users, %d joins, disconnects %v; want 200, 200, none for a ping or a packet", app.Users, app.Joins, app.Disconnects)
+	}
+	if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+		t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want equal)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+	}
+	t.Logf("socket.io msgpack: 200 clients, fleet sent %d received %d; app chats %d delivered %d users %d; frames %v",
+		s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Users, s.FramesSent)
+
+	data, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noEnc := filepath.Join(t.TempDir(), "no-encoding.yaml")
+	if err := os.WriteFile(noEnc, []byte(strings.Replace(string(data), "  encoding: msgpack\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sioGet(t, port, "/reset")
+	res = replay(t, "--profile", noEnc, "--capture", capPath, "--target", target,
+		"--clients", "20", "--room-size", "50", "--login-interval", "5ms", "--login-timeout", "30s", "--duration", "2s")
+	if app := settledStats(t, port); res.sum.LoginsFailed["connect_closed_by_server"] != 20 || app.Users != 0 {
+		t.Fatalf("without identity.encoding: logins failed %v, the app's users %d; want connect_closed_by_server=20 and none\n%s%s", res.sum.LoginsFailed, app.Users, res.stdout, res.stderr)
+	}
 }
 
 // sioPolling: a client with socket.io's default transports (the

@@ -107,6 +107,7 @@ type client struct {
 	pendingKinds []int
 	udp          bool
 	ws           bool       // WebSocket: messages travel in frames (ws.go)
+	wsMixed      bool       // the recorded client sent text and binary frames: pc tells which (profile.WSFramer)
 	wsKey        []byte     // the client's masking key
 	zip          *wsDeflate // permessage-deflate, when the server accepted it
 	retry        *joinRetry // UDP until joined: the login's re-sends (owned by the reader)

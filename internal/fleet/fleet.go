@@ -681,6 +681,8 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c.outAt.Store(-1)
 	if f.ws {
 		c.wsKey = profile.NewWSKey()
+		wf, ok := pc.(profile.WSFramer)
+		c.wsMixed = ok && wf.WSFrames()
 	}
 	return c, nil
 }

@@ -137,7 +137,11 @@ func (c *client) frame(b []byte, start int) []byte {
 		return b
 	}
 	op := byte(profile.WSBinary)
-	if c.f.player.WSText() {
+	if c.wsMixed {
+		if c.pc.(profile.WSFramer).WSTextMessage(b[start:]) {
+			op = profile.WSText
+		}
+	} else if c.f.player.WSText() {
 		op = profile.WSText
 	}
 	if z := c.zip; z != nil {

@@ -26,6 +26,8 @@ type Message struct {
 	// Kind indexes the profile's client kinds (Profile.Kinds) or server
 	// kinds (ServerKinds), -1 for a server message of no kind.
 	Kind int
+	// Text: it came in a WebSocket text frame.
+	Text bool
 }
 
 // Messages is a recording cut into messages by the profile.
@@ -207,6 +209,7 @@ type streamCutter struct {
 	notes   []string
 	failed  bool
 	text    bool // the first data message was a text frame
+	curText bool // the message being cut came in a text frame
 	data    bool
 }
 
@@ -241,6 +244,7 @@ func (c *streamCutter) feed(s Segment) bool {
 		if !c.data {
 			c.data, c.text = true, m.Opcode == WSText
 		}
+		c.curText = m.Opcode == WSText
 		if m.Compressed {
 			var err error
 			if c.plain, err = c.infl.Inflate(c.plain[:0], m.Payload, c.p.frame.Max); err != nil {
@@ -298,7 +302,7 @@ func (c *streamCutter) frame(b []byte, at time.Duration) bool {
 	if c.p.unit() {
 		msgs, rest, err := splitUnit(c.p.framer, b)
 		for _, m := range msgs {
-			c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...)})
+			c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...), Text: c.curText})
 		}
 		if err != nil {
 			c.note("%s WebSocket message at %v: %d bytes are not whole messages: dropped", c.dir, at, len(rest))
@@ -308,7 +312,7 @@ func (c *streamCutter) frame(b []byte, at time.Duration) bool {
 	c.buf = append(c.buf, b...)
 	msgs, rest, err := Split(c.p.framer, c.buf)
 	for _, m := range msgs {
-		c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...)})
+		c.out = append(c.out, Message{Offset: at, Bytes: append([]byte(nil), m...), Text: c.curText})
 	}
 	c.buf = append(c.buf[:0], rest...)
 	if err != nil {

@@ -163,3 +163,11 @@ type Reply struct {
 	// End is its end offset in Reply; Kind the sent kind it counts under.
 	End, Kind int
 }
+
+// WSFramer is a client whose recorded client sent both text and binary
+// WebSocket frames (socket.io with a binary parser: Engine.IO's pong in
+// text, events in binary): WSTextMessage tells each message's frame.
+type WSFramer interface {
+	WSFrames() bool
+	WSTextMessage(m []byte) bool
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/reprise-harness/reprise/internal/session"
 )
@@ -48,6 +49,9 @@ type Script struct {
 	notes        []string
 	templates    int
 	wsText       bool
+	// wsFrames, for a recording whose client sent text and binary
+	// frames, is the frame each client kind came in (1 text, 2 binary).
+	wsFrames map[int]byte
 	// client are the recorded client messages the script is cut from
 	// (less the reactions' answers): script indexes point into them.
 	client []Message
@@ -100,6 +104,7 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	if len(m.Client) == 0 {
 		return nil, fmt.Errorf("profile %s: the flow has no client messages", p.Name)
 	}
+	s.wsFrames = mixedFrames(m.Client)
 	m.Client = s.dropAnswers(m.Client)
 	s.client = m.Client
 	first, last := p.loginRange(m.Client)
@@ -469,6 +474,40 @@ func (s *Script) Transport() Transport { return s.p.Transport }
 
 // WSText implements Player.
 func (s *Script) WSText() bool { return s.wsText }
+
+// mixedFrames is the frame each client kind came in when the client
+// sent both text and binary frames (socket.io with a binary parser:
+// Engine.IO's pong in text, events in binary), nil when one kind of
+// frame carried all.
+func mixedFrames(msgs []Message) map[int]byte {
+	var text, bin bool
+	for _, m := range msgs {
+		text, bin = text || m.Text, bin || !m.Text
+	}
+	if !text || !bin {
+		return nil
+	}
+	out := map[int]byte{}
+	for _, m := range msgs {
+		if _, ok := out[m.Kind]; !ok {
+			out[m.Kind] = map[bool]byte{true: 1, false: 2}[m.Text]
+		}
+	}
+	return out
+}
+
+// WSFrames implements WSFramer.
+func (c *client) WSFrames() bool { return c.s.wsFrames != nil }
+
+// WSTextMessage implements WSFramer: as m's kind was recorded, else
+// when m is UTF-8 (a reaction's answer of a kind the recording did not
+// send).
+func (c *client) WSTextMessage(m []byte) bool {
+	if f, ok := c.s.wsFrames[c.s.p.ClientKind(m)]; ok {
+		return f == 1
+	}
+	return utf8.Valid(m)
+}
 
 // Replies implements Player: answers and reactions go out from the
 // reader.

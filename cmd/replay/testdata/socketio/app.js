@@ -12,7 +12,10 @@
 // GET /stats answers the app's own counters;
 // GET /reset zeroes them.
 //
-//   node app.js PORT [PING_INTERVAL_MS PING_TIMEOUT_MS]
+// With msgpack the packets are socket.io-msgpack-parser's (binary
+// frames; Engine.IO's own packets stay text).
+//
+//   node app.js PORT [PING_INTERVAL_MS PING_TIMEOUT_MS [msgpack]]
 "use strict";
 const http = require("http");
 const { Server } = require("socket.io");
@@ -20,6 +23,7 @@ const { Server } = require("socket.io");
 const port = Number(process.argv[2]);
 const pingInterval = Number(process.argv[3] || 25000);
 const pingTimeout = Number(process.argv[4] || 20000);
+const parser = process.argv[5] === "msgpack" ? { parser: require("socket.io-msgpack-parser") } : {};
 
 let stats;
 function reset() {
@@ -45,7 +49,7 @@ const srv = http.createServer((req, res) => {
 
 // Both transports, as socket.io's default: a client may poll first and
 // upgrade (counted by the transport it ended on) or open a WebSocket.
-const io = new Server(srv, { pingInterval, pingTimeout, serveClient: false });
+const io = new Server(srv, { pingInterval, pingTimeout, serveClient: false, ...parser });
 
 io.use((socket, next) => {
   const user = socket.handshake.auth && socket.handshake.auth.user;

@@ -10,13 +10,17 @@
 // it joins and stays, a peer for another client to address, until
 // killed.
 //
-//   node client.js PORT USER ROOM N [dm|polling]
+// With msgpack it speaks socket.io-msgpack-parser's packets (the app's
+// with msgpack), over WebSocket only.
+//
+//   node client.js PORT USER ROOM N [dm|polling|msgpack]
 "use strict";
 const { io } = require("socket.io-client");
 
 const [port, user, room, n, mode] = [process.argv[2], process.argv[3], process.argv[4], Number(process.argv[5] || 20), process.argv[6]];
 const transports = mode === "polling" ? ["polling", "websocket"] : ["websocket"];
-const socket = io(`http://127.0.0.1:${port}`, { transports, auth: { user }, reconnection: false });
+const parser = mode === "msgpack" ? { parser: require("socket.io-msgpack-parser") } : {};
+const socket = io(`http://127.0.0.1:${port}`, { transports, auth: { user }, reconnection: false, ...parser });
 const fail = setTimeout(() => { console.error("timed out"); process.exit(1); }, 20000);
 
 socket.on("connect_error", (err) => { console.error("connect_error:", err.message); process.exit(1); });
