@@ -119,6 +119,7 @@ func (f *Fleet) deliveries() Deliveries {
 	d := Deliveries{
 		Expected: t.expected, Received: t.received, Lost: t.lost,
 		Receivers: t.receivers, MinReceived: max(t.min, 0), Starved: t.starved,
+		UnackedAtLeaveBytes: f.stats.leaveUnsent.Load(), ClientsUnackedAtLeave: f.stats.leaveCut.Load(),
 	}
 	d.LossPercent = lossShare(d.Expected, d.Lost)
 	switch {
@@ -157,6 +158,13 @@ type Deliveries struct {
 	// NotMeasured says why the fleet could not know what was owed; the
 	// figures above are then not loss.
 	NotMeasured string `json:"not_measured,omitempty"`
+	// UnackedAtLeaveBytes are the bytes the kernel still held unsent or
+	// unacknowledged (SIOCOUTQ) when TCP clients closed at the leave,
+	// ClientsUnackedAtLeave those clients: sends counted as sent that the
+	// server may never have read, so deliveries owed by them may be owed
+	// by nobody.
+	UnackedAtLeaveBytes   int64 `json:"unacked_at_leave_bytes"`
+	ClientsUnackedAtLeave int64 `json:"clients_unacked_at_leave"`
 }
 
 // Measured reports whether the expected deliveries are known.
@@ -165,9 +173,17 @@ func (d Deliveries) Measured() bool { return d.NotMeasured == "" }
 // line is the text summary's row.
 func (d Deliveries) line() string {
 	if !d.Measured() {
-		return fmt.Sprintf("not measured: %s (received %d)", d.NotMeasured, d.Received)
+		return fmt.Sprintf("not measured: %s (received %d)", d.NotMeasured, d.Received) + d.unackedText()
 	}
-	return fmt.Sprintf("%d / %d (lost %d, %.3f%%)", d.Expected, d.Received, d.Lost, d.LossPercent)
+	return fmt.Sprintf("%d / %d (lost %d, %.3f%%)", d.Expected, d.Received, d.Lost, d.LossPercent) + d.unackedText()
+}
+
+// unackedText is what the leave left unacknowledged, "" when nothing.
+func (d Deliveries) unackedText() string {
+	if d.ClientsUnackedAtLeave == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d sent bytes of %d clients unacknowledged by the server's TCP at the leave", d.UnackedAtLeaveBytes, d.ClientsUnackedAtLeave)
 }
 
 // receiversLine is the text summary's per-client row.
@@ -197,5 +213,7 @@ func mergeDeliveries(out *Deliveries, d Deliveries, first bool) {
 	out.Lost += d.Lost
 	out.Receivers += d.Receivers
 	out.Starved += d.Starved
+	out.UnackedAtLeaveBytes += d.UnackedAtLeaveBytes
+	out.ClientsUnackedAtLeave += d.ClientsUnackedAtLeave
 	out.LossPercent = lossShare(out.Expected, out.Lost)
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -355,4 +356,34 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestSendersNeedSends: senders on a flow whose replayed part holds no
+// message the profile counts as a send (here it counts only pongs, which
+// a reaction makes) are refused at New: the run would measure nothing.
+// Receive-only clients are not.
+func TestSendersNeedSends(t *testing.T) {
+	c := baseConfig()
+	c.Frames = nil
+	var prof string
+	c.Capture, prof = writePingCapture(t, "tcp")
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prof, bytes.Replace(b, []byte("sends: [say]"), []byte("sends: [pong]"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.Capture, c.Profile = lookedUp(t)(c.Capture, prof)
+	c.Target, c.Clients = "127.0.0.1:1", 2
+	_, err = New(c)
+	if err == nil || !strings.Contains(err.Error(), "--senders: the replayed part of the flow") || !strings.Contains(err.Error(), "--receive-only") {
+		t.Fatalf("senders with nothing to send: %v", err)
+	}
+	c.ReceiveOnly = true
+	f, err := New(c)
+	if err != nil {
+		t.Fatalf("receive-only: %v", err)
+	}
+	f.Close()
 }

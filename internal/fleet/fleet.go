@@ -213,7 +213,7 @@ func (c Config) Load() (*profile.Loaded, error) {
 	}
 	return profile.Load(c.Profile, c.Source, profile.ScriptOptions{
 		Loop: loop, Speed: c.Speed, User: c.RecordedUser, Room: c.RecordedRoom,
-		RewritePayload: c.RewritePayload, MaxFrame: c.MaxFrame,
+		RewritePayload: c.RewritePayload, MaxFrame: c.MaxFrame, Measure: true,
 	})
 }
 
@@ -248,7 +248,30 @@ func (f *Fleet) loadScript() error {
 			f.weights[k] = s.Weight
 		}
 	}
+	if err := f.checkSends(); err != nil {
+		return err
+	}
 	return f.checkIDs()
+}
+
+// checkSends refuses senders whose replayed part of the flow holds no
+// message the profile counts as a send: such a run measures nothing (no
+// sends, no deliveries owed, no latency) and would look like success.
+func (f *Fleet) checkSends() error {
+	if f.cfg.ReceiveOnly || f.cfg.Loaded != nil && f.cfg.Loaded.Many {
+		return nil
+	}
+	st, ok := f.player.(interface{ Step(i int) ([]byte, int) })
+	if !ok {
+		return nil // the reprise protocol's casts are its sends
+	}
+	a, b := f.player.Timeline().LoopRange()
+	for i := a; i < b; i++ {
+		if _, k := st.Step(i); f.player.Counted(k) {
+			return nil
+		}
+	}
+	return badf("--senders: the replayed part of the flow (messages #%d to #%d) has no message the profile counts as a send: the run would measure nothing; choose another --loop or --flow (replay inspect --profile shows the flow), or run --receive-only", a, b)
 }
 
 // checkIDs checks the ids the fleet will use against the protocol.

@@ -98,8 +98,14 @@ func TestFleetUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.LoginsSucceeded != 4 || s.MessagesSent == 0 || s.MessagesReceived != 3*s.MessagesSent {
-		t.Errorf("udp: logins %d sent %d received %d (want 3 × sent)", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived)
+	// Each othercast is owed to the others in the room at the time it
+	// went out: a client whose join the relay confirmed late (a loaded
+	// host: 347 of 3 × 122 at load 22) is owed less, not lost (the
+	// expected deliveries count by each client's window).
+	d := s.Deliveries
+	if s.LoginsSucceeded != 4 || s.MessagesSent == 0 || s.MessagesReceived > 3*s.MessagesSent || !d.Measured() ||
+		d.Expected == 0 || d.Expected > 3*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 {
+		t.Errorf("udp: logins %d sent %d received %d (at most 3 × sent), deliveries %+v (want all owed received)", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, d)
 	}
 }
 

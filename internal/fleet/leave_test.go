@@ -249,8 +249,18 @@ func TestLeaveWaitsForTheServer(t *testing.T) {
 			}
 			warned := strings.Contains(strings.Join(s.Warnings, "\n"), "clients closed before the server did")
 			t.Logf("fleet sent %d, the server read %d; cut %d clients, %d bytes; frames %v; warnings %q", s.MessagesSent, r.sent(), f.stats.leaveCut.Load(), f.stats.leaveUnsent.Load(), s.FramesSent, s.Warnings)
+			// The summary's deliveries carry what the kernel still held
+			// (SIOCOUTQ): sends counted as sent the server may not read.
+			var text strings.Builder
+			if err := s.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if d := s.Deliveries; d.UnackedAtLeaveBytes != f.stats.leaveUnsent.Load() || d.ClientsUnackedAtLeave != f.stats.leaveCut.Load() ||
+				(d.ClientsUnackedAtLeave > 0) != strings.Contains(text.String(), "unacknowledged by the server's TCP at the leave") {
+				t.Errorf("deliveries %+v: unacked %d bytes of %d clients, want the leave's %d and %d, in the text too", d, d.UnackedAtLeaveBytes, d.ClientsUnackedAtLeave, f.stats.leaveUnsent.Load(), f.stats.leaveCut.Load())
+			}
 			if tt.cut {
-				if !warned || f.stats.leaveUnsent.Load() == 0 {
+				if !warned || f.stats.leaveUnsent.Load() == 0 || s.Deliveries.UnackedAtLeaveBytes == 0 {
 					t.Errorf("a leave cut short by its bound was not reported")
 				}
 				return

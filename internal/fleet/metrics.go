@@ -27,7 +27,7 @@ type collector struct {
 	loops, delayed, shard                      *prometheus.Desc
 	numbered, lost, joinRetries                *prometheus.Desc
 	handshake, handshakes                      *prometheus.Desc
-	expected, casts, starved                   *prometheus.Desc
+	expected, casts, starved, unacked          *prometheus.Desc
 }
 
 func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
@@ -55,6 +55,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		expected:    d("replay_deliveries_expected_total", "Deliveries the server owed the clients: their rooms' casts while they were in, by the profile's fan-out (others, all, none). Absent when the fleet cannot know them (fanout: server, or a sharded fleet, whose rooms span shards)."),
 		casts:       d("replay_deliveries_received_total", "Deliveries received of the casts counted in replay_deliveries_expected_total. Loss: expected - received (per client, at least 0)."),
 		starved:     d("replay_receivers_without_deliveries", "Logged-in or gone clients owed at least one delivery that received none."),
+		unacked:     d("replay_leave_unacked_bytes_total", "Sent bytes the kernel still held unsent or unacknowledged by the server's TCP (SIOCOUTQ) when clients closed at the leave: sends counted as sent that the server may never have read."),
 		joinRetries: d("replay_udp_join_retries_total", "UDP join datagrams sent again because joined did not arrive in time (backoff 250 ms doubling to 2 s, until the login timeout)."),
 		handshake:   d("replay_tls_handshake_seconds", "TLS handshake durations (after the TCP connect, before the login's first message); none without --tls."),
 		handshakes:  d("replay_tls_handshakes_total", "TLS handshakes completed, by whether they resumed a session (--tls-resume).", "resumed"),
@@ -75,7 +76,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
 		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed, c.shard,
-		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.expected, c.casts, c.starved} {
+		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.expected, c.casts, c.starved, c.unacked} {
 		ch <- d
 	}
 }
@@ -119,11 +120,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.handshakes, full, "false")
 		counter(c.handshakes, resumed, "true")
 	}
-	if d := c.f.deliveries(); d.Measured() {
+	d := c.f.deliveries()
+	if d.Measured() {
 		counter(c.expected, d.Expected)
 		counter(c.casts, d.Received)
 		gauge(c.starved, d.Starved)
 	}
+	counter(c.unacked, d.UnackedAtLeaveBytes)
 	b, n, sum := s.promBuckets(false, latencyBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.latency, n, sum, b)
 	b, n, sum = s.promBuckets(true, lagBuckets)

@@ -24,6 +24,11 @@ type ScriptOptions struct {
 	// Variant forces the profile's way of logging in (--variant); empty:
 	// the one the recording shows.
 	Variant string
+	// Measure: the script is for a run, which refuses a latency stamp
+	// that `profile check` refuses (a send it would break): the run would
+	// go on without latency, or with part of it. Inspect and check leave
+	// it off, to report every problem.
+	Measure bool
 }
 
 // Script is a recording compiled by a declarative or built-in profile
@@ -39,6 +44,9 @@ type Script struct {
 	// corrs are the recorded values of the profile's correlations, nil
 	// when the recording does not show one.
 	corrs [][]byte
+	// unstamped is the first send the latency stamp would break (profile
+	// check's problem), "" when none.
+	unstamped string
 	// others are the recorded ids of other users (identity.peers), in
 	// the order they first appear.
 	others [][]byte
@@ -178,6 +186,9 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 			s.msgs[i].tmpl = s.templates
 			s.templates++
 		}
+	}
+	if opts.Measure && s.unstamped != "" {
+		return nil, fmt.Errorf("profile %s: latency: %s: the run would measure no latency for those sends (profile check --capture says the same): fix the profile's latency, or remove it", p.Name, s.unstamped)
 	}
 	return s, nil
 }
@@ -423,6 +434,9 @@ func (s *Script) step(m Message) step {
 		// A stamp that would break the message is left out (profile
 		// check says why).
 		if why := s.p.stampProblem(m.Bytes, s.wsText); why != "" {
+			if s.unstamped == "" {
+				s.unstamped = fmt.Sprintf("a %s send: %s", s.p.KindName(m.Kind), why)
+			}
 			s.stampNote(why)
 		} else if b, err := s.p.makeRoom(m.Bytes); err == nil {
 			st.bytes, st.stamp = b, 0

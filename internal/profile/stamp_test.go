@@ -284,6 +284,12 @@ func TestStampProblems(t *testing.T) {
 			if !strings.Contains(strings.Join(s.Notes(), "; "), "not stamped") {
 				t.Fatalf("notes %q say nothing of the stamp", s.Notes())
 			}
+			// A run (Measure) refuses what check refuses, with its words.
+			_, err = p.Compile(m, ScriptOptions{Measure: true})
+			if err == nil || !strings.Contains(err.Error(), "latency: a say send: ") && !strings.Contains(err.Error(), "latency: a pub send: ") ||
+				!strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("a run's compile: %v, want the refusal with %q", err, tt.want)
+			}
 		})
 	}
 }
