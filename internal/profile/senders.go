@@ -150,7 +150,7 @@ type roomSeqs struct {
 	x    *senderIndex // the table as last loaded: its slots stay valid
 	seqs []roomSeq    // by slot
 	prev int32        // slot+1 of the last delivery's sender; 0 none
-	more seqTracker
+	more *seqTracker  // senders past the room table's capacity; nil until one is
 }
 
 // roomSeq is a receiver's state for one sender of its room: four bytes.
@@ -196,6 +196,9 @@ func (r *roomSeqs) seeSlow(sender []byte, k idKey, seq uint16) int64 {
 	}
 	if s < 0 {
 		r.prev = 0
+		if r.more == nil {
+			r.more = &seqTracker{}
+		}
 		return r.more.see(sender, int64(seq))
 	}
 	if int(s) >= len(r.seqs) { // a sender new to this receiver (another may have numbered it)
