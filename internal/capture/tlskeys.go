@@ -3,7 +3,6 @@ package capture
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -12,6 +11,8 @@ import (
 	"hash"
 
 	"golang.org/x/crypto/chacha20poly1305"
+
+	"github.com/reprise-harness/reprise/internal/tlsrec"
 )
 
 // suite is a cipher suite reprise can decrypt: an AEAD with its key and
@@ -76,26 +77,14 @@ type recordKeys struct {
 	suite  suite
 }
 
-// hkdfExpandLabel is TLS 1.3's HKDF-Expand-Label (RFC 8446 7.1) with an
-// empty context.
-func hkdfExpandLabel(h func() hash.Hash, secret []byte, label string, n int) ([]byte, error) {
-	full := "tls13 " + label
-	info := make([]byte, 0, 4+len(full))
-	info = binary.BigEndian.AppendUint16(info, uint16(n))
-	info = append(info, byte(len(full)))
-	info = append(info, full...)
-	info = append(info, 0) // context: empty
-	return hkdf.Expand(h, secret, string(info), n)
-}
-
 // keys13 derives a TLS 1.3 direction's record keys from its traffic
 // secret (RFC 8446 7.3).
 func keys13(s suite, secret []byte) (*recordKeys, error) {
-	key, err := hkdfExpandLabel(s.hash, secret, "key", s.keyLen)
+	key, err := tlsrec.ExpandLabel(s.hash, secret, "key", s.keyLen)
 	if err != nil {
 		return nil, err
 	}
-	iv, err := hkdfExpandLabel(s.hash, secret, "iv", 12)
+	iv, err := tlsrec.ExpandLabel(s.hash, secret, "iv", 12)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +97,7 @@ func keys13(s suite, secret []byte) (*recordKeys, error) {
 
 // update is TLS 1.3's KeyUpdate: the next traffic secret and its keys.
 func (k *recordKeys) update() (*recordKeys, error) {
-	next, err := hkdfExpandLabel(k.suite.hash, k.secret, "traffic upd", len(k.secret))
+	next, err := tlsrec.ExpandLabel(k.suite.hash, k.secret, "traffic upd", len(k.secret))
 	if err != nil {
 		return nil, err
 	}
