@@ -35,6 +35,7 @@ type k8sRunner struct {
 	poll         time.Duration
 	startTimeout time.Duration
 	p            k8s.Params
+	maxLoss      float64
 	// lastPods are the shard pods by index as last seen (for Ctrl-C).
 	lastPods []k8s.Pod
 }
@@ -104,6 +105,7 @@ and on Ctrl-C (unless --keep). A shard that fails, or does not start within
 	f.BoolVar(&r.keep, "keep", false, "leave the objects in the cluster at the end (to look at them; delete with kubectl delete -f OUT/manifests)")
 	f.DurationVar(&r.startTimeout, "start-timeout", 3*time.Minute, "fail when a pod is not running within this")
 	f.DurationVar(&timeout, "timeout", time.Hour, "fail when the whole run takes longer")
+	addMaxLossFlag(f, &r.maxLoss)
 	return cmd
 }
 
@@ -353,7 +355,13 @@ func (r *k8sRunner) interrupted(ctx context.Context, summary string) error {
 		return fmt.Errorf("interrupted before any shard wrote a summary (logs in %s)", r.out)
 	}
 	r.logf("interrupted: %d of %d shards' summaries merged", len(sums), len(pods))
-	return r.printMerged(sums, summary)
+	verdict := r.printMerged(sums, summary)
+	if errors.Is(verdict, fleet.ErrNothingLoggedIn) {
+		return verdict
+	}
+	// Stopped by the user: the card says what the shards measured so far;
+	// only a run that measured nothing fails.
+	return nil
 }
 
 // answer collects each shard's summary from its log, merges them and
@@ -381,14 +389,19 @@ func (r *k8sRunner) answer(ctx context.Context, pods []k8s.Pod, summary string) 
 	return r.printMerged(sums, summary)
 }
 
-// printMerged merges the shards' summaries, prints the answer and writes
-// merged.json (and --summary).
+// printMerged merges the shards' summaries, prints them with the answer
+// card (as 'replay merge') and writes merged.json (and --summary). It
+// returns the merged run's verdict (Summary.Check): the run's exit.
 func (r *k8sRunner) printMerged(sums []fleet.Summary, summary string) error {
 	m, err := fleet.Merge(sums)
 	if err != nil {
 		return err
 	}
+	verdict := m.Check(r.maxLoss)
 	if err := m.WriteText(r.st.stdout); err != nil {
+		return err
+	}
+	if err := writeAnswer(r.st.stdout, m, r.maxLoss, verdict); err != nil {
 		return err
 	}
 	if err := writeFile(filepath.Join(r.out, "merged.json"), m.WriteJSON); err != nil {
@@ -401,9 +414,9 @@ func (r *k8sRunner) printMerged(sums []fleet.Summary, summary string) error {
 	}
 	r.logf("shards' logs and summaries, merged.json and the manifests: %s", r.out)
 	if m.LoginsSucceeded == 0 {
-		return fmt.Errorf("no client of any shard logged in: nothing was measured (see %s/shard-*.log)", r.out)
+		return fmt.Errorf("no client of any shard logged in: nothing was measured (see %s/shard-*.log): %w", r.out, fleet.ErrNothingLoggedIn)
 	}
-	return nil
+	return verdict
 }
 
 func btoi(b bool) int {

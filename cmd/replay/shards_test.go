@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
@@ -371,6 +373,24 @@ func TestMergeFromPodLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 	goldenAnswer(t, "merged", answerCard(string(shard), false)+answerCard(string(out), false))
+	// replay k8s run reads the same pod logs, merges them as replay merge
+	// does and prints the same card, with the same verdict.
+	var sums []fleet.Summary
+	for i := range 2 {
+		s, err := loadSummary(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, s)
+	}
+	var k8sOut strings.Builder
+	kr := &k8sRunner{st: &state{stdout: &k8sOut, stderr: io.Discard}, out: t.TempDir(), maxLoss: fleet.DefaultMaxLoss}
+	if err := kr.printMerged(sums, ""); err != nil {
+		t.Fatalf("k8s run's merge: %v\n%s", err, k8sOut.String())
+	}
+	if got, want := answerCard(k8sOut.String(), false), answerCard(string(out), false); got != want {
+		t.Errorf("k8s run's card:\n%s\nreplay merge's:\n%s", got, want)
+	}
 }
 
 func freeLoopbackAddr(t *testing.T) string {
