@@ -286,6 +286,9 @@ func (c *client) openRecords(b []byte, take func([]byte) bool) bool {
 	r := c.recs
 	if len(r.part) > 0 {
 		n := c.completePart(b)
+		if !c.sizeOK(r.part) {
+			return false
+		}
 		b = b[n:]
 		if len(r.part) >= tlsrec.HeaderLen && len(r.part) == tlsrec.HeaderLen+int(binary.BigEndian.Uint16(r.part[3:])) {
 			plain, ok := c.openOne(r.part)
@@ -300,6 +303,12 @@ func (c *client) openRecords(b []byte, take func([]byte) bool) bool {
 	}
 	w, i := 0, 0
 	for len(b)-i >= tlsrec.HeaderLen {
+		if !c.sizeOK(b[i:]) {
+			if w > 0 {
+				take(b[:w])
+			}
+			return false
+		}
 		n := tlsrec.HeaderLen + int(binary.BigEndian.Uint16(b[i+3:]))
 		if n > len(b)-i {
 			break
@@ -321,6 +330,20 @@ func (c *client) openRecords(b []byte, take func([]byte) bool) bool {
 	}
 	if w > 0 {
 		return take(b[:w])
+	}
+	return true
+}
+
+// sizeOK says whether the record starting rec (its header, when there)
+// is one TLS allows; false ends the reads (c.tlsErr says why) before
+// its bytes are waited for.
+func (c *client) sizeOK(rec []byte) bool {
+	if len(rec) < tlsrec.HeaderLen {
+		return true
+	}
+	if n := int(binary.BigEndian.Uint16(rec[3:])); n > tlsrec.MaxRecord {
+		c.tlsErr = fmt.Errorf("tls: record of %d bytes: larger than TLS allows", n)
+		return false
 	}
 	return true
 }
@@ -347,12 +370,7 @@ func (c *client) completePart(b []byte) int {
 // openOne opens one whole record and returns its application data (none
 // for a handshake message); false ends the reads (c.tlsErr says why).
 func (c *client) openOne(rec []byte) ([]byte, bool) {
-	r := c.recs
-	if len(rec)-tlsrec.HeaderLen > tlsrec.MaxRecord {
-		c.tlsErr = fmt.Errorf("tls: record of %d bytes: larger than TLS allows", len(rec))
-		return nil, false
-	}
-	typ, plain, err := r.rd.Open(rec)
+	typ, plain, err := c.recs.rd.Open(rec)
 	if err != nil {
 		c.tlsErr = &net.OpError{Op: "local error", Net: "tcp", Err: fmt.Errorf("tls: %w", err)}
 		return nil, false
