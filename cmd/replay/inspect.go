@@ -316,6 +316,13 @@ func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
 			r.Notes = append(r.Notes, g.String())
 		}
 	}
+	// Which recorded request each of the profile's http steps makes,
+	// on the flows replay would play.
+	for _, r := range out {
+		if len(r.HTTP) == 0 {
+			r.Steps = r.StepMap(data)
+		}
+	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no flow with client data", path)
 	}

@@ -283,8 +283,8 @@ func sioMsgpack(t *testing.T, node string) {
 	sioGet(t, port, "/reset")
 	res = replay(t, "--profile", noEnc, "--capture", capPath, "--target", target,
 		"--clients", "20", "--room-size", "50", "--login-interval", "5ms", "--login-timeout", "30s", "--duration", "2s")
-	if app := settledStats(t, port); res.sum.LoginsFailed["connect_closed_by_server"] != 20 || app.Users != 0 {
-		t.Fatalf("without identity.encoding: logins failed %v, the app's users %d; want connect_closed_by_server=20 and none\n%s%s", res.sum.LoginsFailed, app.Users, res.stdout, res.stderr)
+	if app := settledStats(t, port); res.sum.LoginsFailed["login_closed_by_server"] != 20 || app.Users != 0 {
+		t.Fatalf("without identity.encoding: logins failed %v, the app's users %d; want login_closed_by_server=20 and none\n%s%s", res.sum.LoginsFailed, app.Users, res.stdout, res.stderr)
 	}
 }
 
@@ -312,7 +312,9 @@ func sioPolling(t *testing.T, node, wsCap string) {
 	}
 	insp := inspectProfile(t, "socketio", capPath)
 	loop := suggestedLoop.FindStringSubmatch(insp)
-	for _, want := range []string{"http: GET /socket.io/?EIO=4&transport=polling", "http: POST /socket.io/?EIO=4&transport=polling", "logs in as variant polling", "probe 1", "upgrade 1", "join 1"} {
+	for _, want := range []string{"http: GET /socket.io/?EIO=4&transport=polling", "http: POST /socket.io/?EIO=4&transport=polling", "logs in as variant polling", "probe 1", "upgrade 1", "join 1",
+		"http step handshake (GET /socket.io/?EIO=4&transport=polling&t=${random}): flow 0's GET /socket.io/?EIO=4&transport=polling&t=",
+		"http step login (POST /socket.io/?EIO=4&transport=polling&sid=${eio_sid}&t=${random}): flow 1's POST /socket.io/?EIO=4&transport=polling&t="} {
 		if !strings.Contains(insp, want) || loop == nil {
 			t.Fatalf("inspect --profile socketio lacks %q or a loop:\n%s", want, insp)
 		}

@@ -59,6 +59,7 @@ const maxHTTPSteps = 8
 type httpStep struct {
 	name, method string
 	url          *template
+	urlText      string // as the profile wrote it
 	hdrNames     []string
 	hdrVals      []*template
 	body         *template
@@ -100,7 +101,7 @@ func (s *Spec) compileHTTP(p *Profile) error {
 	corr := len(p.corrs) - countTakes(s.HTTP)
 	for i, h := range s.HTTP {
 		path := fmt.Sprintf("http[%d]", i)
-		st := httpStep{name: h.Name, method: strings.ToUpper(h.Method)}
+		st := httpStep{name: h.Name, method: strings.ToUpper(h.Method), urlText: h.URL}
 		if st.name == "" {
 			st.name = "http" + strconv.Itoa(i+1)
 		} else if !validName.MatchString(st.name) {

@@ -58,6 +58,11 @@ type Report struct {
 	Notes   []string `json:"notes,omitempty"`
 	// Problems are what makes the profile unfit for the flow.
 	Problems []string `json:"problems,omitempty"`
+	// Steps map the profile's HTTP steps onto the recording's HTTP
+	// requests (StepMap).
+	Steps []string `json:"http_steps,omitempty"`
+	// prof is the profile (the variant) the flow compiled with.
+	prof *Profile
 	// Default marks the flow replay plays when --flow does not say (the
 	// longest): the one profile check judges.
 	Default bool `json:"default,omitempty"`
@@ -96,6 +101,7 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	// The script's notes start with the cut's.
 	r.Notes = append(r.Notes, s.notes[len(m.Notes)+len(m.Dropped):]...)
 	p = s.p // the variant the recording logs in as
+	r.prof = p
 	// Indexes from here on are the script's: the recorded client
 	// messages less the reactions' answers.
 	all := m.Client
@@ -257,6 +263,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if len(r.ServerPeers) > 0 {
 		fmt.Fprintf(&b, "  peers' server ids: %s (each replaced at send by a room-mate's own)\n", strings.Join(r.ServerPeers, ", "))
+	}
+	for _, st := range r.Steps {
+		fmt.Fprintf(&b, "  %s\n", st)
 	}
 	if r.Default {
 		fmt.Fprintf(&b, "  replay and profile check take this flow by default (the longest; --flow picks another)\n")

@@ -731,6 +731,10 @@ func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
 		places++
 		st.key = strconv.AppendQuote(nil, l.JSON)
 	}
+	if l.Add && l.JSON == "" {
+		return nil, bad("latency.add", "adds a JSON field: give latency.json")
+	}
+	st.add = l.Add
 	if places > 1 || (places == 1 && (l.SendOffset != 0 || l.DeliveryOffset != 0)) {
 		return nil, bad("latency", "give one place: send_offset and delivery_offset, regexp, or json")
 	}

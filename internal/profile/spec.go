@@ -272,6 +272,9 @@ type LatencySpec struct {
 	Encoding       string `yaml:"encoding"`
 	Regexp         string `yaml:"regexp"`
 	JSON           string `yaml:"json"`
+	// Add puts the JSON field into a send that has none, first in its
+	// first object (a message with no spare field for the stamp).
+	Add bool `yaml:"add"`
 }
 
 // FieldSpec places a value: given (value), at an offset and length in a

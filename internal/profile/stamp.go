@@ -122,6 +122,7 @@ type stampRule struct {
 	enc                        stampEncoding
 	re                         *regexp.Regexp // group 1 is the place
 	key                        []byte         // a JSON key, quoted
+	add                        bool           // put the key into a send without it
 }
 
 // place finds the stamp's place in body (a message without its final
@@ -226,6 +227,18 @@ func (p *Profile) makeRoom(m []byte) ([]byte, error) {
 	from, to, ok := r.place(body, r.sendOffset)
 	if ok && r.enc == encBinary && r.re == nil && r.key == nil {
 		return m, nil
+	}
+	if !ok && r.add {
+		if i := bytes.IndexByte(body, '{'); i >= 0 {
+			// "ts":"" first in the first object (a comma when it has
+			// others), then room is made in it as in any send.
+			field := append(append(append([]byte(nil), r.key...), ':', '"', '"'), ',')
+			if j := skipSpace(body, i+1); j < len(body) && body[j] == '}' {
+				field = field[:len(field)-1]
+			}
+			added := append(append(append([]byte(nil), m[:i+1]...), field...), m[i+1:]...)
+			return p.makeRoom(added)
+		}
 	}
 	if !ok {
 		return m, fmt.Errorf("the stamp's place (%s, %d bytes) is not in the message (%d bytes before its delimiter)", r.where(r.sendOffset), r.enc.width(), len(body))

@@ -309,3 +309,50 @@ func TestLatencySpecErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestStampAddedJSONField: latency.add puts the JSON field into a send
+// that has none (first in its first object), stamps it there, and a
+// delivery carrying it back reads it; a send that has the field keeps
+// its place, and one with no object has no room.
+func TestStampAddedJSONField(t *testing.T) {
+	spec := `name: add
+transport: websocket
+framing: {type: message}
+kinds:
+  client: [{name: chat, match: {regexp: 'chat'}}]
+  server: [{name: chat, match: {regexp: 'chat'}}]
+sends: [chat]
+delivery: [chat]
+latency: {send: chat, delivery: chat, json: ts, encoding: decimal, add: true}
+`
+	s, err := ParseSpec("add.yaml", []byte(spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{`42["chat",{"text":"hi"}]`, `42["chat",{"ts":"0000000000000000000","text":"hi"}]`},
+		{`{"chat":{}}`, `{"ts":"0000000000000000000","chat":{}}`},
+		{`{ }chat`, `{"ts":"0000000000000000000" }chat`},
+		{`{"chat":1,"ts":"x"}`, `{"chat":1,"ts":"0000000000000000000"}`},
+	} {
+		got, err := p.makeRoom([]byte(tc.in))
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %s %v, want %s", tc.in, got, err, tc.want)
+			continue
+		}
+		p.writeStamp(got, 1234567890123456789)
+		if v, ok := p.readStamp(got); !ok || v != 1234567890123456789 {
+			t.Errorf("%s: stamp read back %d %v", got, v, ok)
+		}
+	}
+	if _, err := p.makeRoom([]byte(`["chat"]`)); err == nil {
+		t.Error("a send with no object got room")
+	}
+	if _, err := ParseSpec("bad.yaml", []byte(strings.Replace(spec, "json: ts, ", "", 1))); err == nil || !strings.Contains(err.Error(), "latency") {
+		t.Errorf("add without json: %v", err)
+	}
+}

@@ -170,3 +170,40 @@ func TestVariantsDocExample(t *testing.T) {
 	}
 	t.Fatal("docs/profiles.md has no example starting variant: websocket")
 }
+
+// TestStepMap: each http step stands for the first recorded request of
+// its method whose path its URL's matches (values as any segment text);
+// a step the client never made and a request no step makes are said.
+func TestStepMap(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl, path string
+		match      bool
+	}{
+		{"/socket.io/?EIO=4&transport=polling&t=${random}", "/socket.io/", true},
+		{"/matchmake/joinOrCreate/${room}", "/matchmake/joinOrCreate/chat", true},
+		{"/matchmake/joinOrCreate/${room}", "/matchmake/joinOrCreate/chat/x", false},
+		{"http://${server}/check/${session}?r=${random}", "/check/S1", true},
+		{"https://lobby.example:8443", "/", true},
+		{"/v2/a.b", "/v2/aXb", false},
+	} {
+		if got := pathPattern(tc.tmpl).MatchString(tc.path); got != tc.match {
+			t.Errorf("%s on %s: %v", tc.tmpl, tc.path, got)
+		}
+	}
+	p, err := Lookup("socketio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.variants[0].p.Inspect("#2", p.Messages(sioRecording(sioPolledUpgrade, "2probe", "5", `420["join","lobby"]`)), ScriptOptions{})
+	got := strings.Join(r.StepMap([]FlowData{
+		{Index: 0, HTTP: []HTTPExchange{{Method: "GET", Target: "/socket.io/?EIO=4&transport=polling&t=a", Status: 200}}},
+		{Index: 1, HTTP: []HTTPExchange{{Method: "GET", Target: "/socket.io/?EIO=4&transport=polling&t=b&sid=x", Status: 200}}},
+	}), "\n")
+	for _, want := range []string{"http step handshake (GET /socket.io/?EIO=4&transport=polling&t=${random}): flow 0's GET /socket.io/?EIO=4&transport=polling&t=a -> 200",
+		"(POST /socket.io/?EIO=4&transport=polling&sid=${eio_sid}&t=${random}): no recorded request of this method and path",
+		"no http step makes flow 1's GET"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("step map lacks %q:\n%s", want, got)
+		}
+	}
+}
