@@ -2,21 +2,17 @@ package tlsrec
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
 	"encoding/hex"
 	"io"
-	"math/big"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // keyLog keeps a handshake's secrets by label.
@@ -37,24 +33,6 @@ func (k *keyLog) Write(line []byte) (int, error) {
 		k.mu.Unlock()
 	}
 	return len(line), nil
-}
-
-func selfSigned(t *testing.T) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // readRecord reads one whole record from r.
@@ -84,7 +62,7 @@ func TestAgainstCryptoTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	cert := selfSigned(t)
+	cert := testproc.SelfSigned(t, time.Now().Add(time.Hour))
 	srvErr := make(chan error, 1)
 	got := make(chan []byte, 1)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 2000) // 32000 bytes: two records
