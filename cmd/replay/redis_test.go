@@ -90,7 +90,7 @@ func TestRedisPubSub(t *testing.T) {
 		}
 	})
 	res := replay(t, "--profile", "redis", "--capture", capPath, "--target", target,
-		"--clients", "200", "--senders", "10", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "5s",
+		"--clients", "200", "--senders", "10", "--loop", suggestedLoopOf(t, "redis", capPath), "--login-interval", "2ms", "--duration", "5s",
 		"--drain-deliveries", "30s") // every delivery in flight awaited, as for mosquitto
 	close(stop)
 	wg.Wait()
