@@ -212,6 +212,10 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	if c.ws {
 		if early, c.zip, err = wsHandshake(c.conn, c.pc.UpgradeRequest(), f.cfg.WSDeflate); err != nil {
 			conn.Close()
+			if c.stopping.Load() || ctx.Err() != nil { // the run ended during the upgrade: not an upgrade timeout
+				report(res, loginFail(LoginStopped))
+				return
+			}
 			c.loginFailed(upgradeReason(err), res)
 			return
 		}
