@@ -125,4 +125,22 @@ func TestRedisPubSub(t *testing.T) {
 	if res.sum.LoginsFailed["noauth"] != 20 {
 		t.Errorf("refused logins by reason %v, want noauth=20\n%s%s", res.sum.LoginsFailed, res.stdout, res.stderr)
 	}
+
+	// Over TLS (Debian's redis-server is built with it): the same session
+	// replayed to its --tls-port as rediss://, every PUBLISH counted by
+	// Redis (read on its plain port, opened with the TLS one).
+	pki := newTestPKI(t)
+	tlsPort := freePort(t)
+	plainPort := startRedis(t, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", pki.cert, "--tls-key-file", pki.key,
+		"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "no")
+	pub0 = cmdCalls(t, plainPort, "publish")
+	res = replay(t, "--profile", "redis", "--capture", capPath, "--target", fmt.Sprintf("rediss://127.0.0.1:%d", tlsPort), "--tls-ca", pki.ca,
+		"--clients", "50", "--senders", "5", "--loop", "#2,#22", "--login-interval", "2ms", "--duration", "2s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s = res.sum
+	pubs = cmdCalls(t, plainPort, "publish") - pub0
+	if s.LoginsSucceeded != 50 || s.TLS == nil || s.TLS.Handshakes != 50 || s.MessagesSent == 0 || pubs != s.MessagesSent {
+		t.Fatalf("rediss: logins %d, tls %+v; fleet sent %d, redis counted %d PUBLISH\n%s%s", s.LoginsSucceeded, s.TLS, s.MessagesSent, pubs, res.stdout, res.stderr)
+	}
+	t.Logf("rediss: fleet sent %d received %d, redis PUBLISH %d; %d of 50 clients on the fleet's record layer", s.MessagesSent, s.MessagesReceived, pubs, s.TLS.Detached)
 }
