@@ -506,7 +506,12 @@ run_compare_interrupt() {
 	pid=$!
 	waitfor "[ \$(kubectl get pods -l app.kubernetes.io/name=intc-1-fleet --field-selector=status.phase=Running -o name | wc -l) = 2 ]" 180 ||
 		{ kill $pid 2>/dev/null || true; die "(h) the first fleet's 2 pods did not run (log: $o.log)"; }
-	sleep 10
+	# Both shards past their barrier with all their logins in (a progress
+	# line of each pod says 20 logged in), not a fixed wait: the barrier's
+	# start and the ramp take longer on a loaded host (29 of 40 were in
+	# after a fixed 10 s at load 15).
+	waitfor "[ \$(kubectl logs -l app.kubernetes.io/name=intc-1-fleet --tail=-1 --prefix 2>/dev/null | grep 'logged in 20 /' | cut -d' ' -f1 | sort -u | wc -l) = 2 ]" 120 ||
+		{ kill $pid 2>/dev/null || true; die "(h) the first fleet's shards did not log their 20 clients in (log: $o.log)"; }
 	t0=$(date +%s)
 	kill -INT $pid
 	wait $pid || rc=$?
