@@ -258,7 +258,10 @@ func (f *Fleet) loadScript() error {
 // message the profile counts as a send: such a run measures nothing (no
 // sends, no deliveries owed, no latency) and would look like success.
 func (f *Fleet) checkSends() error {
-	if f.cfg.ReceiveOnly || f.cfg.Loaded != nil && f.cfg.Loaded.Many {
+	if f.cfg.ReceiveOnly || len(f.flows) > 0 {
+		// Many flows (--flows all): some are listeners by nature (a
+		// subscriber's flow sends nothing); the flows that send are what
+		// the senders play.
 		return nil
 	}
 	st, ok := f.player.(interface{ Step(i int) ([]byte, int) })
