@@ -119,7 +119,12 @@ func (b *batch) deliver(c *client, frame []byte) {
 	case len(frame) > wire.MaxDatagram:
 		c.s.sendUDP(frame, c.addr) // not sent: counted and logged there
 	case b.out != nil:
-		b.out.pack(c, frame, b.now)
+		// The hold counts from the worker's read, not from the sender's
+		// kernel arrival (b.now, which the limits charge): a datagram
+		// opened at an arrival read late came due at once, and a
+		// recipient's datagrams taken by two workers in turn overtook
+		// each other (TestUDPRoomAcrossWorkers).
+		b.out.pack(c, frame, b.out.r.now)
 	default:
 		b.queueUDP(c, frame)
 	}
