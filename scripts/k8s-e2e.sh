@@ -486,7 +486,11 @@ run_interrupt() {
 		--clients 40 --room-size 10 --loop=12s,48s --login-interval 20ms --duration 120s >"$o.txt" 2>"$o.log" &
 	pid=$!
 	waitfor "[ \$(grep -c 'intr-fleet-.*: running' '$o.log') -ge 2 ]" 120 || { kill $pid 2>/dev/null || true; die "(g) the shards did not run (log: $o.log)"; }
-	sleep 8
+	# Both shards past the start (k8s run holds them at the barrier until
+	# every one answers) with all their logins in, as (h): not a fixed
+	# wait, which a loaded host outlasts.
+	waitfor "[ \$(kubectl logs -l app.kubernetes.io/name=intr-fleet --tail=-1 --prefix 2>/dev/null | grep 'logged in 20 /' | cut -d' ' -f1 | sort -u | wc -l) = 2 ]" 120 ||
+		{ kill $pid 2>/dev/null || true; die "(g) the shards did not log their 20 clients in (log: $o.log)"; }
 	kill -INT $pid
 	wait $pid || rc=$?
 	[ $rc = 0 ] || { tail -5 "$o.log" | sed 's/^/    /'; die "(g) Ctrl-C: exit $rc, want 0"; }

@@ -220,14 +220,14 @@ func newDriveCmd(st *state, spec driveSpec) *cobra.Command {
 func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, run func(context.Context, compare.Config) (driven, error)) error {
 	defer cc.Log.Sync()
 	if d.k8s.on {
-		s, err := d.k8s.open(ctx, st, d, &cc)
+		kr, err := d.k8s.open(ctx, st, d, &cc)
 		if err != nil {
 			return err
 		}
 		// Deleted after the report is written: its last samples need the
 		// relay's /metrics.
 		defer func() {
-			if cerr := s.close(ctx); cerr != nil {
+			if cerr := kr.Close(ctx); cerr != nil {
 				fmt.Fprintln(st.stderr, "replay:", cerr)
 			}
 		}()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -93,14 +92,6 @@ func (k *k8sDrive) check(fs *pflag.FlagSet, target string) error {
 	return nil
 }
 
-// k8sSession is what a --k8s run creates besides its fleets: the capture's
-// ConfigMap, the relay Deployment, a kubectl proxy. close deletes it all.
-type k8sSession struct {
-	kubectl *k8s.Kubectl
-	proxy   *k8s.Background
-	dir     string
-}
-
 // podArgs gives a fleet's replay flags in its pods: the fleet flags given
 // here (but the capture, whose path in the pod the manifests give, and
 // the relay child's), and the fleet's own target, clients, senders and
@@ -126,136 +117,49 @@ func podArgs(fs *pflag.FlagSet) func(fleet.Config) []string {
 	}
 }
 
-// open checks that the largest fleet fits the nodes (before creating
-// anything), then creates the capture's ConfigMap (unless the image holds
-// the capture), the relay with --relay, and a kubectl proxy; it sets the
-// run's runner, target and server metrics.
-func (k *k8sDrive) open(ctx context.Context, st *state, d *driveFlags, cc *compare.Config) (*k8sSession, error) {
+// open sets up the run on the cluster (launch.OpenKubernetes: the largest
+// fleet checked against the nodes before anything is created, the
+// capture's ConfigMap unless the image holds the capture, the relay with
+// --relay, a kubectl proxy) and sets the run's runner, target and server
+// metrics. The runner's Close deletes what it created.
+func (k *k8sDrive) open(ctx context.Context, st *state, d *driveFlags, cc *compare.Config) (*launch.Kubernetes, error) {
 	kc := &k.kubectl
 	kc.Logf = func(format string, a ...any) { fmt.Fprintf(st.stderr, "k8s: "+format+"\n", a...) }
-	ns, err := kc.CurrentNamespace(ctx)
-	if err != nil {
-		return nil, err
-	}
-	shards := d.shards
 	largest := cc.Fleet.Clients
 	if d.kind == "capacity" {
 		largest = cc.Max
 	}
-	var cpu int64
-	if k.cpu != "" {
-		cpu, _ = k8s.MilliCPU(k.cpu)
-	}
-	want := k8s.Want{Shards: shards, ClientsPerShard: (largest + shards - 1) / shards, CPUMilli: cpu, Relay: k.relay}
-	if k.relay {
-		if want.RelayCPUMilli, err = k8s.MilliCPU(k.p.RelayCPU); err != nil {
-			return nil, usageError(fmt.Errorf("--relay-cpu: %w", err))
-		}
-		if want.RelayMemMiB, err = k8s.MiB(k.p.RelayMemory); err != nil {
-			return nil, usageError(fmt.Errorf("--relay-memory: %w", err))
-		}
-	}
-	rooms, err := kc.Rooms(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("the nodes' room: %w", err)
-	}
-	fit, err := k8s.Plan(want, rooms)
-	if err != nil {
-		return nil, err
-	}
-	kc.Logf("%d shards of up to %d clients: %dm CPU and %d MiB each requested (%s)", shards, want.ClientsPerShard, fit.CPUMilli, fit.MemMiB, roomsLine(rooms))
-	s := &k8sSession{kubectl: kc, dir: filepath.Join(cc.Out, "k8s")}
-	if err := os.MkdirAll(s.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("--k8s: %w", err)
-	}
 	p := k.p
-	p.Shards, p.Clients, p.Relay = shards, max(largest, 1), k.relay
-	if err := k.capture(ctx, s, &p, cc.Fleet.Capture); err != nil {
-		s.close(ctx)
-		return nil, err
-	}
+	p.Shards, p.Clients, p.Relay, p.CPU = d.shards, largest, k.relay, k.cpu
+	p.CaptureFile = filepath.Base(cc.Fleet.Capture)
 	if k.relay {
 		p.RelayArgs = d.ff.relay.args
-		files, err := k8s.Render(p)
-		if err != nil {
-			s.close(ctx)
-			return nil, usageError(err)
-		}
-		if err := k8s.Write(files[1:], s.dir, nil); err != nil {
-			s.close(ctx)
-			return nil, err
-		}
-		if err := kc.Create(ctx, filepath.Join(s.dir, "relay.yaml")); err != nil {
-			s.close(ctx)
-			return nil, err
-		}
-		if err := kc.WaitReady(ctx, p.Name+"-relay", k.startTimout); err != nil {
-			s.close(ctx)
-			return nil, fmt.Errorf("the relay: %w", err)
-		}
-		cc.Fleet.Target = net.JoinHostPort(p.Name+"-relay", strconv.Itoa(k8s.RelayPort))
-		cc.RelayProcess = fmt.Sprintf("the relay Deployment %s-relay (image %s, %s CPU, %s) in namespace %s", p.Name, p.RelayImage, p.RelayCPU, p.RelayMemory, ns)
 	}
-	if s.proxy, err = kc.Proxy(ctx); err != nil {
-		s.close(ctx)
+	kr, err := launch.OpenKubernetes(ctx, launch.KubernetesSetup{Kubectl: kc, Params: p,
+		Capture: cc.Fleet.Capture, ImageCaptures: k.imageCaptures,
+		Args: podArgs(d.fleetFS), Dir: filepath.Join(cc.Out, "k8s"), StartTimeout: k.startTimout})
+	if err != nil {
 		return nil, err
 	}
+	if k.relay {
+		cc.Fleet.Target, cc.RelayProcess = kr.RelayTarget(), kr.DescribeRelay()
+	}
 	if cc.RelayMetrics == "" {
-		if svc, port, ok := serviceTarget(cc.Fleet.Target, k8s.RelayMetricsPort); ok {
-			cc.RelayMetrics = k8s.ProxyURL(s.proxy.Addr, ns, "services", svc, port, "/metrics")
+		if svc, ok := serviceTarget(cc.Fleet.Target); ok {
+			cc.RelayMetrics = kr.ProxyURL("services", svc, k8s.RelayMetricsPort, "/metrics")
 		}
 	}
-	cc.Runner = &launch.Kubernetes{Kubectl: kc, Namespace: ns, Proxy: s.proxy.Addr, Params: p, CPUMilli: cpu,
-		Args: podArgs(d.fleetFS), Dir: s.dir, StartTimeout: k.startTimout}
-	return s, nil
-}
-
-// capture points the pods at the capture: the image's copy when the image
-// holds one of that file name, else a ConfigMap made from the file.
-func (k *k8sDrive) capture(ctx context.Context, s *k8sSession, p *k8s.Params, path string) error {
-	for _, c := range k.imageCaptures {
-		if filepath.Base(c) == filepath.Base(path) {
-			p.CaptureInImage = c
-			return nil
-		}
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return usageError(fmt.Errorf("--capture: %w", err))
-	}
-	p.CaptureFile = filepath.Base(path)
-	cm, err := k8s.CaptureConfigMap(*p, data)
-	if err != nil {
-		return usageError(err)
-	}
-	if err := k8s.Write([]k8s.File{cm}, s.dir, nil); err != nil {
-		return err
-	}
-	return s.kubectl.Create(ctx, filepath.Join(s.dir, cm.Name))
+	cc.Runner = kr
+	return kr, nil
 }
 
 // serviceTarget is the Service a target names (name, name.namespace or
-// name.namespace.svc...), for its metrics through the proxy at port.
-func serviceTarget(target string, port int) (svc, portName string, ok bool) {
+// name.namespace.svc...), for its metrics through the proxy.
+func serviceTarget(target string) (svc string, ok bool) {
 	host, _, err := net.SplitHostPort(target)
 	if err != nil || net.ParseIP(host) != nil || host == "localhost" {
-		return "", "", false
+		return "", false
 	}
 	name, _, _ := strings.Cut(host, ".")
-	return name, strconv.Itoa(port), true
-}
-
-func roomsLine(rooms []k8s.NodeRoom) string {
-	parts := make([]string, len(rooms))
-	for i, r := range rooms {
-		parts[i] = r.String()
-	}
-	return strings.Join(parts, "; ")
-}
-
-// close deletes what the session created (after the fleets' own) and
-// stops the proxy, however the run ended.
-func (s *k8sSession) close(ctx context.Context) error {
-	s.proxy.Stop()
-	return s.kubectl.Cleanup(ctx)
+	return name, true
 }

@@ -384,8 +384,11 @@ func TestMergeFromPodLogs(t *testing.T) {
 		sums = append(sums, s)
 	}
 	var k8sOut strings.Builder
-	kr := &k8sRunner{st: &state{stdout: &k8sOut, stderr: io.Discard}, out: t.TempDir(), maxLoss: fleet.DefaultMaxLoss}
-	if err := kr.printMerged(sums, ""); err != nil {
+	km, err := fleet.Merge(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := printMerged(&state{stdout: &k8sOut, stderr: io.Discard}, km, t.TempDir(), "", fleet.DefaultMaxLoss); err != nil {
 		t.Fatalf("k8s run's merge: %v\n%s", err, k8sOut.String())
 	}
 	if got, want := answerCard(k8sOut.String(), false), answerCard(string(out), false); got != want {

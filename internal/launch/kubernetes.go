@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,7 +33,9 @@ import (
 // with no levels at once, suspends the Job: Kubernetes sends each pod
 // SIGTERM, on which replay writes its summary, read from the logs
 // followed until then. A fleet's objects are deleted when it ends, fails
-// or is interrupted.
+// or is interrupted (unless Keep). OpenKubernetes makes one, with what a
+// run creates besides its fleets (the capture's ConfigMap, the relay, the
+// proxy); Close deletes that.
 type Kubernetes struct {
 	Kubectl   *k8s.Kubectl
 	Namespace string // resolved (Kubectl.CurrentNamespace)
@@ -53,6 +56,15 @@ type Kubernetes struct {
 	// its metrics (0: 3 min). A pod that cannot be scheduled or cannot
 	// start (no image) ends the wait at once, with the cluster's reason.
 	StartTimeout time.Duration
+	// Keep leaves every object in the cluster at the end, to look at.
+	Keep bool
+	// Single is a runner of one fleet, as `replay k8s render` names it:
+	// its Job is <Name>-fleet, its manifest in Dir/manifests with the
+	// run's others, its logs and summaries in Dir (else fleet n is the
+	// Job <Name>-n-fleet, its files in Dir/<Name>-n).
+	Single bool
+
+	proxy *k8s.Background // OpenKubernetes's, stopped by Close
 
 	mu  sync.Mutex
 	seq int
@@ -80,14 +92,24 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 	}
 	k.mu.Lock()
 	k.seq++
-	name := fmt.Sprintf("%s-%d", k.Params.Name, k.seq)
+	seq := k.seq
 	k.mu.Unlock()
+	name, dir, mdir := fmt.Sprintf("%s-%d", k.Params.Name, seq), "", ""
+	switch {
+	case k.Single && seq > 1:
+		return nil, fmt.Errorf("kubernetes: a runner of one fleet prepares one")
+	case k.Single:
+		name, dir, mdir = k.Params.Name, k.Dir, k.manifestDir()
+	default:
+		dir = filepath.Join(k.Dir, name)
+		mdir = dir
+	}
 	rooms, err := k.Kubectl.Rooms(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: the nodes' room: %w", err)
 	}
 	per := (cfg.Clients + n - 1) / n
-	fit, err := k8s.Plan(k8s.Want{Shards: n, ClientsPerShard: per, CPUMilli: k.CPUMilli}, rooms)
+	fit, err := k8s.Plan(k8s.Want{Shards: n, ClientsPerShard: per, CPUMilli: k.CPUMilli, MemMiB: shardMemMiB(k.Params, per)}, rooms)
 	if err != nil {
 		return nil, err
 	}
@@ -107,14 +129,13 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
-	dir := filepath.Join(k.Dir, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
 		return nil, fmt.Errorf("kubernetes: %w", err)
 	}
-	if err := k8s.Write(files[:1], dir, nil); err != nil {
+	if err := k8s.Write(files[:1], mdir, nil); err != nil {
 		return nil, err
 	}
-	h := &kfleet{k: k, name: name, dir: dir, manifest: filepath.Join(dir, "fleet.yaml"), n: n, list: cfg.Levels,
+	h := &kfleet{k: k, name: name, dir: dir, manifest: filepath.Join(mdir, "fleet.yaml"), n: n, list: cfg.Levels, seen: map[string]k8s.PodState{},
 		levels: make(chan Level), failed: make(chan struct{}), ended: make(chan struct{}), done: make(chan struct{}),
 		stopping: make(chan struct{}), stopped: make(chan struct{}), logs: make([][]byte, n)}
 	h.life, h.endLife = context.WithCancel(context.Background())
@@ -128,7 +149,7 @@ func (k *Kubernetes) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, erro
 		return nil, err
 	}
 	// Ctrl-C stops the shards as Stop does: each writes what it ran.
-	h.unlink = context.AfterFunc(ctx, h.interruptNow)
+	h.unlink = context.AfterFunc(ctx, func() { h.interruptNow("interrupted") })
 	return h, nil
 }
 
@@ -180,6 +201,13 @@ type kfleet struct {
 	stopped   chan struct{} // closed by suspend once every followed log ended
 	logs      [][]byte      // by index, set by suspend before stopped
 	suspOnce  sync.Once
+	stopCause string // why the Job was suspended ("interrupted", "stopped"), set before stopping is closed
+
+	// seen is each pod's state as last logged, and lastStatus when the
+	// last count of states was: look's (prepare's, then watch's).
+	seen       map[string]k8s.PodState
+	lastStatus time.Time
+	started    time.Time // set by Start
 }
 
 func (h *kfleet) fail(err error) {
@@ -198,12 +226,13 @@ func (h *kfleet) prepare(ctx context.Context) error {
 	end := time.Now().Add(k.startTimeout()) // of the whole wait
 	deadline := end
 	app := h.name + "-fleet"
+	h.lastStatus = time.Now()
 	for {
 		pods, err := k.Kubectl.Pods(ctx, app)
 		if err != nil {
 			return err
 		}
-		byIndex, running, err := h.look(pods)
+		byIndex, running, err := h.look(ctx, pods)
 		if err != nil {
 			return err
 		}
@@ -264,11 +293,13 @@ func (h *kfleet) why(err error) error {
 }
 
 // look reads the pods by index: how many run (or ran), and the first
-// failure, with the cluster's reason. A pod the scheduler cannot place
-// fails the run at once: waiting would not change the nodes.
-func (h *kfleet) look(pods []k8s.Pod) ([]string, int, error) {
+// failure, with the cluster's reason (and the end of the failed pod's
+// log). A pod the scheduler cannot place fails the run at once: waiting
+// would not change the nodes. It logs each shard's changes of state and,
+// every statusEvery, how many are in each.
+func (h *kfleet) look(ctx context.Context, pods []k8s.Pod) ([]string, int, error) {
 	byIndex := make([]string, h.n)
-	running := 0
+	var n [4]int
 	for _, p := range pods {
 		i := p.CompletionIndex()
 		if i < 0 || i >= h.n {
@@ -276,16 +307,36 @@ func (h *kfleet) look(pods []k8s.Pod) ([]string, int, error) {
 		}
 		byIndex[i] = p.Metadata.Name
 		st, reason := p.State()
+		n[st]++
+		if old, ok := h.seen[p.Metadata.Name]; !ok || old != st {
+			h.seen[p.Metadata.Name] = st
+			h.k.logf("shard %d/%d %s: %s", i, h.n, p.Metadata.Name, st)
+		}
 		switch {
 		case st == k8s.PodFailed:
+			h.logTail(ctx, p.Metadata.Name)
 			return nil, 0, fmt.Errorf("shard %d (pod %s) failed: %s", i, p.Metadata.Name, reason)
 		case st == k8s.PodStarting && strings.HasPrefix(reason, "Unschedulable"):
 			return nil, 0, fmt.Errorf("shard %d (pod %s) cannot be scheduled: %s", i, p.Metadata.Name, reason)
-		case st == k8s.PodRunning || st == k8s.PodSucceeded:
-			running++
 		}
 	}
-	return byIndex, running, nil
+	if time.Since(h.lastStatus) >= statusEvery {
+		h.lastStatus = time.Now()
+		h.k.logf("%s: %d starting, %d running, %d succeeded of %d shards", h.name, n[k8s.PodStarting], n[k8s.PodRunning], n[k8s.PodSucceeded], h.n)
+	}
+	return byIndex, n[k8s.PodRunning] + n[k8s.PodSucceeded], nil
+}
+
+// statusEvery is how often look counts the shards' states in the log.
+const statusEvery = 10 * time.Second
+
+// logTail shows the end of a failed pod's log.
+func (h *kfleet) logTail(ctx context.Context, pod string) {
+	b, err := h.k.Kubectl.Run(ctx, "logs", "--tail=20", pod)
+	if err != nil || len(b) == 0 {
+		return
+	}
+	h.k.logf("the end of %s's log:\n%s", pod, bytes.TrimRight(b, "\n"))
 }
 
 // watch lists the pods until every one ended (ended) or one failed, or
@@ -310,7 +361,7 @@ func (h *kfleet) watch() {
 			}
 			return
 		}
-		if _, _, err := h.look(pods); err != nil {
+		if _, _, err := h.look(h.life, pods); err != nil {
 			h.fail(err)
 			return
 		}
@@ -366,6 +417,7 @@ func (h *kfleet) forward() {
 func (h *kfleet) Targets() []report.Target { return h.targets }
 
 func (h *kfleet) Start(ctx context.Context) (time.Time, error) {
+	h.started = time.Now()
 	if err := h.remote.Begin(); err != nil {
 		return time.Time{}, fmt.Errorf("the barrier on %s: %w", h.pods[0], err)
 	}
@@ -397,17 +449,19 @@ func (h *kfleet) Stop() {
 	if len(h.list) == 0 {
 		grace = 0 // no level to stop at
 	}
-	h.stopOnce.Do(func() { h.interrupt = time.AfterFunc(grace, h.interruptNow) })
+	h.stopOnce.Do(func() { h.interrupt = time.AfterFunc(grace, func() { h.interruptNow("stopped") }) })
 }
 
-// interruptNow suspends the Job, once, unless the fleet was closed.
-func (h *kfleet) interruptNow() {
+// interruptNow suspends the Job, once, unless the fleet was closed; why
+// says so in the log ("interrupted", "stopped").
+func (h *kfleet) interruptNow(why string) {
 	h.suspOnce.Do(func() {
 		select {
 		case <-h.done:
 			return
 		default:
 		}
+		h.stopCause = why
 		close(h.stopping)
 		h.bg.Go(h.suspend)
 	})
@@ -438,12 +492,15 @@ func (h *kfleet) suspend() {
 // fleet's objects.
 func (h *kfleet) Wait() (fleet.Summary, error) {
 	defer h.close()
-	logs := h.logs
 	select {
 	case <-h.ended:
-		logs = make([][]byte, h.n)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		if _, err := h.k.Kubectl.Run(ctx, "wait", "--for=condition=complete", "--timeout=60s", "job/"+h.name+"-fleet"); err != nil {
+			return fleet.Summary{}, fmt.Errorf("every shard of %s succeeded but its Job is not complete: %w", h.name, err)
+		}
+		h.k.logf("job %s-fleet complete (%v)", h.name, time.Since(h.started).Round(time.Second))
+		logs := make([][]byte, h.n)
 		for i, pod := range h.pods {
 			b, err := h.k.Kubectl.Run(ctx, "logs", pod)
 			if err != nil {
@@ -451,22 +508,62 @@ func (h *kfleet) Wait() (fleet.Summary, error) {
 			}
 			logs[i] = b
 		}
+		return h.merge(logs, false)
 	case <-h.stopped:
+		return h.merge(h.logs, true)
 	case <-h.failed:
 		return fleet.Summary{}, h.failErr
 	}
+}
+
+// merge keeps each shard's log and summary in dir and merges the
+// summaries. Every shard must have written one, but for a fleet stopped
+// by suspending its Job: a shard killed before it could is named and
+// left out, and only a fleet of which none wrote one fails.
+func (h *kfleet) merge(logs [][]byte, suspended bool) (fleet.Summary, error) {
 	sums := make([]fleet.Summary, 0, h.n)
 	for i, b := range logs {
+		if suspended && len(b) == 0 {
+			h.k.logf("shard %d: no log: not running when %s", i, h.stopCause)
+			continue
+		}
 		if err := os.WriteFile(filepath.Join(h.dir, fmt.Sprintf("shard-%d.log", i)), b, 0o644); err != nil {
 			return fleet.Summary{}, fmt.Errorf("kubernetes: %w", err)
 		}
 		s, err := SummaryFromLog(b)
+		if err == nil {
+			err = writeJSON(filepath.Join(h.dir, fmt.Sprintf("shard-%d.json", i)), s.WriteJSON)
+		}
 		if err != nil {
-			return fleet.Summary{}, fmt.Errorf("shard %d (pod %s): %w", i, h.pods[i], err)
+			err = fmt.Errorf("shard %d (pod %s): %w", i, h.pods[i], err)
+			if !suspended {
+				return fleet.Summary{}, err
+			}
+			h.k.logf("%v", err)
+			continue
 		}
 		sums = append(sums, s)
 	}
+	if suspended {
+		if len(sums) == 0 {
+			return fleet.Summary{}, fmt.Errorf("%s before any shard of %s wrote a summary (logs in %s)", h.stopCause, h.name, h.dir)
+		}
+		h.k.logf("%s: %s: %d of %d shards' summaries merged", h.name, h.stopCause, len(sums), h.n)
+	}
 	return fleet.Merge(sums)
+}
+
+// writeJSON writes a file with write.
+func writeJSON(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func (h *kfleet) Close() { h.close() }
@@ -490,6 +587,9 @@ func (h *kfleet) close() {
 		}
 		h.bg.Wait()
 		h.pf.Stop()
+		if h.k.Keep {
+			return
+		}
 		if err := h.k.Kubectl.Delete(context.Background(), h.manifest); err != nil {
 			h.k.logf("%s: %v", h.name, err)
 		}
