@@ -51,22 +51,30 @@ var (
 // (-update-broken rewrites it).
 func goldenAnswer(t *testing.T, name, got string) {
 	t.Helper()
-	golden := filepath.Join("testdata", "answer", name+".golden")
-	if *updateBroken {
-		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update-broken to write it)\n%s", err, got)
-	}
-	if got != string(want) {
+	want := readGolden(t, filepath.Join("testdata", "answer", name+".golden"), got, *updateBroken, "-update-broken")
+	if got != want {
 		t.Errorf("answer card:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// readGolden is the golden file at path, which update first rewrites
+// with got (its directory made if need be); a missing file fails the test
+// naming updateFlag, with got to see.
+func readGolden(t *testing.T, path, got string, update bool, updateFlag string) string {
+	t.Helper()
+	if update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with %s to write it)\n%s", err, updateFlag, got)
+	}
+	return string(want)
 }
 
 // TestAnswerIsTheVerdict: the card of a run without a series takes its

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -183,20 +182,8 @@ func TestBrokenServersFail(t *testing.T) {
 			t.Parallel()
 			res := replay(t, append(append([]string{"--target", tc.target}, base...), tc.args...)...)
 			got := brokenAnswer(res, tc.vary, tc.line, tc.cut)
-			golden := filepath.Join("testdata", "broken", tc.name+".golden")
-			if *updateBroken {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run with -update-broken to write it)\n%s", err, got)
-			}
-			if got != string(want) {
+			want := readGolden(t, filepath.Join("testdata", "broken", tc.name+".golden"), got, *updateBroken, "-update-broken")
+			if got != want {
 				t.Errorf("answer:\n%s\nwant:\n%s\nstderr:\n%s", got, want, res.stderr)
 			}
 			if res.code != 1 {

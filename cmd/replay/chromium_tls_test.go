@@ -71,11 +71,7 @@ func TestChromiumWSS(t *testing.T) {
 	node := needTool(t, "node")
 	npmCIIn(t, wssDir)
 	pki := newTestPKI(t)
-	plain, secure := freePort(t), freePort(t)
-	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
+	plain, secure := startWSSServer(t, node, pki)
 	pair, err := tls.LoadX509KeyPair(pki.cert, pki.key)
 	if err != nil {
 		t.Fatal(err)

@@ -43,16 +43,7 @@ func TestInspectProfileGolden(t *testing.T) {
 				t.Fatalf("inspect: %v\n%s", err, got)
 			}
 			golden := filepath.Join("testdata", "profiles", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
+			if want := readGolden(t, golden, string(got), *update, "-update"); string(got) != want {
 				t.Errorf("replay inspect --profile %s differs from %s:\n%s\nwant:\n%s", tc.profile, golden, got, want)
 			}
 		})

@@ -293,16 +293,23 @@ allow_anonymous false
 sys_interval 1
 persistence false
 `, tcp, ws, auth)
+	startMosquittoConf(t, bin, conf, tcp, ws, auth)
+	return tcp, ws, auth
+}
+
+// startMosquittoConf starts mosquitto (bin) with the configuration conf
+// and waits until each of its listeners' ports listens.
+func startMosquittoConf(t *testing.T, bin, conf string, ports ...int) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "mosquitto.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := testproc.Start(t, bin, "-c", path)
 	p.StopSignal = os.Interrupt
-	for _, port := range []int{tcp, ws, auth} {
+	for _, port := range ports {
 		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
 	}
-	return tcp, ws, auth
 }
 
 // TestMQTTMosquitto records paho-mqtt's session with mosquitto over TCP

@@ -160,15 +160,7 @@ keyfile %s
 sys_interval 1
 persistence false
 `, plain, tlsPort, pki.cert, pki.key, expired, pki.expiredCert, pki.expiredKey)
-	path := filepath.Join(t.TempDir(), "mosquitto.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, bin, "-c", path)
-	p.StopSignal = os.Interrupt
-	for _, port := range []int{plain, tlsPort, expired} {
-		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	}
+	startMosquittoConf(t, bin, conf, plain, tlsPort, expired)
 	return plain, tlsPort, expired
 }
 
@@ -332,6 +324,18 @@ func TestTLSNATS(t *testing.T) {
 
 var wssDir = filepath.Join("testdata", "wss")
 
+// startWSSServer starts testdata/wss's room chat under node with pki's
+// server certificate: its plain ws:// port and its wss:// port.
+func startWSSServer(t *testing.T, node string, pki testPKI) (plain, secure int) {
+	t.Helper()
+	plain, secure = freePort(t), freePort(t)
+	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
+	p.StopSignal = os.Interrupt
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
+	return plain, secure
+}
+
 // TestTLSWebSocket records a node ws client's session over ws:// and
 // replays it as wss:// (the target's scheme turns TLS on) to the same
 // room server's https listener: 100 clients, 10 senders, every
@@ -342,11 +346,7 @@ func TestTLSWebSocket(t *testing.T) {
 	node := needTool(t, "node")
 	npmCIIn(t, wssDir)
 	pki := newTestPKI(t)
-	plain, secure := freePort(t), freePort(t)
-	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
+	plain, secure := startWSSServer(t, node, pki)
 	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), node, filepath.Join(wssDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
 	prof := filepath.Join(wssDir, "chat.yaml")
 	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, prof, capPath))

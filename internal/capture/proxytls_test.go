@@ -2,7 +2,6 @@ package capture
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"io"
@@ -11,40 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gopacket/gopacket/layers"
 )
-
-// proxyRun runs a recording proxy with cfg's TLS in front of upstream
-// while client runs, and returns the capture and the proxy's stats.
-func proxyRun(t *testing.T, upstream string, ptls *ProxyTLS, client func(addr string) error) (string, ProxyStats) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "tls.pcapng")
-	w, err := Create(path, layers.LinkTypeEthernet, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := NewProxy(ProxyConfig{Listen: "127.0.0.1:0", Upstream: upstream, Writer: w, TLS: ptls})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	cerr := client(p.Addr().String())
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if cerr != nil {
-		t.Fatal(cerr)
-	}
-	return path, p.Stats()
-}
 
 // TestProxyTerminatesTLS: a client that trusts the CA of WriteCA talks
 // TLS to the proxy, which mints a certificate for its SNI and forwards
@@ -70,7 +36,7 @@ func TestProxyTerminatesTLS(t *testing.T) {
 	addr, stop := startRelay(t)
 	defer stop()
 	sent, _ := sessionFrames()
-	path, st := proxyRun(t, addr, &ProxyTLS{CA: ca, DefaultName: "127.0.0.1"}, func(a string) error {
+	path, st := runProxy(t, addr, "tls.pcapng", &ProxyTLS{CA: ca, DefaultName: "127.0.0.1"}, func(a string) error {
 		c, err := tls.Dial("tcp", a, &tls.Config{RootCAs: roots, ServerName: "relay.test", NextProtos: []string{"h2", "reprise"}})
 		if err != nil {
 			return err
@@ -144,7 +110,7 @@ func TestProxyUpstreamTLS(t *testing.T) {
 		{"expired", expired, expiredRoots, "certificate has expired"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path, st := proxyRun(t, tc.srv, &ProxyTLS{Cert: &proxyCert, Upstream: true, Roots: tc.roots, ServerName: "localhost"}, func(a string) error {
+			path, st := runProxy(t, tc.srv, "tls.pcapng", &ProxyTLS{Cert: &proxyCert, Upstream: true, Roots: tc.roots, ServerName: "localhost"}, func(a string) error {
 				err := goTLSClient(&tls.Config{}, io.Discard)(a)
 				if tc.failed != "" {
 					return nil // the proxy hangs up on it

@@ -90,12 +90,22 @@ func greetingServerWith(t testing.TB, cert tls.Certificate) string {
 // the capture's path.
 func recordThrough(t testing.TB, upstream, name string, client func(addr string) error) string {
 	t.Helper()
+	path, _ := runProxy(t, upstream, name, nil, client)
+	return path
+}
+
+// runProxy runs a recording proxy (terminating TLS with ptls, or
+// passing it through when nil) in front of upstream while client runs
+// against the proxy's address, and returns the capture's path (name, in
+// a temporary directory) and the proxy's counts.
+func runProxy(t testing.TB, upstream, name string, ptls *ProxyTLS, client func(addr string) error) (string, ProxyStats) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	w, err := Create(path, layers.LinkTypeEthernet, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewProxy(ProxyConfig{Listen: "127.0.0.1:0", Upstream: upstream, Writer: w})
+	p, err := NewProxy(ProxyConfig{Listen: "127.0.0.1:0", Upstream: upstream, Writer: w, TLS: ptls})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +126,7 @@ func recordThrough(t testing.TB, upstream, name string, client func(addr string)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
-	return path
+	return path, p.Stats()
 }
 
 // goTLSClient connects with Go's crypto/tls, writes its secrets to

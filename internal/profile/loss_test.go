@@ -31,33 +31,41 @@ func TestStampSeq(t *testing.T) {
 	}
 }
 
-// TestSeqTracker feeds one receiver sequences from two senders and checks
-// the lost count: gaps count, late arrivals count back, wrap-around at
-// seqMod is seamless.
-func TestSeqTracker(t *testing.T) {
+// seqCases are one receiver's deliveries from sender "a" (another sender
+// in order in between) and the lost count they make: gaps count, late
+// arrivals count back, wrap-around at seqMod is seamless.
+var seqCases = []struct {
+	name string
+	seqs []uint64 // from sender "a"
+	want int64
+}{
+	{"in order", []uint64{1, 2, 3, 4, 5}, 0},
+	{"one gap", []uint64{1, 2, 5, 6}, 2},
+	{"first seen late start", []uint64{40, 41, 42}, 0},
+	{"late arrival", []uint64{1, 3, 2, 4}, 0},
+	{"wrap", []uint64{998, 999, 1000, 1001, 1003}, 1},
+	{"duplicate is not a gap", []uint64{1, 2, 2, 3}, -1},
+	{"long burst lost", []uint64{1, 300}, 298},
+	{"zero sequence first", []uint64{1000, 1001, 1002}, 0},
+}
+
+// seqCasesLost feeds s one case's deliveries and returns the lost count.
+func seqCasesLost(s seer, seqs []uint64) int64 {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	for _, tt := range []struct {
-		name string
-		seqs []uint64 // from sender "a"
-		want int64
-	}{
-		{"in order", []uint64{1, 2, 3, 4, 5}, 0},
-		{"one gap", []uint64{1, 2, 5, 6}, 2},
-		{"first seen late start", []uint64{40, 41, 42}, 0},
-		{"late arrival", []uint64{1, 3, 2, 4}, 0},
-		{"wrap", []uint64{998, 999, 1000, 1001, 1003}, 1},
-		{"duplicate is not a gap", []uint64{1, 2, 2, 3}, -1},
-		{"long burst lost", []uint64{1, 300}, 298},
-	} {
+	var lost int64
+	for i, q := range seqs {
+		lost += s.see([]byte("a"), stampSeq(base+int64(i)*1e6, q))
+		// Another sender in order in between changes nothing.
+		lost += s.see([]byte("b"), stampSeq(base, uint64(i+1)))
+	}
+	return lost
+}
+
+// TestSeqTracker: seqCases through one receiver's own tracker.
+func TestSeqTracker(t *testing.T) {
+	for _, tt := range seqCases {
 		t.Run(tt.name, func(t *testing.T) {
-			var tr seqTracker
-			var lost int64
-			for i, s := range tt.seqs {
-				lost += tr.see([]byte("a"), stampSeq(base+int64(i)*1e6, s))
-				// Another sender in order in between changes nothing.
-				lost += tr.see([]byte("b"), stampSeq(base, uint64(i+1)))
-			}
-			if lost != tt.want {
+			if lost := seqCasesLost(&seqTracker{}, tt.seqs); lost != tt.want {
 				t.Errorf("lost %d, want %d", lost, tt.want)
 			}
 		})
@@ -67,14 +75,18 @@ func TestSeqTracker(t *testing.T) {
 // TestSeqTrackerNoAlloc: a delivery from a sender already seen allocates
 // nothing (the receive path's hot loop; a string key per delivery was a
 // third of the fleet's CPU at N:N).
-func TestSeqTrackerNoAlloc(t *testing.T) {
-	var tr seqTracker
+func TestSeqTrackerNoAlloc(t *testing.T) { checkSeeNoAlloc(t, &seqTracker{}) }
+
+// checkSeeNoAlloc fails t when a delivery to s from a sender s has seen
+// allocates.
+func checkSeeNoAlloc(t *testing.T, s seer) {
+	t.Helper()
 	sender := []byte("user-0017")
-	tr.see(sender, stampSeq(1e18, 1))
+	s.see(sender, stampSeq(1e18, 1))
 	seq := uint64(1)
 	allocs := testing.AllocsPerRun(1000, func() {
 		seq++
-		tr.see(sender, stampSeq(1e18, seq))
+		s.see(sender, stampSeq(1e18, seq))
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per delivery, want 0", allocs)
@@ -107,7 +119,7 @@ func TestSeqTrackerAgainstMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const senders = 300
 	next := make([]uint64, senders)
-	ref := map[string]uint16{}
+	ref := refSeqs{}
 	var tr seqTracker
 	var got, want int64
 	for round := range 400 {
@@ -125,17 +137,7 @@ func TestSeqTrackerAgainstMap(t *testing.T) {
 			id := fmt.Sprintf("u%d%s", s, strings.Repeat("x", s%24))
 			trace := stampSeq(1e18+int64(round), seq)
 			got += tr.see([]byte(id), trace)
-			q := uint16(trace % seqMod)
-			if prev, ok := ref[id]; !ok {
-				ref[id] = q + 1
-			} else if gap := (int(q) - int(prev) + seqMod) % seqMod; gap == 0 {
-				ref[id] = q + 1
-			} else if gap < seqAhead {
-				ref[id] = q + 1
-				want += int64(gap)
-			} else {
-				want--
-			}
+			want += ref.see(id, trace)
 		}
 	}
 	if got != want {

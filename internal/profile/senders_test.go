@@ -10,23 +10,10 @@ import (
 	"unsafe"
 )
 
-// TestRoomSeqs: the cases of TestSeqTracker through a room's table.
+// TestRoomSeqs: seqCases through a room's table.
 func TestRoomSeqs(t *testing.T) {
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	for _, tt := range []struct {
-		name string
-		seqs []uint64 // from sender "a"
-		want int64
-	}{
-		{"in order", []uint64{1, 2, 3, 4, 5}, 0},
-		{"one gap", []uint64{1, 2, 5, 6}, 2},
-		{"first seen late start", []uint64{40, 41, 42}, 0},
-		{"late arrival", []uint64{1, 3, 2, 4}, 0},
-		{"wrap", []uint64{998, 999, 1000, 1001, 1003}, 1},
-		{"duplicate is not a gap", []uint64{1, 2, 2, 3}, -1},
-		{"long burst lost", []uint64{1, 300}, 298},
-		{"zero sequence first", []uint64{1000, 1001, 1002}, 0},
-	} {
+	for _, tt := range seqCases {
 		t.Run(tt.name, func(t *testing.T) {
 			tab := &senderTable{}
 			// A room-mate that sees other senders first: slots are the
@@ -34,13 +21,8 @@ func TestRoomSeqs(t *testing.T) {
 			other := roomSeqs{t: tab}
 			other.see([]byte("c"), stampSeq(base, 1))
 			other.see([]byte("b"), stampSeq(base, 1))
-			r := roomSeqs{t: tab}
-			var lost int64
-			for i, s := range tt.seqs {
-				lost += r.see([]byte("a"), stampSeq(base+int64(i)*1e6, s))
-				lost += r.see([]byte("b"), stampSeq(base, uint64(i+1)))
-			}
-			if lost != tt.want {
+			r := &roomSeqs{t: tab}
+			if lost := seqCasesLost(r, tt.seqs); lost != tt.want {
 				t.Errorf("lost %d, want %d", lost, tt.want)
 			}
 			if r.see([]byte("x"), -1) != 0 {
@@ -175,19 +157,7 @@ func TestSenderTableConcurrent(t *testing.T) {
 
 // TestRoomSeqsNoAlloc: a delivery from a sender already seen allocates
 // nothing.
-func TestRoomSeqsNoAlloc(t *testing.T) {
-	r := roomSeqs{t: &senderTable{}}
-	sender := []byte("user-0017")
-	r.see(sender, stampSeq(1e18, 1))
-	seq := uint64(1)
-	allocs := testing.AllocsPerRun(1000, func() {
-		seq++
-		r.see(sender, stampSeq(1e18, seq))
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per delivery, want 0", allocs)
-	}
-}
+func TestRoomSeqsNoAlloc(t *testing.T) { checkSeeNoAlloc(t, &roomSeqs{t: &senderTable{}}) }
 
 // TestRoomSeqsSize: a receiver's loss tracking stays small while idle
 // (an idle receive-only client holds one; issue 22's bound is 8 KiB a

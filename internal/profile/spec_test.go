@@ -199,14 +199,7 @@ heartbeat: {template: {text: "PING"}, interval: 10s}
 delivery: [msg]
 identity: {user: {regexp: "^LOGIN (\\w+)"}}
 `
-	s, err := ParseSpec("chat.yaml", []byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Compile(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := compileDoc(t, doc)
 	m := p.Messages(Recording{
 		Client: []Segment{{0, []byte("LOGIN bob")}, {at(10), []byte("SAY hi from bob")}},
 		Server: []Segment{{at(1), []byte("OK")}, {at(11), []byte("MSG bob: hi")}},

@@ -54,6 +54,8 @@ func TestStampEncodings(t *testing.T) {
 	}
 }
 
+// compileDoc is the profile the YAML doc compiles to, failing t when it
+// does not parse or compile.
 func compileDoc(t *testing.T, doc string) *Profile {
 	t.Helper()
 	s, err := ParseSpec("t.yaml", []byte(doc))
