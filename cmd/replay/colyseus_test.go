@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,10 +34,11 @@ type colStats struct {
 	PatchesSent int64 `json:"patchesSent"`
 }
 
-// TestColyseus: 200 clients (10 senders over rooms of 50, as the server
-// fills them), every seat reserved by the fleet's own HTTP step: the
-// server joined 200 and counted as many chat messages as the fleet sent,
-// and the chats it passed on plus the state patches it sent to joined
+// TestColyseus: every seat reserved by the fleet's own HTTP step, the
+// profile's (50 clients) and then, with --flows all and no step written,
+// the recording's own POST (200 clients): each time the server joined
+// every client and counted as many chat messages as the fleet sent, and
+// the chats it passed on plus the state patches it sent to joined
 // clients are exactly what the fleet received.
 func TestColyseus(t *testing.T) {
 	node := needTool(t, "node")
@@ -59,22 +61,54 @@ func TestColyseus(t *testing.T) {
 	if !strings.Contains(insp, "data 20, join_ack 1") {
 		t.Fatalf("inspect:\n%s", insp)
 	}
+	// The profile's own http step: 50 clients in one room.
+	colyseusRun(t, target, 50, "--profile", prof, "--capture", capPath, "--loop", loop)
+	// --flows all with no http step written: the recording's POST is
+	// each client's step, its answer's seat in the upgrade's path and query.
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noSteps := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(b), "\nkinds:")
+	if strings.Contains(noSteps, "take:") {
+		t.Fatalf("the http block is still in:\n%s", noSteps)
+	}
+	bare := filepath.Join(t.TempDir(), "chat-no-steps.yaml")
+	if err := os.WriteFile(bare, []byte(noSteps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := colyseusRun(t, target, 200, "--profile", bare, "--capture", capPath, "--flows", "all", "--loop", loop)
+	for _, want := range []string{"flows 0, 1 are one client's: each client makes the recorded requests as http steps matchmake (POST /matchmake/joinOrCreate/chat, takes", "sessionid at $.sessionId", "--flows all: replaying flows 1;"} {
+		if !strings.Contains(res.stdout+res.stderr, want) {
+			t.Errorf("the run does not say %q:\n%s%s", want, res.stdout, res.stderr)
+		}
+	}
+	if len(res.sum.Flows) != 1 || res.sum.Flows[0].Flow != 1 || res.sum.Flows[0].Clients != 200 {
+		t.Errorf("flows played: %+v; want flow 1 by all 200 clients", res.sum.Flows)
+	}
+}
+
+// colyseusRun replays clients (10 senders, rooms of 50 as the server
+// fills them) and checks the server's counts against the fleet's: it
+// joined every client, got every message the fleet sent, and the chats
+// it passed on plus the state patches it sent are what the fleet got.
+func colyseusRun(t *testing.T, target string, clients int, args ...string) result {
+	t.Helper()
 	var ok string
 	if err := fetchText(fmt.Sprintf("http://%s/reset", target), &ok); err != nil {
 		t.Fatal(err)
 	}
-	res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
-		"--clients", "200", "--senders", "10", "--room-size", "50", "--loop", loop, "--login-interval", "5ms",
-		"--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")
+	res := replay(t, append(args, "--target", target, "--clients", strconv.Itoa(clients), "--senders", "10", "--room-size", "50",
+		"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")...)
 	mustOK(t, res)
 	s := res.sum
 	var app colStats
 	getJSON(t, fmt.Sprintf("http://%s/stats", target), &app)
-	if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+	if s.LoginsSucceeded != int64(clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
 		t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout, res.stderr)
 	}
-	if app.Joins != 200 || app.Rooms != 4 || app.Peak != 200 {
-		t.Errorf("the server joined %d clients in %d rooms, %d at once; want 200 in 4, 200", app.Joins, app.Rooms, app.Peak)
+	if rooms := (clients + 49) / 50; app.Joins != clients || app.Rooms != rooms || app.Peak != clients {
+		t.Errorf("the server joined %d clients in %d rooms, %d at once; want %d in %d, %d", app.Joins, app.Rooms, app.Peak, clients, rooms, clients)
 	}
 	if app.Messages != s.MessagesSent || app.Delivered+app.PatchesSent != s.MessagesReceived {
 		t.Errorf("the server got %d messages, passed on %d and sent %d patches; the fleet sent %d and received %d", app.Messages, app.Delivered, app.PatchesSent, s.MessagesSent, s.MessagesReceived)
@@ -82,6 +116,7 @@ func TestColyseus(t *testing.T) {
 	if s.LatencyMS.P50 <= 0 {
 		t.Errorf("no latency: %+v", s.LatencyMS)
 	}
-	t.Logf("colyseus: sent %d received %d; server messages %d delivered %d patches %d (%d sent) in %d rooms; latency p50 %.2f ms",
-		s.MessagesSent, s.MessagesReceived, app.Messages, app.Delivered, app.Patches, app.PatchesSent, app.Rooms, s.LatencyMS.P50)
+	t.Logf("colyseus %d clients: sent %d received %d; server joins %d messages %d delivered %d patches %d (%d sent) in %d rooms; latency p50 %.2f ms",
+		clients, s.MessagesSent, s.MessagesReceived, app.Joins, app.Messages, app.Delivered, app.Patches, app.PatchesSent, app.Rooms, s.LatencyMS.P50)
+	return res
 }

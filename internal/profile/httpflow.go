@@ -22,9 +22,13 @@ import (
 // HTTPExchange is one request of an HTTP flow and its answer.
 type HTTPExchange struct {
 	Method, Target string
-	Status         int
-	ContentType    string
-	Body           []byte
+	// Header and Sent are the request's headers (as recorded, in order)
+	// and body: what a step made from the recording sends.
+	Header      [][2]string
+	Sent        []byte
+	Status      int
+	ContentType string
+	Body        []byte
 }
 
 // String is "POST /matchmake/joinOrCreate/chat -> 200 (application/json, 245 bytes)".
@@ -49,6 +53,10 @@ func sep(ct string) string {
 
 var httpMethod = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) (\S+) HTTP/1\.[01]\r\n`)
 
+// httpStart is how a flow's first client segment starts when the flow
+// may be HTTP (a request, or a WebSocket upgrade).
+var httpStart = regexp.MustCompile(`^(GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS) `)
+
 // maxExchanges bounds the exchanges read from one flow.
 const maxExchanges = 16
 
@@ -72,10 +80,16 @@ func HTTPExchanges(r Recording) []HTTPExchange {
 			break
 		}
 		e := HTTPExchange{Method: string(m[1]), Target: string(m[2])}
-		var ok bool
-		if _, _, client, ok = httpMessage(client); !ok {
+		reqHead, sent, rest, ok := httpMessage(client)
+		if !ok {
 			out = append(out, e)
 			break
+		}
+		client, e.Sent = rest, sent
+		for _, h := range reqHead[1:] {
+			if k, v, ok := bytes.Cut(h, []byte(":")); ok {
+				e.Header = append(e.Header, [2]string{string(bytes.TrimSpace(k)), string(bytes.TrimSpace(v))})
+			}
 		}
 		var hdr [][]byte
 		hdr, e.Body, server, ok = httpMessage(server)
@@ -157,11 +171,18 @@ func (l Link) String() string {
 
 // Take is the http step's take that reproduces the link.
 func (l Link) Take() string {
-	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(l.Path[strings.LastIndexAny(l.Path, ".]")+1:], "_"))
+	return fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", l.name(), l.Path, l.Recorded)
+}
+
+var nonName = regexp.MustCompile(`[^A-Za-z0-9]+`)
+
+// name is the take's name: the JSON path's last key, lower case.
+func (l Link) name() string {
+	name := strings.ToLower(nonName.ReplaceAllString(l.Path[strings.LastIndexAny(l.Path, ".]")+1:], "_"))
 	if name == "" || !validName.MatchString(name) {
 		name = "value"
 	}
-	return fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", name, l.Path, l.Recorded)
+	return name
 }
 
 // FlowData is what Links reads of one flow: its index, client address

@@ -230,8 +230,20 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		return nil, err
 	}
 	out := &Loaded{Many: true, Notes: append([]string(nil), c.Warnings...)}
+	sess, err := p.sessions(picked, src.Flows.All)
+	if err != nil {
+		return nil, err
+	}
+	out.Notes = append(out.Notes, sess.notes...)
 	for _, pf := range picked {
-		pl, err := p.compileFlow(pf.flow, src, opts)
+		if sess.made[pf.index] {
+			continue
+		}
+		fp := p
+		if sp := sess.by[pf.index]; sp != nil {
+			fp = sp
+		}
+		pl, err := fp.compileFlow(pf.flow, src, opts)
 		if err == nil {
 			out.Flows = append(out.Flows, LoadedFlow{Index: pf.index, Weight: pf.weight, Client: pf.flow.Client.String(), Player: pl})
 			for _, n := range pf.flow.Notes {
@@ -275,6 +287,87 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		}
 	}
 	return out, nil
+}
+
+// flowSessions are the client groups of a --flows fleet (flowgroup.go):
+// the profile each grouped realtime flow plays with (its client's
+// recorded requests as HTTP steps), the HTTP flows those steps make
+// (not played as clients of their own), and notes saying so.
+type flowSessions struct {
+	by    map[int]*Profile
+	made  map[int]bool
+	notes []string
+}
+
+// sessions groups the picked flows one client opened. A profile with
+// HTTP steps of its own keeps them: they stand for the group's HTTP
+// flows. A group whose requests cannot be steps is an error when its
+// flows were listed, a note under --flows all (its flows then play as
+// before: the HTTP ones skipped).
+func (p *Profile) sessions(picked []pickedFlow, all bool) (flowSessions, error) {
+	out := flowSessions{by: map[int]*Profile{}, made: map[int]bool{}}
+	if p.reprise {
+		return out, nil
+	}
+	maybe := false
+	for _, pf := range picked {
+		if c := pf.flow.ClientFrames; len(c) > 0 && httpStart.Match(c[0].Bytes) {
+			maybe = true
+			break
+		}
+	}
+	if !maybe { // no flow is plain HTTP: nothing to group (and no flow read twice)
+		return out, nil
+	}
+	flows := map[int]FlowData{}
+	var data []FlowData
+	for _, pf := range picked {
+		r := RecordingOf(pf.flow)
+		d := FlowData{Index: pf.index, Client: pf.flow.Client.String(), HTTP: HTTPExchanges(r)}
+		if d.HTTP == nil {
+			m := p.Messages(r)
+			d.Upgrade, d.Msgs = m.Upgrade, m.Client
+		}
+		flows[pf.index] = d
+		data = append(data, d)
+	}
+	for _, g := range sessionGroups(Links(data)) {
+		if p.hasHTTPAnyVariant() {
+			for _, f := range g.http {
+				out.made[f] = true
+			}
+			out.notes = append(out.notes, fmt.Sprintf("%s are one client's: the profile's http steps make flow %s's requests, then the client plays flow %s", g, joinInts(g.http), joinInts(g.realtime)))
+			continue
+		}
+		dp, steps, err := p.withRecordedSteps(g, flows)
+		if err != nil {
+			err = fmt.Errorf("%s are one client's, but its requests cannot be http steps: %w", g, err)
+			if !all {
+				return out, fmt.Errorf("--flows: %w", err)
+			}
+			out.notes = append(out.notes, "--flows all: "+err.Error()+"; its flows play as clients of their own")
+			continue
+		}
+		for _, f := range g.http {
+			out.made[f] = true
+		}
+		for _, f := range g.realtime {
+			out.by[f] = dp
+		}
+		out.notes = append(out.notes, fmt.Sprintf("%s are one client's: each client makes the recorded requests as http steps %s, then plays flow %s with the values it was handed", g, strings.Join(steps, "; "), joinInts(g.realtime)))
+		if len(g.realtime) > 1 {
+			out.notes = append(out.notes, fmt.Sprintf("%s: flows %s are played by different clients, each making the requests first (one client does not yet play several connections in turn)", g, joinInts(g.realtime)))
+		}
+	}
+	return out, nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // readFlow reads the capture in two passes: an index pass that keeps no

@@ -102,6 +102,10 @@ type Profile struct {
 	// variant names p's way of logging in; variants are the others.
 	variant  string
 	variants []variant
+	// spec is the file p was compiled from (nil for reprise): --flows
+	// compiles it again with a recorded client's requests as its HTTP
+	// steps (flowgroup.go).
+	spec *Spec
 }
 
 // kind is one named matcher.
@@ -319,7 +323,8 @@ func (s *Spec) validate() error {
 }
 
 func (s *Spec) compile() (*Profile, error) {
-	p := &Profile{Name: s.Name, Transport: Transport(s.Transport), Port: s.Port, frame: s.Framing}
+	sc := *s
+	p := &Profile{Name: s.Name, Transport: Transport(s.Transport), Port: s.Port, frame: s.Framing, spec: &sc}
 	if s.Name == "" {
 		return nil, bad("name", "a profile needs a name")
 	}

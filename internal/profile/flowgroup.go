@@ -1,0 +1,229 @@
+package profile
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A client's session across connections, from the recording alone:
+// --flows groups the flows one client opened (its HTTP flows and the
+// flows that send values their answers handed out: Links) and plays each
+// group as ONE client. The HTTP flows' recorded requests become that
+// client's HTTP steps (method, target, headers and body as recorded),
+// each answer's linked values taken by the JSON path the link found and
+// replaced where the later flow carried them (its upgrade's path, query
+// or headers, a login message) or where a later request of the group
+// sent them; then the realtime flow plays. No step is written by hand: a
+// profile's own http steps, where it has them, stand for the HTTP flows
+// instead.
+
+// sessionGroup is one client's flows: its HTTP flows and its realtime
+// flows, by index in `replay inspect`, each in recorded order, and the
+// links between them.
+type sessionGroup struct {
+	http, realtime []int
+	links          []Link
+}
+
+// sessionGroups joins the flows the links tie together (an HTTP flow
+// and the flows its values reach; groups sharing a flow are one).
+func sessionGroups(links []Link) []sessionGroup {
+	root := map[int]int{}
+	var find func(int) int
+	find = func(i int) int {
+		r, ok := root[i]
+		if !ok || r == i {
+			root[i] = i
+			return i
+		}
+		r = find(r)
+		root[i] = r
+		return r
+	}
+	for _, l := range links {
+		root[find(l.To)] = find(l.From)
+	}
+	at := map[int]int{}
+	var out []sessionGroup
+	for _, l := range links {
+		r := find(l.From)
+		k, ok := at[r]
+		if !ok {
+			k = len(out)
+			at[r] = k
+			out = append(out, sessionGroup{})
+		}
+		g := &out[k]
+		g.links = append(g.links, l)
+		if !slices.Contains(g.http, l.From) {
+			g.http = append(g.http, l.From)
+		}
+		if !slices.Contains(g.realtime, l.To) {
+			g.realtime = append(g.realtime, l.To)
+		}
+	}
+	for i := range out {
+		slices.Sort(out[i].http)
+		slices.Sort(out[i].realtime)
+	}
+	return out
+}
+
+// String is "flows 0, 1".
+func (g sessionGroup) String() string {
+	all := append(append([]int(nil), g.http...), g.realtime...)
+	slices.Sort(all)
+	s := make([]string, len(all))
+	for i, f := range all {
+		s[i] = fmt.Sprint(f)
+	}
+	return "flows " + strings.Join(s, ", ")
+}
+
+// droppedHeaders are request headers a recorded step does not send as
+// recorded: the target's (Host), the body's framing, the connection's,
+// and Accept-Encoding (the fleet's HTTP client asks for gzip itself and
+// decodes the answer only then).
+var droppedHeaders = []string{"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "accept-encoding", "proxy-connection", "proxy-authorization"}
+
+// recordedSteps are the HTTP steps that make the group's recorded
+// requests, in recorded order. A value an answer handed out is taken by
+// its JSON path where the realtime flow carried it (the link) or where a
+// later request of the group sent it (then ${name} in that request).
+// Takes are not named as reserved is (the client's own values, the
+// profile's correlations).
+func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string) ([]HTTPStepSpec, error) {
+	var steps []HTTPStepSpec
+	var answers [][]leaf // each step's answer's JSON values
+	stepNames, takeNames := map[string]bool{}, map[string]bool{"user": true, "room": true, "index": true, "random": true}
+	for _, r := range reserved {
+		takeNames[r] = true
+	}
+	unique := func(names map[string]bool, base string) string {
+		name := base
+		for n := 2; names[name]; n++ {
+			name = fmt.Sprintf("%s%d", base, n)
+		}
+		names[name] = true
+		return name
+	}
+	for _, fi := range g.http {
+		for _, e := range flows[fi].HTTP {
+			if len(steps) == maxHTTPSteps {
+				return nil, fmt.Errorf("flow %d: more than %d recorded requests", fi, maxHTTPSteps)
+			}
+			st := HTTPStepSpec{Name: unique(stepNames, stepName(e.Target)), Method: e.Method, URL: literal(e.Target), Body: literal(string(e.Sent))}
+			for _, h := range e.Header {
+				if slices.Contains(droppedHeaders, strings.ToLower(h[0])) {
+					continue
+				}
+				if st.Headers == nil {
+					st.Headers = map[string]string{}
+				}
+				st.Headers[h[0]] = literal(h[1])
+			}
+			// Values earlier answers handed out that this request sends.
+			for k := range steps {
+				for _, lv := range answers[k] {
+					if !strings.Contains(st.URL+st.Body+fmt.Sprint(st.Headers), lv.value) {
+						continue
+					}
+					name := unique(takeNames, leafName(lv.path))
+					steps[k].Take = append(steps[k].Take, TakeSpec{Name: name, JSON: lv.path})
+					ref := "${" + name + "}"
+					st.URL, st.Body = strings.ReplaceAll(st.URL, lv.value, ref), strings.ReplaceAll(st.Body, lv.value, ref)
+					for h, v := range st.Headers {
+						st.Headers[h] = strings.ReplaceAll(v, lv.value, ref)
+					}
+				}
+			}
+			// Values this answer handed out that the realtime flow sends.
+			for _, l := range g.links {
+				if l.From == fi && l.Exchange == e.Method+" "+e.Target {
+					st.Take = append(st.Take, TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path, Recorded: &FieldSpec{Regexp: l.Recorded}})
+				}
+			}
+			var doc any
+			var lv []leaf
+			if json.Unmarshal(e.Body, &doc) == nil {
+				lv = jsonLeaves(doc, "$", nil)
+			}
+			steps, answers = append(steps, st), append(answers, lv)
+		}
+	}
+	return steps, nil
+}
+
+// literal is s as template text: its "${" written "$${".
+func literal(s string) string { return strings.ReplaceAll(s, "${", "$${") }
+
+// stepName names a recorded request's step by its path's first segment
+// ("matchmake" for /matchmake/joinOrCreate/chat), else "request".
+func stepName(target string) string {
+	p := strings.TrimPrefix(urlPath(target), "/")
+	p, _, _ = strings.Cut(p, "/")
+	name := strings.Trim(strings.ToLower(nonName.ReplaceAllString(p, "_")), "_")
+	if len(name) > 24 {
+		name = name[:24]
+	}
+	if name == "" || !validName.MatchString(name) {
+		return "request"
+	}
+	if _, ok := reservedStepName(name); ok {
+		return "request_" + name
+	}
+	return name
+}
+
+// leafName is a JSON value's take name: its path's last key.
+func leafName(path string) string { return Link{Path: path}.name() }
+
+// hasHTTP reports whether p or any of its variants makes HTTP steps.
+func (p *Profile) hasHTTPAnyVariant() bool {
+	if p.HasHTTP() {
+		return true
+	}
+	for _, v := range p.variants {
+		if v.p.HasHTTP() {
+			return true
+		}
+	}
+	return false
+}
+
+// withRecordedSteps is p with the group's recorded requests as its HTTP
+// steps.
+func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData) (*Profile, []string, error) {
+	if p.spec == nil {
+		return nil, nil, fmt.Errorf("profile %s is not a file's: it takes no http steps", p.Name)
+	}
+	var corrs []string
+	for _, c := range p.spec.Correlation {
+		corrs = append(corrs, c.Name)
+	}
+	steps, err := recordedSteps(g, flows, corrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := *p.spec
+	s.HTTP = steps
+	dp, err := Compile(&s)
+	if err != nil {
+		return nil, nil, err
+	}
+	desc := make([]string, len(steps))
+	for i, st := range steps {
+		takes := make([]string, len(st.Take))
+		for j, t := range st.Take {
+			takes[j] = t.Name + " at " + t.JSON
+		}
+		desc[i] = fmt.Sprintf("%s (%s %s", st.Name, st.Method, st.URL)
+		if len(takes) > 0 {
+			desc[i] += ", takes " + strings.Join(takes, ", ")
+		}
+		desc[i] += ")"
+	}
+	return dp, desc, nil
+}

@@ -1,0 +1,72 @@
+package profile
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestSessionGroups: links that share a flow make one client; unlinked
+// flows are in no group.
+func TestSessionGroups(t *testing.T) {
+	links := []Link{
+		{From: 0, To: 2, Path: "$.token"},
+		{From: 1, To: 2, Path: "$.seat"},
+		{From: 3, To: 4, Path: "$.sid"},
+		{From: 3, To: 5, Path: "$.sid"},
+	}
+	got := sessionGroups(links)
+	want := []struct{ http, realtime []int }{{[]int{0, 1}, []int{2}}, {[]int{3}, []int{4, 5}}}
+	if len(got) != len(want) {
+		t.Fatalf("groups %+v", got)
+	}
+	for i, w := range want {
+		if !reflect.DeepEqual(got[i].http, w.http) || !reflect.DeepEqual(got[i].realtime, w.realtime) {
+			t.Errorf("group %d: http %v realtime %v; want %v %v", i, got[i].http, got[i].realtime, w.http, w.realtime)
+		}
+	}
+	if s := got[0].String(); s != "flows 0, 1, 2" {
+		t.Errorf("String %q", s)
+	}
+}
+
+// TestRecordedSteps: a recorded login then a seat request become two
+// steps: headers as recorded but those of the connection and the body's
+// framing, "${" kept literal, the token the first answer handed out
+// taken and sent where the second request sent it, and the seat taken
+// where the socket carried it (as seat2: seat is a correlation's name).
+func TestRecordedSteps(t *testing.T) {
+	login := HTTPExchange{Method: "POST", Target: "/v2/auth?x=${y}",
+		Header: [][2]string{{"Host", "127.0.0.1:1"}, {"Content-Type", "application/json"}, {"Content-Length", "9"}, {"Accept-Encoding", "gzip"}},
+		Sent:   []byte(`{"u":"a"}`), Status: 200, Body: []byte(`{"token":"tk-1234567"}`)}
+	seat := HTTPExchange{Method: "GET", Target: "/seat", Header: [][2]string{{"Authorization", "Bearer tk-1234567"}},
+		Status: 200, Body: []byte(`{"seat":"S33T"}`)}
+	flows := map[int]FlowData{
+		0: {Index: 0, Client: "10.0.0.1:5", HTTP: []HTTPExchange{login, seat}},
+		1: {Index: 1, Client: "10.0.0.1:6", Upgrade: []byte("GET /ws?seat=S33T HTTP/1.1\r\nHost: x\r\n\r\n")},
+	}
+	links := Links([]FlowData{flows[0], flows[1]})
+	if len(links) != 1 || links[0].Path != "$.seat" {
+		t.Fatalf("links %+v", links)
+	}
+	steps, err := recordedSteps(sessionGroups(links)[0], flows, []string{"seat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []HTTPStepSpec{
+		{Name: "v2", Method: "POST", URL: "/v2/auth?x=$${y}", Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"u":"a"}`,
+			Take: []TakeSpec{{Name: "token", JSON: "$.token"}}},
+		{Name: "seat", Method: "GET", URL: "/seat", Headers: map[string]string{"Authorization": "Bearer ${token}"},
+			Take: []TakeSpec{{Name: "seat2", JSON: "$.seat", Recorded: &FieldSpec{Regexp: `[?&]seat=([^& ]+)`}}}},
+	}
+	if !reflect.DeepEqual(steps, want) {
+		t.Errorf("steps\n%+v\nwant\n%+v", steps, want)
+	}
+	// They compile as a profile's steps.
+	p, err := Compile(&Spec{Name: "s", Transport: "websocket", Framing: FramingSpec{Type: "message"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.withRecordedSteps(sessionGroups(links)[0], flows); err != nil {
+		t.Fatal(err)
+	}
+}
