@@ -161,9 +161,7 @@ func (c *client) evict() bool {
 // abort cuts short c's write in flight and its reader's wait, for the
 // memory budget.
 func (c *client) abort() {
-	now := time.Now()
-	c.tcp.SetWriteDeadline(now)
-	c.tcp.SetReadDeadline(now)
+	c.tc.aborted.Store(true)
 	c.signal()
 	c.s.log.Debug("memory budget: cut", zap.Uint64("conn", c.id), zap.String("user", c.user))
 }

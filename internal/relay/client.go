@@ -2,7 +2,6 @@ package relay
 
 import (
 	"errors"
-	"net"
 	"net/netip"
 	"strconv"
 	"sync/atomic"
@@ -22,12 +21,11 @@ type client struct {
 	s  *Server
 	id uint64
 
-	tcp *net.TCPConn
+	tc  *tcpConn // nil: a UDP session
 	out outbound
-	// wake tells the writer there is something to write (or to stop);
-	// writerDone closes when the writer has returned.
-	wake       chan struct{}
-	writerDone chan struct{}
+	// refused: a connection refused at accept (server_full), served only
+	// to send that error frame; it counts in no gauge.
+	refused bool
 
 	addr  netip.AddrPort // UDP only
 	token uint64         // UDP only
@@ -43,7 +41,7 @@ type client struct {
 	dg openDgram
 
 	// Membership, written only by the goroutine that reads this client
-	// (its TCP reader, or the UDP loop), with the shard locked.
+	// (its TCP connection's loop, or the UDP loop), with the shard locked.
 	user  string
 	room  *room.Room[*client]
 	shard *room.Shard[*client]
@@ -95,7 +93,10 @@ type batch struct {
 	// udp queues the deliveries of a TCP reader's batch to confirmed UDP
 	// members, packed per member and sent at flush like out's (made on
 	// first use: most TCP members share no room with a UDP one).
-	udp     *udpWriter
+	udp *udpWriter
+	// lp is the loop whose goroutine runs this batch (a TCP client's):
+	// recipients on it are marked, not posted (loop.go).
+	lp      *loop
 	queued  int
 	written int // deliveries sent as UDP datagrams
 	// frames dropped by the rate limits: the sender's, its room's
@@ -179,7 +180,7 @@ func (b *batch) flushUDP(m *metrics.Relay) {
 func (b *batch) flush(m *metrics.Relay) {
 	b.flushUDP(m)
 	for i, c := range b.pcd {
-		c.signal()
+		c.signalFrom(b.lp)
 		b.pcd[i] = nil
 	}
 	b.pcd = b.pcd[:0]
@@ -210,7 +211,7 @@ func (b *batch) flush(m *metrics.Relay) {
 	b.frames = 0
 }
 
-func (c *client) isUDP() bool { return c.tcp == nil }
+func (c *client) isUDP() bool { return c.tc == nil }
 
 // deliver queues one frame to TCP client c; it reports whether c's writer
 // must be woken after the batch.
@@ -227,17 +228,9 @@ func (c *client) deliver(frame []byte) bool {
 		// The queue now holds only the slow_consumer error frame: the
 		// writer sends it (within the write timeout) and half-closes;
 		// the reader stops after the linger, as after any refusal.
-		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
+		c.setReadDeadline(lingerTime)
 	}
 	return signal
-}
-
-// signal wakes c's writer if it is not awake already.
-func (c *client) signal() {
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
 }
 
 // close sends c an error frame and closes it: the writer flushes and
@@ -250,8 +243,7 @@ func (c *client) close(code wire.ErrorCode, text string) bool {
 	}
 	r := closeFor(code)
 	if c.out.closeWith(wire.AppendError(nil, r.Code(), text), r) {
-		c.signal()
-		c.tcp.SetReadDeadline(time.Now().Add(lingerTime))
+		c.setReadDeadline(lingerTime) // and wakes the loop
 		return true
 	}
 	return false

@@ -349,9 +349,9 @@ func (s *Server) evictPartial() {
 // for two GCs). So once what the relay holds (heldBytes: queued chunks,
 // partial frames, and reclaimConnCost per connection) has fallen by
 // reclaimBytes and to half its peak or less, and stopped falling (the
-// closed connections' goroutines are gone), the relay returns the freed
-// memory to the OS, and again reclaimEvery and 3 × reclaimEvery later (a
-// loaded host runs the closed connections' goroutines late). Not while most of the
+// closed connections are gone), the relay returns the freed memory to the
+// OS, and again reclaimEvery and 3 × reclaimEvery later (a loaded host
+// runs the loops that close connections late). Not while most of the
 // peak is still held: a full collection of a large heap takes seconds on
 // a loaded host, for little. The collections run on their own goroutine
 // (reclaimLoop), so the sweeper's timeouts and budget cuts never wait for
@@ -359,7 +359,7 @@ func (s *Server) evictPartial() {
 const (
 	reclaimBytes    = 8 << 20
 	reclaimEvery    = int64(5 * time.Second)
-	reclaimConnCost = 16 << 10 // a connection's two goroutine stacks, read buffer and state, rounded up
+	reclaimConnCost = 16 << 10 // a connection's state and its join's queued chunks (12 KiB at a 10,000-connection flood's peak), rounded up
 )
 
 // heldBytes is what the relay holds that a flood or a stall grows.

@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"net"
 	"testing"
 
 	"github.com/reprise-harness/reprise/internal/wire"
@@ -44,7 +43,7 @@ func TestCloseFrameAndLabelAgree(t *testing.T) {
 	s, stop := startServer(t, Config{})
 	defer stop()
 	for _, code := range []wire.ErrorCode{wire.ErrIdleTimeout, wire.ErrReplaced, wire.ErrFrameTimeout} {
-		c := newTCPClient(s, new(net.TCPConn))
+		c := newTCPClient(s, -1, nil)
 		c.close(code, "why")
 		_, reason := c.out.state()
 		q, _, _ := c.out.take(nil)

@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -175,7 +174,7 @@ func castRoom(t testing.TB, n int) (*Server, []*client) {
 	s := &Server{cfg: Config{MaxPending: 1 << 20, MaxFrame: wire.DefaultMaxFrame}, rooms: room.NewRegistry[*client](0)}
 	var cs []*client
 	for i := 0; i < n; i++ {
-		c := &client{s: s, tcp: new(net.TCPConn), wake: make(chan struct{}, 1)}
+		c := &client{s: s, tc: &tcpConn{fd: -1, slot: -1}}
 		c.out.max = s.cfg.MaxPending
 		sh := s.rooms.Shard("r")
 		rm, err := sh.Join("r", fmt.Sprintf("user-%d", i), c)

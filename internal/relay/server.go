@@ -1,19 +1,20 @@
 // Package relay is reprise's reference relay server: clients join rooms over
 // TCP or UDP and cast frames to the room (docs/protocol.md). It owns the
-// listeners, a read loop and a coalescing writer per TCP connection, the UDP
-// sessions, the join, idle and liveness timers, the slow-consumer policy,
+// listeners, the event loops that read and write the TCP connections (a
+// few epoll loops, no goroutine per connection: loop.go; each connection's
+// queue written with a coalescing writev), the UDP sessions, the join, idle and liveness timers, the slow-consumer policy,
 // the defences against abusive clients (limits.go: per-sender rate limits,
 // the frame timeout and the partial-frame budget; a rejoin with a user id
 // in the room replaces its member, client.replace) and graceful shutdown.
 // Who gets which frame is decided by internal/room; the bytes are
 // internal/wire's. It is not a client: see internal/client for that.
 //
-// Goroutines: Run starts and waits for all of them (accept loop, UDP loop,
-// sweeper, memory reclaimer, metrics HTTP server, and per TCP connection a reader and a
-// writer); none outlives Run.
+// Goroutines: Run starts and waits for all of them (accept loop, event
+// loops, UDP workers, sweeper, memory reclaimer, metrics HTTP server); none
+// outlives Run.
 //
-// Lock order: a room shard's mutex, then a connection's outbound mutex
-// (a leaf). Deliveries and membership notices are queued with the shard
+// Lock order: a room shard's mutex, then a connection's outbound mutex or
+// a loop's inbox mutex (leaves). Deliveries and membership notices are queued with the shard
 // locked, so every member of a room sees the room's events in one order.
 package relay
 
@@ -34,6 +35,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/room"
@@ -374,7 +376,8 @@ type Server struct {
 	rooms *room.Registry[*client]
 	epoch time.Time
 
-	ln    *net.TCPListener
+	ln    *tcpListener
+	loops []*loop
 	udp   *udpSock   // the first UDP socket: replies outside the workers' batches
 	udps  []*udpSock // every UDP socket, one per worker
 	mln   net.Listener
@@ -384,6 +387,9 @@ type Server struct {
 	tokens tokenSet      // live UDP sessions' tokens, all workers
 	pend   pendingCounts // unconfirmed UDP sessions, all workers
 	nextID atomic.Uint64
+	// nextLoop picks the loop of the next accepted connection; the
+	// accept loop's own.
+	nextLoop uint64
 
 	bigDatagramLog atomic.Int64 // relay clock of the last such log line
 
@@ -493,7 +499,9 @@ func (s *Server) bindListeners() error {
 	if err != nil {
 		return fmt.Errorf("listen tcp %s: %w", s.cfg.Listen, err)
 	}
-	s.ln = ln.(*net.TCPListener)
+	if s.ln, err = newTCPListener(ln.(*net.TCPListener)); err != nil {
+		return fmt.Errorf("listen tcp %s: %w", s.cfg.Listen, err)
+	}
 	addr := s.cfg.UDP
 	if addr == "" || addr == "off" {
 		return nil
@@ -574,6 +582,22 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 2)
+	for range max(runtime.GOMAXPROCS(0), 1) {
+		lp, err := newLoop(s)
+		if err != nil {
+			for _, lp := range s.loops {
+				unix.Close(lp.ep)
+				unix.Close(lp.ev)
+			}
+			s.loops = nil
+			s.shutdown()
+			return fmt.Errorf("event loop: %w", err)
+		}
+		s.loops = append(s.loops, lp)
+	}
+	for _, lp := range s.loops {
+		s.goFn(lp.run)
+	}
 	s.goFn(func() { errc <- s.acceptLoop(ctx) })
 	for _, conn := range s.udps {
 		u, err := newUDPServer(s, conn)
@@ -622,7 +646,10 @@ func (s *Server) shutdown() {
 	s.mu.Lock()
 	s.stopping = true
 	s.mu.Unlock()
-	s.ln.Close()
+	s.ln.wake()
+	for _, lp := range s.loops {
+		lp.stop(false) // it returns once its connections are gone
+	}
 	for _, c := range s.udps {
 		// Wake the UDP workers now rather than at their next tick.
 		c.wake()
@@ -639,9 +666,12 @@ func (s *Server) shutdown() {
 	case <-done:
 	case <-time.After(shutdownGrace):
 		s.log.Warn("shutdown grace over; closing remaining connections")
-		s.eachClient(func(c *client) { c.tcp.Close() })
+		for _, lp := range s.loops {
+			lp.stop(true)
+		}
 		<-done
 	}
+	s.ln.Close()
 	for _, c := range s.udps {
 		c.Close()
 	}
@@ -741,11 +771,12 @@ func (s *Server) sweep(ctx context.Context) {
 	}
 }
 
-// acceptLoop accepts TCP connections until the listener closes.
+// acceptLoop accepts TCP connections until the listener is woken, and
+// hands each to a loop.
 func (s *Server) acceptLoop(ctx context.Context) error {
 	var delay time.Duration
 	for {
-		nc, err := s.ln.AcceptTCP()
+		fd, src, err := s.ln.accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -761,30 +792,37 @@ func (s *Server) acceptLoop(ctx context.Context) error {
 			continue
 		}
 		delay = 0
-		src := tcpSource(nc)
+		if err := setConnOptions(fd); err != nil {
+			s.log.Debug("accepted connection's options", zap.Error(err))
+			unix.Close(fd)
+			continue
+		}
+		lp := s.loops[s.nextLoop%uint64(len(s.loops))]
+		s.nextLoop++
+		c := newTCPClient(s, fd, lp)
+		c.src = src
 		if text, cap := s.admit(src); text != "" {
 			s.reject(rejectFor(wire.ErrServerFull))
 			s.m.Refused(cap)
-			if !s.goFn(func() { s.refuse(nc, wire.ErrServerFull, text) }) {
-				nc.Close()
+			// Served by its loop only to get the error frame and a FIN.
+			c.refused = true
+			r := closeFor(wire.ErrServerFull)
+			c.out.closeWith(wire.AppendError(nil, r.Code(), text), r)
+			c.tc.readDeadline.Store(s.now() + int64(lingerTime))
+			if !lp.adopt(c) {
+				unix.Close(fd)
 			}
 			continue
 		}
-		// Keepalive probes find a peer that vanished without a FIN (a
-		// half-open connection) within about Idle + Count × Interval of
-		// silence, also from clients that never heartbeat.
-		nc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 10 * time.Second, Interval: 5 * time.Second, Count: 3})
-		c := newTCPClient(s, nc)
-		c.src = src
 		s.nconns.Add(1)
 		s.m.ConnectionsTCP.Inc()
 		s.addClient(c)
-		if !s.goFn(c.serve) {
+		if !lp.adopt(c) {
 			s.removeClient(c)
 			s.srcs.disconnect(src)
 			s.nconns.Add(-1)
 			s.m.ConnectionsTCP.Dec()
-			nc.Close()
+			unix.Close(fd)
 		}
 	}
 }
@@ -800,36 +838,4 @@ func (s *Server) admit(src netip.Addr) (text, cap string) {
 		return "this address holds --max-connections-per-source (" + strconv.Itoa(s.cfg.MaxConnectionsPerSource) + ") connections and sessions", metrics.CapConnectionsPerSource
 	}
 	return "", ""
-}
-
-// tcpSource is a TCP peer's address (v4-mapped addresses unmapped).
-func tcpSource(nc *net.TCPConn) netip.Addr {
-	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		return a.AddrPort().Addr().Unmap()
-	}
-	return netip.Addr{}
-}
-
-// refuse sends one error frame to a connection that never becomes a client
-// and closes it after its input is drained for a moment.
-func (s *Server) refuse(nc *net.TCPConn, code wire.ErrorCode, text string) {
-	defer nc.Close()
-	nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-	if _, err := nc.Write(wire.AppendError(nil, code, text)); err != nil {
-		return
-	}
-	lingerClose(nc)
-}
-
-// lingerClose half-closes nc and reads until EOF or lingerTime, so the
-// peer gets our last bytes and a FIN rather than a reset.
-func lingerClose(nc *net.TCPConn) {
-	nc.CloseWrite()
-	nc.SetReadDeadline(time.Now().Add(lingerTime))
-	var buf [512]byte
-	for {
-		if _, err := nc.Read(buf[:]); err != nil {
-			return
-		}
-	}
 }

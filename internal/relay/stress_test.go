@@ -3,7 +3,6 @@ package relay
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -153,7 +152,7 @@ func TestReplacedConnectionCannotRejoin(t *testing.T) {
 	}
 	join := frame(wire.AppendJoin(nil, "r", "u", nil, 0))
 	leave := frame(wire.AppendLeave(nil))
-	a, b := newTCPClient(s, new(net.TCPConn)), newTCPClient(s, new(net.TCPConn))
+	a, b := newTCPClient(s, -1, nil), newTCPClient(s, -1, nil)
 	if werr := a.handle(join, 0); werr != nil {
 		t.Fatal(werr)
 	}

@@ -2,110 +2,414 @@ package relay
 
 import (
 	"errors"
-	"net"
-	"os"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// Read buffer bounds: a connection starts with a small buffer (idle
-// connections are the common case), doubles it while reads fill it, and
-// halves it after a run of short reads.
+// Read and write bounds.
 const (
-	minReadBuf   = 512
-	maxReadBuf   = 64 << 10
-	shrinkAfter  = 8
-	maxIOVecsOut = 1024 // chunks per writev; the kernel's IOV_MAX
-	// throttlePause is how long a reader stops reading after a read in
+	maxReadBuf   = 64 << 10 // a loop's read buffer: the most one read takes
+	readsPerTurn = 8        // reads of one connection before the loop serves the others
+	maxIOVecsOut = 1024     // chunks per writev; the kernel's IOV_MAX
+	// throttlePause is how long a connection is not read after a read in
 	// which its sender went over its rate limit.
 	throttlePause = 100 * time.Millisecond
 )
 
-func newTCPClient(s *Server, nc *net.TCPConn) *client {
+// tcpConn is a TCP client's connection, served by its loop (loop.go).
+// Everything but the atomics is its loop's alone.
+type tcpConn struct {
+	fd int
+	lp *loop
+	// readDeadline (relay clock, 0: none) ends reading: the linger after
+	// an error frame; aborted cuts the connection at once (memory budget).
+	// Both are set from any goroutine, which then posts c to lp.
+	readDeadline atomic.Int64
+	aborted      atomic.Bool
+
+	slot    int32 // in lp.slots; -1 until registered
+	marked  bool  // in lp.next
+	timerAt int64 // c's live timer entry; 0: none
+
+	// Reading.
+	p          wire.Parser
+	arr        arrivals
+	readable   bool  // an event said so and no read found it empty since
+	pauseUntil int64 // not read before (throttled, or draining after a refusal)
+	broken     bool  // a protocol error was answered: input is drained, not read
+	readDone   bool
+
+	// Writing.
+	writable   bool
+	inflight   []*chunk // taken from the queue, not written yet
+	off        int      // bytes of inflight[0] written
+	delivers   int      // deliver frames in inflight
+	writeStart int64    // when inflight's first write began
+	holdUntil  int64    // a coalescing hold ends; 0: none
+	w          writer
+	writeDone  bool
+	dead       bool
+}
+
+func newTCPClient(s *Server, fd int, lp *loop) *client {
 	c := &client{
-		s:          s,
-		id:         s.nextID.Add(1),
-		tcp:        nc,
-		wake:       make(chan struct{}, 1),
-		writerDone: make(chan struct{}),
+		s:  s,
+		id: s.nextID.Add(1),
+		tc: &tcpConn{fd: fd, lp: lp, slot: -1},
 	}
+	c.tc.p = wire.Parser{MaxFrame: s.cfg.MaxFrame, FromClient: true}
+	c.b.lp = lp
 	c.out.max = s.cfg.MaxPending
 	c.out.mem, c.out.id = &s.mem, c.id
 	now := s.now()
 	c.unjoinedSince.Store(now)
 	c.lastActive.Store(now)
+	c.tc.arr.last = now
+	c.tc.w.last = -1 << 62 // no write yet: long ago
 	return c
 }
 
-// serve runs c's reader on this goroutine and its writer on another, and
-// tears c down when the reader is done.
-func (c *client) serve() {
-	if !c.s.goFn(c.writeLoop) {
-		close(c.writerDone)
-		c.out.fail(closeFor(wire.ErrShuttingDown))
+// signal has c's loop write c's queue (or see it closing).
+func (c *client) signal() {
+	if lp := c.tc.lp; lp != nil {
+		lp.post(c)
 	}
-	c.readLoop()
-	c.finish()
 }
 
-func (c *client) readLoop() {
-	s := c.s
-	p := wire.Parser{MaxFrame: s.cfg.MaxFrame, FromClient: true}
-	defer c.dropPartial()
-	var arr arrivals
-	handle := func(f *wire.Frame) error {
-		c.b.now = arr.next(f.Size)
-		if werr := c.handle(f, 0); werr != nil {
-			return werr
-		}
-		return nil
+// signalFrom is signal from a batch flushed on loop from (nil: not a
+// loop): a connection of that same loop is marked without a wake-up.
+func (c *client) signalFrom(from *loop) {
+	if lp := c.tc.lp; lp != nil && lp == from {
+		lp.mark(c)
+	} else {
+		c.signal()
 	}
-	arr.last = s.now()
-	buf := make([]byte, minReadBuf)
-	short := 0
-	broken := false // a protocol error was answered: ignore further input
-	for {
-		n, err := c.tcp.Read(buf)
-		if n > 0 && !broken && c.out.isClosing() {
-			broken = true
+}
+
+// setReadDeadline makes c's loop stop reading it after d.
+func (c *client) setReadDeadline(d time.Duration) {
+	c.tc.readDeadline.Store(max(c.s.now()+int64(d), 1))
+	c.signal()
+}
+
+// service does what c is due for: reading, ending the reading, writing,
+// and the teardown once both are done.
+func (lp *loop) service(c *client, now int64) {
+	t := c.tc
+	if t.dead || t.slot < 0 {
+		return
+	}
+	if t.aborted.Load() {
+		lp.kill(c)
+		return
+	}
+	if !t.readDone {
+		if rd := t.readDeadline.Load(); rd != 0 && now >= rd {
+			lp.stopReading(c)
+		} else if t.readable && now >= t.pauseUntil {
+			lp.read(c)
 		}
-		if n > 0 && broken {
-			// Draining input until the linger ends so the peer gets our
-			// last frame: slowly, or a flooder cut off would have the relay
-			// read and discard gigabytes at loopback speed meanwhile.
-			time.Sleep(throttlePause)
+	}
+	if !t.writeDone {
+		lp.write(c, now)
+	}
+	if t.readDone && t.writeDone {
+		lp.finalize(c)
+		return
+	}
+	lp.schedule(c, t.due(c.s.cfg.WriteTimeout))
+}
+
+// due is the earliest time c waits for, 0 if none.
+func (t *tcpConn) due(wt time.Duration) int64 {
+	var at int64
+	early := func(x int64) {
+		if x != 0 && (at == 0 || x < at) {
+			at = x
 		}
-		if n > 0 && !broken {
-			now := s.now()
-			c.b.now = now
-			arr.read(now, n, p.Buffered())
-			c.b.recvBytes += n
-			if ferr := p.Feed(buf[:n], handle); ferr != nil {
-				broken = true
-				c.refuse(ferr)
-			}
-			// Liveness counts whole frames: a trickle of bytes that never
-			// completes one keeps nothing alive (the frame timeout ends it).
-			if c.b.frames > 0 {
-				c.lastActive.Store(now)
-			}
-			c.trackPartial(now, p.PartialStart(), p.Buffered(), p.Held())
-			limited := c.b.limitedMsgs+c.b.limitedBytes > 0
-			c.b.flush(s.m)
-			buf, short = resize(buf, n, short)
-			if limited && !broken {
-				// Throttle: a sender over its limit is not read for a
-				// while, so TCP's flow control slows it down instead of
-				// the relay spending a core to read and drop its flood.
-				time.Sleep(throttlePause)
-			}
+	}
+	if !t.readDone {
+		early(t.readDeadline.Load())
+		if t.readable {
+			early(t.pauseUntil)
 		}
-		if err != nil {
+	}
+	if !t.writeDone {
+		early(t.holdUntil)
+		if len(t.inflight) > 0 {
+			early(t.writeStart + int64(wt))
+		}
+	}
+	return at
+}
+
+// read reads c until the socket is empty, it is paused, or it had its
+// turn (then it goes on next round).
+func (lp *loop) read(c *client) {
+	t := c.tc
+	for i := 0; i < readsPerTurn; i++ {
+		n, err := unix.Read(t.fd, lp.buf)
+		if n > 0 {
+			lp.got(c, n)
+			if t.readDone || t.pauseUntil > c.s.now() {
+				return
+			}
+			continue
+		}
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			t.readable = false
+			return
+		case errors.Is(err, unix.EINTR):
+			continue
+		}
+		lp.stopReading(c) // EOF or an error
+		return
+	}
+	lp.mark(c)
+}
+
+// got handles n bytes read from c.
+func (lp *loop) got(c *client, n int) {
+	s, t := c.s, c.tc
+	if !t.broken && c.out.isClosing() {
+		t.broken = true
+	}
+	if t.broken {
+		// Draining input until the linger ends so the peer gets our
+		// last frame: slowly, or a flooder cut off would have the relay
+		// read and discard gigabytes at loopback speed meanwhile.
+		t.pauseUntil = s.now() + int64(throttlePause)
+		return
+	}
+	now := s.now()
+	c.b.now = now
+	t.arr.read(now, n, t.p.Buffered())
+	c.b.recvBytes += n
+	lp.cur = c
+	if ferr := t.p.Feed(lp.buf[:n], lp.handleFn); ferr != nil {
+		t.broken = true
+		c.refuse(ferr)
+	}
+	lp.cur = nil
+	// Liveness counts whole frames: a trickle of bytes that never
+	// completes one keeps nothing alive (the frame timeout ends it).
+	if c.b.frames > 0 {
+		c.lastActive.Store(now)
+	}
+	c.trackPartial(now, t.p.PartialStart(), t.p.Buffered(), t.p.Held())
+	limited := c.b.limitedMsgs+c.b.limitedBytes > 0
+	c.b.flush(s.m)
+	if limited && !t.broken {
+		// Throttle: a sender over its limit is not read for a while, so
+		// TCP's flow control slows it down instead of the relay spending
+		// a core to read and drop its flood.
+		t.pauseUntil = now + int64(throttlePause)
+	}
+}
+
+// stopReading ends c's reading: it leaves its room, and its queue closes
+// once what is queued is written (bounded by the write timeout).
+func (lp *loop) stopReading(c *client) {
+	t := c.tc
+	t.readDone = true
+	t.readable = false
+	c.dropPartial()
+	c.leave()
+	c.b.flush(c.s.m)
+	c.out.closeWith(nil, CloseClosed)
+}
+
+// kill ends c at once: nothing more is read or written.
+func (lp *loop) kill(c *client) {
+	t := c.tc
+	if !t.readDone {
+		lp.stopReading(c)
+	}
+	t.writeDone = true
+	lp.finalize(c)
+}
+
+// finalize closes c's socket and counts the disconnect.
+func (lp *loop) finalize(c *client) {
+	s, t := c.s, c.tc
+	t.dead = true
+	c.out.fail(CloseClosed) // drops what is queued, if anything; keeps the reason
+	lp.release(c, len(t.inflight))
+	unix.Close(t.fd)
+	if t.slot >= 0 {
+		lp.slots[t.slot] = nil
+		lp.free = append(lp.free, t.slot)
+		lp.n--
+		if lp.n == 0 && cap(lp.slots) > 1024 {
+			lp.slots, lp.gens, lp.free = nil, nil, nil // a flood's slots are not kept
+		}
+	}
+	t.w.spare = nil
+	if c.refused {
+		return
+	}
+	_, reason := c.out.state()
+	s.removeClient(c)
+	s.srcs.disconnect(c.src)
+	s.nconns.Add(-1)
+	s.m.ConnectionsTCP.Dec()
+	s.disconnected(reason)
+	s.log.Debug("disconnected", zap.Uint64("conn", c.id), zap.Stringer("reason", reason))
+}
+
+// write writes c's queue: after a coalescing hold, every queued chunk in
+// one writev; a write the socket cannot take whole waits for EPOLLOUT, and
+// one that waited Config.WriteTimeout makes c a slow consumer.
+func (lp *loop) write(c *client, now int64) {
+	t := c.tc
+	if len(t.inflight) > 0 {
+		if blocked := now - t.writeStart; blocked >= int64(c.s.cfg.WriteTimeout) {
+			lp.writeFailed(c, nil, time.Duration(blocked))
 			return
 		}
+		if !t.writable {
+			return
+		}
+		if err := lp.writeOut(c); err != nil {
+			lp.writeFailed(c, err, 0)
+			return
+		}
+		if len(t.inflight) > 0 {
+			return
+		}
+	}
+	if t.holdUntil != 0 {
+		if now < t.holdUntil {
+			return
+		}
+		t.holdUntil = 0
+		t.w.endHold(&c.out)
+	} else if d := c.s.cfg.WriteCoalesce; t.w.startHold(&c.out, now, int64(d)) {
+		t.holdUntil = now + int64(d)
+		return
+	}
+	for {
+		q, delivers, closing := c.out.take(t.w.spare)
+		if len(q) == 0 {
+			t.w.spare = q
+			if closing {
+				unix.Shutdown(t.fd, unix.SHUT_WR)
+				t.writeDone = true
+			}
+			return
+		}
+		t.inflight, t.off, t.delivers = q, 0, delivers
+		t.writeStart, t.w.last = now, now
+		c.s.m.Writes.Inc()
+		if err := lp.writeOut(c); err != nil {
+			lp.writeFailed(c, err, 0)
+			return
+		}
+		if len(t.inflight) > 0 || !closing {
+			// Blocked: EPOLLOUT or the write timeout goes on. Or
+			// anything queued during the write flagged a new wake-up:
+			// wait for it (and hold) rather than write its head at once.
+			return
+		}
+	}
+}
+
+// writeOut writes inflight with writev until it is all written or the
+// socket is full.
+func (lp *loop) writeOut(c *client) error {
+	t := c.tc
+	for len(t.inflight) > 0 {
+		iov := lp.iov[:0]
+		for i, ch := range t.inflight[:min(len(t.inflight), maxIOVecsOut)] {
+			b := ch.b
+			if i == 0 {
+				b = b[t.off:]
+			}
+			v := unix.Iovec{Base: unsafe.SliceData(b)}
+			v.SetLen(len(b))
+			iov = append(iov, v)
+		}
+		lp.iov = iov
+		r, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(t.fd), uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
+		clear(iov)
+		switch e {
+		case 0:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			t.writable = false
+			return nil
+		default:
+			return e
+		}
+		n := int(r)
+		c.out.written(n)
+		c.s.m.SentBytes.Add(float64(n))
+		done := 0
+		for _, ch := range t.inflight {
+			rest := len(ch.b) - t.off
+			if n < rest {
+				t.off += n
+				break
+			}
+			n -= rest
+			t.off = 0
+			done++
+		}
+		lp.release(c, done)
+	}
+	if t.delivers > 0 {
+		c.s.m.DeliveredMessages.Add(float64(t.delivers))
+		t.delivers = 0
+	}
+	return nil
+}
+
+// release returns inflight's first k chunks (written, or dropped) to the
+// pool.
+func (lp *loop) release(c *client, k int) {
+	t := c.tc
+	if k == 0 {
+		return
+	}
+	for i, ch := range t.inflight[:k] {
+		putChunk(ch)
+		t.inflight[i] = nil
+	}
+	c.out.chunks(-k)
+	if k == len(t.inflight) {
+		t.w.spare = t.inflight[:0]
+		t.inflight = nil
+		return
+	}
+	t.inflight = t.inflight[k:]
+}
+
+// writeFailed ends c after a failed write (err) or one blocked over the
+// write timeout (err nil): that is a slow consumer, anything else a closed
+// peer.
+func (lp *loop) writeFailed(c *client, err error, blocked time.Duration) {
+	t := c.tc
+	reason := CloseClosed
+	if err == nil {
+		reason = closeFor(wire.ErrSlowConsumer)
+	}
+	if first := c.out.fail(reason); first && err == nil {
+		c.s.m.SlowConsumers.Inc()
+		c.s.log.Info("slow consumer: write over --write-timeout", zap.Uint64("conn", c.id),
+			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout), zap.Duration("blocked", blocked))
+	}
+	lp.release(c, len(t.inflight))
+	t.writeDone = true
+	if !t.readDone {
+		lp.stopReading(c)
 	}
 }
 
@@ -145,21 +449,6 @@ func (a *arrivals) next(size int) int64 {
 	return a.start + (a.end-a.start)*int64(max(a.off, 0))/int64(a.n)
 }
 
-// resize grows buf after a read that filled it and shrinks it after a run
-// of reads that used under a quarter of it.
-func resize(buf []byte, n, short int) ([]byte, int) {
-	switch {
-	case n == len(buf) && len(buf) < maxReadBuf:
-		return make([]byte, 2*len(buf)), 0
-	case n < len(buf)/4 && len(buf) > minReadBuf:
-		if short++; short >= shrinkAfter {
-			return make([]byte, len(buf)/2), 0
-		}
-		return buf, short
-	}
-	return buf, 0
-}
-
 // refuse answers a protocol error with its error frame and closes c.
 func (c *client) refuse(err error) {
 	var werr *wire.Error
@@ -178,64 +467,10 @@ func (c *client) refuse(err error) {
 	c.close(werr.Code, werr.Detail)
 }
 
-// finish tears c down after its reader stopped: it leaves its room, lets
-// the writer flush what is queued (bounded by the write deadline), closes
-// the socket and counts the disconnect.
-func (c *client) finish() {
-	s := c.s
-	c.leave()
-	c.b.flush(s.m)
-	c.out.closeWith(nil, CloseClosed)
-	c.signal() // also when the queue closed without a wake-up (slow consumer)
-	<-c.writerDone
-	c.tcp.Close()
-	_, reason := c.out.state()
-	s.removeClient(c)
-	s.srcs.disconnect(c.src)
-	s.nconns.Add(-1)
-	s.m.ConnectionsTCP.Dec()
-	s.disconnected(reason)
-	s.log.Debug("disconnected", zap.Uint64("conn", c.id), zap.Stringer("reason", reason))
-}
-
-// writeLoop writes c's queue whenever woken: every queued chunk in one
-// writev. It returns when the queue is closing and empty (after
-// half-closing the socket) or a write fails.
-func (c *client) writeLoop() {
-	defer close(c.writerDone)
-	w := writer{c: c, iov: make(net.Buffers, 0, 8)}
-	for range c.wake {
-		w.hold()
-		for {
-			q, delivers, closing := c.out.take(w.spare)
-			if len(q) == 0 {
-				w.spare = q
-				if closing {
-					c.tcp.CloseWrite()
-					return
-				}
-				break
-			}
-			if err := w.write(q); err != nil {
-				c.writeFailed(err, time.Since(w.last))
-				return
-			}
-			if delivers > 0 {
-				c.s.m.DeliveredMessages.Add(float64(delivers))
-			}
-			if !closing {
-				// Anything queued during the write flagged a new wake-up:
-				// wait for it (and hold) rather than write its head at once.
-				break
-			}
-		}
-	}
-}
-
-// Coalescing: a woken writer with less than coalesceBytes queued waits
-// Config.WriteCoalesce (d) before it takes the queue, so that the rest of a
-// burst (the other members of a room sending in the same tick, each on its
-// own reader goroutine) joins the same writev. (Extending the hold while
+// Coalescing: a connection woken to write with less than coalesceBytes
+// queued waits Config.WriteCoalesce (d) before its loop takes the queue, so
+// that the rest of a burst (the other members of a room sending in the same
+// tick, read by any loop) joins the same writev. (Extending the hold while
 // the burst was still arriving, in steps of d/4, bought no fewer writes
 // with the bench's clients and cost a timer wake-up per write.)
 //
@@ -259,38 +494,40 @@ const (
 	isolated      = 4 // × d since the last write
 )
 
-// writer is writeLoop's state: scratch reused across writes, the
-// coalescing hold's record and when the write deadline was last armed.
+// writer is a connection's coalescing record.
 type writer struct {
-	c      *client
 	spare  []*chunk
-	iov    net.Buffers
-	nb     net.Buffers // what WriteTo consumes; iov keeps the backing array
 	misses int
-	skip   int       // wake-ups left to write without holding
-	next   int       // the skip after the next miss streak
-	armed  time.Time // when the deadline was last set; zero: never
-	last   time.Time // when the last write started
+	skip   int   // wake-ups left to write without holding
+	next   int   // the skip after the next miss streak
+	last   int64 // when the last write started (relay clock)
+	start  int64 // when the hold began
+	before int64 // the pending bytes then
+	d      int64
 }
 
-// hold waits for more of a burst before a write (see coalesceBytes).
-func (w *writer) hold() {
-	d := w.c.s.cfg.WriteCoalesce
+// startHold reports whether a wake-up at now holds for d before writing
+// (see coalesceBytes).
+func (w *writer) startHold(o *outbound, now, d int64) bool {
 	if d <= 0 {
-		return
+		return false
 	}
 	if w.skip > 0 {
 		w.skip--
-		return
+		return false
 	}
-	before, _ := w.c.out.backlog()
+	before, _ := o.backlog()
 	if before == 0 || before >= coalesceBytes {
-		return // a stale wake-up, or enough to write already
+		return false // a stale wake-up, or enough to write already
 	}
-	start := time.Now()
-	time.Sleep(d)
-	if after, frames := w.c.out.backlog(); after == before {
-		if start.Sub(w.last) < isolated*d || frames > 1 {
+	w.start, w.before, w.d = now, before, d
+	return true
+}
+
+// endHold scores the hold that startHold began: a hit or a miss.
+func (w *writer) endHold(o *outbound) {
+	if after, frames := o.backlog(); after == w.before {
+		if w.start-w.last < isolated*w.d || frames > 1 {
 			return // the tail of a burst, or a burst that was all there
 		}
 		if w.misses++; w.misses >= holdMisses {
@@ -300,69 +537,4 @@ func (w *writer) hold() {
 		return
 	}
 	w.misses, w.next = 0, minSkip
-}
-
-// write sends q with one writev and returns its chunks to the pool.
-func (w *writer) write(q []*chunk) error {
-	c := w.c
-	w.iov = w.iov[:0]
-	total := 0
-	for _, ch := range q {
-		w.iov = append(w.iov, ch.b)
-		total += len(ch.b)
-	}
-	now := time.Now()
-	w.last = now
-	w.armDeadline(now)
-	// WriteTo takes a pointer that escapes: a field, not a local, so it
-	// is not a heap allocation per write.
-	w.nb = w.iov
-	n, err := w.nb.WriteTo(c.tcp)
-	for i, ch := range q {
-		putChunk(ch)
-		q[i] = nil
-	}
-	c.out.chunks(-len(q))
-	w.spare = q[:0]
-	clear(w.iov)
-	c.out.written(total)
-	c.s.m.Writes.Inc()
-	if n > 0 {
-		c.s.m.SentBytes.Add(float64(n))
-	}
-	return err
-}
-
-// armDeadline makes sure the next write has a deadline at least 7/8 of
-// Config.WriteTimeout away, re-arming it at most every WriteTimeout/8
-// instead of before every write (each SetWriteDeadline modifies a runtime
-// timer: 3 % of the relay's CPU when it was done per write). A write that
-// blocks is still cut off within WriteTimeout. The deadline of a connection
-// that wrote nothing for a while has passed, and is re-armed before the
-// next write, since more than WriteTimeout/8 has gone by.
-func (w *writer) armDeadline(now time.Time) {
-	wt := w.c.s.cfg.WriteTimeout
-	if !w.armed.IsZero() && now.Sub(w.armed) < wt/8 {
-		return
-	}
-	w.c.tcp.SetWriteDeadline(now.Add(wt))
-	w.armed = now
-}
-
-// writeFailed closes c after a failed write that began blocked ago: a
-// deadline overrun is a slow consumer, anything else a closed peer. The
-// slow consumer's log line says how long its write waited: 7/8 of
-// --write-timeout to all of it (the deadline is armed lazily), more when
-// the relay was too busy to see the deadline pass in time.
-func (c *client) writeFailed(err error, blocked time.Duration) {
-	reason := CloseClosed
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		reason = closeFor(wire.ErrSlowConsumer)
-	}
-	if first := c.out.fail(reason); first && reason == closeFor(wire.ErrSlowConsumer) {
-		c.s.m.SlowConsumers.Inc()
-		c.s.log.Info("slow consumer: write over --write-timeout", zap.Uint64("conn", c.id),
-			zap.String("user", c.user), zap.Duration("write_timeout", c.s.cfg.WriteTimeout), zap.Duration("blocked", blocked))
-	}
-	c.tcp.Close()
 }

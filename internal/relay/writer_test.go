@@ -22,13 +22,21 @@ import (
 // for a number of wake-ups that doubles while holds keep missing (up to
 // maxSkip), and a hold that gathers something resets it.
 func TestHoldBackoff(t *testing.T) {
-	s := &Server{cfg: Config{WriteCoalesce: time.Microsecond}}
-	c := &client{s: s}
-	c.out.max = 1 << 20
-	c.out.appendFrame([]byte("queued"))
-	w := writer{c: c}
-	// held reports whether one wake-up held (slept) or wrote at once.
-	held := func() bool { h := w.skip == 0; w.hold(); return h }
+	const d = int64(time.Millisecond)
+	var o outbound
+	o.max = 1 << 20
+	o.appendFrame([]byte("queued"))
+	w := writer{last: -1 << 62}
+	now := int64(0)
+	// held reports whether one wake-up held (and scores the hold).
+	held := func() bool {
+		now += 100 * d
+		if !w.startHold(&o, now, d) {
+			return false
+		}
+		w.endHold(&o)
+		return true
+	}
 	want := minSkip
 	for round := 0; round < 8; round++ {
 		for i := 0; i < holdMisses; i++ {
@@ -47,10 +55,11 @@ func TestHoldBackoff(t *testing.T) {
 		want = min(2*want, maxSkip)
 	}
 	// A hold during which bytes arrive is a hit: the backoff starts over.
-	go func() { time.Sleep(100 * time.Microsecond); c.out.appendFrame([]byte("more")) }()
-	s.cfg.WriteCoalesce = 50 * time.Millisecond
-	w.hold()
-	s.cfg.WriteCoalesce = time.Microsecond
+	if !w.startHold(&o, now, d) {
+		t.Fatal("no hold after the backoff")
+	}
+	o.appendFrame([]byte("more"))
+	w.endHold(&o)
 	if w.next != minSkip || w.misses != 0 {
 		t.Fatalf("after a hit: next %d misses %d, want %d and 0", w.next, w.misses, minSkip)
 	}
@@ -58,31 +67,37 @@ func TestHoldBackoff(t *testing.T) {
 	// no miss.
 	w.skip, w.misses = 0, 0
 	for i := 0; i < 2*holdMisses; i++ {
-		w.last = time.Now()
-		w.hold()
+		now += 100 * d
+		w.last = now - d
+		if w.startHold(&o, now, d) {
+			w.endHold(&o)
+		}
 	}
 	if w.skip != 0 || w.misses != 0 {
 		t.Fatalf("tails counted as misses: skip %d misses %d", w.skip, w.misses)
 	}
 	// Nor is one that gathers nothing with several frames queued (a late
-	// wake-up after a whole burst arrived).
-	c.out.appendFrame([]byte("second"))
-	w.last = time.Time{}
+	// wake-up after a whole burst arrived): the queue holds three now.
+	w.last = -1 << 62
 	for i := 0; i < 2*holdMisses; i++ {
-		w.hold()
+		if held() != true {
+			t.Fatal("a late wake-up did not hold")
+		}
 	}
 	if w.skip != 0 || w.misses != 0 {
 		t.Fatalf("late wake-ups counted as misses: skip %d misses %d", w.skip, w.misses)
 	}
-	// Nothing queued, or a queue over coalesceBytes: no hold at all.
-	s.cfg.WriteCoalesce = time.Second
+	// Nothing queued, or a queue over coalesceBytes: no hold at all; nor
+	// with no coalescing configured.
 	for _, pending := range []int64{0, coalesceBytes} {
-		c.out.queued = pending + c.out.released.Load()
-		start := time.Now()
-		w.hold()
-		if d := time.Since(start); d > 100*time.Millisecond {
-			t.Errorf("pending %d: held %v", pending, d)
+		o.queued = pending + o.released.Load()
+		if w.startHold(&o, now, d) {
+			t.Errorf("pending %d: held", pending)
 		}
+	}
+	o.queued = 10 + o.released.Load()
+	if w.startHold(&o, now, 0) {
+		t.Error("held with no coalescing")
 	}
 }
 
@@ -284,7 +299,7 @@ func joinConn(t *testing.T, s *Server, user string) *rclient.Conn {
 	return c
 }
 
-// TestWriteDoesNotAllocate: a writer's writev of queued chunks to a real
+// TestWriteDoesNotAllocate: a loop's writev of queued chunks to a real
 // loopback connection allocates nothing in the steady state.
 func TestWriteDoesNotAllocate(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -310,19 +325,28 @@ func TestWriteDoesNotAllocate(t *testing.T) {
 			}
 		}
 	}()
+	f, err := nc.(*net.TCPConn).File() // a blocking duplicate: every write is whole
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
 	s := &Server{cfg: Config{WriteTimeout: time.Second}}
 	s.m = newTestMetrics(t)
-	c := &client{s: s, tcp: nc.(*net.TCPConn)}
+	lp := &loop{s: s}
+	c := &client{s: s, tc: &tcpConn{fd: int(f.Fd()), lp: lp}}
 	c.out.max = 1 << 20
-	w := writer{c: c}
 	frame := make([]byte, 220)
 	round := func() {
 		for i := 0; i < 31; i++ {
 			c.out.appendFrame(frame)
 		}
-		q, _, _ := c.out.take(w.spare)
-		if err := w.write(q); err != nil {
+		q, _, _ := c.out.take(c.tc.w.spare)
+		c.tc.inflight, c.tc.off = q, 0
+		if err := lp.writeOut(c); err != nil {
 			t.Fatal(err)
+		}
+		if len(c.tc.inflight) > 0 {
+			t.Fatal("a blocking write left bytes unwritten")
 		}
 	}
 	for i := 0; i < 10; i++ {
