@@ -74,6 +74,7 @@ type client struct {
 	// ownOthers the client's own casts that its room's others receive;
 	// casts the casts it received (deliveries.go).
 	room        *castRoom
+	inst        *instance // the server-assigned one, if any (instances.go)
 	inAt, outAt atomic.Int64
 	ownOthers   atomic.Int64
 	casts       atomic.Int64
@@ -835,6 +836,7 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 		c.wire.buffer() // from now on the scheduler writes the records
 	}
 	c.retry = nil
+	c.f.place(c) // before joinedRoom: the instance's casts count from here
 	c.joinedRoom()
 	c.conn.SetReadDeadline(time.Time{})
 	// The scheduler's TCP writes never wait, and a raw write fails once a

@@ -322,6 +322,18 @@ func (c *Config) checkIDFormat() error {
 
 func (c *Config) userID(i int) string { return fmt.Sprintf(c.UserIDFormat, i) }
 
+// roomName is client i's room; every client asks for the same one when
+// the server assigns the instances.
+func (f *Fleet) roomName(i int, recorded string) string {
+	if f.insts != nil {
+		if f.cfg.Room != "" {
+			return f.cfg.Room
+		}
+		return recorded
+	}
+	return f.cfg.roomName(i, recorded)
+}
+
 // roomName is client i's room: the base name (--room or the recorded one),
 // with "-k" for the k-th room of --room-size clients.
 func (c *Config) roomName(i int, recorded string) string {

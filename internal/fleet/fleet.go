@@ -106,7 +106,10 @@ type Fleet struct {
 	done      tally
 	// castRooms count each room's casts (deliveries.go).
 	castRooms []castRoom
-	wg        sync.WaitGroup // connection goroutines
+	// insts are the room instances the server assigned, when the
+	// profile says the server does (instances.go); nil otherwise.
+	insts *instances
+	wg    sync.WaitGroup // connection goroutines
 
 	warnMu      sync.Mutex
 	warnings    []string
@@ -173,7 +176,10 @@ func New(cfg Config) (*Fleet, error) {
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
-	if n := cfg.silentRooms(); n > 0 {
+	if ra, ok := f.player.(interface{ RoomsAssigned() bool }); ok && ra.RoomsAssigned() {
+		f.insts = &instances{byName: map[string]*instance{}}
+	}
+	if n := cfg.silentRooms(); n > 0 && f.insts == nil {
 		f.warn("WARNING: %d of %d rooms hold listeners but no sender (--senders %d over rooms of --room-size %d): they receive nothing; give at least one sender per room", n, cfg.rooms(), cfg.Senders, cfg.RoomSize)
 	}
 	if err := checkOpenFiles(cfg.Shard.Clients(cfg.Clients)); err != nil {
@@ -473,6 +479,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.stop()
 	f.wg.Wait()
 	f.warnLeaveCut()
+	f.warnSilentInstances()
 	f.stats.fold()
 	sum, serr := f.summary()
 	return sum, errors.Join(err, serr)
@@ -670,6 +677,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (f *Fleet) newClient(i int) (*client, error) {
 	cfg := &f.cfg
 	sender := cfg.isSender(i)
+	if f.insts != nil {
+		sender = !cfg.ReceiveOnly // until its instance is known (place)
+	}
 	player := f.player
 	var fc *flowCounters
 	if len(f.flows) > 0 {
@@ -685,7 +695,7 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	id := profile.Identity{
 		Index: i, Clients: cfg.Clients,
 		User:        cfg.userID(i),
-		Room:        cfg.roomName(i, room),
+		Room:        f.roomName(i, room),
 		Peers:       cfg.peers(i, others),
 		PeerIndexes: cfg.peerIndexes(i, others),
 		Steps:       plan.Frames(),
@@ -780,6 +790,9 @@ func (f *Fleet) untrack(c *client) {
 	if c.joined.Load() {
 		c.leftRoom()
 		f.done.add(c.expected(), c.casts.Load())
+		if c.inst != nil {
+			c.inst.received.Add(c.casts.Load())
+		}
 	}
 	f.loopsDone += c.loops.Load()
 	f.mu.Unlock()

@@ -98,6 +98,7 @@ func Merge(sums []Summary) (Summary, error) {
 		if err := mergeFlows(out.Flows, s.Flows, sh); err != nil {
 			return Summary{}, err
 		}
+		out.Instances = mergeInstances(out.Instances, s.Instances)
 		if err := mergeHist(lat, s.Histograms.LatencyUS, sh, "latency"); err != nil {
 			return Summary{}, err
 		}

@@ -62,6 +62,10 @@ type Summary struct {
 	// Flows are the flows of a --flows fleet and how many clients played
 	// each; empty when the fleet played one flow.
 	Flows []FlowClients `json:"flows,omitempty"`
+	// Instances are the room instances the server assigned the clients
+	// (profile rooms.assigned_by: server), in the order the fleet learnt
+	// them; empty otherwise.
+	Instances []InstanceCount `json:"room_instances,omitempty"`
 
 	// Shard is "i/n" when the run was shard i of n (see Shard); empty for
 	// a whole fleet.
@@ -199,6 +203,7 @@ func (f *Fleet) summary() (Summary, error) {
 		Warnings:            nonNil(warnings),
 		Notes:               nonNil(f.notes),
 		Flows:               f.flowClients(),
+		Instances:           f.instanceCounts(),
 		Shard:               f.cfg.Shard.label(),
 		StartUnixNS:         f.epochUnix,
 		StartLateMS:         millis(f.startLate),
@@ -314,6 +319,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	for _, fc := range s.Flows {
 		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client),
 			fmt.Sprintf("%d clients, %d logins, %d messages sent, %d received", fc.Clients, fc.Logins, fc.Sent, fc.Received))
+	}
+	for _, in := range s.Instances {
+		row(fmt.Sprintf("room instance %q", in.Name), in.line())
 	}
 	if s.Shard != "" {
 		row("shard", s.Shard)

@@ -229,6 +229,9 @@ type client struct {
 	// waits for its answer, 0 for none (set by the reader, cleared by
 	// whoever sends the answer).
 	unanswered atomic.Int32
+	// instance is the room instance the server put the client in
+	// (rooms.assigned_by: server), written once by the reader.
+	instance atomic.Pointer[string]
 
 	// Owned by the reader.
 	rest     []byte
@@ -392,6 +395,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 			}
 		}
 	}
+	if p.rooms != nil {
+		c.learnInstance(m, k)
+	}
 	if reason := p.refusal(m, k); reason != "" {
 		if !c.loggedIn {
 			ev.Failed = reason
@@ -426,6 +432,9 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 }
 
 func (c *client) awaitedArrived() bool {
+	if c.s.p.rooms != nil && c.instance.Load() == nil {
+		return false
+	}
 	for i := range c.s.p.corrs {
 		if c.s.p.corrs[i].wait && c.s.corrs[i] != nil && c.vals[i].Load() == nil {
 			return false

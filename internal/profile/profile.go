@@ -95,6 +95,9 @@ type Profile struct {
 	fresh   []freshRule
 	expects []expectRule
 	fanout  Fanout
+	// rooms takes the room instance the server put a client in; nil
+	// when the client picks its room (rooms.go).
+	rooms *instanceRule
 
 	hooks  hooks
 	labels labelSet
@@ -396,6 +399,9 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, err
 	}
 	if err := s.compileVariants(p); err != nil {
+		return nil, err
+	}
+	if err := s.compileRooms(p); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -173,6 +173,7 @@ func (p *Profile) Compile(m Messages, opts ScriptOptions) (*Script, error) {
 	s.findCorrelations(m.Server)
 	s.findHTTPRecorded(kept)
 	s.findServerPeers(kept)
+	s.noteInstance(m.Server)
 	for _, c := range kept {
 		s.msgs = append(s.msgs, s.step(c))
 	}

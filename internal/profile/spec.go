@@ -25,10 +25,12 @@ type Spec struct {
 	Heartbeat *HeartbeatSpec `yaml:"heartbeat"`
 	// Delivery are the server kinds counted as received messages; Sends
 	// the client kinds counted as sent messages.
-	Delivery    []string          `yaml:"delivery"`
-	Sends       []string          `yaml:"sends"`
-	Leave       *TemplateSpec     `yaml:"leave"`
-	Latency     *LatencySpec      `yaml:"latency"`
+	Delivery []string      `yaml:"delivery"`
+	Sends    []string      `yaml:"sends"`
+	Leave    *TemplateSpec `yaml:"leave"`
+	Latency  *LatencySpec  `yaml:"latency"`
+	// Rooms says who picks a client's room instance (rooms.go).
+	Rooms       *RoomsSpec        `yaml:"rooms"`
 	Identity    IdentitySpec      `yaml:"identity"`
 	Correlation []CorrelationSpec `yaml:"correlation"`
 	// Reactions answer server messages: every client, in every phase.
