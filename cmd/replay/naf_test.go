@@ -97,6 +97,7 @@ func TestNAF(t *testing.T) {
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 	capPath := recordThrough(t, target, node, filepath.Join(nafDir, "client.js"), "LISTEN_PORT", strconv.Itoa(port), "lobby", "20")
 	prof := filepath.Join(nafDir, "naf.yaml")
+	docExampleIs(t, "# networked-aframe over socket.io", prof)
 	insp := inspectProfile(t, prof, capPath)
 	for _, want := range []string{`room: "lobby"`, "broadcast 20", "rooms: assigned by the server: the recorded client was put in instance"} {
 		if !strings.Contains(insp, want) {

@@ -58,7 +58,11 @@ func (s *Spec) compileRooms(p *Profile) error {
 		return nil
 	case "server":
 	default:
-		return bad("rooms.assigned_by", "%q: client or server", r.AssignedBy)
+		hint := ""
+		if m := suggest(r.AssignedBy, []string{"client", "server"}); m != "" {
+			hint = " (did you mean " + m + "?)"
+		}
+		return bad("rooms.assigned_by", "%q: client or server%s", r.AssignedBy, hint)
 	}
 	in := r.Instance
 	if in == nil {

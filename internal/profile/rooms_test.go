@@ -107,7 +107,9 @@ func TestRoomsNoInstanceRecorded(t *testing.T) {
 // TestRoomsSpecErrors: each mistake in rooms is one line naming it.
 func TestRoomsSpecErrors(t *testing.T) {
 	for _, tc := range []struct{ rooms, want string }{
-		{"{assigned_by: sever}", `rooms.assigned_by: "sever": client or server`},
+		{"{assigned_by: sever}", `rooms.assigned_by: "sever": client or server (did you mean server?)`},
+		{"{assigned_by: me}", `rooms.assigned_by: "me": client or server`},
+		{"{assigned_by: server, instnace: {regexp: 'a(b)'}}", "rooms.instnace: unknown key (did you mean instance?)"},
 		{"{assigned_by: server}", "rooms.instance: assigned_by: server needs instance"},
 		{"{instance: {regexp: 'a(b)'}}", "rooms.instance: only with assigned_by: server"},
 		{"{assigned_by: server, instance: {kind: members}}", "rooms.instance: give regexp (its first group) or json"},
