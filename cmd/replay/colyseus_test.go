@@ -86,6 +86,9 @@ func TestColyseus(t *testing.T) {
 	if len(res.sum.Flows) != 1 || res.sum.Flows[0].Flow != 1 || res.sum.Flows[0].Clients != 200 {
 		t.Errorf("flows played: %+v; want flow 1 by all 200 clients", res.sum.Flows)
 	}
+	if st := res.sum.HTTPSteps; len(st) != 1 || st[0].Step != "matchmake" || st[0].Answered != 200 {
+		t.Errorf("http step times %+v; want matchmake answered 200", st)
+	}
 }
 
 // colyseusRun replays clients (10 senders, rooms of 50 as the server

@@ -89,7 +89,7 @@ func startNakama(t *testing.T) (*nakama, string) {
 }
 
 // authenticate answers a token; a user named for a failure gets it:
-// banned (403), nokey (no token in the answer), loop (redirected to
+// banned (403), down (503), nokey (no token in the answer), loop (redirected to
 // itself), huge (a 2 MiB answer), slow (no answer for 5 s).
 func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Authorization") != "Basic "+base64.StdEncoding.EncodeToString([]byte("defaultkey:")) {
@@ -106,6 +106,9 @@ func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasPrefix(body.ID, "banned"):
 		http.Error(w, `{"error":"banned"}`, http.StatusForbidden)
+		return
+	case strings.HasPrefix(body.ID, "down"):
+		http.Error(w, `{"error":"unavailable"}`, http.StatusServiceUnavailable)
 		return
 	case strings.HasPrefix(body.ID, "nokey"):
 		io.WriteString(w, `{"created":true}`)
@@ -350,7 +353,11 @@ func TestHTTPSteps(t *testing.T) {
 		if chats != s.MessagesSent || delivered != s.MessagesReceived {
 			t.Errorf("the server got %d chats and delivered %d; the fleet sent %d and received %d", chats, delivered, s.MessagesSent, s.MessagesReceived)
 		}
-		t.Logf("200 clients: sent %d received %d, server chats %d delivered %d", s.MessagesSent, s.MessagesReceived, chats, delivered)
+		// The auth step's own times, apart from the login's.
+		if len(s.HTTPSteps) != 1 || s.HTTPSteps[0].Step != "auth" || s.HTTPSteps[0].Answered != 200 || s.HTTPSteps[0].MS.P50 <= 0 || !strings.Contains(res.stdout, "http step auth") {
+			t.Fatalf("http step times %+v; want auth answered 200 with a p50, and its row\n%s", s.HTTPSteps, res.stdout)
+		}
+		t.Logf("200 clients: sent %d received %d, server chats %d delivered %d; auth step ms p50 %.3f p99 %.3f", s.MessagesSent, s.MessagesReceived, chats, delivered, s.HTTPSteps[0].MS.P50, s.HTTPSteps[0].MS.P99)
 	})
 	t.Run("lobby", func(t *testing.T) {
 		srv.reset()
@@ -378,6 +385,7 @@ kinds:`, 1)
 	t.Run("bad answers", func(t *testing.T) {
 		for _, tc := range []struct{ user, reason, timeout string }{ // at once: each waits, mostly
 			{"banned-%d", "auth_http_403", "20s"},
+			{"down-%d", "auth_http_503", "20s"},
 			{"nokey-%d", "auth_missing_token", "20s"},
 			{"loop-%d", "auth_http_redirects", "20s"},
 			{"huge-%d", "auth_http_too_large", "20s"},
@@ -390,6 +398,10 @@ kinds:`, 1)
 					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--duration", "3s")
 				if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
 					t.Errorf("%s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.user, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
+				}
+				// One clear line: the reason, no stack trace.
+				if !strings.Contains(res.stderr, tc.reason) || strings.Contains(res.stderr, "goroutine ") {
+					t.Errorf("%s: stderr does not name %s in a line:\n%s", tc.user, tc.reason, res.stderr)
 				}
 				if took := time.Since(start); took > 30*time.Second {
 					t.Errorf("%s: the run took %v", tc.user, took)

@@ -82,6 +82,8 @@ type Fleet struct {
 	inBandTLS bool
 	hs        *handshakes
 	tlsWarned sync.Map // LoginCode -> struct{}
+	// httpTimes are the HTTP steps' durations (httptimes.go).
+	httpTimes httpTimes
 	epoch     time.Time
 	// epochUnix is epoch on the wall clock (ns): trace stamps and their
 	// receipt are epochUnix plus the monotonic fleet clock, one clock read

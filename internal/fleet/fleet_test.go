@@ -215,6 +215,9 @@ func TestMetricsEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An HTTP step's time as httpStep records it (TestHTTPSteps runs
+	// real ones): its own histogram, by step.
+	f.httpTimes.record("auth", 3*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Summary, 1)
 	go func() { s, _ := f.Run(ctx); done <- s }()
@@ -234,7 +237,8 @@ func TestMetricsEndpoint(t *testing.T) {
 	for _, want := range []string{"replay_clients_logged_in 2", "replay_login_attempts_total 2", `replay_logins_total{result="ok"} 2`,
 		"replay_sent_messages_total", "replay_sent_bytes_total", "replay_received_messages_total", "replay_received_bytes_total",
 		"replay_delivery_latency_seconds_bucket", "replay_schedule_lag_seconds_bucket", `replay_host_cpu_seconds_total{mode="idle"}`,
-		"go_goroutines", "process_resident_memory_bytes"} {
+		"go_goroutines", "process_resident_memory_bytes", `replay_http_step_seconds_bucket{step="auth",le="0.002"} 0`,
+		`replay_http_step_seconds_bucket{step="auth",le="0.005"} 1`, `replay_http_step_seconds_count{step="auth"} 1`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}

@@ -96,12 +96,17 @@ func (c *client) httpStep(ctx context.Context, hc *http.Client, hs profile.HTTPS
 		}
 		req.Header.Set(h[0], h[1])
 	}
+	start := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
 		return httpReason(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer+1))
+	if err == nil {
+		// Answered, whatever its status: the step's time, not the login's.
+		c.f.httpTimes.record(r.Step, time.Since(start))
+	}
 	switch {
 	case err != nil:
 		return httpReason(err)

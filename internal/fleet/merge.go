@@ -74,6 +74,7 @@ func Merge(sums []Summary) (Summary, error) {
 		return Summary{}, fmt.Errorf("%w: no summaries", ErrMerge)
 	}
 	lat, lag, hs := newHist(), newHist(), newHist()
+	steps, stepOrder := map[string]*hdrhistogram.Histogram{}, []string(nil)
 	out := Summary{
 		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{}, Undecodable: map[string]int64{},
 		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: flowsZeroed(sums[0].Flows),
@@ -107,6 +108,9 @@ func Merge(sums []Summary) (Summary, error) {
 		}
 		addCounts(&out, s)
 		if err := mergeTLS(&out, s.TLS, hs, sh); err != nil {
+			return Summary{}, err
+		}
+		if err := mergeHTTPSteps(steps, &stepOrder, s.HTTPSteps, sh); err != nil {
 			return Summary{}, err
 		}
 		mergeDeliveries(&out.Deliveries, s.Deliveries, k == 0)
@@ -164,6 +168,9 @@ func Merge(sums []Summary) (Summary, error) {
 			return Summary{}, fmt.Errorf("encode merged handshake histogram: %w", err)
 		}
 		out.TLS.HandshakeUS = string(enc)
+	}
+	if out.HTTPSteps, err = mergedHTTPSteps(steps, stepOrder); err != nil {
+		return Summary{}, err
 	}
 	out.ProcessCPUMSPer1k = perThousand(out.ProcessCPUSeconds, out.MessagesSent+out.MessagesReceived)
 	return out, nil

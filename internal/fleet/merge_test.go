@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
@@ -228,5 +229,59 @@ func TestMergeTLS(t *testing.T) {
 	tl := m.TLS
 	if tl == nil || tl.Handshakes != 7 || tl.RatePerS != 200 || tl.Resumption != "tickets" || tl.HandshakeMS.P50 < 9.9 || tl.HandshakeMS.P50 > 10.1 || deref(tl.HandshakeMS.Max) < 39.9 {
 		t.Fatalf("merged tls %+v (p50 %v max %v)", tl, tl.HandshakeMS.P50, deref(tl.HandshakeMS.Max))
+	}
+}
+
+// TestMergeHTTPSteps: each step's times add up over the shards by step
+// name, the merged quantiles read from the sum of their histograms; a
+// step only one shard made is kept.
+func TestMergeHTTPSteps(t *testing.T) {
+	var sums []Summary
+	for i, steps := range []map[string][]time.Duration{
+		{"auth": {time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond}},
+		{"auth": {10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond}, "lobby": {5 * time.Millisecond}},
+	} {
+		var ht httpTimes
+		for _, name := range []string{"auth", "lobby"} {
+			for _, d := range steps[name] {
+				ht.record(name, d)
+			}
+		}
+		st, err := ht.summary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := shardSummary(t, fmt.Sprintf("%d/2", i), []int64{1000}, []int64{10})
+		s.HTTPSteps = st
+		sums = append(sums, s)
+	}
+	m, err := Merge(sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.HTTPSteps) != 2 {
+		t.Fatalf("merged steps %+v", m.HTTPSteps)
+	}
+	auth, lobby := m.HTTPSteps[0], m.HTTPSteps[1]
+	if auth.Step != "auth" || auth.Answered != 7 || auth.MS.P50 < 9.9 || auth.MS.P50 > 10.1 || deref(auth.MS.Max) < 39.9 {
+		t.Errorf("merged auth %+v (p50 %v max %v)", auth, auth.MS.P50, deref(auth.MS.Max))
+	}
+	if lobby.Step != "lobby" || lobby.Answered != 1 {
+		t.Errorf("merged lobby %+v", lobby)
+	}
+}
+
+// TestHTTPTimesBounded: step names beyond maxHTTPStepNames share one.
+func TestHTTPTimesBounded(t *testing.T) {
+	var ht httpTimes
+	for i := range 3 * maxHTTPStepNames {
+		ht.record(fmt.Sprintf("step%d", i), time.Millisecond)
+	}
+	st, err := ht.summary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != maxHTTPStepNames || st[len(st)-1].Step != otherSteps || st[len(st)-1].Answered != 2*maxHTTPStepNames+1 {
+		t.Errorf("%d steps, last %+v", len(st), st[len(st)-1])
 	}
 }

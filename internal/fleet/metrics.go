@@ -26,7 +26,7 @@ type collector struct {
 	recvMsgs, recvBytes, latency, lag, disconn *prometheus.Desc
 	loops, delayed, shard                      *prometheus.Desc
 	numbered, lost, joinRetries                *prometheus.Desc
-	handshake, handshakes                      *prometheus.Desc
+	handshake, handshakes, httpStep            *prometheus.Desc
 	expected, casts, starved, unacked          *prometheus.Desc
 }
 
@@ -59,6 +59,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		joinRetries: d("replay_udp_join_retries_total", "UDP join datagrams sent again because joined did not arrive in time (backoff 250 ms doubling to 2 s, until the login timeout)."),
 		handshake:   d("replay_tls_handshake_seconds", "TLS handshake durations (after the TCP connect, before the login's first message); none without --tls."),
 		handshakes:  d("replay_tls_handshakes_total", "TLS handshakes completed, by whether they resumed a session (--tls-resume).", "resumed"),
+		httpStep:    d("replay_http_step_seconds", "The profile's HTTP steps (a seat, a token before the connection), request to the answer's last byte, by step; answered ones whatever their status (failures are replay_logins_total's <step>_http_<status>). Apart from the login time.", "step"),
 		delayed:     d("replay_send_backpressure_total", "Frames that could not be handed to the kernel when due because the relay's socket buffer was full (the relay read too slowly) and waited in the client's send backlog."),
 	}
 	host, err := metrics.NewHostCollector("replay")
@@ -76,7 +77,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
 		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed, c.shard,
-		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.expected, c.casts, c.starved, c.unacked} {
+		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.httpStep, c.expected, c.casts, c.starved, c.unacked} {
 		ch <- d
 	}
 }
@@ -120,6 +121,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.handshakes, full, "false")
 		counter(c.handshakes, resumed, "true")
 	}
+	c.f.httpTimes.prom(handshakeBuckets, func(step string, b map[float64]uint64, n uint64, sum float64) {
+		ch <- prometheus.MustNewConstHistogram(c.httpStep, n, sum, b, step)
+	})
 	d := c.f.deliveries()
 	if d.Measured() {
 		counter(c.expected, d.Expected)

@@ -95,6 +95,9 @@ type Summary struct {
 	// TLS is how the fleet spoke TLS (nil: plaintext): version,
 	// resumption, the handshakes' times and rate.
 	TLS *TLSSummary `json:"tls,omitempty"`
+	// HTTPSteps are the profile's HTTP steps' times, by step (each timed
+	// apart from the login it precedes); empty without HTTP steps.
+	HTTPSteps []HTTPStepTimes `json:"http_steps,omitempty"`
 	// Histograms are the latency and lag histograms, lossless, so that
 	// `replay merge` computes exact percentiles over shards.
 	Histograms Histograms `json:"histograms"`
@@ -174,8 +177,13 @@ func (f *Fleet) summary() (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
+	httpSteps, err := f.httpTimes.summary()
+	if err != nil {
+		return Summary{}, err
+	}
 	return Summary{
 		TLS:                 tlsSum,
+		HTTPSteps:           httpSteps,
 		ClientsRequested:    f.cfg.Shard.Clients(f.cfg.Clients),
 		LoginAttempts:       t.LoginAttempts,
 		LoginsSucceeded:     t.LoginsSucceeded,
@@ -282,6 +290,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("login attempts", s.LoginAttempts)
 	row("logins succeeded", s.LoginsSucceeded)
 	row("logins failed", byReason(s.LoginsFailed))
+	for _, st := range s.HTTPSteps {
+		row("http step "+st.Step, st.line())
+	}
 	row("peak logged in", s.PeakLoggedIn)
 	row("messages sent", s.MessagesSent)
 	row("messages received", s.MessagesReceived)

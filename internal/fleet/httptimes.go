@@ -1,0 +1,137 @@
+package fleet
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// The HTTP steps' own times: each step a client made (a seat, a token)
+// timed from its request to its answer's last byte, in a histogram per
+// step name, beside the login rather than inside it, so that a slow
+// matchmaker shows as itself. Steps are few (a profile's, at most 8
+// each), and the names beyond maxHTTPStepNames share one.
+
+// maxHTTPStepNames bounds the step names timed apart (the summary's rows
+// and the metric's label values).
+const maxHTTPStepNames = 32
+
+// otherSteps names the steps beyond maxHTTPStepNames.
+const otherSteps = "other"
+
+// httpTimes are the HTTP steps' durations by step name, in the order the
+// names were first seen.
+type httpTimes struct {
+	mu    sync.Mutex
+	steps []*stepTimes
+}
+
+type stepTimes struct {
+	name string
+	h    *hdrhistogram.Histogram
+}
+
+// record adds one answered step's duration.
+func (t *httpTimes) record(step string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.of(step).h.RecordValue(clampHist(d.Microseconds()))
+}
+
+// of is the step's times, made when first seen (t.mu held).
+func (t *httpTimes) of(step string) *stepTimes {
+	for _, s := range t.steps {
+		if s.name == step {
+			return s
+		}
+	}
+	if len(t.steps) >= maxHTTPStepNames-1 && step != otherSteps {
+		return t.of(otherSteps)
+	}
+	s := &stepTimes{name: step, h: newHist()}
+	t.steps = append(t.steps, s)
+	return s
+}
+
+// HTTPStepTimes is one HTTP step's times in a summary: the requests that
+// got an answer (whatever its status; the failures are counted in
+// logins_failed as <step>_http_503 and so on) and their durations.
+type HTTPStepTimes struct {
+	Step     string    `json:"step"`
+	Answered int64     `json:"answered"`
+	MS       Quantiles `json:"ms"`
+	// US is the histogram, lossless (HdrHistogram V2, base64), for
+	// merging shards.
+	US string `json:"us"`
+}
+
+// summary is the steps' times, nil when no step was answered.
+func (t *httpTimes) summary() ([]HTTPStepTimes, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []HTTPStepTimes
+	for _, s := range t.steps {
+		st, err := stepSummary(s.name, s.h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+func stepSummary(name string, h *hdrhistogram.Histogram) (HTTPStepTimes, error) {
+	enc, err := h.EncodeV2()
+	if err != nil {
+		return HTTPStepTimes{}, fmt.Errorf("encode http step %s histogram: %w", name, err)
+	}
+	q := quantilesMS(h, 50, 90, 99, 100)
+	return HTTPStepTimes{Step: name, Answered: h.TotalCount(), MS: Quantiles{P50: q[0], P90: &q[1], P99: q[2], Max: &q[3], none: h.TotalCount() == 0}, US: string(enc)}, nil
+}
+
+// line is the summary's row: "answered 200, ms p50/p90/p99/max 1.2 / ...".
+func (s HTTPStepTimes) line() string {
+	return fmt.Sprintf("%d answered, ms p50/p90/p99/max %.3f / %.3f / %.3f / %.3f", s.Answered, s.MS.P50, deref(s.MS.P90), s.MS.P99, deref(s.MS.Max))
+}
+
+// prom is each step's histogram in Prometheus buckets (seconds).
+func (t *httpTimes) prom(bounds []float64, each func(step string, b map[float64]uint64, n uint64, sum float64)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.steps {
+		b, n, sum := histBuckets(s.h, bounds)
+		each(s.name, b, n, sum)
+	}
+}
+
+// mergeHTTPSteps adds a shard's step times to the merged ones, by step
+// name.
+func mergeHTTPSteps(into map[string]*hdrhistogram.Histogram, order *[]string, steps []HTTPStepTimes, sh Shard) error {
+	for _, s := range steps {
+		h, ok := into[s.Step]
+		if !ok {
+			h = newHist()
+			into[s.Step] = h
+			*order = append(*order, s.Step)
+		}
+		if err := mergeHist(h, s.US, sh, "http step "+s.Step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mergedHTTPSteps are the merged step times, in the order first seen.
+func mergedHTTPSteps(from map[string]*hdrhistogram.Histogram, order []string) ([]HTTPStepTimes, error) {
+	var out []HTTPStepTimes
+	for _, name := range order {
+		st, err := stepSummary(name, from[name])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
