@@ -90,13 +90,23 @@ var namedHooks = map[string]func() hooks{
 }
 
 // hookNames lists namedHooks, sorted, for errors.
-func hookNames() string {
+func hookNames() []string {
 	var out []string
 	for n := range namedHooks {
 		out = append(out, n)
 	}
 	sort.Strings(out)
-	return strings.Join(out, ", ")
+	return out
+}
+
+// hooksError says a hooks: name names no Go code: the names there are,
+// and the one probably meant.
+func hooksError(name string) error {
+	msg := fmt.Sprintf("%q: no Go code of that name (%s)", name, strings.Join(hookNames(), ", "))
+	if s := suggest(name, hookNames()); s != "" {
+		msg += " (did you mean " + s + "?)"
+	}
+	return bad("hooks", "%s", msg)
 }
 
 // hookFuncs implements hooks with optional functions.

@@ -44,7 +44,7 @@ func (s *Spec) compileFresh(p *Profile) error {
 		case "unique":
 			r.unique = true
 		default:
-			return bad(path+".value", "%q: counter or unique", f.Value)
+			return oneOf(path+".value", f.Value, "counter", "unique")
 		}
 		switch {
 		case f.Regexp != "":

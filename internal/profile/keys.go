@@ -282,3 +282,24 @@ func (p *Profile) kindHint(name string, server bool) string {
 	}
 	return " (kinds: " + strings.Join(names, ", ") + ")"
 }
+
+// oneOf is the error for a value that is none of an enumeration's words:
+// the words, and the one probably meant.
+func oneOf(path, got string, words ...string) error {
+	msg := fmt.Sprintf("%q: %s", got, orList(words))
+	if s := suggest(got, words); s != "" && got != "" {
+		msg += " (did you mean " + s + "?)"
+	}
+	return bad(path, "%s", msg)
+}
+
+// orList is "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// framingTypes are framing.type's words.
+var framingTypes = []string{"length", "varint", "delimiter", "counted", "resp", "message", "raw"}

@@ -195,7 +195,7 @@ func compileSkips(path string, names []string) ([]skipOp, error) {
 		case "len16":
 			out = append(out, skipLen16)
 		default:
-			return nil, bad(fmt.Sprintf("%s.skip[%d]", path, i), "%q: varint, len8 or len16", n)
+			return nil, oneOf(fmt.Sprintf("%s.skip[%d]", path, i), n, "varint", "len8", "len16")
 		}
 	}
 	return out, nil
@@ -310,11 +310,6 @@ type sub struct{ old, new []byte }
 func Compile(s *Spec) (*Profile, error) {
 	p, err := s.compile()
 	if err != nil {
-		var se *specError
-		if e, ok := err.(*specError); ok {
-			se = e
-			return nil, fmt.Errorf("profile %s: %s", s.Name, se.Error())
-		}
 		return nil, fmt.Errorf("profile %s: %w", s.Name, err)
 	}
 	return p, nil
@@ -328,33 +323,49 @@ func (s *Spec) validate() error {
 func (s *Spec) compile() (*Profile, error) {
 	sc := *s
 	p := &Profile{Name: s.Name, Transport: Transport(s.Transport), Port: s.Port, frame: s.Framing, spec: &sc}
+	var errs specErrors
+	// Each part is checked whatever the others hold, unless it reads what
+	// a failed one makes: a user sees every mistake at once, and no
+	// mistake that only follows from another.
 	if s.Name == "" {
-		return nil, bad("name", "a profile needs a name")
+		errs.add(bad("name", "a profile needs a name"))
 	}
+	transportOK := true
 	switch p.Transport {
 	case "":
 		p.Transport = TCP
 	case TCP, UDP, WebSocket:
 	default:
-		return nil, bad("transport", "%q: tcp, udp or websocket", s.Transport)
+		transportOK = false
+		errs.add(oneOf("transport", s.Transport, "tcp", "udp", "websocket"))
 	}
 	if s.Hooks != "" {
-		h, ok := namedHooks[s.Hooks]
-		if !ok {
-			return nil, bad("hooks", "%q: no Go code of that name (%s)", s.Hooks, hookNames())
+		if h, ok := namedHooks[s.Hooks]; ok {
+			p.hooks = h()
+		} else {
+			errs.add(hooksError(s.Hooks))
 		}
-		p.hooks = h()
+	}
+	// A bad transport still has its framing checked, as over WebSocket
+	// (which refuses no framing the others take).
+	ft := p.Transport
+	if !transportOK {
+		ft = WebSocket
 	}
 	var err error
-	if p.framer, err = s.Framing.compile(p.Transport); err != nil {
-		return nil, err
-	}
+	p.framer, err = s.Framing.compile(ft)
+	errs.add(err)
 	p.Raw = s.Framing.Type == "raw"
-	if p.client, err = compileKinds("kinds.client", s.Kinds.Client); err != nil {
-		return nil, err
+	var errC, errS error
+	p.client, errC = compileKinds("kinds.client", s.Kinds.Client)
+	p.server, errS = compileKinds("kinds.server", s.Kinds.Server)
+	errs.add(errC)
+	errs.add(errS)
+	if p.fanout, err = ParseFanout(s.Fanout); err != nil {
+		errs.add(oneOf("fanout", s.Fanout, fanoutNames[:]...))
 	}
-	if p.server, err = compileKinds("kinds.server", s.Kinds.Server); err != nil {
-		return nil, err
+	if errC != nil || errS != nil {
+		return nil, errs // the rest names kinds
 	}
 	p.Kinds = KindNames{"other"}
 	for _, k := range p.client {
@@ -366,42 +377,36 @@ func (s *Spec) compile() (*Profile, error) {
 		}
 	}
 	if err := s.extraKinds(p); err != nil {
-		return nil, err
+		errs.add(err)
+		return nil, errs
 	}
 	if len(p.Kinds) > MaxKinds {
-		return nil, bad("kinds.client", "%d kinds: at most %d", len(p.Kinds), MaxKinds-3)
+		errs.add(bad("kinds.client", "%d kinds: at most %d", len(p.Kinds), MaxKinds-3))
+		return nil, errs
 	}
-	if err := s.compileLogin(p); err != nil {
-		return nil, err
+	errLogin := s.compileLogin(p)
+	errMsgs := s.compileMessages(p) // the correlations, which the rest read
+	errs.add(errLogin)
+	errs.add(errMsgs)
+	errs.add(s.compileFresh(p))
+	errs.add(s.compileExpects(p))
+	if errMsgs != nil {
+		return nil, errs
 	}
-	if err := s.compileMessages(p); err != nil {
-		return nil, err
+	errHTTP := s.compileHTTP(p)
+	errs.add(errHTTP)
+	errs.add(s.compileIdentity(p))
+	if errHTTP == nil {
+		if errLogin == nil {
+			errs.add(s.compileLoginSteps(p))
+		}
+		errs.add(s.compileReactions(p))
 	}
-	if p.fanout, err = ParseFanout(s.Fanout); err != nil {
-		return nil, bad("fanout", "%v", err)
-	}
-	if err := s.compileHTTP(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileLoginSteps(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileReactions(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileFresh(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileExpects(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileIdentity(p); err != nil {
-		return nil, err
+	errs.add(s.compileRooms(p))
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	if err := s.compileVariants(p); err != nil {
-		return nil, err
-	}
-	if err := s.compileRooms(p); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -425,24 +430,34 @@ func (k KindNames) index(name string) int {
 // MaxKinds bounds a profile's sent kinds (and so the fleet's counters).
 const MaxKinds = 16
 
+// compile checks the framing's common keys and its type's, every mistake
+// at once.
 func (f FramingSpec) compile(t Transport) (Framer, error) {
-	little := false
+	var errs specErrors
 	switch f.Endian {
-	case "", "big":
-	case "little":
-		little = true
+	case "", "big", "little":
 	default:
-		return nil, bad("framing.endian", "%q: big or little", f.Endian)
+		errs.add(oneOf("framing.endian", f.Endian, "big", "little"))
 	}
 	if f.Max < 0 {
-		return nil, bad("framing.max", "%d: must not be negative", f.Max)
+		errs.add(bad("framing.max", "%d: must not be negative", f.Max))
 	}
 	if f.Offset < 0 || f.Offset > 1<<16 {
-		return nil, bad("framing.offset", "%d: out of range", f.Offset)
+		errs.add(bad("framing.offset", "%d: out of range", f.Offset))
 	}
 	if f.Span && t != WebSocket {
-		return nil, bad("framing.span", "only over websocket: a datagram or a stream has no messages to span")
+		errs.add(bad("framing.span", "only over websocket: a datagram or a stream has no messages to span"))
 	}
+	fr, err := f.compileType(t, f.Endian == "little")
+	errs.add(err)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return fr, nil
+}
+
+// compileType is the framer of the framing's type.
+func (f FramingSpec) compileType(t Transport, little bool) (Framer, error) {
 	switch f.Type {
 	case "length":
 		if f.Size != 1 && f.Size != 2 && f.Size != 4 && f.Size != 8 {
@@ -454,7 +469,7 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 		case "whole":
 			whole = true
 		default:
-			return nil, bad("framing.counts", "%q: after or whole", f.Counts)
+			return nil, oneOf("framing.counts", f.Counts, "after", "whole")
 		}
 		return LengthField{Offset: f.Offset, Size: f.Size, LittleEnd: little, CountsWhole: whole, Adjust: f.Adjust, Max: f.Max}, nil
 	case "varint":
@@ -485,28 +500,33 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 		if t == UDP || t == WebSocket {
 			return Whole{}, nil
 		}
-		return nil, bad("framing.type", "missing: length, varint, delimiter, counted, resp, message or raw")
+		return nil, bad("framing.type", "missing: %s", orList(framingTypes))
 	}
-	return nil, bad("framing.type", "%q: length, varint, delimiter, counted, resp, message or raw", f.Type)
+	return nil, oneOf("framing.type", f.Type, framingTypes...)
 }
 
 func compileKinds(path string, ks []KindSpec) ([]kind, error) {
 	out := make([]kind, 0, len(ks))
 	seen := map[string]bool{}
+	var errs specErrors
 	for i, k := range ks {
 		p := fmt.Sprintf("%s[%d]", path, i)
-		if !validName.MatchString(k.Name) {
-			return nil, bad(p+".name", "%q: a kind name is lower case letters, digits and _ (up to 32)", k.Name)
-		}
-		if seen[k.Name] {
-			return nil, bad(p+".name", "%q is named twice", k.Name)
+		switch {
+		case !validName.MatchString(k.Name):
+			errs.add(bad(p+".name", "%q: a kind name is lower case letters, digits and _ (up to 32)", k.Name))
+		case seen[k.Name]:
+			errs.add(bad(p+".name", "%q is named twice", k.Name))
 		}
 		seen[k.Name] = true
 		m, err := compileMatch(p+".match", k.Match)
 		if err != nil {
-			return nil, err
+			errs.add(err)
+			continue
 		}
 		out = append(out, kind{k.Name, *m})
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }
@@ -725,7 +745,7 @@ func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
 	if l.Encoding != "" {
 		e, ok := encodingNames[l.Encoding]
 		if !ok {
-			return nil, bad("latency.encoding", "%q: binary, decimal, hex or base64", l.Encoding)
+			return nil, oneOf("latency.encoding", l.Encoding, "binary", "decimal", "hex", "base64")
 		}
 		st.enc = e
 	}
@@ -833,7 +853,7 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	p.identity.lengthBefore = id.LengthBefore
 	enc, ok := parsePayloadEncoding(id.Encoding)
 	if !ok {
-		return bad("identity.encoding", "%q: json, msgpack or protobuf", id.Encoding)
+		return oneOf("identity.encoding", id.Encoding, "json", "msgpack", "protobuf")
 	}
 	if enc != encodingBytes && id.LengthBefore > 0 {
 		return bad("identity.encoding", "give encoding or length_before, not both")
@@ -844,7 +864,7 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	case "little":
 		p.identity.little = true
 	default:
-		return bad("identity.endian", "%q: big or little", id.Endian)
+		return oneOf("identity.endian", id.Endian, "big", "little")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 
@@ -372,6 +373,12 @@ type LineError struct {
 }
 
 func (e *LineError) Error() string {
+	switch {
+	case e.Path == "" && e.Line > 0:
+		return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+	case e.Path == "":
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
 	if e.Line > 0 {
 		return fmt.Sprintf("%s:%d: %s: %v", e.File, e.Line, e.Path, e.Err)
 	}
@@ -390,6 +397,67 @@ func (e *specError) Error() string { return e.path + ": " + e.err.Error() }
 
 func bad(path, format string, args ...any) error {
 	return &specError{path, fmt.Errorf(format, args...)}
+}
+
+// specErrors are a profile's validation errors, each at its key path,
+// in the order the checks found them.
+type specErrors []error
+
+// add appends err unless it is nil; a specErrors is flattened.
+func (e *specErrors) add(err error) {
+	var more specErrors
+	switch {
+	case err == nil:
+	case errors.As(err, &more):
+		*e = append(*e, more...)
+	default:
+		*e = append(*e, err)
+	}
+}
+
+// Error is the errors a line each, at most maxKeyErrors.
+func (e specErrors) Error() string {
+	lines := make([]string, 0, min(len(e), maxKeyErrors)+1)
+	for i, err := range e {
+		if i == maxKeyErrors {
+			lines = append(lines, fmt.Sprintf("and %d more", len(e)-maxKeyErrors))
+			break
+		}
+		lines = append(lines, err.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap is every error, for errors.Is and errors.As.
+func (e specErrors) Unwrap() []error { return e }
+
+// lineErrors turns a profile file's validation errors into lines
+// "file:line: key.path: what", at most maxKeyErrors and a count of the
+// rest; the result unwraps to the first as a *LineError.
+func lineErrors(name string, data []byte, err error) error {
+	var all specErrors
+	if !errors.As(err, &all) {
+		all = specErrors{err}
+	}
+	var errs []keyError
+	for _, e := range all {
+		var se *specError
+		if errors.As(e, &se) {
+			errs = append(errs, keyError{lineOf(data, se.path), se.path, se.err.Error()})
+			continue
+		}
+		errs = append(errs, keyError{0, "", e.Error()})
+	}
+	// In the file's order: a line without a number (none found) last.
+	sort.SliceStable(errs, func(i, j int) bool {
+		li, lj := errs[i].line, errs[j].line
+		return li > 0 && (lj == 0 || li < lj)
+	})
+	more := 0
+	if len(errs) > maxKeyErrors {
+		errs, more = errs[:maxKeyErrors], len(errs)-maxKeyErrors
+	}
+	return keyErrorsError(name, errs, more)
 }
 
 // maxSpecSize caps a profile file.
@@ -414,11 +482,7 @@ func ParseSpec(name string, data []byte) (*Spec, error) {
 		return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
 	}
 	if err := s.validate(); err != nil {
-		var se *specError
-		if errors.As(err, &se) {
-			return nil, &LineError{File: name, Line: lineOf(data, se.path), Path: se.path, Err: se.err}
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, lineErrors(name, data, err)
 	}
 	return &s, nil
 }

@@ -3,7 +3,10 @@ package profile
 import (
 	"encoding/binary"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +63,8 @@ func TestSpecErrorsNameTheLine(t *testing.T) {
 		// fleet cannot count by.
 		{"heartbeat too short", base + "heartbeat:\n  template: {text: x}\n  interval: 1ns\n", "heartbeat.interval: 1ns: at least 10ms", 7},
 		{"fresh matches empty", base + "kinds:\n  client:\n    - {name: a, match: {prefix: x}}\nfresh:\n  - {into: [a], regexp: \"id=([0-9]*)\", value: counter}\n", "its group matches the empty string", 9},
-		{"bad fanout", base + "fanout: everyone\n", "fanout: \"everyone\": want server, none, others, all", 5},
+		{"bad fanout", base + "fanout: everyone\n", "fanout: \"everyone\": server, none, others or all", 5},
+		{"fanout slip", base + "fanout: other\n", "fanout: \"other\": server, none, others or all (did you mean others?)", 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -287,5 +291,65 @@ func TestSpecKeyErrors(t *testing.T) {
 	_, err := ParseSpec("p.yaml", []byte(b.String()))
 	if lines := strings.Split(fmt.Sprint(err), "\n"); len(lines) != maxKeyErrors+1 || lines[maxKeyErrors] != "p.yaml: and 80 more" {
 		t.Errorf("%d lines, last %q", len(lines), lines[len(lines)-1])
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite testdata/errors/*.golden")
+
+// TestSpecErrorsGolden: a profile file with mistakes in several parts
+// (enumerated values slipped by a letter, a bad kind name, kind
+// references, a fresh value) is refused with every mistake at once, in
+// the file's order, each "file:line: key.path: what (did you mean X?)";
+// testdata/errors/*.golden hold the exact lines (go test -update
+// rewrites them).
+func TestSpecErrorsGolden(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "errors", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no testdata/errors/*.yaml: %v", err)
+	}
+	for _, path := range files {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = ParseSpec(filepath.Base(path), data)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var le *LineError
+			if !errors.As(err, &le) || le.Line == 0 {
+				t.Errorf("no *LineError with a line in %T", err)
+			}
+			got := err.Error() + "\n"
+			golden := strings.TrimSuffix(path, ".yaml") + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("got:\n%swant (%s):\n%s", got, golden, want)
+			}
+		})
+	}
+}
+
+// TestSpecValueErrorsBounded: a file of 30 bad kind names names 20 and
+// counts the rest, as the key check does.
+func TestSpecValueErrorsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: x\nframing: {type: resp}\nkinds:\n  client:\n")
+	for i := range 30 {
+		fmt.Fprintf(&b, "    - {name: K%d, match: {prefix: x}}\n", i)
+	}
+	_, err := ParseSpec("p.yaml", []byte(b.String()))
+	lines := strings.Split(fmt.Sprint(err), "\n")
+	if len(lines) != maxKeyErrors+1 || lines[0] != `p.yaml:5: kinds.client[0].name: "K0": a kind name is lower case letters, digits and _ (up to 32)` || lines[maxKeyErrors] != "p.yaml: and 10 more" {
+		t.Errorf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 }

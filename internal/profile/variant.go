@@ -73,11 +73,20 @@ func (s *Spec) compileVariants(p *Profile) error {
 		}
 		vp, err := vs.compile()
 		if err != nil {
-			var se *specError
-			if errors.As(err, &se) {
-				return &specError{path + "." + se.path, se.err}
+			var all specErrors
+			if !errors.As(err, &all) {
+				all = specErrors{err}
 			}
-			return fmt.Errorf("%s: %w", path, err)
+			var out specErrors
+			for _, e := range all {
+				var se *specError
+				if errors.As(e, &se) {
+					out.add(&specError{path + "." + se.path, se.err})
+				} else {
+					out.add(fmt.Errorf("%s: %w", path, e))
+				}
+			}
+			return out
 		}
 		p.variants = append(p.variants, variant{when: when, p: vp})
 	}
