@@ -21,7 +21,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
-// chromiumPage joins the wss room chat of testdata/wss as browser-user,
+// chromiumPage joins the wss room chat of testdata/wschat as browser-user,
 // sends 20 chats 50 ms apart (ts "" is where a replay stamps) and closes:
 // a page served over https, as a WebXR page must be.
 const chromiumPage = `<!doctype html><title>wss</title><script>
@@ -69,9 +69,8 @@ func TestChromiumWSS(t *testing.T) {
 	testproc.NeedRoot(t, "record live")
 	chromium := testproc.NeedTool(t, "chromium", "chromium")
 	node := needTool(t, "node")
-	npmCIIn(t, wssDir)
 	pki := newTestPKI(t)
-	plain, secure := startWSSServer(t, node, pki)
+	plain, secure := startWSChat(t, node, "plain", &pki)
 	pair, err := tls.LoadX509KeyPair(pki.cert, pki.key)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +82,7 @@ func TestChromiumWSS(t *testing.T) {
 	page.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
 	page.StartTLS()
 	defer page.Close()
-	prof := filepath.Join(wssDir, "chat.yaml")
+	prof := filepath.Join(wsChatDir, "chat.yaml")
 
 	// browse runs Chromium on the page until the server saw its session end.
 	browse := func(t *testing.T, ws string, args ...string) {
@@ -101,7 +100,7 @@ func TestChromiumWSS(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-		var s wssStats
+		var s wsChatStats
 		for end := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 			getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", plain), &s)
 			if s.Chats == 20 && s.Connected == 0 {
@@ -129,7 +128,7 @@ func TestChromiumWSS(t *testing.T) {
 			"--clients", "20", "--senders", "4", "--room-size", "20", "--loop", loop[1],
 			"--login-interval", "10ms", "--login-timeout", "30s", "--duration", "4s", "--drain-deliveries", "20s")
 		mustOK(t, res)
-		s, app := res.sum, wssSettled(t, plain)
+		s, app := res.sum, wsChatSettled(t, plain)
 		if s.LoginsSucceeded != 20 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
 			t.Fatalf("logins %d sent %d received %d\n%s%s", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
 		}

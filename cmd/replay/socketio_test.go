@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,9 +34,15 @@ var sioDir = filepath.Join("testdata", "socketio")
 // npmCI installs the app's locked packages (npm ci) unless they are.
 func npmCI(t *testing.T) { npmCIIn(t, sioDir) }
 
+// npmMu keeps two tests from installing into one fixture at once (npm ci
+// starts by removing node_modules): testdata/wschat serves parallel tests.
+var npmMu sync.Mutex
+
 // npmCIIn installs the locked packages of the fixture in dir unless they are.
 func npmCIIn(t *testing.T, sioDir string) {
 	t.Helper()
+	npmMu.Lock()
+	defer npmMu.Unlock()
 	npm := needTool(t, "npm")
 	lock, err := os.Stat(filepath.Join(sioDir, "package-lock.json"))
 	if err != nil {

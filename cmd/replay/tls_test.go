@@ -322,20 +322,6 @@ func TestTLSNATS(t *testing.T) {
 	})
 }
 
-var wssDir = filepath.Join("testdata", "wss")
-
-// startWSSServer starts testdata/wss's room chat under node with pki's
-// server certificate: its plain ws:// port and its wss:// port.
-func startWSSServer(t *testing.T, node string, pki testPKI) (plain, secure int) {
-	t.Helper()
-	plain, secure = freePort(t), freePort(t)
-	p := testproc.Start(t, node, filepath.Join(wssDir, "server.js"), strconv.Itoa(plain), strconv.Itoa(secure), pki.cert, pki.key)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
-	return plain, secure
-}
-
 // TestTLSWebSocket records a node ws client's session over ws:// and
 // replays it as wss:// (the target's scheme turns TLS on) to the same
 // room server's https listener: 100 clients, 10 senders, every
@@ -344,11 +330,10 @@ func startWSSServer(t *testing.T, node string, pki testPKI) (plain, secure int) 
 // the HTTP answer.
 func TestTLSWebSocket(t *testing.T) {
 	node := needTool(t, "node")
-	npmCIIn(t, wssDir)
 	pki := newTestPKI(t)
-	plain, secure := startWSSServer(t, node, pki)
-	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), node, filepath.Join(wssDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
-	prof := filepath.Join(wssDir, "chat.yaml")
+	plain, secure := startWSChat(t, node, "plain", &pki)
+	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", plain), node, filepath.Join(wsChatDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
+	prof := filepath.Join(wsChatDir, "chat.yaml")
 	loop := suggestedLoop.FindStringSubmatch(inspectProfile(t, prof, capPath))
 	if loop == nil {
 		t.Fatal("inspect suggests no loop")
@@ -361,7 +346,7 @@ func TestTLSWebSocket(t *testing.T) {
 		"--clients", "100", "--senders", "10", "--room-size", "50", "--loop", loop[1],
 		"--login-interval", "10ms", "--login-timeout", "30s", "--duration", "5s", "--drain-deliveries", "20s")
 	mustOK(t, res)
-	s, app := res.sum, wssSettled(t, plain)
+	s, app := res.sum, wsChatSettled(t, plain)
 	if s.LoginsSucceeded != 100 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
 		t.Fatalf("logins %d failed %v disconnects %v sent %d received %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
 	}
@@ -384,16 +369,51 @@ func TestTLSWebSocket(t *testing.T) {
 	})
 }
 
-type wssStats struct {
-	Connected, Peak, TLS, Users, Joins, Errors int
-	Chats, Delivered                           int64
+// wsChatDir holds the node ws room chat (server.js) and its recorded
+// client (client.js).
+var wsChatDir = filepath.Join("testdata", "wschat")
+
+// startWSChat starts wsChatDir's room chat under node, compression
+// "deflate" or "plain", serving wss:// too with pki's server certificate
+// when pki is not nil: its plain ws:// port and its wss:// port (0
+// without pki).
+func startWSChat(t *testing.T, node, compression string, pki *testPKI) (plain, secure int) {
+	t.Helper()
+	npmCIIn(t, wsChatDir)
+	plain = freePort(t)
+	args := []string{filepath.Join(wsChatDir, "server.js"), strconv.Itoa(plain), compression}
+	if pki != nil {
+		secure = freePort(t)
+		args = append(args, strconv.Itoa(secure), pki.cert, pki.key)
+	}
+	p := testproc.Start(t, node, args...)
+	p.StopSignal = os.Interrupt
+	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
+	if pki != nil {
+		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
+	}
+	return plain, secure
 }
 
-// wssSettled waits until the server holds no connection and returns its
-// counters.
-func wssSettled(t *testing.T, port int) wssStats {
+// wsChatStats are the room chat's counters (GET /stats).
+type wsChatStats struct {
+	Connected int   `json:"connected"`
+	Peak      int   `json:"peak"`
+	TLS       int   `json:"tls"`
+	Users     int   `json:"users"`
+	Joins     int   `json:"joins"`
+	Chats     int64 `json:"chats"`
+	Delivered int64 `json:"delivered"`
+	Deflated  int   `json:"deflated"`
+	Refused   int   `json:"refused"`
+	Errors    int   `json:"errors"`
+}
+
+// wsChatSettled waits until the server holds no connection and returns
+// its counters.
+func wsChatSettled(t *testing.T, port int) wsChatStats {
 	t.Helper()
-	var s wssStats
+	var s wsChatStats
 	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", port), &s)
 		if s.Connected == 0 || time.Now().After(end) {

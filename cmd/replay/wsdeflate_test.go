@@ -1,7 +1,7 @@
 package main
 
 // permessage-deflate (RFC 7692) against a real server no one here wrote:
-// testdata/wsdeflate/server.js, a room chat on the node ws library with
+// testdata/wschat/server.js, a room chat on the node ws library with
 // compression on (the server keeping its context, ws's default), recorded
 // from a ws client that negotiated it through `record proxy`.
 
@@ -12,37 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/reprise-harness/reprise/internal/testproc"
 )
-
-var wsdDir = filepath.Join("testdata", "wsdeflate")
-
-type wsdStats struct {
-	Connected int   `json:"connected"`
-	Peak      int   `json:"peak"`
-	Users     int   `json:"users"`
-	Joins     int   `json:"joins"`
-	Chats     int64 `json:"chats"`
-	Delivered int64 `json:"delivered"`
-	Deflated  int   `json:"deflated"`
-	Refused   int   `json:"refused"`
-	Errors    int   `json:"errors"`
-}
-
-// wsdSettled waits until the server holds no connection and returns its
-// counters.
-func wsdSettled(t *testing.T, port int) wsdStats {
-	t.Helper()
-	var s wsdStats
-	for end := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		getJSON(t, fmt.Sprintf("http://127.0.0.1:%d/stats", port), &s)
-		if s.Connected == 0 || time.Now().After(end) {
-			return s
-		}
-	}
-}
 
 // TestWSDeflate: inspect inflates the recording (the kinds are the
 // plaintext's, the compression is named); 200 clients replay it with the
@@ -51,14 +21,10 @@ func wsdSettled(t *testing.T, port int) wsdStats {
 // (the server compresses nothing) and the counts still match.
 func TestWSDeflate(t *testing.T) {
 	node := needTool(t, "node")
-	npmCIIn(t, wsdDir)
-	port := freePort(t)
-	p := testproc.Start(t, node, filepath.Join(wsdDir, "server.js"), strconv.Itoa(port))
-	p.StopSignal = os.Interrupt
+	port, _ := startWSChat(t, node, "deflate", nil)
 	target := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, p, target)
-	capPath := recordThrough(t, target, node, filepath.Join(wsdDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20")
-	prof := filepath.Join(wsdDir, "chat.yaml")
+	capPath := recordThrough(t, target, node, filepath.Join(wsChatDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "20", "deflate")
+	prof := filepath.Join(wsChatDir, "chat.yaml")
 	docExampleIs(t, "# The room chat of server.js", prof)
 	insp := inspectProfile(t, prof, capPath)
 	for _, want := range []string{"compression: permessage-deflate negotiated; messages inflated", "chat 20, join 1", `user id: "rec-user-01"`, "server answer: accepted"} {
@@ -88,7 +54,7 @@ func TestWSDeflate(t *testing.T) {
 				"--clients", strconv.Itoa(tc.clients), "--senders", "10", "--room-size", "50", "--loop", loop[1],
 				"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "3s", "--drain-deliveries", "20s"}, tc.args...)...)
 			mustOK(t, res)
-			s, app := res.sum, wsdSettled(t, port)
+			s, app := res.sum, wsChatSettled(t, port)
 			if s.LoginsSucceeded != int64(tc.clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
 				t.Fatalf("logins %d failed %v disconnects %v sent %d received %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, s.MessagesReceived, res.stdout, res.stderr)
 			}
