@@ -90,3 +90,6 @@ serve(http.createServer(handler), false).listen(httpPort, "127.0.0.1");
 if (httpsPort) {
   serve(https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, handler), true).listen(httpsPort, "127.0.0.1");
 }
+// The tests stop the server with SIGINT: a clean exit, as a Ctrl-C'd
+// server's (node's default dies by the signal, which the test reports).
+process.on("SIGINT", () => process.exit(0));
