@@ -348,7 +348,7 @@ func TestStalledMembersCutForMemory(t *testing.T) {
 // idleFlood opens n joined connections that send nothing more (from 8
 // addresses, in rooms of 500), closes them, and checks that the relay's RSS
 // is back within 2x its idle baseline within 30 s.
-func idleFlood(t *testing.T, p relayProc, n int) {
+func idleFlood(t *testing.T, p relayProc, n int, follow bool) {
 	t.Helper()
 	pid := p.Cmd.Process.Pid
 	time.Sleep(500 * time.Millisecond)
@@ -358,6 +358,7 @@ func idleFlood(t *testing.T, p relayProc, n int) {
 	for _, c := range conns {
 		c.Close()
 	}
+	closed := time.Now()
 	p.waitMetricEq(t, `relay_connections{transport="tcp"}`, 0)
 	// 2x: with two goroutines and a net.Conn per connection the Go
 	// runtime kept about 2.2 KiB of each for good, and past about 4,500
@@ -369,20 +370,27 @@ func idleFlood(t *testing.T, p relayProc, n int) {
 	if got > bound {
 		t.Errorf("RSS %.1f MiB 30 s after the flood, over 2 x its idle %.1f MiB", float64(got)/(1<<20), float64(base)/(1<<20))
 	}
+	if follow {
+		// The scale run's record: RSS 1, 5, 10 and 30 s after the close.
+		for _, at := range []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second} {
+			time.Sleep(time.Until(closed.Add(at)))
+			t.Logf("RSS +%v after the close: %.1f MiB", at, float64(rss(t, pid))/(1<<20))
+		}
+	}
 }
 
 // TestIdleFloodMemoryGivenBack: 2,000 idle connections come and go; the
 // relay's RSS is back within 2x its idle baseline within 30 s
 // (TestScaleIdleFlood: 10,000).
 func TestIdleFloodMemoryGivenBack(t *testing.T) {
-	idleFlood(t, startRelay(t, "--log-level", "info"), 2000)
+	idleFlood(t, startRelay(t, "--log-level", "info"), 2000, false)
 }
 
 // TestScaleIdleFlood: TestIdleFloodMemoryGivenBack with 10,000
 // connections, the relay as it ships (no cgo, no race detector).
 func TestScaleIdleFlood(t *testing.T) {
 	bins := scaleTest(t)
-	idleFlood(t, relayProc{testproc.StartRelay(t, bins["relay"], "--log-level", "info")}, 10000)
+	idleFlood(t, relayProc{testproc.StartRelay(t, bins["relay"], "--log-level", "info")}, 10000, true)
 }
 
 // scaleTest skips unless RELAY_SCALE=1 (make relay-scale): runs of

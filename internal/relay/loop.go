@@ -131,11 +131,9 @@ func (lp *loop) mark(c *client) {
 }
 
 // run serves the loop's connections until it is stopped and they are gone.
+// Its descriptors are closed by close, after every goroutine that could
+// post to it has returned.
 func (lp *loop) run() {
-	defer func() {
-		unix.Close(lp.ep)
-		unix.Close(lp.ev)
-	}()
 	for {
 		timeout := -1
 		if len(lp.next) > 0 {
@@ -177,6 +175,12 @@ func (lp *loop) run() {
 			return // no adoption after stopSeen: its last connection went
 		}
 	}
+}
+
+// close closes the loop's descriptors once no goroutine of the relay runs.
+func (lp *loop) close() {
+	unix.Close(lp.ep)
+	unix.Close(lp.ev)
 }
 
 // msUntil is epoll_wait's timeout for a wait of d ns: rounded up, so a

@@ -586,8 +586,7 @@ func (s *Server) Run(ctx context.Context) error {
 		lp, err := newLoop(s)
 		if err != nil {
 			for _, lp := range s.loops {
-				unix.Close(lp.ep)
-				unix.Close(lp.ev)
+				lp.close()
 			}
 			s.loops = nil
 			s.shutdown()
@@ -670,6 +669,9 @@ func (s *Server) shutdown() {
 			lp.stop(true)
 		}
 		<-done
+	}
+	for _, lp := range s.loops {
+		lp.close() // no goroutine is left to post to it
 	}
 	s.ln.Close()
 	for _, c := range s.udps {

@@ -16,7 +16,12 @@ import (
 const (
 	maxReadBuf   = 64 << 10 // a loop's read buffer: the most one read takes
 	readsPerTurn = 8        // reads of one connection before the loop serves the others
-	maxIOVecsOut = 1024     // chunks per writev; the kernel's IOV_MAX
+	// turnDeliveries also ends a connection's turn: a sender into a room
+	// of 1,000 queues that many deliveries from a few KB, and eight
+	// 64 KiB reads of it held its loop (and every join waiting on it) for
+	// seconds on a starved host.
+	turnDeliveries = 16 << 10
+	maxIOVecsOut   = 1024 // chunks per writev; the kernel's IOV_MAX
 	// throttlePause is how long a connection is not read after a read in
 	// which its sender went over its rate limit.
 	throttlePause = 100 * time.Millisecond
@@ -153,10 +158,11 @@ func (t *tcpConn) due(wt time.Duration) int64 {
 // turn (then it goes on next round).
 func (lp *loop) read(c *client) {
 	t := c.tc
-	for i := 0; i < readsPerTurn; i++ {
+	queued := 0
+	for i := 0; i < readsPerTurn && queued < turnDeliveries; i++ {
 		n, err := unix.Read(t.fd, lp.buf)
 		if n > 0 {
-			lp.got(c, n)
+			queued += lp.got(c, n)
 			if t.readDone || t.pauseUntil > c.s.now() {
 				return
 			}
@@ -175,8 +181,9 @@ func (lp *loop) read(c *client) {
 	lp.mark(c)
 }
 
-// got handles n bytes read from c.
-func (lp *loop) got(c *client, n int) {
+// got handles n bytes read from c and says how many deliveries they
+// queued.
+func (lp *loop) got(c *client, n int) int {
 	s, t := c.s, c.tc
 	if !t.broken && c.out.isClosing() {
 		t.broken = true
@@ -186,7 +193,7 @@ func (lp *loop) got(c *client, n int) {
 		// last frame: slowly, or a flooder cut off would have the relay
 		// read and discard gigabytes at loopback speed meanwhile.
 		t.pauseUntil = s.now() + int64(throttlePause)
-		return
+		return 0
 	}
 	now := s.now()
 	c.b.now = now
@@ -205,6 +212,7 @@ func (lp *loop) got(c *client, n int) {
 	}
 	c.trackPartial(now, t.p.PartialStart(), t.p.Buffered(), t.p.Held())
 	limited := c.b.limitedMsgs+c.b.limitedBytes > 0
+	queued := c.b.queued
 	c.b.flush(s.m)
 	if limited && !t.broken {
 		// Throttle: a sender over its limit is not read for a while, so
@@ -212,6 +220,7 @@ func (lp *loop) got(c *client, n int) {
 		// a core to read and drop its flood.
 		t.pauseUntil = now + int64(throttlePause)
 	}
+	return queued
 }
 
 // stopReading ends c's reading: it leaves its room, and its queue closes
