@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,59 +42,14 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 			if err != nil {
 				return err
 			}
-			if prof.CaptureView() == profile.ViewReports {
-				if frames {
-					return po.writeFrames(st.stdout, args[0], asJSON)
-				}
-				reports, err := po.inspect(args[0])
-				if err != nil {
-					return err
-				}
-				return writeReports(st.stdout, reports, asJSON)
-			}
-			// The summary needs no frames: each flow's figures are
-			// gathered as it is read and its state released when it ends.
-			opts := prof.CaptureOptions(profile.Source{MaxFrame: read.MaxFrame, ServerPort: read.ServerPort, CaptureMemory: read.MaxMemory, KeyLog: po.keyLog})
-			opts.Summarize = !frames
 			if !frames {
-				softHeapLimit(opts.MaxMemory / 2)
+				softHeapLimit(read.MaxMemory / 2)
 			}
-			c, err := capture.ReadFileContext(cmd.Context(), args[0], opts)
-			if c == nil {
-				return err
+			err = prof.WriteInspection(cmd.Context(), st.stdout, args[0], po.options(read, frames, asJSON))
+			if errors.Is(err, profile.ErrBadConfig) {
+				return usageError(err)
 			}
-			if ferr := po.checkFlow(len(c.Flows)); ferr != nil {
-				return ferr
-			}
-			interrupted := err != nil && cmd.Context().Err() != nil
-			if frames {
-				if werr := writeFrames(st, c, po.flow, asJSON); werr != nil {
-					return werr
-				}
-			} else {
-				var more []string
-				if err != nil {
-					// Partial capture: show what was read, the break as a warning.
-					more = append(more, err.Error())
-				}
-				only := po.flow
-				if only == flowAll {
-					only = -1
-				}
-				if werr := capture.WriteSummary(st.stdout, c, only, more, asJSON); werr != nil {
-					return werr
-				}
-			}
-			if interrupted {
-				return fmt.Errorf("interrupted: the output covers the packets read before (%w)", err)
-			}
-			if terr := c.Undecrypted(max(po.flow, -1)); terr != nil {
-				return fmt.Errorf("%s: %w", args[0], terr)
-			}
-			if _, uerr := c.Usable(); uerr != nil {
-				return fmt.Errorf("%s: %w", args[0], uerr)
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "write JSON instead of text")
@@ -106,8 +60,10 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 }
 
 // softHeapLimit asks the Go runtime to keep the heap under limit bytes
-// (unless GOMEMLIMIT says otherwise): inspect holds a few hundred bytes
-// per flow and makes short-lived garbage per packet, and at the default
+// (unless GOMEMLIMIT says otherwise): inspect's summary of a reprise
+// capture holds a few hundred bytes per flow and makes short-lived
+// garbage per packet (another profile's reports hold the frames, within
+// --max-memory, the limit a soft one either way), and at the default
 // GC target the heap doubles what it holds before collecting (300,000
 // flows: 368 MB peak RSS, 277 MB with this). A soft limit: past it the
 // GC works harder (at most about half the CPU), reading never fails on
@@ -171,41 +127,6 @@ func (v addrPortValue) Set(s string) error {
 
 func (addrPortValue) Type() string { return "ADDR:PORT" }
 
-func writeFrames(st *state, c *capture.Capture, flow int, asJSON bool) error {
-	var fl *capture.Flow
-	switch {
-	case flow < 0:
-		fl = c.Longest()
-		if fl == nil {
-			_, err := c.Usable()
-			return err
-		}
-		for i, f := range c.Flows {
-			if f == fl {
-				flow = i
-			}
-		}
-	case flow >= len(c.Flows):
-		return usageError(fmt.Errorf("--flow %d: the capture has %d flows", flow, len(c.Flows)))
-	default:
-		fl = c.Flows[flow]
-	}
-	list := capture.Script(fl)
-	var err error
-	if asJSON {
-		err = capture.WriteScriptJSON(st.stdout, list)
-	} else {
-		err = capture.WriteScriptText(st.stdout, fl, flow, list)
-	}
-	if err != nil {
-		return err
-	}
-	if ok, why := fl.Usable(); !ok {
-		return fmt.Errorf("%w: flow %d: %s", capture.ErrUnusable, flow, why)
-	}
-	return nil
-}
-
 // profileOpts are the flags that read a capture through a profile.
 type profileOpts struct {
 	name, user, room string
@@ -221,7 +142,7 @@ func (po *profileOpts) flags(cmd *cobra.Command, check bool) {
 	}
 	f.StringVar(&po.user, "recorded-user", "", "the recorded user id, when the profile cannot place it")
 	f.StringVar(&po.room, "recorded-room", "", "the recorded room, when the profile cannot place it")
-	f.IntVar(&po.flow, "flow", flowAll, "only this flow (index, as listed by replay inspect); default: every flow with client data")
+	f.IntVar(&po.flow, "flow", profile.FlowAll, "only this flow (index, as listed by replay inspect); default: every flow with client data")
 	f.Var(keyLogValue{k: &po.keyLog, path: new(string)}, "tls-keylog", keyLogUsage)
 }
 
@@ -256,87 +177,12 @@ func (v keyLogValue) Set(path string) error {
 
 func (keyLogValue) Type() string { return "FILE" }
 
-// flowAll is --flow's default in inspect and profile check: every flow
-// (--frames: the longest).
-const flowAll = -2
-
-// checkFlow refuses a --flow the capture of n flows does not have, rather
-// than showing another flow.
-func (po *profileOpts) checkFlow(n int) error {
-	if po.flow == flowAll || (po.flow >= 0 && po.flow < n) {
-		return nil
+// options are what inspect asks of the profile, from the flags.
+func (po *profileOpts) options(read capture.Options, frames, asJSON bool) profile.InspectOptions {
+	return profile.InspectOptions{
+		Source: profile.Source{Flow: po.flow, MaxFrame: read.MaxFrame, ServerPort: read.ServerPort, CaptureMemory: read.MaxMemory, KeyLog: po.keyLog},
+		Frames: frames, JSON: asJSON, User: po.user, Room: po.room,
 	}
-	if n == 0 {
-		return usageError(fmt.Errorf("--flow %d: the capture has no flows", po.flow))
-	}
-	return usageError(fmt.Errorf("--flow %d: the capture has %d flow%s (0 to %d)", po.flow, n, plural(n), n-1))
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
-}
-
-// inspect reads a capture through the profile and reports on its flows.
-func (po *profileOpts) inspect(path string) ([]*profile.Report, error) {
-	prof, c, err := po.read(path)
-	if err != nil {
-		return nil, err
-	}
-	longest := prof.Longest(c)
-	var out []*profile.Report
-	var data []profile.FlowData
-	byFlow := map[int]*profile.Report{}
-	for i, fl := range c.Flows {
-		if len(fl.ClientFrames) == 0 {
-			continue
-		}
-		m := prof.Messages(profile.RecordingOf(fl))
-		data = append(data, profile.FlowData{Index: i, Client: fl.Client.String(), HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client})
-		if po.flow >= 0 && i != po.flow {
-			continue
-		}
-		r := prof.Inspect(flowName(i, fl), m, profile.ScriptOptions{User: po.user, Room: po.room})
-		r.Default = po.flow < 0 && fl == longest
-		byFlow[i] = r
-		out = append(out, r)
-	}
-	// Values an HTTP flow's answers handed out that another flow of the
-	// same client host sends: what a profile's http step takes.
-	links := profile.Links(data)
-	for _, l := range links {
-		if r := byFlow[l.From]; r != nil {
-			r.Links = append(r.Links, l.String()+"; take: "+l.Take())
-		}
-	}
-	for _, g := range profile.ClientGroups(data, links) {
-		if r := byFlow[g.Flows[0]]; r != nil {
-			r.Notes = append(r.Notes, g.String())
-		}
-	}
-	// Which recorded request each of the profile's http steps makes,
-	// on the flows replay would play.
-	for _, r := range out {
-		if len(r.HTTP) == 0 {
-			r.Steps = r.StepMap(data)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no flow with client data", path)
-	}
-	return out, nil
-}
-
-// flowName names flow i of a capture in a profile's report: its number,
-// endpoints and, for a TLS flow, what its handshake was.
-func flowName(i int, fl *capture.Flow) string {
-	name := fmt.Sprintf("#%d %s", i, fl)
-	if t := fl.TLS; t != nil {
-		name += fmt.Sprintf(" (%s, %s)", t, t.Plaintext)
-	}
-	return name
 }
 
 // profile is --profile's (or profile check's argument's) profile, looked
@@ -350,70 +196,6 @@ func (po *profileOpts) profile() (*profile.Profile, error) {
 		po.prof = prof
 	}
 	return po.prof, nil
-}
-
-// read reads the capture for the profile, as it reads captures.
-func (po *profileOpts) read(path string) (*profile.Profile, *capture.Capture, error) {
-	prof, err := po.profile()
-	if err != nil {
-		return nil, nil, err
-	}
-	c, err := prof.ReadCapture(path, po.keyLog)
-	if errors.Is(err, profile.ErrBadConfig) {
-		return nil, nil, usageError(err)
-	}
-	if c == nil {
-		return nil, nil, err
-	}
-	if err := po.checkFlow(len(c.Flows)); err != nil {
-		return nil, nil, err
-	}
-	if err := c.Undecrypted(max(po.flow, -1)); err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return prof, c, nil
-}
-
-// writeFrames lists one flow's client messages as the profile cuts them
-// (--flow, default the longest: the one replay plays).
-func (po *profileOpts) writeFrames(w io.Writer, path string, asJSON bool) error {
-	prof, c, err := po.read(path)
-	if err != nil {
-		return err
-	}
-	fl, i := prof.Longest(c), -1
-	if po.flow >= 0 {
-		fl = c.Flows[po.flow]
-	}
-	for j, f := range c.Flows {
-		if f == fl {
-			i = j
-		}
-	}
-	if fl == nil {
-		return fmt.Errorf("%s: no flow with client data", path)
-	}
-	rows := prof.FrameRows(prof.Messages(profile.RecordingOf(fl)))
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
-	}
-	return profile.WriteFrameRows(w, prof.Name, flowName(i, fl), rows)
-}
-
-func writeReports(w io.Writer, reports []*profile.Report, asJSON bool) error {
-	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(reports)
-	}
-	for _, r := range reports {
-		if err := r.WriteText(w); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // newProfileCmd is `replay profile check FILE --capture F`.
@@ -435,11 +217,18 @@ func newProfileCmd(st *state) *cobra.Command {
 			if capturePath == "" {
 				return usageError(fmt.Errorf("--capture is required"))
 			}
-			reports, err := po.inspect(capturePath)
+			prof, err := po.profile()
 			if err != nil {
 				return err
 			}
-			if err := writeReports(st.stdout, reports, false); err != nil {
+			reports, err := prof.Reports(capturePath, po.options(capture.Options{}, false, false))
+			if errors.Is(err, profile.ErrBadConfig) {
+				return usageError(err)
+			}
+			if err != nil {
+				return err
+			}
+			if err := profile.WriteReports(st.stdout, reports, false); err != nil {
 				return err
 			}
 			return checkVerdict(st.stdout, args[0], capturePath, reports)

@@ -29,6 +29,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/capture/capturetest"
 	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -440,7 +441,7 @@ func TestInspect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s capture.Summary
+	var s profile.CaptureSummary
 	if err := json.Unmarshal(out, &s); err != nil {
 		t.Fatalf("inspect --json: %v\n%s", err, out)
 	}
@@ -750,7 +751,7 @@ func TestInspectMaxFrame(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var s capture.Summary
+		var s profile.CaptureSummary
 		json.Unmarshal(out, &s)
 		return s.Flows[0].FramesByKind["send"], string(out)
 	}

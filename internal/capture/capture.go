@@ -53,9 +53,9 @@ type Flow struct {
 	// where and what was skipped.
 	Resynced bool
 	Notes    []string
-	// Stats is what inspect shows of the frames, when read with
-	// Options.Summarize (the frames themselves are not kept).
-	Stats *FlowStats
+	// Summary is what Options.Summarize made of the flow's frames (the
+	// frames themselves are not kept).
+	Summary any
 	// ClientBy says how the client side was told apart from the server:
 	// ClientBySYN, ClientByJoin, ClientByKinds, ClientByPort or
 	// ClientByFirst.
@@ -152,10 +152,11 @@ type Options struct {
 	// in the capture's own decryption secrets blocks (pcapng) are used
 	// too.
 	KeyLog *KeyLog
-	// Summarize keeps no frames: each flow gets Stats, what Inspect shows,
+	// Summarize, when set, keeps no frames: each flow gets a Summary,
 	// gathered as it is read and settled when its connection ends, so
-	// reading holds a few hundred bytes per flow ended (not with Raw).
-	Summarize bool
+	// reading holds what the Summarizer keeps per flow ended (not with
+	// Raw).
+	Summarize Summarizer
 }
 
 func (o Options) withDefaults() Options {

@@ -47,9 +47,8 @@ type decoder struct {
 	dead []deadConn
 	// life is the tcpLife of the packet being decoded, for New.
 	life      *tcpLife
-	live      int               // connections not yet ended
-	names     map[string]string // see intern
-	empty     int               // flows that carried no protocol frames, left out
+	live      int // connections not yet ended
+	empty     int // flows that carried no protocol frames, left out
 	udp       map[[2]netip.AddrPort]*udpFlow
 	udpOrder  []*udpFlow
 	mem       int64
@@ -365,7 +364,7 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	}
 	if d.summarize() {
 		s.half[0].marks, s.half[1].marks = d.mark, d.mark
-		s.half[0].intern, s.half[1].intern = d.intern, d.intern
+		s.half[0].tally, s.half[1].tally = d.opts.Summarize.Tally(), d.opts.Summarize.Tally()
 		s.half[0].discard, s.half[1].discard = true, true
 	}
 	d.tcp = append(d.tcp, tcpSlot{s: s})
@@ -374,27 +373,9 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 	return s
 }
 
-// summarize says TCP halves keep marks for FlowStats instead of frames.
-func (d *decoder) summarize() bool { return d.opts.Summarize && !d.opts.Raw }
-
-// maxInterned caps the names decoder.intern shares.
-const maxInterned = 4096
-
-// intern gives one copy of a user or room name for the flows that share
-// it (up to maxInterned names; after that, a copy each).
-func (d *decoder) intern(b []byte) string {
-	if s, ok := d.names[string(b)]; ok {
-		return s
-	}
-	s := string(b)
-	if d.names == nil {
-		d.names = map[string]string{}
-	}
-	if len(d.names) < maxInterned {
-		d.names[s] = s
-	}
-	return s
-}
+// summarize says TCP halves tally their frames (Options.Summarize)
+// instead of keeping them.
+func (d *decoder) summarize() bool { return d.opts.Summarize != nil && !d.opts.Raw }
 
 // mark charges a frame's mark to the memory budget.
 func (d *decoder) mark() bool { return d.charge(markCost) }
@@ -414,7 +395,7 @@ func (d *decoder) ended(s *tcpStream) {
 		d.mem -= tlsConnCost
 	}
 	if d.summarize() {
-		d.mem -= int64(len(s.half[0].mk)+len(s.half[1].mk)) * markCost
+		d.mem -= int64(s.half[0].tallied+s.half[1].tallied) * markCost
 	}
 	d.tcp[s.slot] = tcpSlot{}
 	if f.ClientCount == 0 && f.ServerCount == 0 && f.TLS == nil {
@@ -423,8 +404,7 @@ func (d *decoder) ended(s *tcpStream) {
 	} else {
 		d.settle(f)
 		if d.summarize() {
-			ch := s.half[s.clientIdx]
-			f.Stats = statsOf(f, ch.mk, s.half[1-s.clientIdx].mk, ch.users, ch.rooms)
+			f.Summary = d.opts.Summarize.Summarize(f, s.half[s.clientIdx].tally, s.half[1-s.clientIdx].tally)
 		}
 		d.tcp[s.slot].f = f
 		d.charge(flowCost)
@@ -942,9 +922,8 @@ func (d *decoder) finish() *Capture {
 			continue
 		}
 		d.settle(f)
-		if d.opts.Summarize {
-			users, rooms := joinsOf(f.ClientFrames)
-			f.Stats = statsOf(f, marksOf(f.ClientFrames), marksOf(f.ServerFrames), users, rooms)
+		if sum := d.opts.Summarize; sum != nil {
+			f.Summary = SummarizeFrames(sum, f)
 			f.ClientFrames, f.ServerFrames = nil, nil
 		}
 		c.Flows = append(c.Flows, f)
@@ -987,4 +966,17 @@ func (d *decoder) summaryWarnings(empty int) []string {
 		w = append(w, fmt.Sprintf("%d flows carried no protocol frames and were left out", empty))
 	}
 	return w
+}
+
+// SummarizeFrames is the Summary sum makes of a flow's frames (a flow
+// read without Options.Summarize).
+func SummarizeFrames(sum Summarizer, f *Flow) any {
+	c, sv := sum.Tally(), sum.Tally()
+	for _, fr := range f.ClientFrames {
+		c.Add(fr.Time, fr.Type, fr.Bytes)
+	}
+	for _, fr := range f.ServerFrames {
+		sv.Add(fr.Time, fr.Type, fr.Bytes)
+	}
+	return sum.Summarize(f, c, sv)
 }

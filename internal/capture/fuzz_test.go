@@ -79,7 +79,7 @@ func FuzzReadCapture(f *testing.F) {
 		if c != nil {
 			// The summary must be writable, and small, for any input.
 			var js bytes.Buffer
-			if err := Inspect(c).WriteJSON(&js); err != nil {
+			if err := inspect(c).WriteJSON(&js); err != nil {
 				t.Fatalf("inspect JSON: %v", err)
 			}
 			if js.Len() > 64*len(data)+(1<<20) {
@@ -127,7 +127,7 @@ func summarizedHeld(t *testing.T, data []byte) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	c, _ := Read(bytes.NewReader(data), Options{MaxMemory: fuzzMemory, Summarize: true})
+	c, _ := Read(bytes.NewReader(data), summarizing(Options{MaxMemory: fuzzMemory}))
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if c == nil {
@@ -135,15 +135,13 @@ func summarizedHeld(t *testing.T, data []byte) {
 	}
 	printed := int64(0)
 	for _, fl := range c.Flows {
-		if len(fl.ClientFrames)+len(fl.ServerFrames) > 0 || fl.Stats == nil {
-			t.Fatalf("flow %s: %d frames kept, stats %v: a summarising read keeps none", fl, len(fl.ClientFrames)+len(fl.ServerFrames), fl.Stats != nil)
+		if len(fl.ClientFrames)+len(fl.ServerFrames) > 0 || fl.Summary == nil {
+			t.Fatalf("flow %s: %d frames kept, summary %v: a summarising read keeps none", fl, len(fl.ClientFrames)+len(fl.ServerFrames), fl.Summary != nil)
 		}
-		for _, list := range [][]string{fl.Notes, fl.Stats.Users, fl.Stats.Rooms} {
-			for _, s := range list {
-				printed += int64(len(s)) + 16
-			}
+		for _, s := range fl.Notes {
+			printed += int64(len(s)) + 16
 		}
-		printed += int64(len(fl.Stats.rates)) * 4
+		printed += Inspection.Printed(fl.Summary)
 	}
 	for _, w := range c.Warnings {
 		printed += int64(len(w)) + 16

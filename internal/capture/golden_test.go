@@ -104,8 +104,8 @@ func TestInspectGolden(t *testing.T) {
 	}
 	c.Path = "synth.pcap"
 	var text, js bytes.Buffer
-	must(t, Inspect(c).WriteText(&text))
-	must(t, Inspect(c).WriteJSON(&js))
+	must(t, inspect(c).WriteText(&text))
+	must(t, inspect(c).WriteJSON(&js))
 	golden(t, "testdata/inspect.txt.golden", text.Bytes())
 	golden(t, "testdata/inspect.json.golden", js.Bytes())
 }

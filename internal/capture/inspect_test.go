@@ -12,8 +12,29 @@ import (
 func TestInspect(t *testing.T) {
 	b := tcpSession(t, cliAddr, srvAddr, 1000, nil)
 	c := readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, b.pkts))
-	s := Inspect(c)
-	f := s.Flows[0]
+	s := inspect(c)
+	var js bytes.Buffer
+	if err := s.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	// The fields of profile.FlowSummary this test reads.
+	var sum struct {
+		Flows []struct {
+			Longest         bool           `json:"longest"`
+			ClientFrames    int            `json:"client_frames"`
+			ClientBytes     int64          `json:"client_bytes"`
+			FramesByKind    map[string]int `json:"frames_by_kind"`
+			Users           []string       `json:"users"`
+			Rooms           []string       `json:"rooms"`
+			LoginEndS       float64        `json:"login_end_s"`
+			LoginEndFrame   int            `json:"login_end_frame"`
+			ClientPerSecond []int          `json:"client_msgs_per_s"`
+		} `json:"flows"`
+	}
+	if err := json.Unmarshal(js.Bytes(), &sum); err != nil || len(sum.Flows) != 1 {
+		t.Fatalf("json: %v, %d flows", err, len(sum.Flows))
+	}
+	f := sum.Flows[0]
 	if !f.Longest || f.ClientFrames != 12 || f.FramesByKind["send"] != 9 || f.FramesByKind["joined"] != 1 {
 		t.Fatalf("summary %+v", f)
 	}
@@ -32,7 +53,7 @@ func TestInspect(t *testing.T) {
 	if total != f.ClientFrames {
 		t.Fatalf("per-second counts add up to %d, want %d", total, f.ClientFrames)
 	}
-	var text, js bytes.Buffer
+	var text bytes.Buffer
 	if err := s.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
@@ -41,11 +62,7 @@ func TestInspect(t *testing.T) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
 	}
-	if err := s.WriteJSON(&js); err != nil {
-		t.Fatal(err)
-	}
-	var back Summary
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Flows[0].ClientBytes != f.ClientBytes {
-		t.Fatalf("json round trip: %v %+v", err, back)
+	if f.ClientBytes <= 0 {
+		t.Fatalf("client bytes %d", f.ClientBytes)
 	}
 }

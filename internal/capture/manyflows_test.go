@@ -33,7 +33,7 @@ func TestWriteFlows(t *testing.T) {
 			len(f.ServerFrames) != 1 || f.ServerFrames[0].Type != wire.TypeJoined || len(f.Notes) > 0 {
 			t.Fatalf("flow %s: client %v, server %v, notes %q", f, frameBytes(f.ClientFrames), frameBytes(f.ServerFrames), f.Notes)
 		}
-		if ok, why := f.Usable(); !ok {
+		if ok, why := Inspection.Usable(f); !ok {
 			t.Fatalf("flow %s: %s", f, why)
 		}
 	}
@@ -141,15 +141,15 @@ func TestSummarizeHoldsLittlePerFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum, err := Read(bytes.NewReader(buf.Bytes()), Options{Summarize: true})
+	sum, err := Read(bytes.NewReader(buf.Bytes()), summarizing(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var a, b bytes.Buffer
-	if err := Inspect(full).WriteJSON(&a); err != nil {
+	if err := inspect(full).WriteJSON(&a); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteSummary(&b, sum, -1, nil, true); err != nil {
+	if err := Inspection.Write(&b, sum, -1, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(a.Bytes(), b.Bytes()) {
@@ -174,7 +174,7 @@ func TestSummarizeEqualsFull(t *testing.T) {
 	}
 	for _, p := range paths {
 		full, ferr := ReadFile(p, Options{})
-		sum, serr := ReadFile(p, Options{Summarize: true})
+		sum, serr := ReadFile(p, summarizing(Options{}))
 		if (ferr == nil) != (serr == nil) || (full == nil) != (sum == nil) {
 			t.Fatalf("%s: full read %v, summarising read %v", p, ferr, serr)
 		}
@@ -182,10 +182,10 @@ func TestSummarizeEqualsFull(t *testing.T) {
 			continue
 		}
 		var a, b bytes.Buffer
-		if err := Inspect(full).WriteText(&a); err != nil {
+		if err := inspect(full).WriteText(&a); err != nil {
 			t.Fatal(err)
 		}
-		if err := WriteSummary(&b, sum, -1, nil, false); err != nil {
+		if err := Inspection.Write(&b, sum, -1, nil, false); err != nil {
 			t.Fatal(err)
 		}
 		if a.String() != b.String() {

@@ -74,7 +74,7 @@ func TestProxyTerminatesTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := WriteSummary(&out, c, -1, nil, false); err != nil || !strings.Contains(out.String(), "TLS 1.3 (SNI relay.test, ALPN reprise, TLS_AES_128_GCM_SHA256): terminated by record proxy") {
+	if err := Inspection.Write(&out, c, -1, nil, false); err != nil || !strings.Contains(out.String(), "TLS 1.3 (SNI relay.test, ALPN reprise, TLS_AES_128_GCM_SHA256): terminated by record proxy") {
 		t.Fatalf("summary %v:\n%s", err, out.String())
 	}
 }

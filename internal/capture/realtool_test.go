@@ -1,7 +1,6 @@
 package capture
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -111,7 +110,7 @@ func TestMidConnectionServerFirst(t *testing.T) {
 		t.Errorf("flow %s with %d client frames", alice, len(alice.ClientFrames))
 	}
 	var text strings.Builder
-	Inspect(c).WriteText(&text)
+	inspect(c).WriteText(&text)
 	if !strings.Contains(text.String(), "not usable: no join frame") || !strings.Contains(text.String(), "client side told by: frame kinds") {
 		t.Errorf("inspect:\n%s", text.String())
 	}
@@ -135,7 +134,7 @@ func TestTimestampOutliers(t *testing.T) {
 			t.Errorf("flow %d lasts %v, %v without the bad dates", i, d, want)
 		}
 	}
-	if err := Inspect(c).WriteJSON(io.Discard); err != nil {
+	if err := inspect(c).WriteJSON(io.Discard); err != nil {
 		t.Error(err)
 	}
 }
@@ -207,23 +206,6 @@ func TestClock(t *testing.T) {
 	}
 }
 
-func TestInspectJSONBounded(t *testing.T) {
-	// A flow spanning 80 years (a consistent clock) keeps its rate arrays
-	// at maxRateBuckets.
-	c := &Capture{Flows: []*Flow{{
-		Start: time.Unix(0, 0), End: time.Unix(0, 0).Add(80 * 365 * 24 * time.Hour),
-		ClientFrames: []Frame{{Offset: 0, Type: wire.TypeJoin, Bytes: wire.AppendJoin(nil, "r", "u", nil, 0)}},
-	}}}
-	s := Inspect(c)
-	if n := len(s.Flows[0].ClientPerSecond); n > maxRateBuckets+1 {
-		t.Errorf("%d rate buckets", n)
-	}
-	b, err := json.Marshal(s)
-	if err != nil || len(b) > 64<<10 {
-		t.Errorf("JSON of %d bytes, err %v", len(b), err)
-	}
-}
-
 func fmtS(format string, args ...any) string { return fmt.Sprintf(format, args...) }
 
 // TestGapNamesPackets: a capture missing one packet (editcap deleted a
@@ -253,7 +235,7 @@ func TestSnapCutDatagrams(t *testing.T) {
 		t.Errorf("warnings:\n%s", w)
 	}
 	var text strings.Builder
-	Inspect(c).WriteText(&text)
+	inspect(c).WriteText(&text)
 	if !strings.Contains(text.String(), "or the join was cut") || !strings.Contains(text.String(), "client side told by: frame kinds") {
 		t.Errorf("inspect:\n%s", text.String())
 	}

@@ -50,20 +50,11 @@ type halfStream struct {
 	// (a flow not selected: Options.Select).
 	count   int
 	discard bool
-	// marks, when set (Options.Summarize), charges a frame's mark to the
-	// memory budget: mk are the frames' marks, users and rooms those the
-	// joins named, for FlowStats when the connection ends.
-	marks        func() bool
-	intern       func([]byte) string
-	mk           []mark
-	users, rooms []string
-}
-
-// mark is what FlowStats needs of a frame: its time, size and kind.
-type mark struct {
-	t   int64 // UnixNano
-	n   int32
-	typ wire.Type
+	// tally, when set (Options.Summarize), takes each frame while marks
+	// charges it to the memory budget; tallied counts them.
+	tally   Tally
+	marks   func() bool
+	tallied int
 }
 
 func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
@@ -121,11 +112,9 @@ func (h *halfStream) store(t wire.Type, b []byte) {
 	}
 	h.count++
 	tm := h.monotonic(p.t)
-	if h.marks != nil && h.marks() {
-		h.mk = append(h.mk, mark{t: tm.UnixNano(), n: int32(len(b)), typ: t})
-		if t == wire.TypeJoin {
-			h.users, h.rooms = addJoin(h.users, h.rooms, b, h.intern)
-		}
+	if h.tally != nil && h.marks() {
+		h.tally.Add(tm, t, b)
+		h.tallied++
 	}
 	if h.discard || !h.keep(len(b)) {
 		return

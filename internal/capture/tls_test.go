@@ -414,7 +414,7 @@ func TestTLSTestdata(t *testing.T) {
 			client, server := sessionFrames()
 			equalFrames(t, "client", f.ClientFrames, client)
 			equalFrames(t, "server", f.ServerFrames, server)
-			if ok, why := f.Usable(); !ok {
+			if ok, why := Inspection.Usable(f); !ok {
 				t.Fatalf("decrypted flow not usable: %s", why)
 			}
 		})

@@ -180,7 +180,7 @@ func (p *Profile) captureOptions(src Source) capture.Options {
 func (p *Profile) noFlow(path string) func(*capture.Capture) error {
 	if p.reprise {
 		return func(c *capture.Capture) error {
-			_, err := c.Usable()
+			_, err := Usable(c)
 			return fmt.Errorf("read capture %s: %w", path, err)
 		}
 	}
@@ -479,7 +479,7 @@ func readFlows(path string, set FlowSet, opts capture.Options) (*capture.Capture
 	if set.All {
 		for i, fl := range c.Flows {
 			if fl.ClientCount == 0 {
-				skipped = append(skipped, fmt.Sprintf("flow %d (%s): %s", i, fl, capture.UnusableNoClient))
+				skipped = append(skipped, fmt.Sprintf("flow %d (%s): %s", i, fl, UnusableNoClient))
 				continue
 			}
 			want = append(want, pickedFlow{i, 1, fl})
@@ -492,7 +492,7 @@ func readFlows(path string, set FlowSet, opts capture.Options) (*capture.Capture
 		want = append(want, pickedFlow{i, set.Weight(k), c.Flows[i]})
 	}
 	if len(want) == 0 {
-		_, err := c.Usable()
+		_, err := Usable(c)
 		if err == nil {
 			err = errors.New("no flow with client data")
 		}
@@ -557,37 +557,3 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
 
-// CaptureView is how `replay inspect` shows a capture read through a
-// profile: the capture package's own summary, or the profile's reports.
-type CaptureView int
-
-const (
-	// ViewReports: the profile cuts the raw payloads into messages
-	// (Messages); inspect shows its Reports and, with --frames, its
-	// FrameRows.
-	ViewReports CaptureView = iota
-	// ViewSummary: the capture reader cuts the profile's frames itself
-	// (capture.Options without Raw), so the capture's summary (kinds,
-	// joins, users, rooms, rates) and capture.Script describe it, read
-	// in one streaming pass.
-	ViewSummary
-)
-
-func (v CaptureView) String() string {
-	if v == ViewSummary {
-		return "capture summary"
-	}
-	return "profile reports"
-}
-
-// CaptureView is how inspect shows a capture read through p.
-func (p *Profile) CaptureView() CaptureView {
-	if p.reprise {
-		return ViewSummary
-	}
-	return ViewReports
-}
-
-// CaptureOptions is Load's capture-for-profile rule, for a reader outside
-// Load (inspect's streaming summary).
-func (p *Profile) CaptureOptions(src Source) capture.Options { return p.captureOptions(src) }
