@@ -556,4 +556,3 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 	}
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
-
