@@ -63,6 +63,8 @@ func TestColyseus(t *testing.T) {
 	}
 	// The profile's own http step: 50 clients in one room.
 	colyseusRun(t, target, 50, "--profile", prof, "--capture", capPath, "--loop", loop)
+	// The server picks the room: each client learns it from its seat.
+	colyseusRooms(t, target, capPath, prof, loop)
 	// --flows all with no http step written: the recording's POST is
 	// each client's step, its answer's seat in the upgrade's path and query.
 	b, err := os.ReadFile(prof)

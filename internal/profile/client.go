@@ -432,7 +432,7 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 }
 
 func (c *client) awaitedArrived() bool {
-	if c.s.p.rooms != nil && c.instance.Load() == nil {
+	if c.s.p.rooms != nil && !c.hasInstance() {
 		return false
 	}
 	for i := range c.s.p.corrs {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Server-assigned room instances: some servers, not their clients, pick
@@ -31,11 +32,14 @@ type RoomsSpec struct {
 
 // InstanceSpec places a room instance's name in a server message: the
 // first group of Regexp, or the value at JSON (a path, $.room.id,
-// $[1].room) in the JSON that starts at the message's first { or [.
+// $[1].room) in the JSON that starts at the message's first { or [; or
+// it is the value of a correlation (an HTTP step's take: the room id a
+// matchmaker answered).
 type InstanceSpec struct {
-	Kind   string `yaml:"kind"`
-	Regexp string `yaml:"regexp"`
-	JSON   string `yaml:"json"`
+	Kind        string `yaml:"kind"`
+	Regexp      string `yaml:"regexp"`
+	JSON        string `yaml:"json"`
+	Correlation string `yaml:"correlation"`
 }
 
 // instanceRule is a compiled InstanceSpec.
@@ -43,6 +47,9 @@ type instanceRule struct {
 	kind int // server kind, -1 any
 	re   *regexp.Regexp
 	json []string
+	// corr is 1 + the correlation whose value names the instance, 0
+	// when a server message does.
+	corr int
 }
 
 func (s *Spec) compileRooms(p *Profile) error {
@@ -75,6 +82,18 @@ func (s *Spec) compileRooms(p *Profile) error {
 		}
 	}
 	switch {
+	case in.Correlation != "":
+		if in.Regexp != "" || in.JSON != "" || in.Kind != "" {
+			return bad("rooms.instance", "give correlation, or kind with regexp or json, not both")
+		}
+		for i := range p.corrs {
+			if p.corrs[i].name == in.Correlation {
+				rule.corr = i + 1
+			}
+		}
+		if rule.corr == 0 {
+			return bad("rooms.instance.correlation", "%q: no correlation or http step value of that name%s", in.Correlation, p.corrHint(in.Correlation))
+		}
 	case in.Regexp != "" && in.JSON != "":
 		return bad("rooms.instance", "give regexp or json, not both")
 	case in.Regexp != "":
@@ -90,7 +109,7 @@ func (s *Spec) compileRooms(p *Profile) error {
 		}
 		rule.json = path
 	default:
-		return bad("rooms.instance", "give regexp (its first group) or json (a path) for the instance's name")
+		return bad("rooms.instance", "give regexp (its first group) or json (a path) for the instance's name, or the correlation that holds it")
 	}
 	p.rooms = rule
 	return nil
@@ -98,7 +117,7 @@ func (s *Spec) compileRooms(p *Profile) error {
 
 // take is the instance m (of server kind k) names, nil when none.
 func (r *instanceRule) take(m []byte, k int) []byte {
-	if r.kind >= 0 && k != r.kind {
+	if r.corr > 0 || r.kind >= 0 && k != r.kind {
 		return nil
 	}
 	if r.re != nil {
@@ -146,16 +165,30 @@ type Instancer interface {
 
 // Instance implements Instancer.
 func (c *client) Instance() string {
+	if r := c.s.p.rooms; r != nil && r.corr > 0 {
+		if v := c.vals[r.corr-1].Load(); v != nil {
+			return string(*v)
+		}
+		return ""
+	}
 	if v := c.instance.Load(); v != nil {
 		return *v
 	}
 	return ""
 }
 
+// hasInstance reports whether the client knows its instance.
+func (c *client) hasInstance() bool {
+	if r := c.s.p.rooms; r.corr > 0 {
+		return c.vals[r.corr-1].Load() != nil
+	}
+	return c.instance.Load() != nil
+}
+
 // learnInstance keeps the first instance a server message names.
 func (c *client) learnInstance(m []byte, k int) {
 	r := c.s.p.rooms
-	if r == nil || c.instance.Load() != nil {
+	if r == nil || r.corr > 0 || c.instance.Load() != nil {
 		return
 	}
 	if v := r.take(m, k); v != nil {
@@ -175,6 +208,16 @@ func (s *Script) noteInstance(server []Message) {
 	if r == nil {
 		return
 	}
+	if r.corr > 0 {
+		c := &s.p.corrs[r.corr-1]
+		v := s.corrs[r.corr-1]
+		if v == nil {
+			s.notes = append(s.notes, fmt.Sprintf("rooms: assigned by the server: each client's instance is its %s value; the recording holds none", c.name))
+			return
+		}
+		s.notes = append(s.notes, fmt.Sprintf("rooms: assigned by the server: the recorded client was put in instance %q (its %s value); each replayed client's is its own", v, c.name))
+		return
+	}
 	where := "any server message"
 	if r.kind >= 0 {
 		where = "the server's " + s.p.server[r.kind].name + " message"
@@ -186,4 +229,20 @@ func (s *Script) noteInstance(server []Message) {
 		}
 	}
 	s.notes = append(s.notes, fmt.Sprintf("rooms: assigned by the server, but no server message in the recording names an instance (rooms.instance: %s): every login would wait for one until its timeout", where))
+}
+
+// corrHint follows "no correlation of that name": the one probably
+// meant, or the names there are.
+func (p *Profile) corrHint(name string) string {
+	var names []string
+	for _, c := range p.corrs {
+		names = append(names, c.name)
+	}
+	if s := suggest(name, names); s != "" {
+		return " (did you mean " + s + "?)"
+	}
+	if len(names) == 0 {
+		return " (there are none)"
+	}
+	return " (there are " + strings.Join(names, ", ") + ")"
 }

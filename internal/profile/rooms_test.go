@@ -39,16 +39,19 @@ func roomsRecording() Recording {
 func TestRoomsInstance(t *testing.T) {
 	for _, tc := range []struct {
 		name, rooms string
+		extra       string   // more of the profile
 		feed        []string // after WELCOME
 		want        string
 		note        string
 	}{
-		{"occupant list", "{kind: members, regexp: '^MEMBERS ([^,]+)'}", []string{"MEMBERS a,b\n", "MEMBERS z,a\n"}, "a", `instance "rec" (named by the server's members message)`},
-		{"json path", "{kind: placed, json: $.room.id}", []string{"SAY not yet\n", `PLACED {"room":{"id":"lobby--3"}}` + "\n", `PLACED {"room":{"id":"lobby"}}` + "\n"}, "lobby--3", `instance "lobby--2"`},
-		{"any kind", "{regexp: 'room.:..id.:.([\\w-]+)'}", []string{`PLACED {"room":{"id":"r9"}}` + "\n"}, "r9", `instance "lobby--2" (named by any server message)`},
+		{"occupant list", "{kind: members, regexp: '^MEMBERS ([^,]+)'}", "", []string{"MEMBERS a,b\n", "MEMBERS z,a\n"}, "a", `instance "rec" (named by the server's members message)`},
+		{"json path", "{kind: placed, json: $.room.id}", "", []string{"SAY not yet\n", `PLACED {"room":{"id":"lobby--3"}}` + "\n", `PLACED {"room":{"id":"lobby"}}` + "\n"}, "lobby--3", `instance "lobby--2"`},
+		{"any kind", "{regexp: 'room.:..id.:.([\\w-]+)'}", "", []string{`PLACED {"room":{"id":"r9"}}` + "\n"}, "r9", `instance "lobby--2" (named by any server message)`},
+		{"correlation", "{correlation: seat}", "correlation: [{name: seat, from: {kind: placed, regexp: '\"id\":\"([^\"]+)\"'}}]\n",
+			[]string{"MEMBERS a\n", `PLACED {"room":{"id":"r7"}}` + "\n", `PLACED {"room":{"id":"r8"}}` + "\n"}, "r8", `instance "lobby--2" (its seat value)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := compileDoc(t, roomsDoc+"rooms: {assigned_by: server, instance: "+tc.rooms+"}\n")
+			p := compileDoc(t, roomsDoc+tc.extra+"rooms: {assigned_by: server, instance: "+tc.rooms+"}\n")
 			s, err := p.Compile(p.Messages(roomsRecording()), ScriptOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -117,6 +120,8 @@ func TestRoomsSpecErrors(t *testing.T) {
 		{"{assigned_by: server, instance: {regexp: 'ab'}}", `rooms.instance.regexp: "ab": a regular expression with one group`},
 		{"{assigned_by: server, instance: {json: '$.a[x]'}}", `rooms.instance.json: "$.a[x]": index "x" is not a number`},
 		{"{assigned_by: server, instance: {kind: member, regexp: 'a(b)'}}", `rooms.instance.kind: "member" is not a server kind`},
+		{"{assigned_by: server, instance: {correlation: seat}}", `rooms.instance.correlation: "seat": no correlation or http step value of that name (there are none)`},
+		{"{assigned_by: server, instance: {correlation: seat, regexp: 'a(b)'}}", "rooms.instance: give correlation, or kind with regexp or json, not both"},
 	} {
 		s, err := ParseSpec("t.yaml", []byte(roomsDoc+"rooms: "+tc.rooms+"\n"))
 		if err == nil {

@@ -3,7 +3,9 @@
 // a "chat" message is broadcast to the room's others as "msg" and counts
 // in the room's schema state, so every patch interval sends a patch to
 // every joined client. Only the library's documented API, plus a count of
-// the patches sent. GET /stats answers the counters, GET /reset zeroes them.
+// the patches sent. GET /stats answers the counters (byRoom: the joins,
+// messages and deliveries of each room, by its roomId), GET /reset
+// zeroes them.
 //
 //   node server.js PORT
 "use strict";
@@ -14,7 +16,8 @@ const { Schema, defineTypes } = require("@colyseus/schema");
 
 const port = Number(process.argv[2]);
 let stats;
-const reset = () => { stats = { rooms: 0, connected: 0, peak: 0, joins: 0, leaves: 0, messages: 0, delivered: 0, patches: 0, patchesSent: 0 }; };
+const reset = () => { stats = { rooms: 0, connected: 0, peak: 0, joins: 0, leaves: 0, messages: 0, delivered: 0, patches: 0, patchesSent: 0, byRoom: {} }; };
+const roomStats = (room) => (stats.byRoom[room.roomId] ||= { joins: 0, messages: 0, delivered: 0 });
 reset();
 
 class State extends Schema {
@@ -32,11 +35,14 @@ class ChatRoom extends Room {
       this.state.count++;
       const others = this.clients.filter((c) => c !== client).length;
       stats.delivered += others;
+      roomStats(this).messages++;
+      roomStats(this).delivered += others;
       this.broadcast("msg", msg, { except: client });
     });
   }
   onJoin() {
     stats.joins++;
+    roomStats(this).joins++;
     stats.connected++;
     stats.peak = Math.max(stats.peak, stats.connected);
   }
