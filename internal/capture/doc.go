@@ -8,8 +8,10 @@
 // reordering, overlap, a capture that starts mid-connection) and cut into
 // reprise frames with wire.Parser, or kept raw (Options.Raw: payloads in
 // stream order) for any other protocol's profile to cut; UDP gives one
-// frame per datagram. Inspect summarises a reprise capture for people
-// choosing loop points.
+// frame per datagram. Read for a summary (Options.Summarize), each frame
+// goes to a Summarizer's Tally instead of being kept: what a summary
+// shows of them (kinds, joins, users, rooms) is the profile's inspection
+// (internal/profile), not this package's.
 //
 // TLS: a TCP connection that opens with a ClientHello is read as TLS. Its
 // hellos give the flow's TLSInfo (version, SNI, ALPN, cipher); with the

@@ -7,7 +7,8 @@
 // and judged against the objectives, until one breaks. Both sample the
 // server's and the fleet's metrics every Interval and hand everything to
 // internal/report; both run their fleets through one seam,
-// launch.Runner (in this process, or as shard processes).
+// launch.Runner (in this process, as shard processes, or as the pods of
+// a Kubernetes Job).
 //
 // It is not the fleet (internal/fleet), nor the report's maths and
 // pictures (internal/report), nor how a fleet is started (internal/launch); it

@@ -1,8 +1,11 @@
 // Package k8s holds the Kubernetes manifests that run a fleet as shards
 // (an Indexed Job and its headless Service) and, optionally, the bundled
 // relay (a Deployment and its Service), and renders them with a run's
-// flags. It writes YAML from templates and needs no Kubernetes library;
-// the test decodes the output strictly into the API's types.
+// flags; it also builds the images (image.go), reads whether a run fits
+// the nodes (fit.go) and drives the user's kubectl (kubectl.go, pods.go).
+// It writes YAML from templates and needs no Kubernetes library; the test
+// decodes the output strictly into the API's types. Running a fleet on a
+// cluster is internal/launch's (Kubernetes): this package knows no fleet.
 package k8s
 
 import (

@@ -1,5 +1,6 @@
 // Package launch is the seam between a driver (internal/compare's
-// comparison and capacity search) and a fleet: one interface, Runner, to
+// comparison and capacity search, `replay k8s run`'s one fleet) and a
+// fleet: one interface, Runner, to
 // prepare a fleet, start it, sample its metrics, hold it at each of its
 // levels until the driver says go on or stop, and collect its summary —
 // whether the fleet runs in this process (InProcess) or as shard processes
@@ -9,7 +10,9 @@
 // It is not the fleet (internal/fleet) nor a driver: it decides nothing
 // about a run. It builds no command line: Shards gets its processes'
 // arguments from a function the command passes in (cmd/replay builds them
-// next to the flags that define them).
+// next to the flags that define them), and Kubernetes its pods' flags.
+// OpenKubernetes sets up a run on a cluster (what it creates besides its
+// fleets) for every command alike.
 package launch
 
 import (

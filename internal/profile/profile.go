@@ -1,6 +1,6 @@
 // Package profile holds protocol profiles: everything the fleet, the
-// capture reader and `replay inspect` need to know about one protocol, so
-// that they stay protocol-agnostic. A profile says how a stream splits
+// capture reader, `replay inspect` and `profile check` need to know about
+// one protocol, so that they stay protocol-agnostic. A profile says how a stream splits
 // into messages (framing), how to name a message (kinds), where the
 // recorded user id and room sit and how a client's own replace them
 // (identity), which messages form the login and what answers it, the
@@ -17,8 +17,11 @@
 // and compiles it into a Player, which every replayed client plays
 // through its own Client: replay, its fleet runners, inspect and
 // `profile check` all go through it. The reprise protocol is a profile
-// like the others: its script and id rewriting (reprise_script.go) and
-// its zero-allocation player (reprise.go) live here. This package opens
+// like the others: its script and id rewriting (reprise_script.go), its
+// zero-allocation player (reprise.go) and its inspection (joins, users,
+// rooms, rates: reprise_inspect.go, gathered while the capture is read)
+// live here; a command shows any profile's view of a capture through
+// WriteInspection. This package opens
 // no sockets and knows no scheduling: internal/fleet sends and receives
 // the bytes, internal/session paces them.
 package profile
