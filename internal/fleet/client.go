@@ -124,6 +124,8 @@ type client struct {
 	// confirming re-sends the UDP session's confirmation until the relay
 	// answers (set and stopped by the reader).
 	confirming *confirmer
+	// polled is set while the scheduler's poller reads the client.
+	polled atomic.Pointer[polled]
 
 	// Owned by the scheduler once the client is scheduled.
 	start int64     // fleet clock (ns) at which step 0 was due: the joined time
@@ -300,9 +302,13 @@ func (c *client) disconnect(reason Disconnect) {
 		c.f.stats.loggedIn.Add(-1)
 		if c.raw == nil || c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) }) != nil {
 			c.conn.Close()
+			c.giveBack() // a closed socket leaves the epoll set unheard
 			return
 		}
 		c.conn.SetReadDeadline(time.Now())
+		// A socket the server reset raises no event on shutdown: its
+		// goroutine ends it, on the deadline just set.
+		c.giveBack()
 	})
 }
 
@@ -352,6 +358,7 @@ func (c *client) leave(deadline time.Time) {
 			c.sched.c.sentBytes.Add(int64(n))
 		}
 		out.SetReadDeadline(deadline)
+		c.giveBack() // its goroutine drains, bounded by the deadline
 		if tc, ok := out.(*net.TCPConn); ok {
 			tc.CloseWrite()
 		} else {
@@ -438,8 +445,17 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 	}
 	r := newStreamReader(c.conn, c.raw, handle)
 	defer r.release()
+	if p := c.sched.poll; p != nil && c.tls == nil && !c.tlsOn && c.raw != nil {
+		r.canYield = func() bool { return c.joined.Load() && !c.stopping.Load() && !c.dead.Load() }
+	}
 	for {
 		err := r.run()
+		if err == errYield {
+			err = c.polledRead(r)
+			if err == errResume {
+				continue
+			}
+		}
 		if err == nil {
 			return c.tlsEnded(reason, res)
 		}
@@ -447,6 +463,39 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 			continue
 		}
 		return c.readEnded(err, res)
+	}
+}
+
+// polledRead hands a joined client's reads to its scheduler's poller
+// (poll.go) and waits for them to end: errResume when the goroutine is
+// to read on (the leave's bounded drain, or a socket the poller could
+// not take), else run's result.
+func (c *client) polledRead(r *streamReader) error {
+	p := c.sched.poll
+	r.canYield = nil // once back, the goroutine reads to the end
+	r.polled = true
+	e, ok := p.add(c, r)
+	if !ok {
+		r.polled = false
+		return errResume
+	}
+	c.polled.Store(e)
+	// leave (after stopping) gives a polled client back: whichever of
+	// this and leave's load of c.polled comes second sees the other.
+	if c.stopping.Load() {
+		p.giveBack(e)
+	}
+	err := <-e.back
+	c.polled.Store(nil)
+	r.polled, r.parked = false, false
+	return err
+}
+
+// giveBack asks the poller for a polled client's reads, which its
+// goroutine then bounds with the read deadline set before.
+func (c *client) giveBack() {
+	if e := c.polled.Load(); e != nil {
+		c.sched.poll.giveBack(e)
 	}
 }
 

@@ -458,8 +458,12 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	defer cancelCause(nil)
 	bg.Go(func() { f.watchFirstLogin(bgCtx, cancelCause) })
 	schedCtx, schedCancel := context.WithCancel(context.Background())
-	var sched sync.WaitGroup
+	var sched, polls sync.WaitGroup
 	for _, sh := range f.scheds {
+		if p, err := newPoller(); err == nil {
+			sh.poll = p
+			polls.Go(p.run)
+		}
 		sched.Go(func() { sh.run(schedCtx) })
 	}
 	err := f.ramp(runCtx)
@@ -480,6 +484,13 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.drain()
 	f.stop()
 	f.wg.Wait()
+	// Every reader has ended, so no client is handed over any more.
+	for _, sh := range f.scheds {
+		if sh.poll != nil {
+			sh.poll.stop()
+		}
+	}
+	polls.Wait()
 	f.warnLeaveCut()
 	f.warnSilentInstances()
 	f.stats.fold()

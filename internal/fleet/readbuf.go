@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"errors"
 	"io"
 	"runtime"
 	"sync"
@@ -84,7 +85,21 @@ type streamReader struct {
 	stop   bool // handle said stop
 	err    error
 	fn     func(fd uintptr) bool
+	// canYield, when set, says the client may go to its scheduler's
+	// poller (poll.go): a read that empties the socket then ends run with
+	// errYield instead of parking. polled says a poller reads it now;
+	// parked, that the last read emptied the socket (either way).
+	canYield func() bool
+	polled   bool
+	parked   bool
+	// toEnd: read until EAGAIN whatever TCP_INQ says (the poller's, for
+	// a socket that reported a hang-up or an error: a reset after the
+	// last bytes leaves TCP_INQ at 0 and raises no further event).
+	toEnd bool
 }
+
+// errYield ends run when the socket is empty and canYield says yes.
+var errYield = errors.New("fleet: reader handed to the poller")
 
 // newStreamReader reads conn; handle gets each read's bytes (valid during
 // the call) and returns false to stop reading. It runs inside the
@@ -107,9 +122,7 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
-				putReadBuf(r.buf)
-				r.buf = nil
-				return false // park until readable (or the deadline)
+				return r.empty() // park until readable (or the deadline)
 			case err != nil:
 				r.err = err
 				return true
@@ -123,16 +136,27 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true
 			}
 			r.adapt(n)
-			if full || left != 0 {
+			if full || left != 0 || r.toEnd {
 				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
 			// The socket is empty: park without reading it again.
-			putReadBuf(r.buf)
-			r.buf = nil
-			return false
+			return r.empty()
 		}
 	}
 	return r
+}
+
+// empty gives the buffer back once a read found the socket empty, and
+// says whether to park in the netpoller (false) or return (the poller's
+// reads, or a reader about to hand itself over).
+func (r *streamReader) empty() bool {
+	putReadBuf(r.buf)
+	r.buf = nil
+	if r.polled || r.canYield != nil && r.canYield() {
+		r.parked = true
+		return true
+	}
+	return false
 }
 
 // recv reads into b; left is what the socket still holds after the read
@@ -177,8 +201,9 @@ func inqHint(oob []byte) int {
 }
 
 // run reads until handle says stop (nil), the peer closes its side
-// (io.EOF) or a read fails (a deadline passed, the connection closed).
-// After a deadline it may be called again.
+// (io.EOF), a read fails (a deadline passed, the connection closed) or
+// a read emptied the socket of a reader that may yield (errYield). After
+// a deadline or errYield it may be called again.
 func (r *streamReader) run() error {
 	r.stop, r.err = false, nil
 	if r.rc == nil {
@@ -208,6 +233,10 @@ func (r *streamReader) run() error {
 		}
 		if r.err != nil {
 			return r.err
+		}
+		if r.parked {
+			r.parked = false
+			return errYield
 		}
 	}
 }

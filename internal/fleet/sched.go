@@ -28,6 +28,9 @@ type scheduler struct {
 	c    *counters
 	rec  *hists
 	wake chan struct{}
+	// poll reads its logged-in stream clients (nil: each client's
+	// goroutine reads); set by Run before the first login.
+	poll *poller
 
 	mu       sync.Mutex
 	incoming []*client

@@ -172,7 +172,7 @@ func TestStreamReaderDataThenFIN(t *testing.T) {
 
 // tcpPair is a loopback TCP connection: the sending end, the receiving
 // end and its RawConn for a reader; all closed when the test ends.
-func tcpPair(t *testing.T) (snd, c net.Conn, rc syscall.RawConn) {
+func tcpPair(t testing.TB) (snd, c net.Conn, rc syscall.RawConn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
