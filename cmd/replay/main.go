@@ -160,6 +160,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.Pause, "pause", 0, "length of a ramp pause")
 	fs.DurationVar(&c.LoginTimeout, "login-timeout", c.LoginTimeout, "a login fails if joined does not arrive within this")
 	fs.DurationVar(&c.Duration, "duration", 0, "length of the whole run (0: until Ctrl-C)")
+	fs.DurationVar(&c.Hold, "after-logins", 0, "end the run this long after every login has its result (joined or failed), however long the ramp took (0: none; with --duration, the first to come ends it)")
 	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, fmt.Sprintf("after the last send, wait for deliveries in flight until none came for %v, at most this long", fleet.DrainQuiet))
 	fs.Var(cli.Addr{P: &c.Metrics, Listen: true, Off: true}, "metrics", `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "period of the progress line")

@@ -81,6 +81,13 @@ type Config struct {
 	Pause         time.Duration
 	LoginTimeout  time.Duration // a login fails if joined does not arrive within it
 	Duration      time.Duration // whole run; 0: until the context ends
+	// Hold ends the run this long after every login attempt of this
+	// shard has its result (joined or failed), whatever the ramp took: a
+	// run that must hold every client for a time, on a host whose speed
+	// nobody knows, ends by its logins' count rather than at a fixed
+	// instant that a slow ramp may not reach. 0: none; with Duration too,
+	// the first to come ends the run.
+	Hold time.Duration
 
 	// Levels are attempt counts (increasing, the last at most Clients)
 	// where the ramp waits for AtLevel (required with Levels): when the
@@ -268,8 +275,10 @@ func (c *Config) validate() error {
 		return badf("--heartbeat %v: at least %v (0: none)", c.Heartbeat, profile.MinHeartbeat)
 	case c.RoomSize < 0:
 		return badf("--room-size %d: must not be negative", c.RoomSize)
-	case c.LoginInterval < 0 || c.Pause < 0 || c.Duration < 0:
+	case c.LoginInterval < 0 || c.Pause < 0 || c.Duration < 0 || c.Hold < 0:
 		return badf("durations must not be negative")
+	case c.Hold > 0 && len(c.Levels) > 0:
+		return badf("--after-logins with levels: a level's hold is its driver's")
 	case c.MaxFrame < 0:
 		return badf("--max-frame %d: must not be negative", c.MaxFrame)
 	case !levelsOK(c.Levels, c.Clients) || (len(c.Levels) > 0 && c.AtLevel == nil):

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,6 +323,7 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				drops0 := udpInErrors(t)
 				began := time.Now()
 				s, err := f.Run(context.Background())
 				took := time.Since(began)
@@ -329,6 +331,7 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 					t.Fatal(err)
 				}
 				says, delivered, pongs := srv.counts()
+				drops := udpInErrors(t) - drops0
 				warned := strings.Contains(strings.Join(s.Warnings, "\n"), "ended the wait")
 				t.Logf("took %v (duration %v, drain bound %v); fleet sent %d received %d, pongs %d; the server read %d says and %d pongs, delivered %d; warnings %q; join retries %d, loops %d, lag p99 %v",
 					took.Round(time.Millisecond), c.Duration, c.DrainTimeout, s.MessagesSent, s.MessagesReceived, s.FramesSent["pong"], says, pongs, delivered, s.Warnings, s.UDPJoinRetries, s.LoopsCompleted, s.ScheduleLagMS.P99)
@@ -343,15 +346,18 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 					return
 				}
 				// The pings go on until the leave: a drain that waited for
-				// no byte at all would reach its bound of 20 s; half of it
-				// is the margin for a loaded host.
-				if took >= c.Duration+c.DrainTimeout/2 || warned {
-					t.Errorf("the run took %v with a duration of %v and a drain bound of %v (warned %v): the drain waited for the pings to stop", took, c.Duration, c.DrainTimeout, warned)
+				// no byte at all would reach its bound of 20 s, and say so.
+				if warned {
+					t.Errorf("the run took %v with a duration of %v and a drain bound of %v, and warned: the drain waited for the pings to stop", took, c.Duration, c.DrainTimeout)
 				}
 				// Every send's delivery came before the leave, and was
-				// counted.
-				if int64(says) != s.MessagesSent || delivered != says || int64(delivered) != s.MessagesReceived {
-					t.Errorf("the server read %d sends and delivered %d; the fleet sent %d and received %d", says, delivered, s.MessagesSent, s.MessagesReceived)
+				// counted. Over UDP a datagram a starved reader left in a
+				// full receive buffer is the kernel's to drop (620 of 673
+				// at load 20): each one missing must be a drop it counted.
+				missing := s.MessagesSent - int64(says) + int64(delivered) - s.MessagesReceived
+				exact := missing == 0 || (transport == "udp" && missing <= drops)
+				if int64(says) > s.MessagesSent || delivered != says || int64(delivered) < s.MessagesReceived || !exact {
+					t.Errorf("the server read %d sends and delivered %d; the fleet sent %d and received %d; the kernel dropped %d UDP datagrams meanwhile", says, delivered, s.MessagesSent, s.MessagesReceived, drops)
 				}
 			})
 		}
@@ -386,4 +392,37 @@ func TestSendersNeedSends(t *testing.T) {
 		t.Fatalf("receive-only: %v", err)
 	}
 	f.Close()
+}
+
+// udpInErrors is the host's count of UDP datagrams the kernel dropped on
+// receipt (a full receive buffer among them), from /proc/net/snmp: on
+// loopback the only way a datagram is lost.
+func udpInErrors(t testing.TB) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/snmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head []string
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) == 0 || f[0] != "Udp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		for i, name := range head {
+			if name == "InErrors" && i < len(f) {
+				n, err := strconv.ParseInt(f[i], 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+		}
+	}
+	t.Fatal("/proc/net/snmp has no Udp InErrors")
+	return 0
 }

@@ -94,18 +94,23 @@ func TestFleetUDP(t *testing.T) {
 	c.Transport = "udp"
 	c.Loop = "100ms,300ms"
 	c.Duration = 800 * time.Millisecond
+	drops0 := udpInErrors(t)
 	s, err := Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	drops := udpInErrors(t) - drops0
 	// Each othercast is owed to the others in the room at the time it
 	// went out: a client whose join the relay confirmed late (a loaded
 	// host: 347 of 3 × 122 at load 22) is owed less, not lost (the
-	// expected deliveries count by each client's window).
+	// expected deliveries count by each client's window). A datagram a
+	// starved reader (the relay's or a client's) left in a full receive
+	// buffer is the kernel's to drop: each one lost must be a drop it
+	// counted.
 	d := s.Deliveries
 	if s.LoginsSucceeded != 4 || s.MessagesSent == 0 || s.MessagesReceived > 3*s.MessagesSent || !d.Measured() ||
-		d.Expected == 0 || d.Expected > 3*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 {
-		t.Errorf("udp: logins %d sent %d received %d (at most 3 × sent), deliveries %+v (want all owed received)", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, d)
+		d.Expected == 0 || d.Expected > 3*s.MessagesSent || d.Received+d.Lost != d.Expected || d.Lost > drops {
+		t.Errorf("udp: logins %d sent %d received %d (at most 3 × sent), deliveries %+v (want all owed received, but for the %d datagrams the kernel dropped)", s.LoginsSucceeded, s.MessagesSent, s.MessagesReceived, d, drops)
 	}
 }
 
@@ -131,8 +136,10 @@ func TestFleetUDPLongMemberList(t *testing.T) {
 	if s.LoginsSucceeded != 40 {
 		t.Errorf("logins %d of 40, failed %v", s.LoginsSucceeded, s.LoginsFailed)
 	}
-	if s.FramesSent["join"] != 40 {
-		t.Errorf("joins sent %d, want 40: one each", s.FramesSent["join"])
+	// A join unconfirmed within its retry interval (a starved relay or
+	// reader: 41 at load ~20) is sent again and counted as a retry.
+	if s.FramesSent["join"] != 40+s.UDPJoinRetries {
+		t.Errorf("joins sent %d with %d retries, want 40: one each, and the retries", s.FramesSent["join"], s.UDPJoinRetries)
 	}
 	if s.FramesSent["heartbeat"] < 40 {
 		t.Errorf("heartbeats sent %d: fewer than the 40 confirmations", s.FramesSent["heartbeat"])
@@ -242,5 +249,27 @@ func TestMetricsEndpoint(t *testing.T) {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+}
+
+// TestHoldEndsByLogins: with Hold and no Duration the run ends by itself,
+// Hold after its last login has its result: every client is in (a ramp
+// however slow is not cut), and the run lasted at least the hold.
+func TestHoldEndsByLogins(t *testing.T) {
+	c := testConfig(t)
+	c.Clients = 6
+	c.Loop = "100ms,300ms"
+	c.Hold = 400 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := Run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.LoginsSucceeded != 6 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 {
+		t.Errorf("logins %d failed %v sent %d: want all 6 in and sending", s.LoginsSucceeded, s.LoginsFailed, s.MessagesSent)
+	}
+	if s.DurationS < c.Hold.Seconds() {
+		t.Errorf("the run lasted %.3f s, less than its hold %v", s.DurationS, c.Hold)
 	}
 }
