@@ -14,21 +14,35 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // natsPing is the server's ping_interval; it closes a client that leaves
 // natsPingMax pings unanswered, so a deadline falls every
-// natsPing*(natsPingMax+1).
+// natsPing*(natsPingMax+1): about 10 s, of which a fleet answers in time
+// whenever its readers get a CPU at all (a 4 s deadline cut clients of a
+// -race fleet on a host at load 25, their readers unscheduled for
+// seconds). Many pings fall within it, so a client that answers none is
+// still cut well within a hold; the runs that want that cut use a short
+// deadline (natsQuickPing), which does not depend on the fleet.
 const (
-	natsPing    = time.Second
-	natsPingMax = 3
+	natsPing    = 250 * time.Millisecond
+	natsPingMax = 40
+)
+
+// natsQuickPing and natsQuickPingMax make a deadline of about 4 s for a
+// run whose clients answer no ping: the cut is the server's own timing.
+const (
+	natsQuickPing    = time.Second
+	natsQuickPingMax = 3
 )
 
 // startNATS starts nats-server on 127.0.0.1 with its monitoring port and a
@@ -141,9 +155,10 @@ func connzPeak(ctx context.Context, mon int) func() int {
 
 var suggestedLoop = regexp.MustCompile(`suggested --loop=(\S+)`)
 
-// TestNATSServer: 200 clients (10 senders), then 200 receive-only, hold
-// past three ping deadlines with no disconnect (every client answers the
-// server's PING); nats-server's /connz shows 200 distinct connection
+// TestNATSServer: 200 clients (10 senders), then 200 receive-only, held
+// past a ping deadline after every login with no disconnect (every
+// client answers the server's PINGs; on a host that starved the fleet,
+// only clients the server cut as stale); nats-server's /connz shows 200 distinct connection
 // names and its /varz in_msgs/out_msgs match the fleet's sent and
 // received within 1 %; latency comes from the decimal stamp. A server
 // that wants a password refuses every login, counted by its -ERR reason;
@@ -165,7 +180,9 @@ func TestNATSServer(t *testing.T) {
 	if loop == nil {
 		t.Fatalf("inspect suggests no loop:\n%s", insp)
 	}
-	hold := 3*natsPing*(natsPingMax+1) + 4*time.Second
+	// Held past a ping deadline after every login is in: a client that
+	// answered no ping would have been cut.
+	hold := natsPing*(natsPingMax+1) + 2*time.Second
 	const drainBound = 30 * time.Second
 
 	t.Run("senders", func(t *testing.T) {
@@ -174,17 +191,18 @@ func TestNATSServer(t *testing.T) {
 		peak := connzPeak(ctx, mon)
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target,
 			"--clients", "200", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1], "--login-interval", "10ms",
-			"--login-timeout", "30s", "--duration", hold.String(), "--drain-deliveries", drainBound.String())
+			"--login-timeout", "30s", "--after-logins", hold.String(), "--drain-deliveries", drainBound.String())
 		cancel()
 		mustOK(t, res)
-		drainedBefore(t, res, hold, drainBound)
+		drainedBefore(t, res)
 		s := res.sum
 		in1, out1 := natsVarz(t, mon)
-		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
-			t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout)
+		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 {
+			t.Fatalf("logins %d failed %v sent %d\n%s", s.LoginsSucceeded, s.LoginsFailed, s.MessagesSent, res.stdout)
 		}
-		if p := peak(); p != 200 {
-			t.Errorf("nats-server's /connz held at most %d distinct connection names, want 200", p)
+		cut := cutOnlyIfStarved(t, s, "stale_connection")
+		if p := peak(); int64(p)+cut < 200 || p > 200 {
+			t.Errorf("nats-server's /connz held at most %d distinct connection names, want 200 (less the %d cut)", p, cut)
 		}
 		if !within(float64(in1-in0), float64(s.MessagesSent), 1) || !within(float64(out1-out0), float64(s.MessagesReceived), 1) {
 			t.Errorf("nats-server in_msgs %d out_msgs %d; the fleet sent %d received %d (want within 1%%)", in1-in0, out1-out0, s.MessagesSent, s.MessagesReceived)
@@ -201,22 +219,23 @@ func TestNATSServer(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		peak := connzPeak(ctx, mon)
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target,
-			"--clients", "200", "--receive-only", "--login-interval", "10ms", "--login-timeout", "30s", "--duration", hold.String())
+			"--clients", "200", "--receive-only", "--login-interval", "10ms", "--login-timeout", "30s", "--after-logins", hold.String())
 		cancel()
 		mustOK(t, res)
 		s := res.sum
 		in1, _ := natsVarz(t, mon)
-		if s.LoginsSucceeded != 200 || len(s.Disconnects) != 0 || s.MessagesSent != 0 || in1 != in0 || s.FramesSent["pong"] == 0 {
-			t.Fatalf("logins %d disconnects %v sent %d, nats-server in_msgs %d, frames %v", s.LoginsSucceeded, s.Disconnects, s.MessagesSent, in1-in0, s.FramesSent)
+		if s.LoginsSucceeded != 200 || s.MessagesSent != 0 || in1 != in0 || s.FramesSent["pong"] == 0 {
+			t.Fatalf("logins %d sent %d, nats-server in_msgs %d, frames %v", s.LoginsSucceeded, s.MessagesSent, in1-in0, s.FramesSent)
 		}
-		if p := peak(); p != 200 {
-			t.Errorf("nats-server's /connz held at most %d distinct connection names, want 200", p)
+		cut := cutOnlyIfStarved(t, s, "stale_connection")
+		if p := peak(); int64(p)+cut < 200 || p > 200 {
+			t.Errorf("nats-server's /connz held at most %d distinct connection names, want 200 (less the %d cut)", p, cut)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {
 		authPort, _ := startNATS(t, bin, true)
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", authPort),
-			"--clients", "20", "--login-interval", "2ms", "--duration", "2s")
+			"--clients", "20", "--login-interval", "2ms", "--after-logins", "500ms")
 		if got := res.sum.LoginsFailed["login_authorization_violation"]; got != 20 || res.sum.LoginsSucceeded != 0 {
 			t.Fatalf("refused logins by reason %v, succeeded %d (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, res.stdout, res.stderr)
 		}
@@ -231,8 +250,9 @@ func TestNATSServer(t *testing.T) {
 		if err := os.WriteFile(path, cut, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		res := replay(t, "--profile", path, "--capture", capPath, "--target", target,
-			"--clients", "20", "--receive-only", "--login-interval", "2ms", "--duration", (natsPing*(natsPingMax+1) + 3*time.Second).String())
+		quick, _ := startNATSPinging(t, bin, false, natsQuickPing, natsQuickPingMax)
+		res := replay(t, "--profile", path, "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", quick),
+			"--clients", "20", "--receive-only", "--login-interval", "2ms", "--after-logins", (natsQuickPing*(natsQuickPingMax+1) + 3*time.Second).String())
 		if got := res.sum.Disconnects["stale_connection"]; got != 20 {
 			t.Fatalf("without the PONG reaction: disconnects %v, want stale_connection=20 (exit %d)\n%s%s", res.sum.Disconnects, res.code, res.stdout, res.stderr)
 		}
@@ -240,20 +260,20 @@ func TestNATSServer(t *testing.T) {
 }
 
 // natsPingsOften: against a nats-server that pings every client every
-// 20 ms (and waits 150 pings, 3 s, for an answer, as the other runs do),
-// the run ends about the drain's quiet period after its duration:
+// 20 ms (and waits 500 pings, 10 s, for an answer, as the other runs do),
+// the run ends about the drain's quiet period after its hold:
 // the drain waits for deliveries in flight, not for a moment without any
 // byte, which the pings never leave (it took the drain's bound, 20 s,
 // before). The counts match the server's as the senders run's do.
 func natsPingsOften(t *testing.T, bin, capPath, loop string) {
-	port, mon := startNATSPinging(t, bin, false, 20*time.Millisecond, 150)
-	const duration, drainBound = 3 * time.Second, 20 * time.Second
+	port, mon := startNATSPinging(t, bin, false, 20*time.Millisecond, 500)
+	const hold, drainBound = 3 * time.Second, 20 * time.Second
 	in0, out0 := natsVarz(t, mon)
 	res := replay(t, "--profile", "nats", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
 		"--clients", "40", "--senders", "4", "--room-size", "10", "--speed", "0.5", "--loop", loop, "--login-interval", "10ms",
-		"--login-timeout", "30s", "--duration", duration.String(), "--drain-deliveries", drainBound.String())
+		"--login-timeout", "30s", "--after-logins", hold.String(), "--drain-deliveries", drainBound.String())
 	mustOK(t, res)
-	drainedBefore(t, res, duration, drainBound)
+	drainedBefore(t, res)
 	s := res.sum
 	in1, out1 := natsVarz(t, mon)
 	if s.LoginsSucceeded != 40 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
@@ -262,6 +282,32 @@ func natsPingsOften(t *testing.T, bin, capPath, loop string) {
 	if !within(float64(in1-in0), float64(s.MessagesSent), 1) || !within(float64(out1-out0), float64(s.MessagesReceived), 1) {
 		t.Errorf("nats-server in_msgs %d out_msgs %d; the fleet sent %d received %d (want within 1%%, as the senders run)", in1-in0, out1-out0, s.MessagesSent, s.MessagesReceived)
 	}
-	t.Logf("nats pinging every 20 ms: the run took %v (duration %v, drain bound %v); fleet sent %d received %d; nats-server in %d out %d; pongs %d",
-		res.took.Round(time.Millisecond), duration, drainBound, s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.FramesSent["pong"])
+	t.Logf("nats pinging every 20 ms: the run took %v (hold %v, drain bound %v); fleet sent %d received %d; nats-server in %d out %d; pongs %d",
+		res.took.Round(time.Millisecond), hold, drainBound, s.MessagesSent, s.MessagesReceived, in1-in0, out1-out0, s.FramesSent["pong"])
+}
+
+// cutOnlyIfStarved fails a run that should keep every client, unless the
+// server cut them as it cuts a client that leaves its pings unanswered
+// (the fleet's labels for that: reasons) while the fleet says its host
+// starved it (saturation "fleet" or "host_busy": a reader that gets no
+// CPU answers no ping in time, and the server is right to cut it); any
+// other disconnect, or one on a host with CPU to spare, is a failure. It
+// returns the clients cut.
+func cutOnlyIfStarved(t *testing.T, s fleet.Summary, reasons ...string) int64 {
+	t.Helper()
+	var n, cut int64
+	for reason, k := range s.Disconnects {
+		n += k
+		if slices.Contains(reasons, reason) {
+			cut += k
+		}
+	}
+	switch {
+	case n == 0:
+	case cut == n && s.Saturation["fleet"]+s.Saturation["host_busy"] > 0:
+		t.Logf("the host starved the fleet (saturation %v): the server cut %d clients as %v", s.Saturation, n, s.Disconnects)
+	default:
+		t.Errorf("disconnects %v with saturation %v: want none, or only %v on a host that starved the fleet", s.Disconnects, s.Saturation, reasons)
+	}
+	return n
 }

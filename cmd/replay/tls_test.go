@@ -183,7 +183,7 @@ func TestTLSMosquitto(t *testing.T) {
 	recv0, sent0, own0 := mon.settled(t)
 	mon.resetPeak()
 	res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", target, "--tls", "--tls-ca", pki.ca,
-		"--clients", "200", "--senders", "20", "--room-size", "20", "--loop", "#2,#22", "--speed", "0.5", "--login-interval", "10ms", "--duration", "8s", "--login-timeout", "30s",
+		"--clients", "200", "--senders", "20", "--room-size", "20", "--loop", suggestedLoopOf(t, "mqtt", capPath), "--speed", "0.5", "--login-interval", "10ms", "--after-logins", "6s", "--login-timeout", "30s",
 		"--drain-deliveries", "30s")
 	mustOK(t, res)
 	s := res.sum
@@ -215,7 +215,7 @@ func TestTLSMosquitto(t *testing.T) {
 
 	t.Run("resume", func(t *testing.T) {
 		res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", "mqtts://"+target, "--tls-ca", pki.ca, "--tls-resume",
-			"--clients", "20", "--receive-only", "--login-interval", "20ms", "--duration", "1s")
+			"--clients", "20", "--receive-only", "--login-interval", "20ms", "--after-logins", "500ms")
 		mustOK(t, res)
 		if tl := res.sum.TLS; tl == nil || tl.Resumption != "tickets" || tl.Resumed == 0 || res.sum.LoginsSucceeded != 20 {
 			t.Fatalf("resumed: %+v, logins %d\n%s", tl, res.sum.LoginsSucceeded, res.stderr)
@@ -294,7 +294,7 @@ func TestTLSNATS(t *testing.T) {
 	in0, out0 := natsVarz(t, mon)
 	res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target, "--tls", "--tls-ca", pki.ca,
 		"--clients", "100", "--senders", "10", "--room-size", "50", "--speed", "0.5", "--loop", loop[1], "--login-interval", "10ms",
-		"--login-timeout", "30s", "--duration", "4s", "--drain-deliveries", "30s")
+		"--login-timeout", "30s", "--after-logins", "3s", "--drain-deliveries", "30s")
 	mustOK(t, res)
 	s := res.sum
 	in1, out1 := natsVarz(t, mon)
@@ -344,7 +344,7 @@ func TestTLSWebSocket(t *testing.T) {
 	}
 	res := replay(t, "--profile", prof, "--capture", capPath, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", secure), "--tls-ca", pki.ca,
 		"--clients", "100", "--senders", "10", "--room-size", "50", "--loop", loop[1],
-		"--login-interval", "10ms", "--login-timeout", "30s", "--duration", "5s", "--drain-deliveries", "20s")
+		"--login-interval", "10ms", "--login-timeout", "30s", "--after-logins", "4s", "--drain-deliveries", "20s")
 	mustOK(t, res)
 	s, app := res.sum, wsChatSettled(t, plain)
 	if s.LoginsSucceeded != 100 || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {

@@ -81,8 +81,8 @@ func TestWSRoomServer(t *testing.T) {
 	prof := filepath.Join("..", "..", "bench", "wsroom.yaml")
 	before := getWSRoomStats(t, addr)
 	res := replay(t, "--profile", prof, "--capture", capPath, "--target", addr,
-		"--clients", "40", "--room-size", "10", "--loop", "#1,#39", "--login-interval", "5ms",
-		"--login-timeout", "30s", "--duration", "4s", "--heartbeat", "0", "--drain-deliveries", "10s")
+		"--clients", "40", "--room-size", "10", "--loop", suggestedLoopOf(t, prof, capPath), "--login-interval", "5ms",
+		"--login-timeout", "30s", "--after-logins", "3s", "--heartbeat", "0", "--drain-deliveries", "10s")
 	mustOK(t, res)
 	// The server's counts settle once every connection closed.
 	var after wsRoomStats

@@ -125,7 +125,10 @@ func (p *Profile) Inspect(flow string, m Messages, opts ScriptOptions) *Report {
 	case strings.HasPrefix(r.Answer, "none") && len(m.Server) > 0:
 		r.Problems = append(r.Problems, "no server message accepts or refuses the login (check login.success / login.failure, or each step's success)")
 	}
-	if a, b := first+s.tl.HandshakeEnd(), first+s.tl.Len(); a < b && a > first {
+	// A login of no client message (a WebSocket upgrade that is the
+	// join) still plays its first message as the join: the loop starts
+	// after it, as the timeline allows.
+	if a, b := max(first+s.tl.HandshakeEnd(), first+1), first+s.tl.Len(); a < b && first >= 0 {
 		r.Loop = suggestLoop(m.Client[a-1].Offset, a, m.Client[a:b])
 	}
 	r.Correlations = map[string]string{}
