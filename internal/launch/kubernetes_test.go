@@ -2,9 +2,15 @@ package launch
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/k8s"
 )
 
 // TestSummaryFromLog: a shard pod's log is its progress lines and its
@@ -40,4 +46,50 @@ func TestSummaryFromLog(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestOpenKubernetesRefusesFirst: a setup the flags got wrong is refused
+// as bad configuration (a usage error) before kubectl is asked anything:
+// the kubectl here does not exist, and no error names it.
+func TestOpenKubernetesRefusesFirst(t *testing.T) {
+	kc := &k8s.Kubectl{Program: filepath.Join(t.TempDir(), "no-kubectl")}
+	args := func(fleet.Config) []string { return nil }
+	ok := k8s.DefaultParams()
+	ok.CaptureInImage = "/captures/x.pcap"
+	for _, tc := range []struct {
+		name string
+		edit func(*KubernetesSetup)
+		want string
+	}{
+		{"cpu", func(s *KubernetesSetup) { s.Params.CPU = "lots" }, "--cpu"},
+		{"relay cpu", func(s *KubernetesSetup) { s.Params.Relay, s.Params.RelayCPU = true, "x" }, "--relay-cpu"},
+		{"target with relay", func(s *KubernetesSetup) {
+			s.Params.Relay, s.Params.RunArgs = true, []string{"--target", "a:1"}
+		}, "--target with --relay"},
+		{"reserved flag", func(s *KubernetesSetup) { s.Params.RunArgs = []string{"--shard=0/2"} }, "--shard"},
+		{"no capture file", func(s *KubernetesSetup) {
+			s.Params.CaptureInImage, s.Capture = "", filepath.Join(t.TempDir(), "none.pcap")
+		}, "--capture"},
+		{"capture over a ConfigMap", func(s *KubernetesSetup) {
+			s.Params.CaptureInImage, s.Capture = "", bigFile(t)
+		}, "over a ConfigMap"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := KubernetesSetup{Kubectl: kc, Params: ok, Args: args, Dir: t.TempDir(), Single: true}
+			tc.edit(&s)
+			_, err := OpenKubernetes(context.Background(), s)
+			if !errors.Is(err, fleet.ErrBadConfig) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "no-kubectl") {
+				t.Fatalf("err %v, want bad configuration naming %q, kubectl not run", err, tc.want)
+			}
+		})
+	}
+}
+
+// bigFile is a file over a ConfigMap's capture limit.
+func bigFile(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "big.pcap")
+	if err := os.WriteFile(p, make([]byte, k8s.MaxConfigMapCapture+1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
