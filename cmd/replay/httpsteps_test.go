@@ -382,6 +382,33 @@ kinds:`, 1)
 			t.Fatalf("logins %d failed %v; the server issued %d tokens, took upgrades %v (want 20 on the game server %s), joined %d, chats %d of %d sent", res.sum.LoginsSucceeded, res.sum.LoginsFailed, issued, up, srv.gameAddr, joins, chats, res.sum.MessagesSent)
 		}
 	})
+	t.Run("flows all", func(t *testing.T) {
+		// No step written: the recorded POST (its Basic auth as recorded,
+		// its body's user id each client's own) takes each client's
+		// token, carried in its upgrade in place of the recorded one.
+		srv.reset()
+		data, err := os.ReadFile(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
+		path := filepath.Join(t.TempDir(), "no-steps.yaml")
+		if err := os.WriteFile(path, []byte(bare), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := replay(t, "--profile", path, "--capture", capPath, "--flows", "all", "--target", api, "--clients", "20", "--senders", "4",
+			"--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--duration", "2s", "--drain-deliveries", "20s")
+		mustOK(t, res)
+		s := res.sum
+		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
+		if s.LoginsSucceeded != 20 || issued != 20 || refused != 0 || joins != 20 || wrong != 0 || up[api] != 20 || chats != s.MessagesSent || delivered != s.MessagesReceived {
+			t.Fatalf("logins %d failed %v; the server issued %d tokens, refused %d upgrades, took %v, joined %d (%d with another user's token), chats %d of %d sent, delivered %d of %d received\n%s%s",
+				s.LoginsSucceeded, s.LoginsFailed, issued, refused, up, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
+		}
+		if st := s.HTTPSteps; len(st) != 1 || st[0].Step != "v2" || st[0].Answered != 20 {
+			t.Errorf("http step times %+v; want v2 answered 20", st)
+		}
+	})
 	t.Run("bad answers", func(t *testing.T) {
 		for _, tc := range []struct{ user, reason, timeout string }{ // at once: each waits, mostly
 			{"banned-%d", "auth_http_403", "20s"},

@@ -93,8 +93,11 @@ var droppedHeaders = []string{"host", "content-length", "transfer-encoding", "co
 // its JSON path where the realtime flow carried it (the link) or where a
 // later request of the group sent it (then ${name} in that request).
 // Takes are not named as reserved is (the client's own values, the
-// profile's correlations).
-func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string) ([]HTTPStepSpec, error) {
+// profile's correlations). The recorded user id and room, where the
+// realtime flow shows them (own), are the client's own in the requests
+// too (${user}, ${room}): a token is asked for by the user who will use
+// it.
+func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, own recordedIdentity) ([]HTTPStepSpec, error) {
 	var steps []HTTPStepSpec
 	var answers [][]leaf // each step's answer's JSON values
 	stepNames, takeNames := map[string]bool{}, map[string]bool{"user": true, "room": true, "index": true, "random": true}
@@ -123,6 +126,10 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string) ([
 					st.Headers = map[string]string{}
 				}
 				st.Headers[h[0]] = literal(h[1])
+			}
+			st.URL, st.Body = own.in(st.URL), own.in(st.Body)
+			for h, v := range st.Headers {
+				st.Headers[h] = own.in(v)
 			}
 			// Values earlier answers handed out that this request sends.
 			for k := range steps {
@@ -154,6 +161,42 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string) ([
 		}
 	}
 	return steps, nil
+}
+
+// recordedIdentity is the recorded client's user id and room (empty
+// where the profile finds none).
+type recordedIdentity struct{ user, room string }
+
+// in is s with the recorded user id and room, where each stands on its
+// own (not inside a longer word), as the client's ${user} and ${room}.
+func (id recordedIdentity) in(s string) string {
+	for _, r := range [][2]string{{id.user, "${user}"}, {id.room, "${room}"}} {
+		if len(r[0]) >= minLinkValue {
+			s = replaceWord(s, r[0], r[1])
+		}
+	}
+	return s
+}
+
+// replaceWord replaces v in s where it is not inside a longer run of
+// letters and digits (containsWord's rule).
+func replaceWord(s, v, with string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, v)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		end := i + len(v)
+		if (i == 0 || !alnum(s[i-1])) && (end == len(s) || !alnum(s[end])) {
+			b.WriteString(s[:i])
+			b.WriteString(with)
+		} else {
+			b.WriteString(s[:end])
+		}
+		s = s[end:]
+	}
 }
 
 // literal is s as template text: its "${" written "$${".
@@ -195,7 +238,7 @@ func (p *Profile) hasHTTPAnyVariant() bool {
 
 // withRecordedSteps is p with the group's recorded requests as its HTTP
 // steps.
-func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData) (*Profile, []string, error) {
+func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData, own recordedIdentity) (*Profile, []string, error) {
 	if p.spec == nil {
 		return nil, nil, fmt.Errorf("profile %s is not a file's: it takes no http steps", p.Name)
 	}
@@ -203,7 +246,7 @@ func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData) (*Pr
 	for _, c := range p.spec.Correlation {
 		corrs = append(corrs, c.Name)
 	}
-	steps, err := recordedSteps(g, flows, corrs)
+	steps, err := recordedSteps(g, flows, corrs, own)
 	if err != nil {
 		return nil, nil, err
 	}

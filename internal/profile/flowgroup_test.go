@@ -48,7 +48,7 @@ func TestRecordedSteps(t *testing.T) {
 	if len(links) != 1 || links[0].Path != "$.seat" {
 		t.Fatalf("links %+v", links)
 	}
-	steps, err := recordedSteps(sessionGroups(links)[0], flows, []string{"seat"})
+	steps, err := recordedSteps(sessionGroups(links)[0], flows, []string{"seat"}, recordedIdentity{user: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,27 @@ func TestRecordedSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := p.withRecordedSteps(sessionGroups(links)[0], flows); err != nil {
+	if _, _, err := p.withRecordedSteps(sessionGroups(links)[0], flows, recordedIdentity{}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecordedIdentity: the recorded user id and room become the
+// client's own where each stands alone, not inside a longer word, and a
+// value shorter than a link's is left (it would match by chance).
+func TestRecordedIdentity(t *testing.T) {
+	id := recordedIdentity{user: "rec-user-01", room: "lobby"}
+	for _, tc := range []struct{ in, want string }{
+		{`{"id":"rec-user-01"}`, `{"id":"${user}"}`},
+		{`/join/lobby?u=rec-user-01&r=lobby`, `/join/${room}?u=${user}&r=${room}`},
+		{`{"id":"rec-user-012","room":"lobbyist"}`, `{"id":"rec-user-012","room":"lobbyist"}`},
+		{"", ""},
+	} {
+		if got := id.in(tc.in); got != tc.want {
+			t.Errorf("%q: %q, want %q", tc.in, got, tc.want)
+		}
+	}
+	if got := (recordedIdentity{user: "ab"}).in("ab cd"); got != "ab cd" {
+		t.Errorf("a 2-letter user replaced: %q", got)
 	}
 }

@@ -230,7 +230,7 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		return nil, err
 	}
 	out := &Loaded{Many: true, Notes: append([]string(nil), c.Warnings...)}
-	sess, err := p.sessions(picked, src.Flows.All)
+	sess, err := p.sessions(picked, src.Flows.All, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ type flowSessions struct {
 // flows. A group whose requests cannot be steps is an error when its
 // flows were listed, a note under --flows all (its flows then play as
 // before: the HTTP ones skipped).
-func (p *Profile) sessions(picked []pickedFlow, all bool) (flowSessions, error) {
+func (p *Profile) sessions(picked []pickedFlow, all bool, opts ScriptOptions) (flowSessions, error) {
 	out := flowSessions{by: map[int]*Profile{}, made: map[int]bool{}}
 	if p.reprise {
 		return out, nil
@@ -319,7 +319,7 @@ func (p *Profile) sessions(picked []pickedFlow, all bool) (flowSessions, error) 
 	if !maybe { // no flow is plain HTTP: nothing to group (and no flow read twice)
 		return out, nil
 	}
-	flows := map[int]FlowData{}
+	flows, msgs := map[int]FlowData{}, map[int]Messages{}
 	var data []FlowData
 	for _, pf := range picked {
 		r := RecordingOf(pf.flow)
@@ -327,6 +327,7 @@ func (p *Profile) sessions(picked []pickedFlow, all bool) (flowSessions, error) 
 		if d.HTTP == nil {
 			m := p.Messages(r)
 			d.Upgrade, d.Msgs = m.Upgrade, m.Client
+			msgs[pf.index] = m
 		}
 		flows[pf.index] = d
 		data = append(data, d)
@@ -339,7 +340,14 @@ func (p *Profile) sessions(picked []pickedFlow, all bool) (flowSessions, error) 
 			out.notes = append(out.notes, fmt.Sprintf("%s are one client's: the profile's http steps make flow %s's requests, then the client plays flow %s", g, joinInts(g.http), joinInts(g.realtime)))
 			continue
 		}
-		dp, steps, err := p.withRecordedSteps(g, flows)
+		// The recorded user id and room, as the socket's flow shows them.
+		var own recordedIdentity
+		if m, ok := msgs[g.realtime[0]]; ok {
+			if s, err := p.Compile(m, opts); err == nil {
+				own = recordedIdentity{user: string(s.user), room: string(s.room)}
+			}
+		}
+		dp, steps, err := p.withRecordedSteps(g, flows, own)
 		if err != nil {
 			err = fmt.Errorf("%s are one client's, but its requests cannot be http steps: %w", g, err)
 			if !all {
