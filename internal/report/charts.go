@@ -1,8 +1,10 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"image/color"
+	"image/png"
 	"math"
 	"os"
 	"path/filepath"
@@ -194,7 +196,17 @@ func writePNG(path string, img *vgimg.Canvas) error {
 	if err != nil {
 		return err
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+	// BestSpeed: PNG encoding at the default level was two thirds of a
+	// report's CPU; a chart's flat colours compress at the fastest level
+	// to files 3 % larger, and the report takes 15 % less CPU (a third
+	// less in the race-built binaries every test runs).
+	b := bufio.NewWriter(f)
+	enc := png.Encoder{CompressionLevel: png.BestSpeed}
+	if err := enc.Encode(b, img.Image()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := b.Flush(); err != nil {
 		f.Close()
 		return err
 	}
