@@ -94,7 +94,8 @@ func TestColyseus(t *testing.T) {
 }
 
 // colyseusRun replays clients (10 senders, rooms of 50 as the server
-// fills them) and checks the server's counts against the fleet's: it
+// fills them) for 4 s after every login has its result, however long a
+// loaded host makes the ramp, and checks the server's counts against the fleet's: it
 // joined every client, got every message the fleet sent, and the chats
 // it passed on plus the state patches it sent are what the fleet got.
 func colyseusRun(t *testing.T, target string, clients int, args ...string) result {
@@ -104,7 +105,7 @@ func colyseusRun(t *testing.T, target string, clients int, args ...string) resul
 		t.Fatal(err)
 	}
 	res := replay(t, append(args, "--target", target, "--clients", strconv.Itoa(clients), "--senders", "10", "--room-size", "50",
-		"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")...)
+		"--login-interval", "5ms", "--login-timeout", "30s", "--after-logins", "4s", "--drain-deliveries", "20s")...)
 	mustOK(t, res)
 	s := res.sum
 	var app colStats

@@ -397,7 +397,7 @@ kinds:`, 1)
 			t.Fatal(err)
 		}
 		res := replay(t, "--profile", path, "--capture", capPath, "--flows", "all", "--target", api, "--clients", "20", "--senders", "4",
-			"--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--duration", "2s", "--drain-deliveries", "20s")
+			"--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		s := res.sum
 		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
