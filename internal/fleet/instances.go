@@ -33,9 +33,11 @@ type instance struct {
 	ord  int      // its place in the order learnt
 	room castRoom // its casts (deliveries.go)
 	// clients and senders are its logged-in clients and how many of them
-	// send (under instances.mu); received sums its clients' received
-	// casts as they go (untrack).
+	// send (under instances.mu); quota is how many of the whole fleet's
+	// should (senderQuota), mine how many of this shard's; received sums
+	// its clients' received casts as they go (untrack).
 	clients, senders int
+	quota, mine      int
 	received         atomic.Int64
 }
 
@@ -58,6 +60,18 @@ func (c *Config) senderQuota(ord int) int {
 	return 0
 }
 
+// shardShare is this shard's part of a quota over the whole fleet: the
+// quota spread over the shards as evenly as it goes (all of it when the
+// fleet is one process).
+func (c *Config) shardShare(quota int) int {
+	n := c.Shard.count()
+	share := quota / n
+	if c.Shard.Index < quota%n {
+		share++
+	}
+	return share
+}
+
 // place puts a client that just logged in into the instance its server
 // named and decides whether it sends; nothing when the fleet's rooms are
 // not server-assigned.
@@ -75,11 +89,13 @@ func (f *Fleet) place(c *client) {
 	inst := is.byName[name]
 	if inst == nil {
 		inst = &instance{name: name, ord: len(is.order)}
+		inst.quota = f.cfg.senderQuota(inst.ord)
+		inst.mine = f.cfg.shardShare(inst.quota)
 		is.byName[name] = inst
 		is.order = append(is.order, inst)
 	}
 	inst.clients++
-	sender := inst.senders < f.cfg.senderQuota(inst.ord)
+	sender := inst.senders < inst.mine
 	if sender {
 		inst.senders++
 	}
@@ -117,20 +133,23 @@ func (f *Fleet) instanceCounts() []InstanceCount {
 }
 
 // warnSilentInstances warns of instances that hold listeners but no
-// sender: they received nothing, whatever the server can do.
+// sender: they received nothing, whatever the server can do. A shard
+// judges by the whole fleet's quota, its own clients being only a part
+// of each instance's.
 func (f *Fleet) warnSilentInstances() {
-	if f.cfg.ReceiveOnly {
+	if f.insts == nil || f.cfg.ReceiveOnly {
 		return
 	}
-	counts := f.instanceCounts()
-	silent := 0
-	for _, in := range counts {
-		if in.Senders == 0 && in.Clients > 0 {
+	f.insts.mu.Lock()
+	silent, n := 0, len(f.insts.order)
+	for _, in := range f.insts.order {
+		if in.clients > in.senders && (in.quota == 0 || !f.cfg.Shard.Sharded() && in.senders == 0) {
 			silent++
 		}
 	}
+	f.insts.mu.Unlock()
 	if silent > 0 {
-		f.warn("WARNING: %d of %d room instances the server assigned hold listeners but no sender (--senders %d, --room-size %d): they receive nothing; give more senders, or --room-size the server's instance size", silent, len(counts), f.cfg.Senders, f.cfg.RoomSize)
+		f.warn("WARNING: %d of %d room instances the server assigned hold listeners but no sender (--senders %d, --room-size %d): they receive nothing; give more senders, or --room-size the server's instance size", silent, n, f.cfg.Senders, f.cfg.RoomSize)
 	}
 }
 

@@ -31,6 +31,27 @@ func TestSenderQuota(t *testing.T) {
 	}
 }
 
+// TestShardShare: each shard sends its part of an instance's quota, so
+// that the shards together send what one process would.
+func TestShardShare(t *testing.T) {
+	for _, tc := range []struct {
+		shard Shard
+		quota int
+		want  int
+	}{
+		{Shard{}, 5, 5},
+		{Shard{Index: 0, Count: 2}, 5, 3},
+		{Shard{Index: 1, Count: 2}, 5, 2},
+		{Shard{Index: 2, Count: 3}, 2, 0},
+		{Shard{Index: 1, Count: 3}, 0, 0},
+	} {
+		c := Config{Shard: tc.shard}
+		if got := c.shardShare(tc.quota); got != tc.want {
+			t.Errorf("shard %+v, quota %d: share %d, want %d", tc.shard, tc.quota, got, tc.want)
+		}
+	}
+}
+
 // TestMergeInstances: shards' instances add up by name, in the order
 // first seen.
 func TestMergeInstances(t *testing.T) {
