@@ -445,13 +445,15 @@ func TestJSONWebSocketServer(t *testing.T) {
 		}
 	}
 	// The fleet lost exactly the clients the server closed, each counted
-	// by what it saw first: the close frame (ws_4001), or a send the
-	// reset refused (write_error; a sender's shard may write before its
-	// reader reads the close).
+	// by what it saw first: the close frame (ws_4001), a send the reset
+	// refused (write_error; a sender's shard may write before its reader
+	// reads the close), or the reset itself (reset: the server closed
+	// with the client's late bytes unread, and the kernel's RST discards
+	// the close frame still unread at the client: 5 of 35 at load 22).
 	gone, others := lateLogins, 0
 	for reason, n := range s.Disconnects {
 		gone += n
-		if reason != "ws_4001" && reason != "write_error" {
+		if reason != "ws_4001" && reason != "write_error" && reason != "reset" {
 			others++
 		}
 	}
