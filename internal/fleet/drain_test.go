@@ -338,6 +338,12 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 				if s.LoginsSucceeded != 4 || len(s.Disconnects) != 0 || s.FramesSent["pong"] == 0 || s.MessagesSent == 0 {
 					t.Fatalf("logins %d disconnects %v frames %v", s.LoginsSucceeded, s.Disconnects, s.FramesSent)
 				}
+				// Over TCP the pollers read the logged-in clients and
+				// answer the pings (poll.go); the leave's drain is their
+				// goroutines'.
+				if handed := pollerHanded(f); transport == "tcp" && handed != 4 {
+					t.Errorf("%d clients handed to the pollers, want 4", handed)
+				}
 				if flood {
 					// Held to the bound, and said so.
 					if !warned || took < c.Duration+c.DrainTimeout {
