@@ -376,7 +376,7 @@ func (g ClientGroup) String() string {
 	for i, f := range g.Flows {
 		fl[i] = strconv.Itoa(f)
 	}
-	return fmt.Sprintf("flows %s are one client's (host %s, linked by %d values): replay the socket's flow, with an http step for this one", strings.Join(fl, ", "), g.Host, g.Values)
+	return fmt.Sprintf("flows %s are one client's (host %s, linked by %d values): replay the socket's flow with an http step for this one, or --flows all: the recorded requests as each client's steps", strings.Join(fl, ", "), g.Host, g.Values)
 }
 
 // ClientGroups groups each HTTP flow with the flows its links reach.

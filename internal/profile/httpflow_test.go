@@ -47,7 +47,7 @@ func TestHTTPExchangesAndLinks(t *testing.T) {
 		t.Fatalf("links\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if g := ClientGroups([]FlowData{{Index: 0, Client: "10.0.0.1:5000"}, {Index: 1, Client: "10.0.0.1:5001"}}, links); len(g) != 1 ||
-		g[0].String() != "flows 0, 1 are one client's (host 10.0.0.1, linked by 5 values): replay the socket's flow, with an http step for this one" {
+		g[0].String() != "flows 0, 1 are one client's (host 10.0.0.1, linked by 5 values): replay the socket's flow with an http step for this one, or --flows all: the recorded requests as each client's steps" {
 		t.Errorf("groups %v", g)
 	}
 	for _, l := range links { // each recorded regexp finds the value again
