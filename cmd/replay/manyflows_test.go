@@ -32,13 +32,12 @@ func writeManyFlows(t *testing.T, n int) string {
 }
 
 // inspectPerFlow runs inspect (no race detector: its shadow memory is no
-// measure) on a capture of few flows and one of n, and returns the peak
-// RSS each extra flow cost, in bytes.
-func inspectPerFlow(t *testing.T, replay string, n int, args ...string) int64 {
+// measure) on fewPath, a capture of few flows, and on nPath, one of n,
+// and returns the peak RSS each extra flow cost, in bytes.
+func inspectPerFlow(t *testing.T, replay, fewPath string, few int, nPath string, n int, args ...string) int64 {
 	t.Helper()
-	const few = 200
-	_, base := peakRSS(t, replay, append([]string{"inspect", writeManyFlows(t, few)}, args...)...)
-	out, rss := peakRSS(t, replay, append([]string{"inspect", writeManyFlows(t, n)}, args...)...)
+	_, base := peakRSS(t, replay, append([]string{"inspect", fewPath}, args...)...)
+	out, rss := peakRSS(t, replay, append([]string{"inspect", nPath}, args...)...)
 	if want := fmt.Sprintf("%d flows with protocol frames", n); len(args) == 0 && !strings.Contains(string(out[:min(len(out), 300)]), want) {
 		t.Fatalf("inspect %v: output starts %q, want %q", args, out[:min(len(out), 300)], want)
 	}
@@ -50,14 +49,16 @@ func inspectPerFlow(t *testing.T, replay string, n int, args ...string) int64 {
 // TestInspectMemoryPerFlow: inspect holds a bounded few hundred bytes per
 // flow ended, not its reassembly state (about 9 KB a flow before it was
 // released when its connection ended): 20,000 flows cost under 4 KiB of
-// peak RSS each, text or JSON.
+// peak RSS each, text or JSON (the two read the same two captures).
 func TestInspectMemoryPerFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds replay without -race and reads 20,000 flows")
 	}
 	replay := testproc.BuildT(t, testproc.Options{}, "replay")["replay"]
+	const few, n = 200, 20000
+	fewPath, nPath := writeManyFlows(t, few), writeManyFlows(t, n)
 	for _, args := range [][]string{{}, {"--json"}} {
-		if per := inspectPerFlow(t, replay, 20000, args...); per > 4<<10 {
+		if per := inspectPerFlow(t, replay, fewPath, few, nPath, n, args...); per > 4<<10 {
 			t.Errorf("inspect %v: %d bytes of peak RSS per flow", args, per)
 		}
 	}
