@@ -345,8 +345,8 @@ func (s *Server) evictPartial() {
 // Memory given back: after a flood of connections, a stall of members that
 // do not read or an attack of partial frames, the relay's heap is left far
 // larger than its live data, and the Go runtime would keep that memory for
-// minutes (its next GC is due at twice the peak, and the pooled chunks wait
-// for two GCs). So once what the relay holds (heldBytes: queued chunks,
+// minutes (its next GC is due at twice the peak), and the queues' chunk
+// slabs stay mapped for the next burst. So once what the relay holds (heldBytes: queued chunks,
 // partial frames, and reclaimConnCost per connection) has fallen by
 // reclaimBytes and to half its peak or less, and stopped falling (the
 // closed connections are gone), the relay returns the freed memory to the
@@ -404,12 +404,12 @@ func (s *Server) reclaimLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-s.reclaimc:
-			// Two collections: the first leaves the pooled chunks in the
-			// pools' victim caches, the second frees them (then the heap
-			// is returned). One pass gave back only the rest, and the
-			// pooled chunks waited for the next pass, reclaimEvery later.
+			// The heap (partial frames, connections' state; two
+			// collections, as when the chunks were pooled on it), then
+			// the queues' chunk slabs no queue uses (arena.go).
 			runtime.GC()
 			debug.FreeOSMemory()
+			chunks.freeSlabs()
 		}
 	}
 }

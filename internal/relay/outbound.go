@@ -12,14 +12,16 @@ import (
 // large enough that one chunk carries dozens of typical deliveries.
 const chunkSize = 4 << 10
 
-type chunk struct{ b []byte }
-
-var chunkPool = sync.Pool{New: func() any { return &chunk{b: make([]byte, 0, chunkSize)} }}
-
-func putChunk(c *chunk) {
-	c.b = c.b[:0]
-	chunkPool.Put(c)
+// chunk is one buffer of a queue, from the arena (arena.go).
+type chunk struct {
+	b    []byte
+	slab *slab // nil: a heap chunk (the arena could not map a slab)
+	idx  uint16
 }
+
+func getChunk() *chunk { return chunks.get() }
+
+func putChunk(c *chunk) { chunks.put(c) }
 
 // outbound is one TCP connection's queue of bytes to write, after the
 // outbound struct of nats-server's client.go: frames are copied into pooled
@@ -146,7 +148,7 @@ func (o *outbound) pushLocked(b []byte) {
 		if n := len(o.q); n > 0 && len(o.q[n-1].b) < cap(o.q[n-1].b) {
 			c = o.q[n-1]
 		} else {
-			c = chunkPool.Get().(*chunk)
+			c = getChunk()
 			o.q = append(o.q, c)
 			o.chunks(1)
 		}
