@@ -41,7 +41,7 @@ func colyseusRooms(t *testing.T, target, capPath, prof, loop string) {
 		t.Fatal(err)
 	}
 	res := replay(t, "--profile", path, "--capture", capPath, "--loop", loop, "--target", target, "--clients", "120", "--senders", "6", "--room-size", "50",
-		"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "6s", "--drain-deliveries", "20s")
+		"--login-interval", "5ms", "--login-timeout", "30s", "--after-logins", "4s", "--drain-deliveries", "20s")
 	mustOK(t, res)
 	s := res.sum
 	var app struct {

@@ -109,7 +109,7 @@ func TestNAF(t *testing.T) {
 		nafReset(t, stats)
 		res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
 			"--clients", "120", "--senders", "6", "--room-size", "50", "--login-interval", "5ms", "--login-timeout", "30s",
-			"--duration", "8s", "--drain-deliveries", "30s")
+			"--after-logins", "4s", "--drain-deliveries", "30s")
 		mustOK(t, res)
 		s := res.sum
 		srv := nafSettled(t, stats)
@@ -143,7 +143,7 @@ func TestNAF(t *testing.T) {
 		nafReset(t, stats)
 		res := replay(t, "--profile", prof, "--capture", capPath, "--target", target,
 			"--clients", "60", "--senders", "1", "--room-size", "50", "--login-interval", "5ms", "--login-timeout", "30s",
-			"--duration", "5s", "--drain-deliveries", "30s")
+			"--after-logins", "3s", "--drain-deliveries", "30s")
 		s := res.sum
 		srv := nafSettled(t, stats)
 		if s.LoginsSucceeded != 60 {
