@@ -39,7 +39,7 @@ func TestCompareBinary(t *testing.T) {
 	if _, err := os.Stat(capture); err != nil {
 		t.Fatalf("bundled capture: %v", err)
 	}
-	bin := testproc.BuildT(t, testproc.Options{}, "relay", "replay")["replay"]
+	bin := bins["replay"]
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Second)
 	defer cancel()
@@ -108,7 +108,7 @@ func TestCompareBinary(t *testing.T) {
 func TestCompareBinaryShards(t *testing.T) {
 	root := repoRoot(t)
 	capture := filepath.Join(root, "captures", "vr-session.pcap")
-	bin := testproc.BuildT(t, testproc.Options{}, "relay", "replay")["replay"]
+	bin := bins["replay"]
 	out := filepath.Join(t.TempDir(), "report")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

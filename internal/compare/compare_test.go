@@ -20,11 +20,13 @@ import (
 )
 
 // bins holds the relay binary the comparisons run against (compare starts
-// no relay of its own: the command starts it as a child process).
+// no relay of its own: the command starts it as a child process), and the
+// replay binary TestCompareBinary and TestCompareBinaryShards run (built
+// here once for both; it starts the relay beside it as its child).
 var bins map[string]string
 
 func TestMain(m *testing.M) {
-	os.Exit(testproc.Main(m, &bins, testproc.Options{CheckLeaks: true}, "relay"))
+	os.Exit(testproc.Main(m, &bins, testproc.Options{CheckLeaks: true}, "relay", "replay"))
 }
 
 // poseScript is a recorded session: the join, then a traced othercast of
