@@ -165,7 +165,10 @@ func startPingServer(t *testing.T, udp, flood bool) *pingServer {
 func (s *pingServer) serveTCP(conn net.Conn) {
 	defer conn.Close()
 	p := &pingPeer{write: func(b []byte) error {
-		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		// Long: a fleet the host starves reads late, and a server that
+		// gave up on it after 1 s delivered 304 of 790 at load 20 (the
+		// cleanup's close ends a write that would wait for ever).
+		conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 		_, err := conn.Write(b)
 		return err
 	}}
@@ -335,7 +338,18 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 				warned := strings.Contains(strings.Join(s.Warnings, "\n"), "ended the wait")
 				t.Logf("took %v (duration %v, drain bound %v); fleet sent %d received %d, pongs %d; the server read %d says and %d pongs, delivered %d; warnings %q; join retries %d, loops %d, lag p99 %v",
 					took.Round(time.Millisecond), c.Duration, c.DrainTimeout, s.MessagesSent, s.MessagesReceived, s.FramesSent["pong"], says, pongs, delivered, s.Warnings, s.UDPJoinRetries, s.LoopsCompleted, s.ScheduleLagMS.P99)
-				if s.LoginsSucceeded != 4 || len(s.Disconnects) != 0 || s.FramesSent["pong"] == 0 || s.MessagesSent == 0 {
+				// A UDP write times out only when its goroutine waited past
+				// its deadline for a CPU (the short WriteTimeout above): a
+				// starved fleet, which it must say it was.
+				starved := s.Saturation["fleet"]+s.Saturation["host_busy"] > 0
+				cut := int64(0)
+				for reason, n := range s.Disconnects {
+					if reason != "write_timeout" || transport != "udp" || !starved {
+						t.Errorf("disconnect %s=%d (saturation %v): want none, or a UDP write_timeout on a starved host", reason, n, s.Saturation)
+					}
+					cut += n
+				}
+				if s.LoginsSucceeded != 4 || s.FramesSent["pong"] == 0 || s.MessagesSent == 0 {
 					t.Fatalf("logins %d disconnects %v frames %v", s.LoginsSucceeded, s.Disconnects, s.FramesSent)
 				}
 				// Over TCP the pollers read the logged-in clients and
@@ -362,7 +376,11 @@ func TestDrainCountsDeliveriesOnly(t *testing.T) {
 				// at load 20): each one missing must be a drop it counted.
 				missing := s.MessagesSent - int64(says) + int64(delivered) - s.MessagesReceived
 				exact := missing == 0 || (transport == "udp" && missing <= drops)
-				if int64(says) > s.MessagesSent || delivered != says || int64(delivered) < s.MessagesReceived || !exact {
+				// A client cut for its write (a starved host, judged above)
+				// receives nothing more: no count to hold it to.
+				if cut > 0 {
+					t.Logf("%d clients cut on a starved host: the counts are not judged", cut)
+				} else if int64(says) > s.MessagesSent || delivered != says || int64(delivered) < s.MessagesReceived || !exact {
 					t.Errorf("the server read %d sends and delivered %d; the fleet sent %d and received %d; the kernel dropped %d UDP datagrams meanwhile", says, delivered, s.MessagesSent, s.MessagesReceived, drops)
 				}
 			})
