@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,19 +57,7 @@ func TestPastRange(t *testing.T) {
 			t.Errorf("a figure past the range printed as a number (%q):\n%s", bad, got)
 		}
 	}
-	golden := filepath.Join("testdata", "pastrange.golden")
-	if *update {
-		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("got:\n%s\nwant (%s; -update rewrites it):\n%s", got, golden, want)
-	}
+	golden(t, filepath.Join("testdata", "pastrange.golden"), []byte(got))
 	var back Level
 	if err := json.Unmarshal(j, &back); err != nil || !math.IsNaN(float64(back.LatencyP99Ms)) || len(back.PastRange) != 3 {
 		t.Errorf("summary.json read back: p99 %v, past_range %v, err %v", back.LatencyP99Ms, back.PastRange, err)

@@ -32,19 +32,7 @@ func TestGolden(t *testing.T) {
 			if err := tt.fn(&buf); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join("testdata", tt.file)
-			if *update {
-				if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update to create it)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("%s differs from the golden file (if intended: go test ./internal/report -run Golden -update)\n%s", tt.file, firstDiff(buf.Bytes(), want))
-			}
+			golden(t, filepath.Join("testdata", tt.file), buf.Bytes())
 		})
 	}
 }
