@@ -882,6 +882,11 @@ func (f *Fleet) drain() {
 			}
 		}
 	}
+	// A starved drain may wake past its bound without having looked
+	// once: deliveries that came meanwhile still say it cut them.
+	if n := f.stats.totals().MessagesReceived; n != last {
+		lastChange = time.Now()
+	}
 	switch {
 	case owed > 0:
 		f.warn("WARNING: %d deliveries owed were still missing at the drain's bound (--drain-deliveries %v): lost, or still in flight (the run waited that much longer for them)",
