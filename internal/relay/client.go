@@ -336,6 +336,11 @@ func (c *client) joinRoom(f *wire.Frame, name string, replyLimit int) *wire.Erro
 	}
 
 	b := &c.b
+	if cap(b.names) < rm.Len() {
+		// One array the list's size, not a doubling's garbage: the
+		// scratch is dropped after (dropJoinScratch).
+		b.names = make([]string, 0, rm.Len())
+	}
 	b.names = b.names[:0]
 	for _, m := range rm.Members() {
 		b.names = append(b.names, m.ID)
@@ -345,20 +350,47 @@ func (c *client) joinRoom(f *wire.Frame, name string, replyLimit int) *wire.Erro
 	} else {
 		c.memberList(rm.Owner(), b.names, s.cfg.MaxFrame+wire.LenSize)
 	}
-	clear(b.names)
 	b.enc = wire.AppendMemberJoined(b.enc[:0], user)
 	for _, m := range rm.Members() {
 		if m.Value != c {
 			b.deliver(m.Value, b.enc)
 		}
 	}
+	b.dropJoinScratch()
 	return nil
+}
+
+// Scratch a batch keeps for its next use: its deliveries' encoding, and
+// the member names of a join (a handful).
+const (
+	keepEnc   = chunkSize
+	keepNames = 64
+)
+
+// dropJoinScratch lets go of the scratch a join's member list grew: as
+// long as the room (16 bytes a name, and the joined frames up to
+// --max-frame), and kept, it is per member. 16,000 members in rooms of
+// 1,000 held ~150 MB of it, the Go heap's peak at a stall of them, whose
+// span and GC metadata the runtime keeps after. A join is once per
+// membership: the next use grows what it needs again.
+func (b *batch) dropJoinScratch() {
+	if cap(b.names) > keepNames {
+		b.names = nil
+	} else {
+		clear(b.names)
+	}
+	if cap(b.enc) > keepEnc {
+		b.enc = nil
+	}
 }
 
 // memberList queues names to c as joined frames of at most limit bytes
 // each, every one continuing the list; the last ends with c's own id.
 func (c *client) memberList(owner string, names []string, limit int) {
 	b := &c.b
+	if need := min(wire.JoinedSize(owner, names), limit); cap(b.enc) < need {
+		b.enc = make([]byte, 0, need) // as names: one array, no doubling
+	}
 	for first := true; first || len(names) > 0; first = false {
 		var k int
 		b.enc, k = wire.AppendJoinedFit(b.enc[:0], c.token, owner, names, limit)

@@ -16,7 +16,8 @@ import (
 // its event loops, with no goroutine of their own (the Go runtime keeps
 // every goroutine structure for good: two per connection left a 10,000
 // connection flood's RSS at 3x idle), and they are all served: every
-// member gets the others' joins and a send, in order.
+// member gets the others' joins and a send, in order. No member keeps
+// the scratch its join's member list took.
 func TestNoGoroutinePerConnection(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	s, stop := startServer(t, Config{})
@@ -32,6 +33,16 @@ func TestNoGoroutinePerConnection(t *testing.T) {
 	if got := runtime.NumGoroutine() - before; got >= n/4 {
 		t.Errorf("%d goroutines more with %d connections", got, n)
 	}
+	// Nor any join's member list: each member's scratch is back to small
+	// (dropJoinScratch). The shard's lock orders this after every join.
+	sh := s.rooms.Shard("r")
+	sh.Lock()
+	for _, m := range sh.Room("r").Members() {
+		if b := &m.Value.b; cap(b.names) > keepNames || cap(b.enc) > keepEnc {
+			t.Errorf("%s keeps a join's scratch: %d names, %d bytes", m.ID, cap(b.names), cap(b.enc))
+		}
+	}
+	sh.Unlock()
 	if err := conns[0].Send(wire.Send{Mode: wire.Othercast, Payload: []byte("hi")}); err != nil {
 		t.Fatal(err)
 	}

@@ -538,7 +538,7 @@ func (u *udpServer) rejoined(c *client, replyLimit int) {
 		s.sendUDP(u.reply, c.addr)
 		names = names[k:]
 	}
-	clear(b.names)
+	b.dropJoinScratch()
 	c.b.flush(s.m)
 }
 
