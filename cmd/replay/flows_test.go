@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -213,23 +212,15 @@ func TestFlowsShardsMosquitto(t *testing.T) {
 
 	dir := t.TempDir()
 	barrier := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	outs, errs := make([]string, shards), make([]error, shards)
-	var wg sync.WaitGroup
+	cmds := make([]*exec.Cmd, shards)
 	for i := range shards {
-		wg.Go(func() {
-			b, err := exec.Command(bins["replay"], "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
-				"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "5ms", "--duration", "6s",
-				"--drain-deliveries", "30s", "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
-				"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))).CombinedOutput()
-			outs[i], errs[i] = string(b), err
-		})
+		cmds[i] = exec.Command(bins["replay"], "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+			"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "5ms", "--duration", "6s",
+			"--drain-deliveries", "30s", "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
+			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("shard %d: %v\n%s", i, err, testproc.Tail(outs[i], 30))
-		}
-	}
+	runShards(t, cmds)
+
 	merged := filepath.Join(dir, "merged.json")
 	if out, err := exec.Command(bins["replay"], "merge", "--summary", merged,
 		filepath.Join(dir, "shard-0.json"), filepath.Join(dir, "shard-1.json")).CombinedOutput(); err != nil {

@@ -169,12 +169,12 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	if sf.barrier == "" {
 		return time.Time{}, nil
 	}
-	_, port, err := net.SplitHostPort(sf.barrier)
+	host, port, err := net.SplitHostPort(sf.barrier)
 	if err != nil {
 		return time.Time{}, usageError(fmt.Errorf("--barrier %q: want host:port", sf.barrier))
 	}
 	if s.shard.Index == 0 && sf.barrierServe {
-		ln, err := net.Listen("tcp", net.JoinHostPort("", port))
+		ln, err := net.Listen("tcp", barrierListen(host, port))
 		if err != nil {
 			return time.Time{}, fmt.Errorf("start barrier: %w", err)
 		}
@@ -189,6 +189,19 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, sf.barrierTimeout, fmt.Errorf("not every shard was ready within --barrier-timeout %v", sf.barrierTimeout))
 	defer cancel()
 	return barrier.Wait(wctx, sf.barrier, s.shard.Index, s.shard.Count)
+}
+
+// barrierListen is where shard 0 serves the barrier the shards reach at
+// host:port. A loopback host is served on itself: shards on one machine,
+// and nothing else's socket on another address at that port is in the
+// way. Any other host is served on every interface: it is how the other
+// machines reach shard 0 (a pod's DNS name, a NAT'd address), which need
+// not be an address of its own.
+func barrierListen(host, port string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() || host == "localhost" {
+		return net.JoinHostPort(host, port)
+	}
+	return net.JoinHostPort("", port)
 }
 
 // close stops shard 0's barrier.

@@ -148,24 +148,14 @@ func TestShardsMatchOneProcess(t *testing.T) {
 	singleUsers := matches(loginUser, string(out))
 	relayBefore := len(relay.Stderr.String())
 
-	outs := make([]string, shards)
-	errs := make([]error, shards)
-	var wg sync.WaitGroup
 	barrier := sn.addrs[0] + ":7402"
+	cmds := make([]*exec.Cmd, shards)
 	for i := range shards {
-		wg.Go(func() {
-			args := append(slices.Clone(run), "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
-				"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
-			b, err := sn.cmd(sn.hosts[i], bins["replay"], args...).CombinedOutput()
-			outs[i], errs[i] = string(b), err
-		})
+		args := append(slices.Clone(run), "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
+			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		cmds[i] = sn.cmd(sn.hosts[i], bins["replay"], args...)
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("shard %d: %v\n%s", i, err, testproc.Tail(outs[i], 30))
-		}
-	}
+	outs := runShards(t, cmds)
 	mergedPath := filepath.Join(dir, "merged.json")
 	args := []string{"merge", "--summary", mergedPath}
 	for i := range shards {
@@ -337,27 +327,20 @@ func TestMergeFromPodLogs(t *testing.T) {
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	dir := t.TempDir()
-	var wg sync.WaitGroup
-	errs := make([]error, 2)
 	barrier := freeLoopbackAddr(t)
-	for i := range 2 {
-		wg.Go(func() {
-			cmd := exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
-				"--login-interval", "10ms", "--duration", "1500ms", "--heartbeat", "0", "--metrics", "",
-				"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
-			out, err := cmd.CombinedOutput() // stdout and stderr in one stream, as a pod's log
-			if err == nil {
-				err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)), out, 0o644)
-			}
-			errs[i] = err
-		})
+	cmds := make([]*exec.Cmd, 2)
+	for i := range cmds {
+		cmds[i] = exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
+			"--login-interval", "10ms", "--duration", "1500ms", "--heartbeat", "0", "--metrics", "",
+			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("shard %d: %v", i, err)
+	// stdout and stderr in one stream, as a pod's log
+	for i, out := range runShards(t, cmds) {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)), []byte(out), 0o644); err != nil {
+			t.Fatal(err)
 		}
 	}
+
 	out, err := exec.Command(bins["replay"], "merge", filepath.Join(dir, "shard-0.log"), filepath.Join(dir, "shard-1.log"),
 		"--summary", filepath.Join(dir, "merged.json")).CombinedOutput()
 	if err != nil {
@@ -404,4 +387,49 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// runShards runs one process per shard and returns each one's combined
+// output. When one fails, the others are killed at once (they would wait
+// at the barrier for it until --barrier-timeout) and the test fails on the
+// first failure, with that shard's output.
+func runShards(t *testing.T, cmds []*exec.Cmd) []string {
+	t.Helper()
+	outs := make([]strings.Builder, len(cmds))
+	type result struct {
+		i   int
+		err error
+	}
+	done := make(chan result, len(cmds))
+	pending := 0
+	for i, c := range cmds {
+		c.Stdout, c.Stderr = &outs[i], &outs[i]
+		pending++
+		if err := c.Start(); err != nil {
+			done <- result{i, err}
+			break
+		}
+		go func() { done <- result{i, c.Wait()} }()
+	}
+	first := result{i: -1}
+	for range pending {
+		r := <-done
+		if r.err == nil || first.i >= 0 {
+			continue
+		}
+		first = r
+		for _, c := range cmds {
+			if c.Process != nil {
+				c.Process.Kill() // an exited one answers "process already finished"
+			}
+		}
+	}
+	if first.i >= 0 {
+		t.Fatalf("shard %d: %v\n%s", first.i, first.err, testproc.Tail(outs[first.i].String(), 30))
+	}
+	texts := make([]string, len(cmds))
+	for i := range outs {
+		texts[i] = outs[i].String()
+	}
+	return texts
 }
