@@ -462,12 +462,11 @@ func TestScaleStalledInMemoryCgroup(t *testing.T) {
 	if strings.Contains(string(oom), "oom_kill 1") || p.Exited() {
 		t.Fatalf("relay OOM-killed or gone: %v", p.Err())
 	}
-	// Within 2x idle within 30 s, and RSS at +30 s logged: 16.8, 17.9
-	// and 19.8 MiB (idle 10.1) within 2.0, 0.25 and 0.76 s (17.3 MiB at
-	// +30 s) once a join's member list scratch was no longer kept per
-	// member (it held ~150 MB of a
-	// 456 MB Go heap at the stall's peak, whose span and GC metadata the
-	// runtime keeps: 21.8 MiB before, 26.6-29.0 MiB with the queues'
+	// Within 2x idle within 30 s, and RSS at +30 s logged: 15.7 and
+	// 16.8 MiB (idle 10.0-10.1) with a join's member list built in its
+	// loop's scratch, not kept per member (that held ~150 MB of a 456 MB
+	// Go heap at the stall's peak, whose span and GC metadata the
+	// runtime keeps: 21.8 MiB after; 26.6-29.0 MiB with the queues'
 	// chunks on the Go heap too).
 	ended := time.Now()
 	got, took := waitRSS(t, pid, 2*base, 30*time.Second)

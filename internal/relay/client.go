@@ -336,20 +336,27 @@ func (c *client) joinRoom(f *wire.Frame, name string, replyLimit int) *wire.Erro
 	}
 
 	b := &c.b
-	if cap(b.names) < rm.Len() {
-		// One array the list's size, not a doubling's garbage: the
-		// scratch is dropped after (dropJoinScratch).
-		b.names = make([]string, 0, rm.Len())
+	// The list is built in the scratch of the goroutine that runs the
+	// join: a TCP member's loop (it runs one join at a time), so joins
+	// make no garbage as long as the room; a UDP session's own batch,
+	// sized once and dropped after (dropJoinScratch).
+	names, enc := &b.names, &b.enc
+	if b.lp != nil {
+		names, enc = &b.lp.joinNames, &b.lp.joinEnc
 	}
-	b.names = b.names[:0]
+	if cap(*names) < rm.Len() {
+		*names = make([]string, 0, rm.Len()) // one array, no doubling's garbage
+	}
+	*names = (*names)[:0]
 	for _, m := range rm.Members() {
-		b.names = append(b.names, m.ID)
+		*names = append(*names, m.ID)
 	}
 	if c.isUDP() {
-		c.pend.first(c, rm.Owner(), b.names, replyLimit)
+		c.pend.first(c, rm.Owner(), *names, replyLimit)
 	} else {
-		c.memberList(rm.Owner(), b.names, s.cfg.MaxFrame+wire.LenSize)
+		c.memberList(enc, rm.Owner(), *names, s.cfg.MaxFrame+wire.LenSize)
 	}
+	clear(*names)
 	b.enc = wire.AppendMemberJoined(b.enc[:0], user)
 	for _, m := range rm.Members() {
 		if m.Value != c {
@@ -367,12 +374,13 @@ const (
 	keepNames = 64
 )
 
-// dropJoinScratch lets go of the scratch a join's member list grew: as
-// long as the room (16 bytes a name, and the joined frames up to
-// --max-frame), and kept, it is per member. 16,000 members in rooms of
-// 1,000 held ~150 MB of it, the Go heap's peak at a stall of them, whose
-// span and GC metadata the runtime keeps after. A join is once per
-// membership: the next use grows what it needs again.
+// dropJoinScratch lets go of the scratch a UDP session's join list grew
+// in its own batch (a TCP member's is its loop's): as long as the room (16
+// bytes a name), and kept, it is per member. Kept per TCP member too, 16,000
+// members in rooms of 1,000 held ~150 MB of names and joined frames, most
+// of the Go heap's peak at a stall of them, whose span and GC metadata the
+// runtime keeps after. A join is once per membership: the next use grows
+// what it needs again.
 func (b *batch) dropJoinScratch() {
 	if cap(b.names) > keepNames {
 		b.names = nil
@@ -385,16 +393,16 @@ func (b *batch) dropJoinScratch() {
 }
 
 // memberList queues names to c as joined frames of at most limit bytes
-// each, every one continuing the list; the last ends with c's own id.
-func (c *client) memberList(owner string, names []string, limit int) {
-	b := &c.b
-	if need := min(wire.JoinedSize(owner, names), limit); cap(b.enc) < need {
-		b.enc = make([]byte, 0, need) // as names: one array, no doubling
+// each, every one continuing the list; the last ends with c's own id. enc
+// is the scratch they are encoded in.
+func (c *client) memberList(enc *[]byte, owner string, names []string, limit int) {
+	if need := min(wire.JoinedSize(owner, names), limit); cap(*enc) < need {
+		*enc = make([]byte, 0, need) // as names: one array, no doubling
 	}
 	for first := true; first || len(names) > 0; first = false {
 		var k int
-		b.enc, k = wire.AppendJoinedFit(b.enc[:0], c.token, owner, names, limit)
-		b.deliver(c, b.enc)
+		*enc, k = wire.AppendJoinedFit((*enc)[:0], c.token, owner, names, limit)
+		c.b.deliver(c, *enc)
 		names = names[k:]
 	}
 }

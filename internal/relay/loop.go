@@ -45,6 +45,10 @@ type loop struct {
 	timers      timerHeap
 	stopSeen    bool // drain saw stopping
 	iov         []unix.Iovec
+	// A join's member list and its joined frames, for the loop's joins
+	// (client.joinRoom): as long as the largest room, once per loop.
+	joinNames []string
+	joinEnc   []byte
 
 	mu             sync.Mutex
 	inbox, adopted []*client
