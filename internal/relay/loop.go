@@ -1,12 +1,12 @@
 package relay
 
 import (
-	"errors"
 	"sync"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/reprise-harness/reprise/internal/epoll"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -25,11 +25,9 @@ import (
 //
 // Lock order: a loop's mutex is a leaf (it guards only its inbox).
 type loop struct {
-	s      *Server
-	ep, ev int // the epoll and the eventfd descriptors
-	buf    []byte
-	events []unix.EpollEvent
-	evbuf  [8]byte
+	s   *Server
+	set *epoll.Set
+	buf []byte
 	// handleFn is the parser's callback for the connection being read
 	// (cur): one closure per loop, not one per connection.
 	cur      *client
@@ -58,29 +56,12 @@ type loop struct {
 	killed         bool
 }
 
-// wakeOne is what an eventfd write adds: read by the kernel only.
-var wakeOne = []byte{1, 0, 0, 0, 0, 0, 0, 0}
-
-// evWake is the epoll data of the loop's eventfd.
-const evWake = -1
-
 func newLoop(s *Server) (*loop, error) {
-	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	set, err := epoll.New(256)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
-	if err != nil {
-		unix.Close(ep)
-		return nil, err
-	}
-	e := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: evWake}
-	if err := unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, ev, &e); err != nil {
-		unix.Close(ep)
-		unix.Close(ev)
-		return nil, err
-	}
-	lp := &loop{s: s, ep: ep, ev: ev, buf: make([]byte, maxReadBuf), events: make([]unix.EpollEvent, 256)}
+	lp := &loop{s: s, set: set, buf: make([]byte, maxReadBuf)}
 	lp.handleFn = lp.handleFrame
 	return lp, nil
 }
@@ -97,7 +78,7 @@ func (lp *loop) adopt(c *client) bool {
 	lp.notified = true
 	lp.mu.Unlock()
 	if wake {
-		unix.Write(lp.ev, wakeOne)
+		lp.set.Wake()
 	}
 	return true
 }
@@ -111,7 +92,7 @@ func (lp *loop) post(c *client) {
 	lp.notified = true
 	lp.mu.Unlock()
 	if wake {
-		unix.Write(lp.ev, wakeOne)
+		lp.set.Wake()
 	}
 }
 
@@ -123,7 +104,7 @@ func (lp *loop) stop(kill bool) {
 	lp.killed = lp.killed || kill
 	lp.notified = true
 	lp.mu.Unlock()
-	unix.Write(lp.ev, wakeOne)
+	lp.set.Wake()
 }
 
 // mark queues c for the next round; only on the loop's goroutine.
@@ -145,13 +126,13 @@ func (lp *loop) run() {
 		} else if at, ok := lp.timers.first(); ok {
 			timeout = msUntil(at - lp.s.now())
 		}
-		n, err := unix.EpollWait(lp.ep, lp.events, timeout)
-		if err != nil && !errors.Is(err, unix.EINTR) {
+		n, err := lp.set.Wait(timeout)
+		if err != nil {
 			lp.s.log.Error("epoll_wait", zap.Error(err))
 			lp.killAll()
 			return
 		}
-		for _, e := range lp.events[:max(n, 0)] {
+		for _, e := range lp.set.Events[:n] {
 			lp.event(e)
 		}
 		if lp.drain() {
@@ -183,8 +164,7 @@ func (lp *loop) run() {
 
 // close closes the loop's descriptors once no goroutine of the relay runs.
 func (lp *loop) close() {
-	unix.Close(lp.ep)
-	unix.Close(lp.ev)
+	lp.set.Close()
 }
 
 // msUntil is epoll_wait's timeout for a wait of d ns: rounded up, so a
@@ -198,8 +178,8 @@ func msUntil(d int64) int {
 
 // event records what an epoll event says about its connection.
 func (lp *loop) event(e unix.EpollEvent) {
-	if e.Fd == evWake {
-		unix.Read(lp.ev, lp.evbuf[:])
+	if e.Fd == epoll.WakeID {
+		lp.set.Woken()
 		return
 	}
 	if int(e.Fd) >= len(lp.slots) || lp.gens[e.Fd] != uint32(e.Pad) {
@@ -261,8 +241,7 @@ func (lp *loop) register(c *client) {
 	lp.slots[slot] = c
 	t.slot = slot
 	lp.n++
-	e := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET, Fd: slot, Pad: int32(lp.gens[slot])}
-	if err := unix.EpollCtl(lp.ep, unix.EPOLL_CTL_ADD, t.fd, &e); err != nil {
+	if err := lp.set.Add(t.fd, unix.EPOLLIN|unix.EPOLLOUT|unix.EPOLLRDHUP, slot, int32(lp.gens[slot])); err != nil {
 		lp.s.log.Warn("epoll_ctl add", zap.Uint64("conn", c.id), zap.Error(err))
 		t.readDone = true // nothing read: no room to leave
 		c.out.fail(CloseClosed)
