@@ -149,6 +149,9 @@ type client struct {
 	// loginSent: a login failure from now on is labelled with the login
 	// step it failed in (the reader's).
 	loginSent bool
+	// jar holds the cookies the HTTP steps' answers set (nil without
+	// steps), for the later steps and the upgrade (the attempt's).
+	jar *cookieJar
 }
 
 // firstBytes is how many of a login's first received bytes are kept.
@@ -213,7 +216,11 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	}
 	var early []byte
 	if c.ws {
-		if early, c.zip, err = wsHandshake(c.conn, c.pc.UpgradeRequest(), f.cfg.WSDeflate); err != nil {
+		req := c.pc.UpgradeRequest()
+		if c.jar != nil {
+			req = c.withCookies(req, addr)
+		}
+		if early, c.zip, err = wsHandshake(c.conn, req, f.cfg.WSDeflate); err != nil {
 			conn.Close()
 			if c.stopping.Load() || ctx.Err() != nil { // the run ended during the upgrade: not an upgrade timeout
 				report(res, loginFail(LoginStopped))

@@ -17,7 +17,8 @@ import (
 // A profile's HTTP steps: the requests a client makes before it dials
 // (a seat, a token, the game server's address). The profile composes
 // each request and reads each answer's values; the fleet does the
-// requests, one keep-alive connection per client as a browser would,
+// requests, one keep-alive connection and one cookie jar per client as a
+// browser would (the jar's cookies go with the upgrade too),
 // bounded in answer size, redirects and time (the login's deadline
 // covers the steps, the dial and the login).
 
@@ -50,7 +51,10 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 		tr.TLSClientConfig.ServerName = ""
 	}
 	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+	if c.jar == nil {
+		c.jar = newCookieJar()
+	}
+	hc := &http.Client{Transport: tr, Jar: c.jar, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 		if len(via) > maxRedirects {
 			return errRedirects
 		}
@@ -95,6 +99,13 @@ func (c *client) httpStep(ctx context.Context, hc *http.Client, hs profile.HTTPS
 			continue
 		}
 		req.Header.Set(h[0], h[1])
+	}
+	if v := req.Header.Get("Cookie"); v != "" { // the jar's own go after it
+		if v = profile.DropCookies(v, c.jar.names(req.URL)); v != "" {
+			req.Header.Set("Cookie", v)
+		} else {
+			req.Header.Del("Cookie")
+		}
 	}
 	start := time.Now()
 	resp, err := hc.Do(req)
