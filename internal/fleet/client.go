@@ -562,12 +562,20 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 	c.f.nudge(mono)
 	now := c.f.wall(mono)
 	ev.Reset()
+	// The profile counts latencies into the recording counts as it
+	// decodes (no second pass over a slice of them); the decode is pure
+	// work on b, so the lock is held only as long as one read takes.
+	rec := c.rec
+	rec.mu.Lock()
+	ev.Latency = rec.latency
 	var err error
 	if c.ws {
 		err = c.feedWS(b, now, ev)
 	} else {
 		err = c.pc.Feed(b, now, ev)
 	}
+	ev.Latency = nil
+	rec.mu.Unlock()
 	cnt := c.sched.c
 	cnt.recvBytes.Add(int64(len(b)))
 	cnt.recvFrames.Add(ev.Frames)
@@ -585,9 +593,6 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 		if ev.Lost != 0 {
 			cnt.lost.Add(ev.Lost)
 		}
-	}
-	if len(ev.Latencies) > 0 {
-		c.rec.recordLatencies(ev.Latencies)
 	}
 	if ev.Error != "" {
 		e := ev.Error

@@ -18,7 +18,7 @@ import (
 func shardSummary(t *testing.T, sh string, lat, lag []int64) Summary {
 	t.Helper()
 	s := newStats(1, 1)
-	s.rec[0].recordLatencies(lat)
+	s.rec[0].latency.Record(lat)
 	s.rec[0].recordLags(lag)
 	s.fold()
 	h, err := s.encodeHists()

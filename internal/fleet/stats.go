@@ -6,22 +6,20 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/reprise-harness/reprise/internal/hdrcounts"
 	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 // Histogram ranges, in microseconds: 1 µs to 5 minutes at 3 significant
-// digits (about 140 KiB each).
-const (
-	histMin    = 1
-	histMax    = int64(5 * time.Minute / time.Microsecond)
-	histDigits = 3
-)
+// digits (about 140 KiB each): hdrcounts' layout.
+const histMax = hdrcounts.Max
 
-func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(histMin, histMax, histDigits) }
+func newHist() *hdrhistogram.Histogram {
+	return hdrhistogram.New(hdrcounts.Min, hdrcounts.Max, hdrcounts.Digits)
+}
 
 // counters are one scheduler's counters. Several goroutines add to them
 // (the scheduler, its clients' readers), once per write or read
@@ -45,34 +43,30 @@ type counters struct {
 }
 
 // hists is a pair of recording counts (delivery latency and schedule
-// lag, in µs, in the histograms' layout: hdrcounts.go) behind one mutex.
-// Readers and schedulers record into one of several of these; the stats
-// ticker moves their contents into the cumulative histograms once a
-// second, so recording never waits on a scrape.
+// lag, in µs, in the histograms' layout: internal/hdrcounts) behind one
+// mutex. Readers and schedulers record into one of several of these; the
+// stats ticker moves their contents into the cumulative histograms once a
+// second, so recording never waits on a scrape. A reader lends latency
+// to the profile for one read (consume), under mu: the decoder counts
+// each stamped delivery as it decodes it.
 type hists struct {
 	mu      sync.Mutex
-	latency *hdrCounts
-	lag     *hdrCounts
+	latency *hdrcounts.Counts
+	lag     *hdrcounts.Counts
 }
 
-func newHists() *hists { return &hists{latency: newHdrCounts(), lag: newHdrCounts()} }
-
-func (h *hists) recordLatencies(us []int64) {
-	h.mu.Lock()
-	h.latency.record(us)
-	h.mu.Unlock()
-}
+func newHists() *hists { return &hists{latency: hdrcounts.New(), lag: hdrcounts.New()} }
 
 func (h *hists) recordLags(us []int64) {
 	h.mu.Lock()
-	h.lag.record(us)
+	h.lag.Record(us)
 	h.mu.Unlock()
 }
 
 // clampHist keeps a value in the histogram's range: a negative latency
 // (clock step) counts as 0, an overlong one as the maximum, rather than
 // being dropped.
-func clampHist(v int64) int64 { return min(max(v, 0), histMax) }
+func clampHist(v int64) int64 { return hdrcounts.Clamp(v) }
 
 // reasons counts events by a bounded reason label.
 type reasons struct {
@@ -172,8 +166,8 @@ func (s *stats) fold() {
 	defer s.mu.Unlock()
 	for _, h := range s.rec {
 		h.mu.Lock()
-		h.latency.fold(s.cumLat, s.winLat)
-		h.lag.fold(s.cumLag, s.winLag)
+		h.latency.Fold(s.cumLat, s.winLat)
+		h.lag.Fold(s.cumLag, s.winLag)
 		h.mu.Unlock()
 	}
 }

@@ -424,7 +424,7 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 		if r := p.stamp; r != nil && r.delivery == k {
 			if at, ok := p.readStamp(m); ok {
 				if age := now - at; age >= 0 && age < maxStampAge {
-					ev.Latencies = append(ev.Latencies, age/1000)
+					ev.latency(age / 1000)
 				}
 			}
 		}

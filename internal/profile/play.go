@@ -3,6 +3,7 @@ package profile
 import (
 	"errors"
 
+	"github.com/reprise-harness/reprise/internal/hdrcounts"
 	"github.com/reprise-harness/reprise/internal/session"
 )
 
@@ -123,7 +124,12 @@ type Events struct {
 	// Numbered are deliveries whose sender sequence was checked, Lost
 	// the gaps found (late arrivals count back: it may go negative).
 	Numbered, Lost int64
-	// Latencies of stamped deliveries, in µs (appended).
+	// Latency, when set, counts the latency (µs) of each stamped
+	// delivery as it is decoded: the fleet lends its recording counts
+	// for the read. Unset, the latencies are appended to Latencies.
+	Latency *hdrcounts.Counts
+	// Latencies of stamped deliveries, in µs (appended) when Latency is
+	// unset.
 	Latencies []int64
 	// LoggedIn is set when the login was accepted (and every awaited
 	// value arrived).
@@ -156,6 +162,15 @@ type Events struct {
 // Reset clears ev for the next read, keeping its buffers.
 func (ev *Events) Reset() {
 	*ev = Events{Latencies: ev.Latencies[:0], Reply: ev.Reply[:0], Replies: ev.Replies[:0], Confirm: ev.Confirm[:0]}
+}
+
+// latency accounts one stamped delivery's latency in µs.
+func (ev *Events) latency(us int64) {
+	if ev.Latency != nil {
+		ev.Latency.Add(us)
+		return
+	}
+	ev.Latencies = append(ev.Latencies, us)
 }
 
 // Reply is one message in Events.Reply.

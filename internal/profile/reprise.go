@@ -315,7 +315,7 @@ func (c *repriseClient) delivered(d *wire.Deliver, now int64, ev *Events) {
 		ev.Casts++
 	}
 	if d.HasTrace {
-		ev.Latencies = append(ev.Latencies, (now-d.Trace)/1000)
+		ev.latency((now - d.Trace) / 1000)
 		if cast {
 			ev.Numbered++
 			ev.Lost += c.seqs.see(d.User, d.Trace)
