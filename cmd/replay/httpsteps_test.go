@@ -45,6 +45,10 @@ type nakama struct {
 	delivered int64
 	rooms     map[string]map[*nkConn]bool
 	gameAddr  string
+	// lobbies counts the lobby's answers; lobbyAddr is the address it
+	// answers ("": the game server's, "none": no match).
+	lobbies   int
+	lobbyAddr string
 	conns     sync.WaitGroup
 }
 
@@ -77,7 +81,18 @@ func startNakama(t *testing.T) (*nakama, string) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v2/account/authenticate/custom", n.authenticate)
 	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, `{"match":{"addr":%q}}`, n.gameAddr)
+		n.mu.Lock()
+		n.lobbies++
+		addr := n.lobbyAddr
+		n.mu.Unlock()
+		if addr == "" {
+			addr = n.gameAddr
+		}
+		if addr == "none" { // a lobby with no match
+			io.WriteString(w, `{"match":null}`)
+			return
+		}
+		fmt.Fprintf(w, `{"match":{"addr":%q}}`, addr)
 	})
 	mux.HandleFunc("GET /ws", n.socket)
 	for _, ln := range []net.Listener{api, game} {
@@ -241,13 +256,18 @@ func (n *nakama) counts() (issued, refused, joins, wrong int, chats, delivered i
 func (n *nakama) reset() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered = 0, 0, 0, 0, 0, 0
+	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered, n.lobbies = 0, 0, 0, 0, 0, 0, 0
 	n.upgrades = map[string]int{}
 }
 
 // nakamaClient is the recorded client: a token over HTTP, then the
 // socket with it, a join and chats 40 ms apart, then a close.
 func nakamaClient(addr, user, room string, chats int) error {
+	return nakamaClientAt(addr, addr, user, room, chats)
+}
+
+// nakamaClientAt is nakamaClient with its socket on sock.
+func nakamaClientAt(addr, sock, user, room string, chats int) error {
 	body := strings.NewReader(fmt.Sprintf(`{"id":%q}`, user))
 	req, _ := http.NewRequest("POST", "http://"+addr+"/v2/account/authenticate/custom?create=true", body)
 	req.SetBasicAuth("defaultkey", "")
@@ -262,13 +282,13 @@ func nakamaClient(addr, user, room string, chats int) error {
 	if err != nil || session.Token == "" {
 		return fmt.Errorf("no token: %v", err)
 	}
-	conn, err := net.Dial("tcp", addr)
+	conn, err := net.Dial("tcp", sock)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", session.Token, addr, profile.NewWSNonce())
+	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", session.Token, sock, profile.NewWSNonce())
 	in := bufio.NewReader(conn)
 	status, err := in.ReadString('\n')
 	if err != nil || !strings.Contains(status, " 101 ") {

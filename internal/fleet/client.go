@@ -175,7 +175,9 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 			report(res, loginFail(LoginStopped))
 			return
 		}
-		c.loginFailed(dialReason(err), res)
+		why := dialReason(err)
+		why.elsewhere = addr != ""
+		c.loginFailed(why, res)
 		return
 	}
 	c.conn = conn

@@ -663,7 +663,13 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginRes
 		case <-timer.C:
 			return nil
 		case r := <-*first: // a nil channel never receives
-			switch r.Code() {
+			code := r.Code()
+			if r.elsewhere {
+				// Not the target: a lobby named a server that is not there,
+				// which each client's reason counts.
+				code = LoginOK
+			}
+			switch code {
 			case LoginConnectRefused, LoginConnectError, LoginConnectTimeout:
 				return fmt.Errorf("%w: %s: first login failed: %s", ErrUnreachable, f.target, r)
 			case LoginTLSUnknownAuthority, LoginTLSBadCertificate, LoginTLSHandshakeTimeout, LoginTLSProtocolVersion, LoginTLSRequired, LoginTLSClosed, LoginTLSError:
@@ -808,6 +814,11 @@ func (f *Fleet) dial(ctx context.Context, i int, deadline time.Time, addr string
 	}
 	if addr == "" {
 		addr = f.target
+	} else if addr[0] == ':' {
+		// A port alone (connect ":${port}"): on the target's host.
+		if h, _, err := net.SplitHostPort(f.target); err == nil {
+			addr = net.JoinHostPort(h, addr[1:])
+		}
 	}
 	return d.DialContext(ctx, network, addr)
 }

@@ -21,6 +21,10 @@ type LoginResult struct {
 	// detail is a TLS failure's line: what the peer's alert or the
 	// verification said (not in the label, which stays bounded).
 	detail string
+	// elsewhere: the connection went where an HTTP step's answer said
+	// (a lobby's), not to the target: its failure says nothing of the
+	// target's reach.
+	elsewhere bool
 }
 
 // LoginCode is the kind of a login's result.

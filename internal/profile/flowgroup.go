@@ -97,17 +97,22 @@ var droppedHeaders = []string{"host", "content-length", "transfer-encoding", "co
 // realtime flow shows them (own), are the client's own in the requests
 // too (${user}, ${room}): a token is asked for by the user who will use
 // it.
-func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, own recordedIdentity) ([]HTTPStepSpec, error) {
-	var steps []HTTPStepSpec
+//
+// connect is where the realtime flow goes when an answer named its
+// address (a lobby's), "" when none did.
+func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, own recordedIdentity) (steps []HTTPStepSpec, connect string, err error) {
 	var answers [][]leaf // each step's answer's JSON values
 	stepNames, takeNames := map[string]bool{}, map[string]bool{"user": true, "room": true, "index": true, "random": true}
 	for _, r := range reserved {
 		takeNames[r] = true
 	}
 	unique := func(names map[string]bool, base string) string {
-		name := base
+		name, sep := base, ""
+		if c := base[len(base)-1]; c >= '0' && c <= '9' {
+			sep = "_" // v2, then v2_2 (not v22)
+		}
 		for n := 2; names[name]; n++ {
-			name = fmt.Sprintf("%s%d", base, n)
+			name = fmt.Sprintf("%s%s%d", base, sep, n)
 		}
 		names[name] = true
 		return name
@@ -115,7 +120,7 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 	for _, fi := range g.http {
 		for _, e := range flows[fi].HTTP {
 			if len(steps) == maxHTTPSteps {
-				return nil, fmt.Errorf("flow %d: more than %d recorded requests", fi, maxHTTPSteps)
+				return nil, "", fmt.Errorf("flow %d: more than %d recorded requests", fi, maxHTTPSteps)
 			}
 			st := HTTPStepSpec{Name: unique(stepNames, stepName(e.Target)), Method: e.Method, URL: literal(e.Target), Body: literal(string(e.Sent))}
 			for _, h := range e.Header {
@@ -146,11 +151,21 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 					}
 				}
 			}
-			// Values this answer handed out that the realtime flow sends.
+			// Values this answer handed out that the realtime flow sends,
+			// or that name where it connected (the first such is the
+			// connect address).
 			for _, l := range g.links {
-				if l.From == fi && l.Exchange == e.Method+" "+e.Target {
-					st.Take = append(st.Take, TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path, Recorded: &FieldSpec{Regexp: l.Recorded}})
+				if l.From != fi || l.Exchange != e.Method+" "+e.Target {
+					continue
 				}
+				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
+				if l.Recorded != "" {
+					tk.Recorded = &FieldSpec{Regexp: l.Recorded}
+				}
+				if l.Addr() && connect == "" {
+					connect = l.Connect("${" + tk.Name + "}")
+				}
+				st.Take = append(st.Take, tk)
 			}
 			var doc any
 			var lv []leaf
@@ -160,7 +175,7 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			steps, answers = append(steps, st), append(answers, lv)
 		}
 	}
-	return steps, nil
+	return steps, connect, nil
 }
 
 // recordedIdentity is the recorded client's user id and room (empty
@@ -246,12 +261,15 @@ func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData, own 
 	for _, c := range p.spec.Correlation {
 		corrs = append(corrs, c.Name)
 	}
-	steps, err := recordedSteps(g, flows, corrs, own)
+	steps, connect, err := recordedSteps(g, flows, corrs, own)
 	if err != nil {
 		return nil, nil, err
 	}
 	s := *p.spec
 	s.HTTP = steps
+	if s.Connect == "" { // a hand-written connect wins
+		s.Connect = connect
+	}
 	dp, err := Compile(&s)
 	if err != nil {
 		return nil, nil, err
@@ -267,6 +285,9 @@ func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData, own 
 			desc[i] += ", takes " + strings.Join(takes, ", ")
 		}
 		desc[i] += ")"
+	}
+	if s.Connect != "" {
+		desc = append(desc, fmt.Sprintf("connect %q", s.Connect))
 	}
 	return dp, desc, nil
 }

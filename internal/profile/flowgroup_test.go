@@ -2,6 +2,7 @@ package profile
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -48,9 +49,9 @@ func TestRecordedSteps(t *testing.T) {
 	if len(links) != 1 || links[0].Path != "$.seat" {
 		t.Fatalf("links %+v", links)
 	}
-	steps, err := recordedSteps(sessionGroups(links)[0], flows, []string{"seat"}, recordedIdentity{user: "a"})
-	if err != nil {
-		t.Fatal(err)
+	steps, connect, err := recordedSteps(sessionGroups(links)[0], flows, []string{"seat"}, recordedIdentity{user: "a"})
+	if err != nil || connect != "" {
+		t.Fatal(connect, err)
 	}
 	want := []HTTPStepSpec{
 		{Name: "v2", Method: "POST", URL: "/v2/auth?x=$${y}", Headers: map[string]string{"Content-Type": "application/json"}, Body: `{"u":"a"}`,
@@ -88,5 +89,66 @@ func TestRecordedIdentity(t *testing.T) {
 	}
 	if got := (recordedIdentity{user: "ab"}).in("ab cd"); got != "ab cd" {
 		t.Errorf("a 2-letter user replaced: %q", got)
+	}
+}
+
+// TestLobbyAddress: a lobby's answer that names where the client then
+// connected (the game server's host:port, or its port alone) is a link
+// to the connect address, not a value the socket sends: the recorded
+// step takes it and the profile connects where it says (the port alone
+// on the target's host); the address is also replaced where the socket's
+// upgrade carried it (Host); a hand-written connect wins; a value equal
+// to the lobby's own address or port links nothing.
+func TestLobbyAddress(t *testing.T) {
+	lobby := func(body string) FlowData {
+		return FlowData{Index: 0, Client: "10.0.0.1:5", Server: "10.0.0.9:8080",
+			HTTP: []HTTPExchange{{Method: "GET", Target: "/lobby", Status: 200, Body: []byte(body)}}}
+	}
+	game := FlowData{Index: 1, Client: "10.0.0.1:6", Server: "10.0.0.9:7351",
+		Upgrade: []byte("GET /ws HTTP/1.1\r\nHost: 10.0.0.9:7351\r\n\r\n")}
+	for _, tc := range []struct {
+		body, where, recorded, connect string
+	}{
+		{`{"match":{"addr":"10.0.0.9:7351"}}`, "connect address", `(10\.0\.0\.9:7351)`, "${addr}"},
+		{`{"host":"game.example:7351"}`, "connect address", "", "${host}"},
+		{`{"port":7351}`, "connect port", "", ":${port}"},
+		{`{"port":"7351","lobby":"10.0.0.9:8080","other":8080}`, "connect port", "", ":${port}"},
+		{`{"addr":"10.0.0.9:8080","port":8080}`, "", "", ""},
+		{`{"addr":"10.0.0.9:7352"}`, "", "", ""},
+	} {
+		flows := map[int]FlowData{0: lobby(tc.body), 1: game}
+		links := Links([]FlowData{flows[0], flows[1]})
+		if tc.where == "" {
+			if len(links) != 0 {
+				t.Errorf("%s: links %+v, want none", tc.body, links)
+			}
+			continue
+		}
+		if len(links) != 1 || links[0].Where != tc.where || links[0].Recorded != tc.recorded || !links[0].Addr() {
+			t.Errorf("%s: links %+v, want one %q recorded %q", tc.body, links, tc.where, tc.recorded)
+			continue
+		}
+		if !strings.Contains(links[0].String(), "is where flow 1 connected") || !strings.Contains(links[0].Take(), "connect: ") {
+			t.Errorf("%s: %s; take: %s", tc.body, links[0], links[0].Take())
+		}
+		steps, connect, err := recordedSteps(sessionGroups(links)[0], flows, nil, recordedIdentity{})
+		if err != nil || connect != tc.connect || len(steps) != 1 || len(steps[0].Take) != 1 || (steps[0].Take[0].Recorded != nil) != (tc.recorded != "") {
+			t.Errorf("%s: steps %+v connect %q err %v; want connect %q", tc.body, steps, connect, err, tc.connect)
+		}
+		p, err := Compile(&Spec{Name: "s", Transport: "websocket", Framing: FramingSpec{Type: "message"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp, desc, err := p.withRecordedSteps(sessionGroups(links)[0], flows, recordedIdentity{})
+		if err != nil || dp.spec.Connect != tc.connect || !strings.Contains(strings.Join(desc, "; "), "connect ") {
+			t.Errorf("%s: compiled connect %q desc %q err %v", tc.body, dp.spec.Connect, desc, err)
+		}
+		p, err = Compile(&Spec{Name: "s", Transport: "websocket", Framing: FramingSpec{Type: "message"}, Connect: "127.0.0.1:9"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dp, _, err := p.withRecordedSteps(sessionGroups(links)[0], flows, recordedIdentity{}); err != nil || dp.spec.Connect != "127.0.0.1:9" {
+			t.Errorf("%s: a hand-written connect lost: %v", tc.body, err)
+		}
 	}
 }

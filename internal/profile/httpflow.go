@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"regexp"
 	"slices"
@@ -166,12 +167,41 @@ type Link struct {
 }
 
 func (l Link) String() string {
+	if l.Addr() {
+		return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is where flow %d connected (its %s)", l.Value, l.From, l.Exchange, l.Path, l.To, strings.TrimPrefix(l.Where, whereConnect))
+	}
 	return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is sent in flow %d's %s", l.Value, l.From, l.Exchange, l.Path, l.To, l.Where)
 }
 
-// Take is the http step's take that reproduces the link.
+// Take is the http step's take that reproduces the link (and, for an
+// address, the profile's connect).
 func (l Link) Take() string {
+	if l.Addr() {
+		take := fmt.Sprintf("{name: %s, json: %s}", l.name(), l.Path)
+		if l.Recorded != "" {
+			take = fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", l.name(), l.Path, l.Recorded)
+		}
+		return fmt.Sprintf("%s; connect: %q", take, l.Connect("${"+l.name()+"}"))
+	}
 	return fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", l.name(), l.Path, l.Recorded)
+}
+
+// whereConnect starts a link's Where when the value is the later flow's
+// server address ("connect address") or port ("connect port").
+const whereConnect = "connect "
+
+// Addr reports whether the value is where the later flow connected: the
+// lobby's answer names the game server.
+func (l Link) Addr() bool { return strings.HasPrefix(l.Where, whereConnect) }
+
+// Connect is the connect template that goes where the value (ref, a
+// template reference) says: the address itself, or the target's host
+// with the port (":${port}": the fleet fills in the target's host).
+func (l Link) Connect(ref string) string {
+	if l.Where == whereConnect+"port" {
+		return ":" + ref
+	}
+	return ref
 }
 
 var nonName = regexp.MustCompile(`[^A-Za-z0-9]+`)
@@ -189,8 +219,11 @@ func (l Link) name() string {
 // and recording; Upgrade and Client are its messages' (nil for an HTTP
 // flow).
 type FlowData struct {
-	Index   int
-	Client  string
+	Index  int
+	Client string
+	// Server is the address the flow connected to (host:port; "" when
+	// not known).
+	Server  string
 	HTTP    []HTTPExchange
 	Upgrade []byte
 	Msgs    []Message
@@ -204,7 +237,7 @@ const maxLinks = 32
 
 // Links finds, for each HTTP flow's JSON answers, the values a later
 // flow from the same client host sends (in its upgrade request or its
-// client messages).
+// client messages), or that name where it connected (addrLink).
 func Links(flows []FlowData) []Link {
 	var out []Link
 	for _, f := range flows {
@@ -218,7 +251,11 @@ func Links(flows []FlowData) []Link {
 					if g.Index == f.Index || g.HTTP != nil || host(g.Client) != host(f.Client) {
 						continue
 					}
-					if l, ok := linkIn(g, lv); ok && len(out) < maxLinks {
+					l, ok := addrLink(f.Server, g, lv)
+					if !ok {
+						l, ok = linkIn(g, lv)
+					}
+					if ok && len(out) < maxLinks {
 						l.From, l.Exchange, l.To = f.Index, e.Method+" "+e.Target, g.Index
 						out = append(out, l)
 					}
@@ -227,6 +264,37 @@ func Links(flows []FlowData) []Link {
 		}
 	}
 	return out
+}
+
+// addrLink is the link of a value that names where flow g connected (a
+// lobby's answer naming the game server): g's server address (or a
+// host:port with its port), or its port alone, when g did not connect
+// where the answer came from (from). The address is replaced where g's
+// recording carries it (its upgrade's Host); a port alone is not (a
+// number matches by chance).
+func addrLink(from string, g FlowData, lv leaf) (Link, bool) {
+	if g.Server == "" || g.Server == from {
+		return Link{}, false
+	}
+	_, port, err := net.SplitHostPort(g.Server)
+	if err != nil {
+		return Link{}, false
+	}
+	_, fromPort, _ := net.SplitHostPort(from)
+	l := Link{Path: lv.path, Value: lv.value}
+	switch h, p, err := net.SplitHostPort(lv.value); {
+	case lv.value == g.Server, err == nil && h != "" && p == port:
+		l.Where = whereConnect + "address"
+		v := []byte(lv.value)
+		if containsWord(g.Upgrade, v) || slices.ContainsFunc(g.Msgs, func(m Message) bool { return containsWord(m.Bytes, v) }) {
+			l.Recorded = "(" + regexp.QuoteMeta(lv.value) + ")"
+		}
+	case lv.value == port && port != fromPort:
+		l.Where = whereConnect + "port"
+	default:
+		return Link{}, false
+	}
+	return l, true
 }
 
 func host(addr string) string {

@@ -323,7 +323,7 @@ func (p *Profile) sessions(picked []pickedFlow, all bool, opts ScriptOptions) (f
 	var data []FlowData
 	for _, pf := range picked {
 		r := RecordingOf(pf.flow)
-		d := FlowData{Index: pf.index, Client: pf.flow.Client.String(), HTTP: HTTPExchanges(r)}
+		d := FlowData{Index: pf.index, Client: pf.flow.Client.String(), Server: pf.flow.Server.String(), HTTP: HTTPExchanges(r)}
 		if d.HTTP == nil {
 			m := p.Messages(r)
 			d.Upgrade, d.Msgs = m.Upgrade, m.Client

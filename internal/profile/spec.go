@@ -50,7 +50,8 @@ type Spec struct {
 	// correlations (httpstep.go).
 	HTTP []HTTPStepSpec `yaml:"http"`
 	// Connect is the address (host:port) the connection goes to, a
-	// template over the HTTP steps' values; empty: --target.
+	// template over the HTTP steps' values; empty: --target; a port
+	// alone (":${port}"): on --target's host.
 	Connect string `yaml:"connect"`
 	// UpgradeQuery sets query parameters of the recorded WebSocket
 	// upgrade for each client: a template, or "" to leave the parameter
