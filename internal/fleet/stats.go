@@ -13,10 +13,8 @@ import (
 	"github.com/reprise-harness/reprise/internal/profile"
 )
 
-// Histogram ranges, in microseconds: 1 µs to 5 minutes at 3 significant
+// newHist is a histogram in µs, 1 µs to 5 minutes at 3 significant
 // digits (about 140 KiB each): hdrcounts' layout.
-const histMax = hdrcounts.Max
-
 func newHist() *hdrhistogram.Histogram {
 	return hdrhistogram.New(hdrcounts.Min, hdrcounts.Max, hdrcounts.Digits)
 }
