@@ -124,8 +124,14 @@ type client struct {
 	// confirming re-sends the UDP session's confirmation until the relay
 	// answers (set and stopped by the reader).
 	confirming *confirmer
-	// polled is set while the scheduler's poller reads the client.
-	polled atomic.Pointer[polled]
+	// polled is set once the client is handed to its scheduler's poller
+	// (under hmu, which orders the handover with a leave); handedOver
+	// and toSched are the reader goroutine's: it returned, its poller
+	// ends the client; it is to join its scheduler once handed over.
+	polled     atomic.Pointer[polled]
+	hmu        sync.Mutex
+	handedOver bool
+	toSched    bool
 
 	// Owned by the scheduler once the client is scheduled.
 	start int64     // fleet clock (ns) at which step 0 was due: the joined time
@@ -253,19 +259,26 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 // readUntilEnd is the client's reader goroutine: it reads until the
 // connection ends, closes it and marks a logged-in client gone.
 func (c *client) readUntilEnd(res chan<- LoginResult, early []byte) {
-	defer c.f.untrack(c)
 	reason := c.read(res, early)
+	if c.handedOver {
+		return // its poller ends it (poll.go)
+	}
+	c.readsEnded(reason)
+	c.conn.Close()
+	c.f.untrack(c)
+}
+
+// readsEnded counts the end of a client's reads, before its socket is
+// closed: a scheduler draining this client's backlog meanwhile would
+// fail its write on the closed socket and count the reader's reason
+// (send_backlog_full, a server's error) as its own write_error.
+func (c *client) readsEnded(reason Disconnect) {
 	if c.stopping.Load() && c.joined.Load() {
 		c.leftUnsent()
 	}
-	// Counted before the close: a scheduler draining this client's
-	// backlog meanwhile would fail its write on the closed socket and
-	// count the reader's reason (send_backlog_full, a server's error) as
-	// its own write_error.
 	if reason.code != DisconnectNone && c.joined.Load() {
 		c.disconnect(reason)
 	}
-	c.conn.Close()
 }
 
 // report tells the ramp how the first login went; only the first result
@@ -309,15 +322,18 @@ func (c *client) disconnect(reason Disconnect) {
 		}
 		c.f.stats.disconn.add(reason.String())
 		c.f.stats.loggedIn.Add(-1)
+		if e := c.polled.Load(); e != nil {
+			// A socket the server reset raises no event on shutdown: its
+			// poller ends the reads.
+			c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+			c.sched.poll.post(e, postEnd, time.Time{})
+			return
+		}
 		if c.raw == nil || c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) }) != nil {
 			c.conn.Close()
-			c.giveBack() // a closed socket leaves the epoll set unheard
 			return
 		}
 		c.conn.SetReadDeadline(time.Now())
-		// A socket the server reset raises no event on shutdown: its
-		// goroutine ends it, on the deadline just set.
-		c.giveBack()
 	})
 }
 
@@ -345,6 +361,19 @@ func (c *client) leave(deadline time.Time) {
 		if c.ws {
 			b = profile.AppendWSFrame(b, profile.WSClose, wsNormalClose, c.wsKey)
 		}
+		c.hmu.Lock()
+		e := c.polled.Load()
+		c.hmu.Unlock()
+		if e != nil {
+			// Handed over: its poller drains, bounded by the deadline.
+			if n, err := e.fd.writeBy(b, deadline); err == nil && left {
+				c.sched.c.sentFrames[c.f.player.LeaveKind()].Add(1)
+				c.sched.c.sentBytes.Add(int64(n))
+			}
+			c.sched.poll.post(e, postDrain, deadline)
+			e.fd.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_WR) })
+			return
+		}
 		out := c.conn
 		if c.tlsOn {
 			// The backlog is records already; the goodbye is sealed behind
@@ -366,8 +395,7 @@ func (c *client) leave(deadline time.Time) {
 			c.sched.c.sentFrames[c.f.player.LeaveKind()].Add(1)
 			c.sched.c.sentBytes.Add(int64(n))
 		}
-		out.SetReadDeadline(deadline)
-		c.giveBack() // its goroutine drains, bounded by the deadline
+		out.SetReadDeadline(deadline) // its goroutine drains, bounded by it
 		if tc, ok := out.(*net.TCPConn); ok {
 			tc.CloseWrite()
 		} else {
@@ -453,17 +481,33 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 		}
 	}
 	r := newStreamReader(c.conn, c.raw, handle)
-	defer r.release()
-	if p := c.sched.poll; p != nil && c.tls == nil && !c.tlsOn && c.raw != nil {
+	defer func() {
+		if !c.handedOver {
+			r.release()
+		}
+	}()
+	if c.canPoll() {
 		r.canYield = func() bool { return c.joined.Load() && !c.stopping.Load() && !c.dead.Load() }
 	}
 	for {
 		err := r.run()
 		if err == errYield {
-			err = c.polledRead(r)
-			if err == errResume {
-				continue
+			r.canYield = nil // the goroutine reads on unless the poller takes it
+			c.handedOver = c.handOver(r, func(err error) Disconnect {
+				if err == nil {
+					return c.tlsEnded(reason, res)
+				}
+				return c.readEnded(err, res)
+			})
+			if c.toSched {
+				c.toSched = false
+				c.sched.add(c)
 			}
+			if c.handedOver {
+				return Disconnect{}
+			}
+			r.parked = false
+			continue
 		}
 		if err == nil {
 			return c.tlsEnded(reason, res)
@@ -475,37 +519,44 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 	}
 }
 
-// polledRead hands a joined client's reads to its scheduler's poller
-// (poll.go) and waits for them to end: errResume when the goroutine is
-// to read on (the leave's bounded drain, or a socket the poller could
-// not take), else run's result.
-func (c *client) polledRead(r *streamReader) error {
-	p := c.sched.poll
-	r.canYield = nil // once back, the goroutine reads to the end
-	r.polled = true
-	e, ok := p.add(c, r)
-	if !ok {
-		r.polled = false
-		return errResume
-	}
-	c.polled.Store(e)
-	// leave (after stopping) gives a polled client back: whichever of
-	// this and leave's load of c.polled comes second sees the other.
-	if c.stopping.Load() {
-		p.giveBack(e)
-	}
-	err := <-e.back
-	c.polled.Store(nil)
-	r.polled, r.parked = false, false
-	return err
+// canPoll says a client's reads go to its scheduler's poller once it is
+// joined: a plain stream (TCP or WebSocket over it), not TLS.
+func (c *client) canPoll() bool {
+	return c.sched.poll != nil && c.tls == nil && !c.tlsOn && c.raw != nil
 }
 
-// giveBack asks the poller for a polled client's reads, which its
-// goroutine then bounds with the read deadline set before.
-func (c *client) giveBack() {
-	if e := c.polled.Load(); e != nil {
-		c.sched.poll.giveBack(e)
+// handOver gives a joined client to its scheduler's poller for good
+// (poll.go): it duplicates the socket's descriptor and closes the
+// net.Conn, which takes the socket out of the runtime's netpoller, and
+// the poller reads the duplicate from now on. False: the goroutine reads
+// on (the fleet is stopping, whose leave is then bounded by the
+// net.Conn's deadline; or the descriptor could not be duplicated).
+func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
+	c.hmu.Lock()
+	defer c.hmu.Unlock()
+	if c.stopping.Load() || c.dead.Load() {
+		return false
 	}
+	nfd, derr := -1, error(nil)
+	if err := c.raw.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		return false
+	}
+	c.conn.Close() // the socket stays open: nfd refers to it
+	fd := &rawFD{fd: nfd}
+	c.raw = fd
+	r.polled, r.parked = true, false
+	e := &polled{r: r, fd: fd}
+	e.ended = func(why error) {
+		c.readsEnded(finish(why))
+		c.polled.Store(nil)
+		fd.close()
+		c.f.untrack(c)
+		c.f.wg.Done()
+	}
+	c.polled.Store(e)
+	c.f.wg.Add(1) // done by e.ended
+	c.sched.poll.post(e, postAdd, time.Time{})
+	return true
 }
 
 // upgradeTLS starts TLS in band on a client whose login step asked for
@@ -917,6 +968,12 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	}
 	c.start = c.f.now()
 	c.next = int64(c.player.LoginSteps())
+	if c.canPoll() {
+		// Once handed over (readStream): the scheduler writes through
+		// the poller's descriptor.
+		c.toSched = true
+		return
+	}
 	c.sched.add(c)
 }
 

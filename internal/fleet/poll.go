@@ -2,75 +2,104 @@ package fleet
 
 import (
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"unsafe"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reprise-harness/reprise/internal/epoll"
 )
 
-// A poller reads the sockets of its scheduler's logged-in stream clients
-// (plain TCP and WebSocket over it) from one goroutine: an epoll set of
-// their sockets, edge-triggered, whose ready clients it reads and
-// consumes inline, each until its socket is empty. A goroutine per
-// client parked in the runtime's netpoller costs a park and a wake per
+// A poller owns the sockets of its scheduler's logged-in stream clients
+// (plain TCP and WebSocket over it) from one goroutine, as the relay's
+// event loops own theirs: once a client is joined its reader goroutine
+// duplicates the socket's descriptor, closes the net.Conn (which takes
+// the socket out of Go's netpoller) and returns; the poller puts the
+// descriptor in its epoll set (internal/epoll, edge-triggered), reads
+// and consumes each ready client inline, each until its socket is empty,
+// and ends it: the reason, the disconnect, the close. A goroutine per
+// client parked in the runtime's netpoller cost a park and a wake per
 // read (about a microsecond, issue 34: at N:N 8x32 some 25 deliveries a
-// read, so 40 ns a delivery); one poller wake serves every client that
-// became readable meanwhile.
+// read), and a socket in both the runtime's epoll set and the poller's
+// cost two epoll callbacks per arrival; one poller wake now serves every
+// client that became readable meanwhile, and each arrival wakes one set.
 //
 // The epoll set is itself waited on through the runtime's netpoller (an
 // epoll descriptor is readable while its ready list is not empty), so a
-// poller with nothing to read parks like any reader and holds no thread.
+// poller with nothing to read parks like any goroutine and holds no
+// thread, and the leave's bounded drain is a read deadline on it.
 //
-// A client's reader goroutine stays its owner: it logs the client in
-// (deadlines, TLS, retries), hands it over once joined and its socket is
-// empty, and waits; the poller gives it back with the reason its reads
-// ended, or to go on reading itself when its read needs a deadline (the
-// leave's drain, which epoll does not bound). TLS clients are never
-// handed over (their records are opened with the tls.Conn's state), nor
-// UDP ones (udpread.go batches those with recvmmsg already).
+// Others reach a handed client through the poller's inbox (post): a
+// disconnect by the scheduler ends its reads, a leave bounds them. The
+// scheduler and a leave write through the descriptor's reference count
+// (rawFD): the poller's close waits for none of them and happens after
+// the last. TLS clients stay on their goroutine (their records are opened
+// with the tls.Conn's state, and TLS may start in band), and so do UDP
+// ones (udpread.go batches those with recvmmsg already).
 type poller struct {
-	ep   *os.File // the epoll set (never its Fd(): that makes it blocking)
-	epfd int
-	rc   syscall.RawConn
-	wake int // an eventfd in the set: evictions wait
+	set *epoll.Set
+	ep  *os.File // the set's descriptor (a dup) as the runtime parks on it: never its Fd(), that makes it blocking
+	rc  syscall.RawConn
 
-	mu    sync.Mutex
-	slots []*polled // by the id in their epoll event; nil when free
-	free  []int32
-	evict []*polled // asked back by their clients (leave)
+	mu       sync.Mutex
+	inbox    []post
+	notified bool
+	stopping bool
 	// handed counts the clients handed over (tests, and the docs' figures).
 	handed atomic.Int64
 
 	// The poller goroutine's own.
-	closed  bool
-	evs     []unix.EpollEvent
-	again   []*polled // read maxPollReads times, not empty yet
-	scratch []*polled
-	fn      func(fd uintptr) bool
+	slots    []*polled // by the id in their epoll events; nil when free
+	gens     []int32
+	free     []int32
+	spare    []post
+	again    []*polled // read maxPollReads times, not empty yet
+	scratch  []*polled
+	draining []*polled // with a deadline (the leave's)
+	until    time.Time // the epoll file's read deadline, zero when none
+	done     bool
+	failed   error // the set failed: every client ends with it
+	fn       func(fd uintptr) bool
 }
 
 // polled is one handed-over client.
 type polled struct {
-	c *client
-	r *streamReader
-	// back takes the end of the client's reads: nil (the fleet stopped
-	// the reads), errResume (read on in the goroutine) or the error.
-	back chan error
-	id   int32
-	// in: registered in the set; again: on the again list (the poller's).
+	r  *streamReader
+	fd *rawFD
+	// ended ends the client once its reads ended, why (nil: the fleet
+	// stopped them): its reason, its disconnect, the descriptor's close
+	// (client.handOver).
+	ended func(why error)
+	slot  int32
+	// in: registered in the set; again: on the again list; drainBy: the
+	// leave's deadline, zero while none (all the poller's).
 	in, again bool
-	read      func(fd uintptr)
+	drainBy   time.Time
 }
 
-// errResume gives a client back to its goroutine to read on.
-var errResume = errors.New("fleet: reads resumed by the client's goroutine")
+// post is what another goroutine asks of the poller about a client.
+type post struct {
+	e    *polled
+	kind postKind
+	at   time.Time
+}
 
-// wakeID is the eventfd's id in the set.
-const wakeID = -1
+type postKind uint8
+
+const (
+	postAdd   postKind = iota // take the client over
+	postEnd                   // end its reads now (a disconnect)
+	postDrain                 // read until the server closes, or at
+)
+
+// errDisconnected ends the reads of a client its scheduler or a reply
+// disconnected (the reason is counted already).
+var errDisconnected = errors.New("fleet: disconnected")
 
 // maxPollReads bounds the reads of one client per turn, so a client with
 // a full socket cannot hold its scheduler's other clients.
@@ -82,131 +111,96 @@ const maxPollReads = 8
 // for the whole batch (hundreds).
 const yieldEvery = 16
 
-// pollBatch is how many ready sockets one epoll_wait returns at most.
+// pollBatch is how many ready sockets one wait returns at most.
 const pollBatch = 256
 
-// newPoller makes an epoll set; the caller runs it (run) and closes it
-// once no client is handed over.
+// newPoller makes an epoll set; the caller runs it (run) and stops it
+// once no client is handed over (every reader goroutine and every
+// handed client ended: they are counted in the fleet's wait group).
 func newPoller() (*poller, error) {
-	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	set, err := epoll.New(pollBatch)
 	if err != nil {
 		return nil, err
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	fd, err := unix.FcntlInt(uintptr(set.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
 	if err != nil {
-		unix.Close(fd)
+		set.Close()
 		return nil, err
 	}
-	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: wakeID}
-	if err := unix.EpollCtl(fd, unix.EPOLL_CTL_ADD, wake, &ev); err != nil {
-		unix.Close(fd)
-		unix.Close(wake)
-		return nil, err
-	}
-	if err := unix.SetNonblock(fd, true); err != nil {
-		unix.Close(fd)
-		unix.Close(wake)
-		return nil, err
-	}
-	p := &poller{ep: os.NewFile(uintptr(fd), "epoll"), epfd: fd, wake: wake, evs: make([]unix.EpollEvent, pollBatch)}
+	p := &poller{set: set, ep: os.NewFile(uintptr(fd), "epoll")}
 	if p.rc, err = p.ep.SyscallConn(); err != nil {
 		p.ep.Close()
-		unix.Close(wake)
+		set.Close()
 		return nil, err
 	}
 	p.fn = p.turn
 	return p, nil
 }
 
-// add hands c, read by r, over; false when its socket cannot join the set
-// (closed): the goroutine reads on. The reply comes on the returned
-// channel.
-func (p *poller) add(c *client, r *streamReader) (*polled, bool) {
-	e := &polled{c: c, r: r, back: make(chan error, 1)}
-	e.read = func(fd uintptr) { e.r.fn(fd) }
+// post asks the poller to act on e; safe from any goroutine.
+func (p *poller) post(e *polled, kind postKind, at time.Time) {
 	p.mu.Lock()
-	if n := len(p.free); n > 0 {
-		e.id = p.free[n-1]
-		p.free = p.free[:n-1]
-		p.slots[e.id] = e
-	} else {
-		e.id = int32(len(p.slots))
-		p.slots = append(p.slots, e)
-	}
-	e.in = true
+	p.inbox = append(p.inbox, post{e, kind, at})
+	wake := !p.notified
+	p.notified = true
 	p.mu.Unlock()
-	var err error
-	cerr := c.raw.Control(func(fd uintptr) {
-		// Edge-triggered: bytes already waiting raise an event at once.
-		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: e.id}
-		err = unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, int(fd), &ev)
-	})
-	if cerr != nil || err != nil {
-		p.mu.Lock()
-		p.release(e)
-		p.mu.Unlock()
-		return nil, false
+	if wake {
+		p.set.Wake()
 	}
-	p.handed.Add(1)
-	return e, true
 }
 
-// release frees e's slot; p.mu held.
-func (p *poller) release(e *polled) {
-	e.in = false
-	p.slots[e.id] = nil
-	p.free = append(p.free, e.id)
-}
-
-// giveBack asks the poller to return e to its goroutine (errResume),
-// unless its reads ended first (the goroutine then gets that end).
-func (p *poller) giveBack(e *polled) {
-	p.mu.Lock()
-	p.evict = append(p.evict, e)
-	p.mu.Unlock()
-	var one = [8]byte{1}
-	unix.Write(p.wake, one[:])
-}
-
-// run is the poller goroutine: it reads ready clients until the set is
-// closed (stop).
+// run is the poller goroutine: it reads ready clients until stopped.
 func (p *poller) run() {
-	defer unix.Close(p.wake)
-	for {
-		if err := p.rc.Read(p.fn); err != nil || p.closed {
-			return
+	defer p.set.Close()
+	defer p.ep.Close()
+	for !p.done {
+		err := p.rc.Read(p.fn)
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+		default: // the set's file failed: nothing can wake the poller any more
+			p.fail(err)
 		}
+		p.expire()
 		runtime.Gosched()
 	}
 }
 
-// stop closes the set; run returns. Every client must be back with its
-// goroutine by then.
+// stop makes run return; every client must have ended by then.
 func (p *poller) stop() {
-	p.ep.Close()
+	p.mu.Lock()
+	p.stopping = true
+	p.mu.Unlock()
+	p.set.Wake()
 }
 
 // turn is one batch of the poller, inside the set's read callback: it
-// reads the clients epoll says are ready and those left over from the
-// last batch. It returns false (park) when there were none, true to
-// come back after run let the other goroutines of its core run: a
-// reader woken in the scheduler's stead (Fleet.nudge) waits for the
-// batch, not for the poller's time slice.
-func (p *poller) turn(epfd uintptr) bool {
-	n, err := epollWait(int(epfd), p.evs)
+// takes the inbox, then reads the clients epoll says are ready and those
+// left over from the last batch. It returns false (park) when there were
+// none, true to come back after run let the other goroutines of its core
+// run: a reader woken in the scheduler's stead (Fleet.nudge) waits for
+// the batch, not for the poller's time slice.
+func (p *poller) turn(uintptr) bool {
+	n, err := p.set.Poll()
 	if err != nil {
-		if err == syscall.EINTR {
-			return true
-		}
-		p.closed = true
+		p.fail(err)
 		return true
 	}
-	p.mu.Lock()
 	ready := p.scratch[:0]
-	for _, ev := range p.evs[:n] {
-		if ev.Fd == wakeID {
-			var b [8]byte
-			unix.Read(p.wake, b[:])
+	woken := false
+	for _, ev := range p.set.Events[:n] {
+		if ev.Fd == epoll.WakeID {
+			p.set.Woken()
+			woken = true
+			continue
+		}
+		if int(ev.Fd) >= len(p.slots) || p.gens[ev.Fd] != ev.Pad {
 			continue
 		}
 		if e := p.slots[ev.Fd]; e != nil {
@@ -216,9 +210,10 @@ func (p *poller) turn(epfd uintptr) bool {
 			}
 		}
 	}
-	evict := p.evict
-	p.evict = nil
-	p.mu.Unlock()
+	if woken && p.takeInbox() {
+		p.done = true
+		return true
+	}
 	// Clients left from the last batch go after the new ones.
 	for _, e := range p.again {
 		e.again = false
@@ -234,14 +229,61 @@ func (p *poller) turn(epfd uintptr) bool {
 			runtime.Gosched()
 		}
 	}
-	for _, e := range evict {
-		if e.in {
-			p.end(e, errResume)
-		}
-	}
 	clear(ready)
 	p.scratch = ready[:0]
 	return n > 0 || len(p.again) > 0
+}
+
+// takeInbox acts on what other goroutines posted; it reports whether the
+// poller is to stop.
+func (p *poller) takeInbox() bool {
+	p.mu.Lock()
+	inbox := p.inbox
+	p.inbox = p.spare[:0]
+	p.notified = false
+	stopping := p.stopping
+	p.mu.Unlock()
+	for _, m := range inbox {
+		switch e := m.e; m.kind {
+		case postAdd:
+			p.register(e)
+		case postEnd:
+			if e.in {
+				p.end(e, errDisconnected)
+			}
+		case postDrain:
+			if e.in && e.drainBy.IsZero() {
+				e.drainBy = m.at
+				p.draining = append(p.draining, e)
+			}
+		}
+	}
+	clear(inbox)
+	p.spare = inbox[:0]
+	return stopping
+}
+
+// register puts e's descriptor in the set. Edge-triggered: bytes already
+// waiting raise an event at once.
+func (p *poller) register(e *polled) {
+	p.handed.Add(1)
+	if p.failed != nil {
+		p.endOut(e, p.failed)
+		return
+	}
+	if k := len(p.free); k > 0 {
+		e.slot, p.free = p.free[k-1], p.free[:k-1]
+	} else {
+		e.slot = int32(len(p.slots))
+		p.slots = append(p.slots, nil)
+		p.gens = append(p.gens, 0)
+	}
+	p.gens[e.slot]++
+	p.slots[e.slot] = e
+	e.in = true
+	if err := p.set.Add(e.fd.fd, unix.EPOLLIN|unix.EPOLLRDHUP, e.slot, p.gens[e.slot]); err != nil {
+		p.end(e, err)
+	}
 }
 
 // readClient reads e's socket until it is empty, at most maxPollReads
@@ -249,10 +291,7 @@ func (p *poller) turn(epfd uintptr) bool {
 func (p *poller) readClient(e *polled) {
 	r := e.r
 	for range maxPollReads {
-		if err := e.c.raw.Control(e.read); err != nil {
-			p.end(e, err)
-			return
-		}
+		r.fn(uintptr(e.fd.fd))
 		switch {
 		case r.stop:
 			p.end(e, nil)
@@ -269,12 +308,10 @@ func (p *poller) readClient(e *polled) {
 	p.again = append(p.again, e)
 }
 
-// end takes e out of the set and gives it back to its goroutine with why
-// its reads ended.
+// end takes e out of the set and ends the client: why its reads ended
+// (nil: the fleet stopped them) says its reason.
 func (p *poller) end(e *polled, why error) {
-	e.c.raw.Control(func(fd uintptr) {
-		unix.EpollCtl(p.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
-	})
+	p.set.Del(e.fd.fd)
 	if e.again {
 		e.again = false
 		for i, a := range p.again {
@@ -284,19 +321,156 @@ func (p *poller) end(e *polled, why error) {
 			}
 		}
 	}
-	p.mu.Lock()
-	p.release(e)
-	p.mu.Unlock()
-	e.back <- why
+	e.in = false
+	p.slots[e.slot] = nil
+	p.free = append(p.free, e.slot)
+	p.endOut(e, why)
 }
 
-// epollWait is epoll_wait with a timeout of 0 as a raw system call: it
-// never blocks, so it needs none of the runtime's bookkeeping for one
-// that may.
-func epollWait(epfd int, evs []unix.EpollEvent) (int, error) {
-	n, _, e := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&evs[0])), uintptr(len(evs)), 0, 0, 0)
-	if e != 0 {
-		return 0, e
+// endOut ends a client that is not (or no longer) in the set.
+func (p *poller) endOut(e *polled, why error) {
+	e.r.release()
+	e.ended(why)
+}
+
+// expire ends the drains whose deadline passed and sets the epoll file's
+// read deadline to the next one.
+func (p *poller) expire() {
+	if len(p.draining) == 0 {
+		return
 	}
-	return int(n), nil
+	now := time.Now()
+	var next time.Time
+	keep := p.draining[:0]
+	for _, e := range p.draining {
+		switch {
+		case !e.in:
+		case !now.Before(e.drainBy):
+			p.end(e, os.ErrDeadlineExceeded)
+		default:
+			keep = append(keep, e)
+			if next.IsZero() || e.drainBy.Before(next) {
+				next = e.drainBy
+			}
+		}
+	}
+	clear(p.draining[len(keep):])
+	p.draining = keep
+	if !next.Equal(p.until) {
+		p.until = next
+		p.ep.SetReadDeadline(next)
+	}
+}
+
+// fail ends every client with err once the set cannot be waited on.
+func (p *poller) fail(err error) {
+	p.failed = err
+	for _, e := range p.slots {
+		if e != nil && e.in {
+			p.end(e, err)
+		}
+	}
+	p.takeInbox()
+	if !p.stopping {
+		time.Sleep(time.Millisecond) // nothing parks it any more: stop spinning
+	}
+	p.mu.Lock()
+	p.done = p.stopping
+	p.mu.Unlock()
+}
+
+// rawFD is a handed-over client's socket: a descriptor of its own, out
+// of the runtime's netpoller. The poller reads it and closes it; the
+// scheduler's writes, a reply's, the leave's and the disconnect's
+// shutdown go through a reference (syscall.RawConn, as c.raw), and the
+// descriptor is closed after the last of them, so none ever acts on a
+// number the kernel gave to another socket.
+type rawFD struct {
+	fd    int
+	state atomic.Int64 // references, and fdClosing
+}
+
+const fdClosing = 1 << 62
+
+func (s *rawFD) acquire() bool {
+	for {
+		v := s.state.Load()
+		if v&fdClosing != 0 {
+			return false
+		}
+		if s.state.CompareAndSwap(v, v+1) {
+			return true
+		}
+	}
+}
+
+func (s *rawFD) release() {
+	if s.state.Add(-1) == fdClosing {
+		unix.Close(s.fd)
+	}
+}
+
+// close closes the descriptor now, or after the last reference.
+func (s *rawFD) close() {
+	if s.state.Or(fdClosing) == 0 {
+		unix.Close(s.fd)
+	}
+}
+
+func (s *rawFD) Control(f func(fd uintptr)) error {
+	if !s.acquire() {
+		return net.ErrClosed
+	}
+	f(uintptr(s.fd))
+	s.release()
+	return nil
+}
+
+// Read and Write never wait: f is called once, and a false from it (wait
+// for the socket) is EAGAIN.
+func (s *rawFD) Read(f func(fd uintptr) bool) error { return s.once(f) }
+
+func (s *rawFD) Write(f func(fd uintptr) bool) error { return s.once(f) }
+
+func (s *rawFD) once(f func(fd uintptr) bool) error {
+	if !s.acquire() {
+		return net.ErrClosed
+	}
+	ok := f(uintptr(s.fd))
+	s.release()
+	if !ok {
+		return syscall.EAGAIN
+	}
+	return nil
+}
+
+// writeBy writes all of b before deadline (the leave's, from its own
+// goroutine), waiting for room with poll(2).
+func (s *rawFD) writeBy(b []byte, deadline time.Time) (int, error) {
+	if !s.acquire() {
+		return 0, net.ErrClosed
+	}
+	defer s.release()
+	n := 0
+	for n < len(b) {
+		m, err := unix.Write(s.fd, b[n:])
+		if m > 0 {
+			n += m
+		}
+		switch {
+		case err == nil || err == unix.EINTR:
+			continue
+		case err != unix.EAGAIN:
+			return n, err
+		}
+		ms := time.Until(deadline).Milliseconds()
+		if ms <= 0 {
+			return n, os.ErrDeadlineExceeded
+		}
+		pfd := []unix.PollFd{{Fd: int32(s.fd), Events: unix.POLLOUT}}
+		if _, err := unix.Poll(pfd, int(min(ms, 1<<30))); err != nil && err != unix.EINTR {
+			return n, err
+		}
+	}
+	return n, nil
 }

@@ -3,56 +3,94 @@ package fleet
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
+
+// openFDs counts the process's open descriptors.
+func openFDs(t testing.TB) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// detach takes conn's socket out of the runtime's netpoller as
+// client.handOver does: a duplicate descriptor, and conn closed.
+func detach(t testing.TB, conn net.Conn, rc syscall.RawConn) *rawFD {
+	t.Helper()
+	nfd, derr := -1, error(nil)
+	if err := rc.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
+		t.Fatal(err, derr)
+	}
+	conn.Close()
+	return &rawFD{fd: nfd}
+}
 
 // pollPeer is one socket read by a poller in TestPoller: the bytes its
 // handle saw, and a handle that says stop once stopAt bytes came.
 type pollPeer struct {
 	snd    net.Conn
-	c      *client
 	r      *streamReader
 	got    []byte
 	stopAt int
 	e      *polled
+	why    chan error
 }
 
 func newPollPeer(t *testing.T, p *poller, stopAt int) *pollPeer {
 	snd, conn, rc := tcpPair(t)
-	pp := &pollPeer{snd: snd, c: &client{conn: conn, raw: rc}, stopAt: stopAt}
+	pp := &pollPeer{snd: snd, stopAt: stopAt, why: make(chan error, 1)}
 	pp.r = newStreamReader(conn, rc, func(b []byte) bool {
 		pp.got = append(pp.got, b...)
 		return pp.stopAt == 0 || len(pp.got) < pp.stopAt
 	})
+	fd := detach(t, conn, rc)
 	pp.r.polled = true
-	e, ok := p.add(pp.c, pp.r)
-	if !ok {
-		t.Fatal("the poller refused an open socket")
-	}
-	pp.e = e
+	pp.e = &polled{r: pp.r, fd: fd, ended: func(why error) {
+		fd.close()
+		pp.why <- why
+	}}
+	p.post(pp.e, postAdd, time.Time{})
 	return pp
 }
 
-// TestPoller: one poller reads many sockets edge-triggered, each to the
-// byte and in order whatever the sizes and timing of the writes (bytes
-// that come while it reads another socket, or while it is about to
-// park, wake it again); gives a socket back to its goroutine on request,
-// which then reads on with its deadline; ends a socket whose peer closed
-// with EOF, and one whose handle said stop with nil.
+// TestPoller: one poller reads many sockets it owns (out of the
+// runtime's netpoller) edge-triggered, each to the byte and in order
+// whatever the sizes and timing of the writes (bytes that come while it
+// reads another socket, or while it is about to park, wake it again),
+// and ends each once: EOF when its peer closed, nil when its handle said
+// stop, errDisconnected when asked (postEnd), the deadline when a drain
+// (postDrain) outlives it, EOF when the peer closes during a drain.
+// Every slot is free and every descriptor closed after.
 func TestPoller(t *testing.T) {
+	fds := openFDs(t)
 	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { p.run(); close(done) }()
-	defer func() { p.stop(); <-done }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			p.stop()
+			<-done
+		}
+	}()
 
 	const peers = 12
 	var pp []*pollPeer
@@ -90,105 +128,185 @@ func TestPoller(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	checkEnd := func(x *pollPeer, want error) {
+		t.Helper()
+		select {
+		case err := <-x.why:
+			if !errors.Is(err, want) {
+				t.Errorf("ended with %v, want %v", err, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the poller never ended the socket")
+		}
+	}
 	// Peer 0's handle stops half-way through its bytes; peer 1's sender
-	// closes; peer 2 is asked back, then gets more bytes, read by its
-	// goroutine.
+	// closes; peer 2 is disconnected; peer 3 drains past its deadline;
+	// peer 4 drains until its sender closes.
 	for k := range 10 {
 		b := bytes.Repeat([]byte{byte(k)}, 10000)
 		want[0] = append(want[0], b...)
 		pp[0].snd.Write(b)
 	}
-	pp[1].snd.Close()
-	checkEnd := func(x *pollPeer, want error) {
-		t.Helper()
-		select {
-		case err := <-x.e.back:
-			if err != want {
-				t.Errorf("ended with %v, want %v", err, want)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the poller never gave the socket back")
-		}
-	}
 	checkEnd(pp[0], nil)
-	checkEnd(pp[1], io.EOF)
-	if !bytes.Equal(pp[1].got, want[1]) {
-		t.Errorf("peer 1 got %d bytes, want %d (or different ones)", len(pp[1].got), len(want[1]))
-	}
 	if len(pp[0].got) < pp[0].stopAt || !bytes.Equal(pp[0].got, want[0][:len(pp[0].got)]) {
 		t.Errorf("peer 0 got %d bytes, want at least %d of its %d", len(pp[0].got), pp[0].stopAt, len(want[0]))
 	}
-	p.giveBack(pp[2].e)
-	checkEnd(pp[2], errResume)
-	pp[2].r.polled = false
-	pp[2].snd.Write([]byte("after"))
-	want[2] = append(want[2], "after"...)
-	pp[2].c.conn.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-	if err := pp[2].r.run(); !isTimeout(err) || len(pp[2].got) != len(want[2]) {
-		t.Fatalf("peer 2 read on by its goroutine: %v after %d of %d bytes", err, len(pp[2].got), len(want[2]))
+	pp[1].snd.Close()
+	checkEnd(pp[1], io.EOF)
+	p.post(pp[2].e, postEnd, time.Time{})
+	checkEnd(pp[2], errDisconnected)
+	p.post(pp[3].e, postDrain, time.Now().Add(50*time.Millisecond))
+	checkEnd(pp[3], os.ErrDeadlineExceeded)
+	p.post(pp[4].e, postDrain, time.Now().Add(time.Hour))
+	pp[4].snd.Write([]byte("last"))
+	want[4] = append(want[4], "last"...)
+	pp[4].snd.Close()
+	checkEnd(pp[4], io.EOF)
+	// A second end of an ended client is ignored.
+	p.post(pp[2].e, postEnd, time.Time{})
+	for i := 1; i < 5; i++ {
+		if i != 1 && i != 4 {
+			continue
+		}
+		if !bytes.Equal(pp[i].got, want[i]) {
+			t.Errorf("peer %d got %d bytes, want %d (or different ones)", i, len(pp[i].got), len(want[i]))
+		}
 	}
 	// The others: every byte, in order, and nothing more; then each
 	// ends with EOF once its sender closes.
-	for i := 3; i < peers; i++ {
+	for i := 5; i < peers; i++ {
 		pp[i].snd.Close()
 		checkEnd(pp[i], io.EOF)
 		if !bytes.Equal(pp[i].got, want[i]) {
 			t.Errorf("peer %d got %d bytes, want %d (or different ones)", i, len(pp[i].got), len(want[i]))
 		}
 	}
-	if !bytes.Equal(pp[2].got, want[2]) {
-		t.Errorf("peer 2 got %d bytes, want %d (or different ones)", len(pp[2].got), len(want[2]))
+	for _, x := range pp {
+		x.snd.Close()
 	}
+	p.stop()
+	<-done
+	stopped = true
 	if n := p.handed.Load(); n != peers {
 		t.Errorf("%d sockets handed over, want %d", n, peers)
 	}
 	if len(p.free) != peers {
 		t.Errorf("%d free slots after every socket ended, want %d", len(p.free), peers)
 	}
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after, %d before", n, fds)
+	}
 }
 
-// TestPollerClosedSocket: a socket closed before it is handed over is
-// refused (its goroutine reads on and sees the close).
-func TestPollerClosedSocket(t *testing.T) {
+// TestPollerRefused: a descriptor epoll cannot watch (a regular file) is
+// ended at once with the error, and closed.
+func TestPollerRefused(t *testing.T) {
+	fds := openFDs(t)
 	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { p.run(); close(done) }()
-	defer func() { p.stop(); <-done }()
-	_, conn, rc := tcpPair(t)
-	conn.Close()
-	r := newStreamReader(conn, rc, func([]byte) bool { return true })
-	if _, ok := p.add(&client{conn: conn, raw: rc}, r); ok {
-		t.Fatal("a closed socket was handed over")
+	f, err := os.Open("/proc/self/stat")
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := r.run(); err == nil || err == errYield {
-		t.Errorf("reading the closed socket: %v", err)
+	nfd, err := unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := &rawFD{fd: nfd}
+	why := make(chan error, 1)
+	r := newStreamReader(nil, nil, func([]byte) bool { return true })
+	p.post(&polled{r: r, fd: fd, ended: func(err error) { fd.close(); why <- err }}, postAdd, time.Time{})
+	if err := <-why; !errors.Is(err, unix.EPERM) {
+		t.Errorf("a regular file: %v, want EPERM", err)
+	}
+	p.stop()
+	<-done
+	if n := openFDs(t); n != fds {
+		t.Errorf("%d descriptors open after, %d before", n, fds)
 	}
 }
 
-// TestFleetPolled: a fleet's logged-in TCP clients are read by their
-// schedulers' pollers, with every delivery counted and none lost, and
-// leave at the end through their goroutines (the run ends).
+// TestRawFDClose: the descriptor closes after the last reference, never
+// under one, and refuses new ones once closing.
+func TestRawFDClose(t *testing.T) {
+	nfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := &rawFD{fd: nfd}
+	open := func() bool { _, err := unix.FcntlInt(uintptr(nfd), unix.F_GETFD, 0); return err == nil }
+	if !fd.acquire() {
+		t.Fatal("refused before close")
+	}
+	fd.close()
+	if !open() {
+		t.Fatal("closed under a reference")
+	}
+	if err := fd.Control(func(uintptr) {}); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("Control while closing: %v", err)
+	}
+	fd.release()
+	if open() {
+		t.Error("still open after the last reference")
+	}
+}
+
+// TestFleetPolled: a fleet's logged-in TCP clients are owned by their
+// schedulers' pollers, with no goroutine of their own while they play,
+// every delivery counted and none lost; they leave through their
+// pollers, and every descriptor is closed after the run.
 func TestFleetPolled(t *testing.T) {
+	const n = 16
 	c := testConfig(t)
-	c.Clients = 6
+	c.Clients = n
 	c.Loop = "100ms,300ms"
-	c.Duration = time.Second
+	c.Duration = 0 // until the goroutines are counted
+	fds := openFDs(t)
+	goroutines := runtime.NumGoroutine()
 	f, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := f.Run(context.Background())
-	if err != nil {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var s Summary
+	ran := make(chan error, 1)
+	go func() {
+		var err error
+		s, err = f.Run(ctx)
+		ran <- err
+	}()
+	// Every client handed over and no goroutine per client: the count
+	// is a fixed few (schedulers, pollers, the fleet's own) however many
+	// clients play.
+	var more int
+	for tick := time.NewTicker(10 * time.Millisecond); ; <-tick.C {
+		// The logins' count (atomic, after the pollers were made) orders
+		// the read of the schedulers' pollers after their start.
+		if more = runtime.NumGoroutine() - goroutines; f.stats.loggedIn.Load() == n && pollerHanded(f) == n && more < n/2 {
+			break
+		}
+		select {
+		case err := <-ran:
+			t.Fatalf("the run ended (%v) before the pollers held every client with few goroutines: %d goroutines more", err, more)
+		default:
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // a few loops of the script
+	cancel()
+	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
-	if handed := pollerHanded(f); handed != 6 {
-		t.Errorf("%d clients handed to the pollers, want 6", handed)
-	}
-	if d := s.Deliveries; s.LoginsSucceeded != 6 || d.Expected != 5*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 {
+	if d := s.Deliveries; s.LoginsSucceeded != n || d.Expected != (n-1)*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 || s.MessagesSent == 0 {
 		t.Errorf("logins %d, deliveries %+v for %d sent", s.LoginsSucceeded, d, s.MessagesSent)
+	}
+	if after := openFDs(t); after != fds {
+		t.Errorf("%d descriptors open after the run, %d before", after, fds)
 	}
 }
 
@@ -241,11 +359,9 @@ func BenchmarkReadPath(b *testing.B) {
 				r := newStreamReader(conn, rc, handle)
 				if p != nil {
 					r.polled = true
-					e, ok := p.add(&client{conn: conn, raw: rc}, r)
-					if !ok {
-						b.Fatal("refused")
-					}
-					wg.Go(func() { <-e.back })
+					fd := detach(b, conn, rc)
+					wg.Add(1)
+					p.post(&polled{r: r, fd: fd, ended: func(error) { fd.close(); wg.Done() }}, postAdd, time.Time{})
 				} else {
 					wg.Go(func() { r.run() })
 				}

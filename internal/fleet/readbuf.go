@@ -86,9 +86,10 @@ type streamReader struct {
 	err    error
 	fn     func(fd uintptr) bool
 	// canYield, when set, says the client may go to its scheduler's
-	// poller (poll.go): a read that empties the socket then ends run with
-	// errYield instead of parking. polled says a poller reads it now;
-	// parked, that the last read emptied the socket (either way).
+	// poller (poll.go): the read that finds it so then ends run with
+	// errYield instead of going on or parking. polled says a poller reads
+	// it now; parked, that the last read emptied the socket (either way),
+	// or ended so that the client be handed over.
 	canYield func() bool
 	polled   bool
 	parked   bool
@@ -136,6 +137,10 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true
 			}
 			r.adapt(n)
+			if r.canYield != nil && r.canYield() {
+				r.parked = true // hand over now (the login just ended): the poller reads what is left
+				return true
+			}
 			if full || left != 0 || r.toEnd {
 				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
