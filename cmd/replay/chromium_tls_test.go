@@ -126,7 +126,7 @@ func TestChromiumWSS(t *testing.T) {
 		}
 		res := replay(t, "--profile", prof, "--capture", capPath, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", secure), "--tls-ca", pki.ca,
 			"--clients", "20", "--senders", "4", "--room-size", "20", "--loop", loop[1],
-			"--login-interval", "10ms", "--login-timeout", "30s", "--duration", "4s", "--drain-deliveries", "20s")
+			"--login-interval", "10ms", "--login-timeout", "30s", "--after-logins", "3s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		s, app := res.sum, wsChatSettled(t, plain)
 		if s.LoginsSucceeded != 20 || s.MessagesSent == 0 || s.MessagesReceived == 0 {

@@ -360,7 +360,7 @@ func TestHTTPSteps(t *testing.T) {
 	t.Run("200 clients", func(t *testing.T) {
 		srv.reset()
 		res := replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "200", "--senders", "10",
-			"--room-size", "50", "--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--duration", "3s", "--drain-deliveries", "20s")
+			"--room-size", "50", "--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		s := res.sum
 		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
@@ -395,7 +395,7 @@ kinds:`, 1)
 			t.Fatal(err)
 		}
 		res := replay(t, "--profile", path, "--capture", capPath, "--target", api, "--clients", "20", "--senders", "4",
-			"--loop", loop[1], "--login-interval", "2ms", "--duration", "2s", "--drain-deliveries", "20s")
+			"--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "1500ms", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		issued, _, joins, _, chats, _, up := srv.counts()
 		if res.sum.LoginsSucceeded != 20 || issued != 20 || joins != 20 || up[srv.gameAddr] != 20 || chats != res.sum.MessagesSent {
@@ -442,7 +442,7 @@ kinds:`, 1)
 				t.Parallel()
 				start := time.Now()
 				res := replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "5",
-					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--duration", "3s")
+					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--after-logins", "500ms")
 				if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
 					t.Errorf("%s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.user, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
 				}

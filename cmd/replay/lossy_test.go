@@ -126,7 +126,7 @@ func TestUDPLoginsSurviveLoss(t *testing.T) {
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", px.addr(), "--transport", "udp", "--clients", fmt.Sprint(clients),
 		"--room-size", "8", "--loop", "200ms,300ms", "--login-interval", "20ms", "--login-timeout", "10s",
-		"--duration", "6s")
+		"--after-logins", "5s")
 	// Loss far past --max-loss: the run fails, saying how much was lost.
 	if res.code != 1 || !strings.Contains(lastLine(res.stderr), "deliveries owed were lost") {
 		t.Errorf("exit %d, last line %q; want 1 and the loss", res.code, lastLine(res.stderr))

@@ -74,7 +74,7 @@ func TestMQTTRefusedByReason(t *testing.T) {
 			capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", open), py, client, "LISTEN_PORT", "tcp", "3", "alice", tc.password, tc.version)
 			const clients = 20
 			res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", auth),
-				"--clients", fmt.Sprint(clients), "--login-interval", "2ms", "--duration", "2s")
+				"--clients", fmt.Sprint(clients), "--login-interval", "2ms", "--after-logins", "500ms")
 			s := res.sum
 			if tc.refused == "" {
 				mustOK(t, res)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,11 +60,18 @@ func TestPortExhaustionNetns(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := newNetns(t, ports)
-			testproc.StartCmd(t, ns.cmd(bins["relay"], "--listen", "127.0.0.1:7400", "--metrics", ""))
-			time.Sleep(300 * time.Millisecond)
+			relay := testproc.StartCmd(t, ns.cmd(bins["relay"], "--listen", "127.0.0.1:7400", "--metrics", ""))
+			// The relay's listening line, not a fixed sleep: a starved
+			// relay that had not bound yet refused every login.
+			ctx, cancel := context.WithTimeout(context.Background(), testproc.RelayStartTimeout)
+			_, err := relay.WaitOutput(ctx, relay.Stdout, regexp.MustCompile(`(?m)^listening tcp=`))
+			cancel()
+			if err != nil {
+				t.Fatalf("relay in netns did not start: %v\n%s", err, relay.Stderr.String())
+			}
 			sumPath := filepath.Join(t.TempDir(), "summary.json")
 			args := []string{"--capture", path, "--target", "127.0.0.1:7400", "--clients", fmt.Sprint(clients), "--receive-only",
-				"--login-interval", "1ms", "--duration", "3s", "--metrics", "", "--summary", sumPath}
+				"--login-interval", "1ms", "--after-logins", "500ms", "--metrics", "", "--summary", sumPath}
 			if tt.sourceIPs != "" {
 				args = append(args, "--source-ips", tt.sourceIPs)
 			}

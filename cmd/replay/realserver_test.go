@@ -350,7 +350,7 @@ func TestMQTTMosquitto(t *testing.T) {
 			recv0, sent0, own0 := mon.settled(t)
 			mon.resetPeak()
 			res := replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
-				"--clients", "200", "--senders", "10", "--loop", loop[1], "--login-interval", "2ms", "--duration", "6s",
+				"--clients", "200", "--senders", "10", "--loop", loop[1], "--login-interval", "2ms", "--after-logins", "5s",
 				// Every delivery in flight is awaited: on a loaded machine
 				// mosquitto's backlog outlasted the default 2 s drain.
 				"--drain-deliveries", "30s")
@@ -378,7 +378,7 @@ func TestMQTTMosquitto(t *testing.T) {
 			// (PINGREQ) only.
 			recv0, _, _ = mon.settled(t)
 			res = replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
-				"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--duration", "3s")
+				"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--after-logins", "2s")
 			mustOK(t, res)
 			s = res.sum
 			recv1, _, _ = mon.settled(t)
@@ -390,7 +390,7 @@ func TestMQTTMosquitto(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", tcp), py, client, "LISTEN_PORT", "tcp", "3")
 		res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", authPort),
-			"--clients", "20", "--login-interval", "2ms", "--duration", "2s")
+			"--clients", "20", "--login-interval", "2ms", "--after-logins", "500ms")
 		// Every login refused: the run says so and fails.
 		if res.sum.LoginsFailed["not_authorized"] != 20 || res.sum.LoginsSucceeded != 0 {
 			t.Fatalf("refused logins by reason %v, succeeded %d (exit %d)\n%s%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, res.stdout, res.stderr)

@@ -243,7 +243,7 @@ func TestTLSMosquitto(t *testing.T) {
 		{"tls port", []string{"--target", target}, "tls_required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--profile", "mqtt", "--capture", capPath, "--clients", "3", "--login-interval", "10ms", "--duration", "2s", "--login-timeout", "3s"}, tc.args...)
+			args := append([]string{"--profile", "mqtt", "--capture", capPath, "--clients", "3", "--login-interval", "10ms", "--after-logins", "500ms", "--login-timeout", "3s"}, tc.args...)
 			res := replay(t, args...)
 			lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
 			last := lines[len(lines)-1]
@@ -312,7 +312,7 @@ func TestTLSNATS(t *testing.T) {
 
 	t.Run("plaintext", func(t *testing.T) {
 		res := replay(t, "--profile", "nats", "--capture", capPath, "--target", target,
-			"--clients", "3", "--login-interval", "10ms", "--duration", "2s")
+			"--clients", "3", "--login-interval", "10ms", "--after-logins", "500ms")
 		// nats-server's INFO said tls_required, and it reads a handshake
 		// next: it closes on the plaintext CONNECT.
 		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
@@ -361,7 +361,7 @@ func TestTLSWebSocket(t *testing.T) {
 
 	t.Run("not tls", func(t *testing.T) {
 		res := replay(t, "--profile", prof, "--capture", capPath, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", plain), "--tls-ca", pki.ca,
-			"--clients", "3", "--login-interval", "10ms", "--duration", "2s")
+			"--clients", "3", "--login-interval", "10ms", "--after-logins", "500ms")
 		lines := strings.Split(strings.TrimSpace(res.stderr), "\n")
 		if last := lines[len(lines)-1]; res.code == 0 || !strings.Contains(last, "tls_required") || !strings.Contains(last, `"HTTP/`) {
 			t.Fatalf("exit %d, last line %q\n%s", res.code, last, res.stderr)

@@ -64,7 +64,7 @@ func TestReplayTLSCapture(t *testing.T) {
 		t.Fatalf("without keys: exit %d, stderr %q", res.code, res.stderr)
 	}
 	res = replay(t, "--capture", tlsCapture, "--tls-keylog", tlsKeys, "--target", r.TCP, "--clients", "4",
-		"--login-interval", "10ms", "--duration", "3s", "--heartbeat", "0")
+		"--login-interval", "10ms", "--after-logins", "3s", "--heartbeat", "0")
 	mustOK(t, res)
 	s := res.sum
 	if s.LoginsSucceeded != 4 || s.MessagesSent != 4*9 {

@@ -52,7 +52,7 @@ func TestWSDeflate(t *testing.T) {
 			}
 			res := replay(t, append([]string{"--profile", prof, "--capture", capPath, "--target", target,
 				"--clients", strconv.Itoa(tc.clients), "--senders", "10", "--room-size", "50", "--loop", loop[1],
-				"--login-interval", "5ms", "--login-timeout", "30s", "--duration", "3s", "--drain-deliveries", "20s"}, tc.args...)...)
+				"--login-interval", "5ms", "--login-timeout", "30s", "--after-logins", "2s", "--drain-deliveries", "20s"}, tc.args...)...)
 			mustOK(t, res)
 			s, app := res.sum, wsChatSettled(t, port)
 			if s.LoginsSucceeded != int64(tc.clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 || s.MessagesReceived == 0 {
