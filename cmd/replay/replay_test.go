@@ -194,15 +194,16 @@ func mustOK(t *testing.T, r result) {
 // every client joins before the first send and leaves after the last
 // delivery, so deliveries are exact.
 //
-// The script ends at 315 ms; the 3 s run is margin for a fleet whose
-// schedule runs late on a loaded host (lag p99 1.1 s seen at load 20
+// The script ends at 315 ms; the run ends 2 s after the last login (not
+// at a fixed time, which a slow login on a loaded host eats into): margin
+// for a fleet whose schedule runs late (lag p99 1.1 s seen at load 20
 // under -race, which cut the last sends off a 1.2 s run).
 func TestNNExactDeliveries(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
-		"--login-interval", "10ms", "--duration", "3s", "--heartbeat", "0")
+		"--login-interval", "10ms", "--after-logins", "2s", "--heartbeat", "0")
 	mustOK(t, res)
 	s := res.sum
 	const m = 3
@@ -221,14 +222,15 @@ func TestNNExactDeliveries(t *testing.T) {
 	goldenAnswer(t, "held", answerCard(res.stdout, false))
 }
 
-// Test1N: 2 senders and 4 receivers in one room of 6 (3 s for a 315 ms
-// script: margin for a late schedule, as in TestNNExactDeliveries).
+// Test1N: 2 senders and 4 receivers in one room of 6 (2 s after the
+// logins for a 315 ms script: margin for a late schedule, as in
+// TestNNExactDeliveries).
 func Test1N(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "6", "--senders", "2",
-		"--login-interval", "10ms", "--duration", "3s", "--heartbeat", "0")
+		"--login-interval", "10ms", "--after-logins", "2s", "--heartbeat", "0")
 	mustOK(t, res)
 	s := res.sum
 	const m = 6
@@ -306,13 +308,14 @@ func TestReceiveOnly(t *testing.T) {
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "3", "--receive-only", "--heartbeat", "200ms",
-		"--login-interval", "10ms", "--duration", "1100ms")
+		"--login-interval", "10ms", "--after-logins", "1s")
 	mustOK(t, res)
 	fs := res.sum.FramesSent
 	if fs["send"] != 0 || fs["join"] != 3 || fs["leave"] != 3 {
 		t.Errorf("frames sent %v: want 3 joins, 3 leaves, no sends", fs)
 	}
-	// Each client: heartbeats at 200, 400, ... ms after its join.
+	// Each client: heartbeats at 200, 400, ... ms after its join, for the
+	// second after the last join (the first joined 20 ms earlier).
 	if hb := fs["heartbeat"]; hb < 3*4 || hb > 3*5 {
 		t.Errorf("%d heartbeats, want 4 or 5 per client", hb)
 	}
@@ -332,7 +335,7 @@ func TestRoomFull(t *testing.T) {
 	r := startRelay(t, "--max-room-members", "3")
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "5", "--receive-only",
-		"--login-interval", "10ms", "--duration", "600ms")
+		"--login-interval", "10ms", "--after-logins", "200ms")
 	mustOK(t, res)
 	s := res.sum
 	if s.LoginAttempts != 5 || s.LoginsSucceeded != 3 || s.LoginsFailed["room_full"] != 2 || s.PeakLoggedIn != 3 {

@@ -137,7 +137,7 @@ func TestShardsMatchOneProcess(t *testing.T) {
 	// room, in by 160 ms, has joined even on a busy host): the counts are
 	// the same however the fleet is split.
 	run := []string{"--capture", path, "--target", target, "--clients", "80", "--room-size", "8", "--speed", "0.25",
-		"--login-interval", "2ms", "--duration", "3s", "--heartbeat", "0", "--metrics", "", "--log-level", "debug"}
+		"--login-interval", "2ms", "--after-logins", "2500ms", "--heartbeat", "0", "--metrics", "", "--log-level", "debug"}
 
 	one := filepath.Join(dir, "one.json")
 	out, err := sn.cmd(sn.hosts[shards], bins["replay"], append(run, "--summary", one)...).CombinedOutput()
@@ -331,7 +331,7 @@ func TestMergeFromPodLogs(t *testing.T) {
 	cmds := make([]*exec.Cmd, 2)
 	for i := range cmds {
 		cmds[i] = exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
-			"--login-interval", "10ms", "--duration", "1500ms", "--heartbeat", "0", "--metrics", "",
+			"--login-interval", "10ms", "--after-logins", "1s", "--heartbeat", "0", "--metrics", "",
 			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
 	}
 	// stdout and stderr in one stream, as a pod's log
