@@ -170,16 +170,19 @@ func TestSocketIO(t *testing.T) {
 		drainedBefore(t, res)
 		s := res.sum
 		app := settledStats(t, port)
-		if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 {
+		late := loginTimeoutsOnlyIfStarved(t, s)
+		if s.LoginsSucceeded+late != 200 || s.MessagesSent == 0 {
 			t.Fatalf("logins %d failed %v sent %d; the app's disconnects %v\n%s", s.LoginsSucceeded, s.LoginsFailed, s.MessagesSent, app.Disconnects, res.stdout)
 		}
 		// A client cut before the last login was never there at once
-		// with all the others.
+		// with all the others; one whose login ran out of time may have
+		// reached the app, or not.
 		cut := sioCutOnlyIfStarved(t, s, app)
-		if app.Users != 200 || int64(app.Peak)+cut < 200 || app.Peak > 200 || app.Joins != 200 {
-			t.Errorf("the app saw %d distinct users, %d at once, %d joins, disconnects %v (%d cut); want 200, 200 less the cut, 200", app.Users, app.Peak, app.Joins, app.Disconnects, cut)
+		ok := int64(app.Users) >= s.LoginsSucceeded && app.Users <= 200 && int64(app.Joins) >= s.LoginsSucceeded && app.Joins <= 200
+		if !ok || int64(app.Peak)+cut+late < 200 || app.Peak > 200 || late == 0 && (app.Users != 200 || app.Joins != 200) {
+			t.Errorf("the app saw %d distinct users, %d at once, %d joins, disconnects %v (%d cut, %d logins late); want 200, 200 less the cut, 200", app.Users, app.Peak, app.Joins, app.Disconnects, cut, late)
 		}
-		if cut == 0 && (!within(float64(app.Chats), float64(s.MessagesSent), 1) || !within(float64(app.Delivered), float64(s.MessagesReceived), 1)) {
+		if cut == 0 && late == 0 && (!within(float64(app.Chats), float64(s.MessagesSent), 1) || !within(float64(app.Delivered), float64(s.MessagesReceived), 1)) {
 			t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want within 1%%)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
 		}
 		if s.LatencyMS.P50 <= 0 || s.LatencyMS.P99 <= 0 || s.FramesSent["pong"] == 0 {
@@ -196,11 +199,12 @@ func TestSocketIO(t *testing.T) {
 		mustOK(t, res)
 		s := res.sum
 		app := settledStats(t, port)
-		if s.LoginsSucceeded != 200 || s.MessagesSent != 0 || app.Chats != 0 || s.FramesSent["pong"] == 0 {
+		late := loginTimeoutsOnlyIfStarved(t, s)
+		if s.LoginsSucceeded+late != 200 || s.MessagesSent != 0 || app.Chats != 0 || s.FramesSent["pong"] == 0 {
 			t.Fatalf("logins %d sent %d, app chats %d, frames %v", s.LoginsSucceeded, s.MessagesSent, app.Chats, s.FramesSent)
 		}
 		cut := sioCutOnlyIfStarved(t, s, app)
-		if app.Users != 200 || int64(app.Peak)+cut < 200 || app.Peak > 200 {
+		if int64(app.Users) < s.LoginsSucceeded || app.Users > 200 || late == 0 && app.Users != 200 || int64(app.Peak)+cut+late < 200 || app.Peak > 200 {
 			t.Errorf("the app saw %d distinct users, %d at once, disconnects %v", app.Users, app.Peak, app.Disconnects)
 		}
 	})
@@ -272,16 +276,17 @@ func sioMsgpack(t *testing.T, node string) {
 	mustOK(t, res)
 	s := res.sum
 	app := settledStats(t, port)
-	if s.LoginsSucceeded != 200 || len(s.LoginsFailed) != 0 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
+	late := loginTimeoutsOnlyIfStarved(t, s)
+	if s.LoginsSucceeded+late != 200 || s.MessagesSent == 0 || s.FramesSent["pong"] == 0 {
 		t.Fatalf("logins %d failed %v sent %d frames %v; the app %+v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.MessagesSent, s.FramesSent, app, res.stdout, res.stderr)
 	}
 	cut := sioCutOnlyIfStarved(t, s, app)
-	if app.Users != 200 || app.Joins != 200 || app.Disconnects["parse error"] != 0 {
-		t.Errorf("the app saw %d users, %d joins, disconnects %v; want 200, 200, none for a packet", app.Users, app.Joins, app.Disconnects)
+	if int64(app.Users) < s.LoginsSucceeded || int64(app.Joins) < s.LoginsSucceeded || late == 0 && (app.Users != 200 || app.Joins != 200) || app.Disconnects["parse error"] != 0 {
+		t.Errorf("the app saw %d users, %d joins, disconnects %v; want 200, 200 (%d logins late), none for a packet", app.Users, app.Joins, app.Disconnects, late)
 	}
 	// A cut client's sends after the cut reach no one: the counts match
 	// when no client was cut.
-	if cut == 0 && (app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived) {
+	if cut == 0 && late == 0 && (app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived) {
 		t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want equal)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
 	}
 	t.Logf("socket.io msgpack: 200 clients, fleet sent %d received %d; app chats %d delivered %d users %d; frames %v",
@@ -506,8 +511,14 @@ func sioDirect(t *testing.T, node string, port int) {
 func sioCutOnlyIfStarved(t *testing.T, s fleet.Summary, app sioStats) int64 {
 	t.Helper()
 	cut := cutOnlyIfStarved(t, s, "closed_by_server", "no_reply_ping")
-	if app.Disconnects["ping timeout"] != cut {
-		t.Errorf("the app cut %d clients for a ping timeout, the fleet lost %d (%v)", app.Disconnects["ping timeout"], cut, s.Disconnects)
+	// Every client the fleet lost mid-run is one the app cut for a ping
+	// timeout. The app may have cut more: a starved fleet reads a close
+	// that comes during its stop as part of the leave, not as a
+	// disconnect (the app cut 91 at load 29, the fleet counted 40). On a
+	// host with CPU to spare, none.
+	starved := s.Saturation["fleet"]+s.Saturation["host_busy"] > 0
+	if pt := int64(app.Disconnects["ping timeout"]); pt < cut || pt > cut && !starved {
+		t.Errorf("the app cut %d clients for a ping timeout, the fleet lost %d (%v) with saturation %v", pt, cut, s.Disconnects, s.Saturation)
 	}
 	return cut
 }
