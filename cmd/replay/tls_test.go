@@ -407,6 +407,13 @@ type wsChatStats struct {
 	Deflated  int   `json:"deflated"`
 	Refused   int   `json:"refused"`
 	Errors    int   `json:"errors"`
+	// cookie mode's (server.js cookie)
+	Logins    int `json:"logins"`
+	Me        int `json:"me"`
+	Upgrades  int `json:"upgrades"`
+	NoCookie  int `json:"no_cookie"`
+	DupCookie int `json:"dup_cookie"`
+	WrongUser int `json:"wrong_user"`
 }
 
 // wsChatSettled waits until the server holds no connection and returns

@@ -60,15 +60,21 @@ func sessionGroups(links []Link) []sessionGroup {
 		if !slices.Contains(g.http, l.From) {
 			g.http = append(g.http, l.From)
 		}
-		if !slices.Contains(g.realtime, l.To) {
-			g.realtime = append(g.realtime, l.To)
+		to := &g.realtime
+		if l.ToHTTP { // a cookie sent in a later request
+			to = &g.http
+		}
+		if !slices.Contains(*to, l.To) {
+			*to = append(*to, l.To)
 		}
 	}
 	for i := range out {
 		slices.Sort(out[i].http)
 		slices.Sort(out[i].realtime)
 	}
-	return out
+	// Requests only (a cookie sent from one request to the next): no
+	// connection to play them before.
+	return slices.DeleteFunc(out, func(g sessionGroup) bool { return len(g.realtime) == 0 })
 }
 
 // String is "flows 0, 1".
@@ -155,7 +161,7 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			// or that name where it connected (the first such is the
 			// connect address).
 			for _, l := range g.links {
-				if l.From != fi || l.Exchange != e.Method+" "+e.Target {
+				if l.From != fi || l.Exchange != e.Method+" "+e.Target || l.Cookie != "" { // the jar carries cookies
 					continue
 				}
 				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}

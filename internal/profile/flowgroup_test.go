@@ -152,3 +152,49 @@ func TestLobbyAddress(t *testing.T) {
 		}
 	}
 }
+
+// TestCookieLinks: a cookie a login's answer set, sent by a later
+// request and by the upgrade (in their Cookie headers), links the three
+// flows into one client: the later request is an HTTP flow of the group
+// (a step, not a connection to play), no take is made for the cookie
+// (the client's jar carries it), and requests linked to requests only
+// make no group.
+func TestCookieLinks(t *testing.T) {
+	login := HTTPExchange{Method: "POST", Target: "/login", Status: 200, SetCookies: [][2]string{{"sid", "c0ffee12"}, {"theme", "dark"}, {"x", "1"}}}
+	me := HTTPExchange{Method: "GET", Target: "/me", Header: [][2]string{{"Cookie", "sid=c0ffee12; theme=dark"}}, Status: 200}
+	flows := []FlowData{
+		{Index: 0, Client: "10.0.0.1:5", HTTP: []HTTPExchange{login}},
+		{Index: 1, Client: "10.0.0.1:6", HTTP: []HTTPExchange{me}},
+		{Index: 2, Client: "10.0.0.1:7", Upgrade: []byte("GET /chat HTTP/1.1\r\nHost: x\r\nCookie: theme=dark; sid=c0ffee12\r\n\r\n")},
+		{Index: 3, Client: "10.0.0.2:7", Upgrade: []byte("GET /chat HTTP/1.1\r\nCookie: sid=c0ffee12\r\n\r\n")}, // another host
+	}
+	links := Links(flows)
+	var got []string
+	for _, l := range links {
+		got = append(got, l.String()+"; take: "+l.Take())
+	}
+	want := []string{
+		`the cookie sid="c0ffee12" set in flow 0's answer (POST /login) is sent in flow 1's request header Cookie (GET /me); take: none, each client's cookie jar carries it`,
+		`the cookie sid="c0ffee12" set in flow 0's answer (POST /login) is sent in flow 2's upgrade header Cookie; take: none, each client's cookie jar carries it`,
+		`the cookie theme="dark" set in flow 0's answer (POST /login) is sent in flow 1's request header Cookie (GET /me); take: none, each client's cookie jar carries it`,
+		`the cookie theme="dark" set in flow 0's answer (POST /login) is sent in flow 2's upgrade header Cookie; take: none, each client's cookie jar carries it`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("links:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	g := sessionGroups(links)
+	if len(g) != 1 || !reflect.DeepEqual(g[0].http, []int{0, 1}) || !reflect.DeepEqual(g[0].realtime, []int{2}) {
+		t.Fatalf("groups %+v; want http 0, 1 and realtime 2", g)
+	}
+	byIndex := map[int]FlowData{0: flows[0], 1: flows[1], 2: flows[2]}
+	steps, _, err := recordedSteps(g[0], byIndex, nil, recordedIdentity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 2 || len(steps[0].Take) != 0 || len(steps[1].Take) != 0 || steps[1].Headers["Cookie"] != "sid=c0ffee12; theme=dark" {
+		t.Errorf("steps %+v; want login and me, no take, me's recorded Cookie (the jar replaces its pairs)", steps)
+	}
+	if g := sessionGroups(Links(flows[:2])); len(g) != 0 {
+		t.Errorf("requests alone made groups %+v", g)
+	}
+}

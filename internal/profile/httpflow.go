@@ -30,6 +30,8 @@ type HTTPExchange struct {
 	Status      int
 	ContentType string
 	Body        []byte
+	// SetCookies are the cookies the answer set (name and value).
+	SetCookies [][2]string
 }
 
 // String is "POST /matchmake/joinOrCreate/chat -> 200 (application/json, 245 bytes)".
@@ -99,6 +101,7 @@ func HTTPExchanges(r Recording) []HTTPExchange {
 				e.Status, _ = strconv.Atoi(string(f[1]))
 			}
 			e.ContentType = string(headerValue(hdr[1:], "Content-Type"))
+			e.SetCookies = setCookies(hdr[1:])
 		}
 		out = append(out, e)
 		if !ok {
@@ -152,8 +155,26 @@ func httpMessage(b []byte) (head [][]byte, body, rest []byte, ok bool) {
 	return head, rest[:n], rest[n:], true
 }
 
+// setCookies are the name and value of each Set-Cookie header (bounded).
+func setCookies(lines [][]byte) [][2]string {
+	var out [][2]string
+	for _, l := range lines {
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if !ok || !bytes.EqualFold(bytes.TrimSpace(k), []byte("Set-Cookie")) || len(out) == maxLinks {
+			continue
+		}
+		pair, _, _ := bytes.Cut(v, []byte(";"))
+		if name, value, ok := bytes.Cut(bytes.TrimSpace(pair), []byte("=")); ok && len(name) > 0 {
+			out = append(out, [2]string{string(name), string(value)})
+		}
+	}
+	return out
+}
+
 // Link is a value one flow's HTTP answer handed out that a later flow
-// sends: what an http step's take reproduces.
+// sends: what an http step's take reproduces, or a cookie the answer set
+// that a later flow's Cookie header carries (the client's cookie jar
+// carries it: no take).
 type Link struct {
 	From     int    `json:"from"`      // the HTTP flow
 	Exchange string `json:"exchange"`  // its request, "POST /matchmake/..."
@@ -164,9 +185,16 @@ type Link struct {
 	// Recorded is a regexp that finds the value where the later flow
 	// carries it (take.recorded).
 	Recorded string `json:"recorded"`
+	// Cookie names the cookie, for a link by a cookie.
+	Cookie string `json:"cookie,omitempty"`
+	// ToHTTP: the later flow is an HTTP flow too (a cookie link's).
+	ToHTTP bool `json:"to_http,omitempty"`
 }
 
 func (l Link) String() string {
+	if l.Cookie != "" {
+		return fmt.Sprintf("the cookie %s=%q set in flow %d's answer (%s) is sent in flow %d's %s", l.Cookie, l.Value, l.From, l.Exchange, l.To, l.Where)
+	}
 	if l.Addr() {
 		return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is where flow %d connected (its %s)", l.Value, l.From, l.Exchange, l.Path, l.To, strings.TrimPrefix(l.Where, whereConnect))
 	}
@@ -176,6 +204,9 @@ func (l Link) String() string {
 // Take is the http step's take that reproduces the link (and, for an
 // address, the profile's connect).
 func (l Link) Take() string {
+	if l.Cookie != "" {
+		return "none, each client's cookie jar carries it"
+	}
 	if l.Addr() {
 		take := fmt.Sprintf("{name: %s, json: %s}", l.name(), l.Path)
 		if l.Recorded != "" {
@@ -263,6 +294,31 @@ func Links(flows []FlowData) []Link {
 			}
 		}
 	}
+	return append(out, cookieLinks(flows, maxLinks-len(out))...)
+}
+
+// cookieLinks finds, for each cookie an HTTP answer set, the later flows
+// of the same client host that send it in a Cookie header: their
+// upgrade, or a request of theirs (at most max links).
+func cookieLinks(flows []FlowData, max int) []Link {
+	var out []Link
+	for _, f := range flows {
+		for _, e := range f.HTTP {
+			for _, c := range e.SetCookies {
+				if len(c[1]) < minLinkValue {
+					continue
+				}
+				for _, g := range flows {
+					if g.Index == f.Index || host(g.Client) != host(f.Client) || len(out) >= max {
+						continue
+					}
+					if where, ok := sendsCookie(g, c); ok {
+						out = append(out, Link{From: f.Index, Exchange: e.Method + " " + e.Target, Value: c[1], To: g.Index, Where: where, Cookie: c[0], ToHTTP: g.HTTP != nil})
+					}
+				}
+			}
+		}
+	}
 	return out
 }
 
@@ -295,6 +351,33 @@ func addrLink(from string, g FlowData, lv leaf) (Link, bool) {
 		return Link{}, false
 	}
 	return l, true
+}
+
+// sendsCookie reports where flow g sends the cookie c (name, value).
+func sendsCookie(g FlowData, c [2]string) (string, bool) {
+	if lines := bytes.Split(g.Upgrade, []byte("\r\n")); len(lines) > 1 {
+		if v := headerValue(lines[1:], "Cookie"); v != nil && carriesCookie(string(v), c) {
+			return "upgrade header Cookie", true
+		}
+	}
+	for _, e := range g.HTTP {
+		for _, h := range e.Header {
+			if strings.EqualFold(h[0], "Cookie") && carriesCookie(h[1], c) {
+				return "request header Cookie (" + e.Method + " " + e.Target + ")", true
+			}
+		}
+	}
+	return "", false
+}
+
+// carriesCookie reports whether a Cookie header's value holds c.
+func carriesCookie(header string, c [2]string) bool {
+	for _, p := range strings.Split(header, ";") {
+		if name, value, _ := strings.Cut(strings.TrimSpace(p), "="); name == c[0] && value == c[1] {
+			return true
+		}
+	}
+	return false
 }
 
 func host(addr string) string {

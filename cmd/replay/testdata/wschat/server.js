@@ -6,35 +6,80 @@
 // GET /stats answers the counters (connections over TLS and compressed
 // ones counted apart), GET /reset zeroes them.
 //
-//   node server.js HTTP_PORT deflate|plain [HTTPS_PORT CERT KEY]
+//   node server.js HTTP_PORT deflate|plain|cookie [HTTPS_PORT CERT KEY]
 //
 // deflate: permessage-deflate on, every message compressed, the server
 // keeping its context as ws does by default; plain: compression off.
+// cookie: plain, and a session cookie is required as a web app's login
+// does: POST /login {"user":U} sets sid (single use, bound to U; a user
+// starting "nocookie" gets none), GET /me answers the session's user only
+// with it (401 without), and the upgrade is refused (401) without a
+// session that went through /me; the join's user must be the session's.
+// A request whose Cookie header names sid twice is refused (400) and
+// counted: a client must not send a recorded cookie beside its own.
 // With HTTPS_PORT the same rooms are served over https (wss://) too, so a
 // session recorded over plain ws:// through the record proxy replays
 // over TLS.
 "use strict";
+const crypto = require("crypto");
 const fs = require("fs");
 const http = require("http");
 const https = require("https");
 const { WebSocketServer } = require("ws");
 
 const [httpPort, mode, httpsPort, cert, key] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4]), process.argv[5], process.argv[6]];
-if (mode !== "deflate" && mode !== "plain") {
-  console.error("usage: node server.js HTTP_PORT deflate|plain [HTTPS_PORT CERT KEY]");
+if (mode !== "deflate" && mode !== "plain" && mode !== "cookie") {
+  console.error("usage: node server.js HTTP_PORT deflate|plain|cookie [HTTPS_PORT CERT KEY]");
   process.exit(2);
 }
 let stats;
 const seen = new Set();
 const reset = () => {
-  stats = { connected: 0, peak: 0, tls: 0, users: 0, joins: 0, chats: 0, delivered: 0, deflated: 0, refused: 0, errors: 0 };
+  stats = { connected: 0, peak: 0, tls: 0, users: 0, joins: 0, chats: 0, delivered: 0, deflated: 0, refused: 0, errors: 0,
+    logins: 0, me: 0, upgrades: 0, no_cookie: 0, dup_cookie: 0, wrong_user: 0 };
   seen.clear();
+};
+const sessions = new Map(); // sid -> {user, me}
+
+// session is the request's session, or why it has none (its status).
+const session = (req) => {
+  const sids = (req.headers.cookie || "").split(";").map((p) => p.trim()).filter((p) => p.startsWith("sid=")).map((p) => p.slice(4));
+  if (sids.length > 1) { stats.dup_cookie++; return { status: 400 }; }
+  const s = sids.length === 1 && sessions.get(sids[0]);
+  if (!s) { stats.no_cookie++; return { status: 401 }; }
+  return { sid: sids[0], s };
+};
+
+const login = (req, res) => {
+  let body = "";
+  req.on("data", (d) => { body += d; if (body.length > 4096) req.destroy(); });
+  req.on("end", () => {
+    let user;
+    try { user = String(JSON.parse(body).user); } catch { res.statusCode = 400; res.end(); return; }
+    stats.logins++;
+    if (!user.startsWith("nocookie")) {
+      const sid = crypto.randomBytes(12).toString("hex");
+      sessions.set(sid, { user, me: false });
+      res.setHeader("set-cookie", [`sid=${sid}; Path=/; HttpOnly`, "theme=dark; Path=/"]);
+    }
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ ok: true }));
+  });
 };
 reset();
 const rooms = new Map();
 
 const handler = (req, res) => {
-  if (req.url === "/stats") {
+  if (mode === "cookie" && req.method === "POST" && req.url === "/login") {
+    login(req, res);
+  } else if (mode === "cookie" && req.url === "/me") {
+    const { status, s } = session(req);
+    if (!s) { res.statusCode = status; res.end(); return; }
+    s.me = true;
+    stats.me++;
+    res.setHeader("content-type", "application/json");
+    res.end(JSON.stringify({ user: s.user }));
+  } else if (req.url === "/stats") {
     res.setHeader("content-type", "application/json");
     res.end(JSON.stringify(stats));
   } else if (req.url === "/reset") {
@@ -47,8 +92,18 @@ const handler = (req, res) => {
 };
 
 const serve = (server, secure) => {
-  const wss = new WebSocketServer({ server, perMessageDeflate: mode === "deflate" ? { threshold: 0 } : false });
-  wss.on("connection", (ws) => {
+  // verifyClient: in cookie mode the upgrade takes the session (once).
+  const verifyClient = (info, done) => {
+    if (mode !== "cookie") return done(true);
+    const { status, sid, s } = session(info.req);
+    if (!s || !s.me) return done(false, s ? 401 : status);
+    sessions.delete(sid);
+    info.req.sessionUser = s.user;
+    stats.upgrades++;
+    done(true);
+  };
+  const wss = new WebSocketServer({ server, verifyClient, perMessageDeflate: mode === "deflate" ? { threshold: 0 } : false });
+  wss.on("connection", (ws, req) => {
     stats.connected++;
     stats.peak = Math.max(stats.peak, stats.connected);
     if (secure) stats.tls++;
@@ -62,6 +117,11 @@ const serve = (server, secure) => {
         if (String(m.user).startsWith("banned")) {
           stats.refused++;
           ws.send(JSON.stringify({ type: "error", reason: "banned" }), () => ws.close());
+          return;
+        }
+        if (req.sessionUser !== undefined && req.sessionUser !== String(m.user)) {
+          stats.wrong_user++;
+          ws.close(1008, "not the session's user");
           return;
         }
         me = { user: String(m.user), room: String(m.room) };

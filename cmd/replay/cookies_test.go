@@ -1,0 +1,106 @@
+package main
+
+// A session cookie across HTTP steps and the upgrade, against a real
+// server no one here wrote the library of: testdata/wschat/server.js in
+// cookie mode (node's http and ws), where POST /login sets a single-use
+// session cookie, GET /me and the upgrade require it, and a Cookie header
+// naming it twice is refused.
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestCookieSession: a recorded web-app login (POST /login, GET /me with
+// the cookies it set, the upgrade with them) replayed as 200 clients with
+// the profile's HTTP steps: each client's jar takes its own session cookie
+// and carries it to /me and the upgrade in place of the recorded one,
+// never beside it; the server's counts equal the fleet's. With --flows all
+// the recorded requests are the steps. A login that sets no cookie fails
+// at /me as me_http_401, counted.
+func TestCookieSession(t *testing.T) {
+	node := needTool(t, "node")
+	port, _ := startWSChat(t, node, "cookie", nil)
+	target := fmt.Sprintf("127.0.0.1:%d", port)
+	capPath := recordThrough(t, target, node, filepath.Join(wsChatDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "12", "cookie")
+	prof := filepath.Join(wsChatDir, "cookie.yaml")
+	docExampleIs(t, "# A web app's login", prof)
+	insp := inspectProfile(t, prof, capPath)
+	_, loop := socketFlow(t, insp, "GET /chat ")
+	// The session cookie the login set links the login, /me and the socket.
+	for _, want := range []string{`set in flow 0's answer (POST /login) is sent in flow 1's request header Cookie (GET /me); take: none, each client's cookie jar carries it`,
+		`set in flow 0's answer (POST /login) is sent in flow 2's upgrade header Cookie`} {
+		if !strings.Contains(insp, want) {
+			t.Errorf("inspect lacks %q:\n%s", want, insp)
+		}
+	}
+	run := func(t *testing.T, clients int, args ...string) (res result, app wsChatStats) {
+		t.Helper()
+		var ok string
+		if err := fetchText(fmt.Sprintf("http://%s/reset", target), &ok); err != nil {
+			t.Fatal(err)
+		}
+		res = replay(t, append([]string{"--capture", capPath, "--target", target, "--clients", fmt.Sprint(clients), "--senders", fmt.Sprint(min(clients, 10)),
+			"--room-size", "50", "--loop", loop, "--login-interval", "2ms", "--login-timeout", "20s", "--drain-deliveries", "20s"}, args...)...)
+		return res, wsChatSettled(t, port)
+	}
+	exact := func(t *testing.T, clients int, res result, app wsChatStats) {
+		t.Helper()
+		mustOK(t, res)
+		s := res.sum
+		if s.LoginsSucceeded != int64(clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+			t.Fatalf("logins %d failed %v disconnects %v sent %d\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, res.stdout, res.stderr)
+		}
+		if app.Logins != clients || app.Me != clients || app.Upgrades != clients || app.NoCookie != 0 || app.DupCookie != 0 || app.WrongUser != 0 || app.Joins != clients || app.Errors != 0 {
+			t.Errorf("the server: %d logins, %d /me, %d upgrades, %d without the cookie, %d with it twice, %d another's session, %d joins, %d errors; want %d, %d, %d, 0, 0, 0, %d, 0",
+				app.Logins, app.Me, app.Upgrades, app.NoCookie, app.DupCookie, app.WrongUser, app.Joins, app.Errors, clients, clients, clients, clients)
+		}
+		if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+			t.Errorf("the server got %d chats and delivered %d; the fleet sent %d and received %d", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
+		}
+		steps := ""
+		for _, st := range s.HTTPSteps {
+			steps += fmt.Sprintf(" %s %d answered (ms p50 %.3f p99 %.3f)", st.Step, st.Answered, st.MS.P50, st.MS.P99)
+		}
+		t.Logf("%d clients: sent %d received %d, server chats %d delivered %d; steps%s", clients, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, steps)
+	}
+	t.Run("200 clients", func(t *testing.T) {
+		res, app := run(t, 200, "--profile", prof, "--after-logins", "2s")
+		exact(t, 200, res, app)
+		if st := res.sum.HTTPSteps; len(st) != 2 || st[0].Answered != 200 || st[1].Answered != 200 {
+			t.Errorf("http step times %+v; want login and me answered 200 each", st)
+		}
+	})
+	t.Run("flows all", func(t *testing.T) {
+		data, err := os.ReadFile(prof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
+		path := filepath.Join(t.TempDir(), "no-steps.yaml")
+		if err := os.WriteFile(path, []byte(bare), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res, app := run(t, 20, "--profile", path, "--flows", "all", "--after-logins", "2s")
+		exact(t, 20, res, app)
+		if !strings.Contains(res.stderr, "flows 0, 1, 2 are one client's: each client makes the recorded requests as http steps login (POST /login); me (GET /me") {
+			t.Errorf("the notes do not join the login, /me and the socket:\n%s", res.stderr)
+		}
+	})
+	t.Run("no cookie", func(t *testing.T) {
+		res, app := run(t, 5, "--profile", prof, "--user-id-format", "nocookie-%d", "--duration", "3s")
+		if got := res.sum.LoginsFailed["me_http_401"]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
+			t.Errorf("failed %v, succeeded %d, exit %d; want 5 me_http_401 and a non-zero exit\n%s", res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, res.stderr)
+		}
+		if !strings.Contains(res.stderr, "me_http_401") || strings.Contains(res.stderr, "goroutine ") {
+			t.Errorf("stderr does not name me_http_401 in a line:\n%s", res.stderr)
+		}
+		if app.Logins != 5 || app.NoCookie != 5 || app.Upgrades != 0 {
+			t.Errorf("the server: %d logins, %d without the cookie, %d upgrades; want 5, 5, 0", app.Logins, app.NoCookie, app.Upgrades)
+		}
+	})
+}
