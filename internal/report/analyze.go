@@ -1,9 +1,11 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -145,6 +147,9 @@ type RunStats struct {
 	// Flows are a --flows fleet's recorded flows with what their clients
 	// did, read from FleetSummary; empty when the fleet played one flow.
 	Flows []FlowFigures `json:"flows,omitempty"`
+	// HTTPSteps are the profile's HTTP steps' figures, read from
+	// FleetSummary; empty when its clients made none.
+	HTTPSteps []StepFigures `json:"http_steps,omitempty"`
 }
 
 // FlowFigures are one recorded flow's figures in a --flows fleet: the
@@ -170,6 +175,60 @@ func fleetFlows(summary json.RawMessage) []FlowFigures {
 		return nil
 	}
 	return s.Flows
+}
+
+// StepFigures are one HTTP step's figures (a token, a seat before the
+// socket): the answers it got and their times, from the request to the
+// answer's last byte whatever its status, and the logins that failed at
+// it, by reason (the fleet labels them <step>_<reason>: auth_http_503).
+// A step no answer ever came to (every request timed out) has no row; its
+// failures are in the run's failed logins.
+type StepFigures struct {
+	Step     string        `json:"step"`
+	Answered int64         `json:"answered"`
+	P50MS    Num           `json:"p50_ms"`
+	P99MS    Num           `json:"p99_ms"`
+	Failed   []ReasonCount `json:"failed,omitempty"`
+}
+
+// ReasonCount is how many logins failed for one reason.
+type ReasonCount struct {
+	Reason string `json:"reason"`
+	Count  int64  `json:"count"`
+}
+
+// fleetHTTPSteps reads the HTTP steps of a fleet's summary with the
+// failed logins labelled by each; nil when it has none or the summary is
+// not readable.
+func fleetHTTPSteps(summary json.RawMessage) []StepFigures {
+	var s struct {
+		Steps []struct {
+			Step     string `json:"step"`
+			Answered int64  `json:"answered"`
+			MS       struct {
+				P50 float64 `json:"p50"`
+				P99 float64 `json:"p99"`
+			} `json:"ms"`
+		} `json:"http_steps"`
+		Failed map[string]int64 `json:"logins_failed"`
+	}
+	if len(summary) == 0 || json.Unmarshal(summary, &s) != nil {
+		return nil
+	}
+	var out []StepFigures
+	for _, st := range s.Steps {
+		f := StepFigures{Step: st.Step, Answered: st.Answered, P50MS: Num(st.MS.P50), P99MS: Num(st.MS.P99)}
+		for label, n := range s.Failed {
+			if reason, ok := strings.CutPrefix(label, st.Step+"_"); ok && n > 0 {
+				f.Failed = append(f.Failed, ReasonCount{reason, n})
+			}
+		}
+		slices.SortFunc(f.Failed, func(a, b ReasonCount) int {
+			return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
+		})
+		out = append(out, f)
+	}
+	return out
 }
 
 // Stat is one figure aggregated over a scenario's repeats.
@@ -362,7 +421,7 @@ func AnalyzeRun(r Run) RunStats {
 	rs := RunStats{Scenario: r.Scenario, Repeat: r.Repeat, Started: r.Started,
 		Samples: len(pts), ScrapeErrors: r.Series.ScrapeErrors, DurationS: nan,
 		KernelDrops: r.KernelDrops, FleetSummary: r.FleetSummary,
-		Flows:    fleetFlows(r.FleetSummary),
+		Flows: fleetFlows(r.FleetSummary), HTTPSteps: fleetHTTPSteps(r.FleetSummary),
 		Warnings: append([]string{}, r.Warnings...)}
 	rs.EndLoggedIn = nan
 	if n := len(pts); n > 0 {

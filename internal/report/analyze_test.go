@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -320,6 +321,51 @@ func TestRunFlows(t *testing.T) {
 					t.Errorf("HTML lacks the row %s", row)
 				}
 			}
+		})
+	}
+}
+
+// TestRunHTTPStepsGolden: the HTTP steps of a fleet's summary (answers,
+// times) reach the run's stats with the failed logins labelled by each
+// step (auth_http_503 is auth's, connect_timeout no step's), and the HTML
+// report shows them as testdata/httpsteps.html.golden; a summary without
+// steps shows no table.
+func TestRunHTTPStepsGolden(t *testing.T) {
+	summary := []byte(`{"clients_requested":200,"logins_failed":{"auth_http_503":5,"auth_timeout":2,"matchmake_missing_seat":1,"connect_timeout":3},` +
+		`"http_steps":[{"step":"auth","answered":198,"ms":{"p50":12.5,"p90":20.1,"p99":48.25,"max":60},"us":"HISTF..."},` +
+		`{"step":"matchmake","answered":193,"ms":{"p50":3.25,"p99":9.5},"us":"HISTF..."},{"step":"me","answered":192,"ms":{"p50":1,"p99":2}}]}`)
+	want := []StepFigures{
+		{Step: "auth", Answered: 198, P50MS: 12.5, P99MS: 48.25, Failed: []ReasonCount{{"http_503", 5}, {"timeout", 2}}},
+		{Step: "matchmake", Answered: 193, P50MS: 3.25, P99MS: 9.5, Failed: []ReasonCount{{"missing_seat", 1}}},
+		{Step: "me", Answered: 192, P50MS: 1, P99MS: 2},
+	}
+	m := synthModel{scenario: "N:N", repeat: 1, seconds: 20, loginsPerS: 2, maxIn: 8, attempts: 8, rate: 10, size: 100}
+	for _, tc := range []struct {
+		name    string
+		summary []byte
+		want    []StepFigures
+	}{{"steps", summary, want}, {"none", []byte(`{"clients_requested":8}`), nil}, {"not json", []byte(`{"http_steps":[`), nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := m.run()
+			r.FleetSummary = tc.summary
+			rs := AnalyzeRun(r)
+			if !reflect.DeepEqual(rs.HTTPSteps, tc.want) {
+				t.Fatalf("steps %+v, want %+v", rs.HTTPSteps, tc.want)
+			}
+			var html strings.Builder
+			if err := WriteHTML(&html, Summary{Runs: []RunStats{rs}}); err != nil {
+				t.Fatal(err)
+			}
+			start := strings.Index(html.String(), "<h3>N:N #1: HTTP steps</h3>")
+			if (start >= 0) != (tc.want != nil) {
+				t.Fatalf("HTML has the steps table: %v, want %v", start >= 0, tc.want != nil)
+			}
+			if start < 0 {
+				return
+			}
+			frag := html.String()[start:]
+			frag = frag[:strings.Index(frag, "</p>\n")+5]
+			golden(t, filepath.Join("testdata", "httpsteps.html.golden"), []byte(frag))
 		})
 	}
 }
