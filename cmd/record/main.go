@@ -101,7 +101,7 @@ func liveCmd(ctx context.Context, stderr io.Writer) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Iface, "iface", "lo", "interface to capture on")
-	f.Uint16Var(&port, "port", capture.DefaultServerPort, "the relay's port")
+	f.Uint16Var(&port, "port", wire.DefaultPort, "the relay's port")
 	f.StringVar(&cfg.Proto, "proto", "both", "tcp, udp or both")
 	f.StringVar(&cfg.Client, "client", "", "keep one client only: host or host:port")
 	f.StringVar(&cfg.Out, "out", "", "output file: .pcap, or .pcapng for pcapng (required)")

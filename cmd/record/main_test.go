@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -133,7 +134,7 @@ func readSentLog(t *testing.T, path string) [][]byte {
 func flowOf(t *testing.T, c *capture.Capture, user string) *capture.Flow {
 	t.Helper()
 	for _, f := range c.Flows {
-		if len(f.ClientFrames) == 0 || f.ClientFrames[0].Type != wire.TypeJoin {
+		if len(f.ClientFrames) == 0 || wire.Type(f.ClientFrames[0].Bytes[wire.LenSize]) != wire.TypeJoin {
 			continue
 		}
 		var j wire.Frame
@@ -203,7 +204,7 @@ func TestProxyRecordsClients(t *testing.T) {
 	if err := rec.stop(t, os.Interrupt); err != nil {
 		t.Fatalf("record proxy: %v\n%s", err, rec.out.String())
 	}
-	c, err := capture.ReadFile(out, capture.Options{})
+	c, err := capture.ReadFile(out, reprise(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +249,7 @@ func TestLiveRecordsClients(t *testing.T) {
 			if !strings.Contains(rec.out.String(), "libpcap received") {
 				t.Fatalf("no final stats:\n%s", rec.out.String())
 			}
-			c, err := capture.ReadFile(out, capture.Options{ServerPort: mustPort(t, port)})
+			c, err := capture.ReadFile(out, reprise(mustPort(t, port)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +314,7 @@ func TestLiveStopMidCapture(t *testing.T) {
 				t.Fatalf("record after SIGINT: %v\n%s", err, rec.out.String())
 			}
 			<-done
-			c, err := capture.ReadFile(out, capture.Options{ServerPort: mustPort(t, port)})
+			c, err := capture.ReadFile(out, reprise(mustPort(t, port)))
 			if err != nil {
 				t.Fatalf("reading the file after %s: %v", sig, err)
 			}
@@ -432,7 +433,7 @@ func TestLiveStopsWithNoPackets(t *testing.T) {
 		if took := time.Since(start); err != nil || took > 6*time.Second {
 			t.Fatalf("exit %v after %v:\n%s", err, took, b)
 		}
-		if _, err := capture.ReadFile(out, capture.Options{}); err != nil {
+		if _, err := capture.ReadFile(out, reprise(0)); err != nil {
 			t.Errorf("file: %v", err)
 		}
 	})
@@ -448,7 +449,7 @@ func TestLiveStopsWithNoPackets(t *testing.T) {
 		if took := time.Since(begin); took > 3*time.Second {
 			t.Errorf("SIGTERM took %v to end the capture", took)
 		}
-		if _, err := capture.ReadFile(out, capture.Options{}); err != nil {
+		if _, err := capture.ReadFile(out, reprise(0)); err != nil {
 			t.Errorf("file: %v", err)
 		}
 	})
@@ -490,4 +491,13 @@ func TestExitCodes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// reprise are capture options as the reprise profile reads a recording
+// of the relay on port (0: its default port).
+func reprise(port uint16) capture.Options {
+	if port == 0 {
+		port = wire.DefaultPort
+	}
+	return capture.Options{Framer: profile.RepriseFramer(0), ServerPort: port}
 }

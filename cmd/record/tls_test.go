@@ -74,7 +74,7 @@ func TestProxyTLSWithCA(t *testing.T) {
 	if !strings.Contains(rec.out.String(), "TLS handshakes failed") || !strings.Contains(rec.out.String(), "plaintext") {
 		t.Errorf("the plaintext client's failure is not reported:\n%s", rec.out.String())
 	}
-	cp, err := capture.ReadFile(capPath, capture.Options{})
+	cp, err := capture.ReadFile(capPath, reprise(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestLiveTLSKeyLog(t *testing.T) {
 	if !strings.Contains(rec.out.String(), "added the TLS secrets of 1 connections") {
 		t.Fatalf("no secrets line:\n%s", rec.out.String())
 	}
-	cp, err := capture.ReadFile(out, capture.Options{Raw: true})
+	cp, err := capture.ReadFile(out, capture.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

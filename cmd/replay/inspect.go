@@ -14,6 +14,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 func init() { subcommands = append(subcommands, newInspectCmd, newProfileCmd) }
@@ -25,7 +26,7 @@ func newInspectCmd(st *state) *cobra.Command {
 	var (
 		asJSON, frames bool
 		po             profileOpts
-		read           capture.Options
+		read           profile.Source
 	)
 	cmd := &cobra.Command{
 		Use:   "inspect FILE",
@@ -43,7 +44,7 @@ the script a replay sends, with offset, kind, size, a short decode and hex.`,
 				return err
 			}
 			if !frames {
-				softHeapLimit(read.MaxMemory / 2)
+				softHeapLimit(read.CaptureMemory / 2)
 			}
 			err = prof.WriteInspection(cmd.Context(), st.stdout, args[0], po.options(read, frames, asJSON))
 			if errors.Is(err, profile.ErrBadConfig) {
@@ -75,11 +76,11 @@ func softHeapLimit(limit int64) {
 }
 
 // addReadFlags registers the capture reading flags.
-func addReadFlags(cmd *cobra.Command, opts *capture.Options) {
+func addReadFlags(cmd *cobra.Command, opts *profile.Source) {
 	cmd.Flags().IntVar(&opts.MaxFrame, "max-frame", 0, "largest frame to read from the capture, in bytes (0: 65536, the relay's default --max-frame)")
-	cmd.Flags().Uint16Var(&opts.ServerPort, "server-port", capture.DefaultServerPort, "the server's port, to tell a flow's client side when neither a SYN, a join nor the frame kinds do")
-	opts.MaxMemory = capture.DefaultMaxMemory
-	cmd.Flags().Var(mibValue{&opts.MaxMemory}, "max-memory", memoryUsage)
+	cmd.Flags().Uint16Var(&opts.ServerPort, "server-port", wire.DefaultPort, "the server's port, to tell a flow's client side when neither a SYN, a join nor the frame kinds do")
+	opts.CaptureMemory = profile.DefaultCaptureMemory
+	cmd.Flags().Var(mibValue{&opts.CaptureMemory}, "max-memory", memoryUsage)
 }
 
 // memoryUsage is --max-memory's help, for inspect and replay alike.
@@ -178,9 +179,9 @@ func (v keyLogValue) Set(path string) error {
 func (keyLogValue) Type() string { return "FILE" }
 
 // options are what inspect asks of the profile, from the flags.
-func (po *profileOpts) options(read capture.Options, frames, asJSON bool) profile.InspectOptions {
+func (po *profileOpts) options(read profile.Source, frames, asJSON bool) profile.InspectOptions {
 	return profile.InspectOptions{
-		Source: profile.Source{Flow: po.flow, MaxFrame: read.MaxFrame, ServerPort: read.ServerPort, CaptureMemory: read.MaxMemory, KeyLog: po.keyLog},
+		Source: profile.Source{Flow: po.flow, MaxFrame: read.MaxFrame, ServerPort: read.ServerPort, CaptureMemory: read.CaptureMemory, KeyLog: po.keyLog},
 		Frames: frames, JSON: asJSON, User: po.user, Room: po.room,
 	}
 }
@@ -221,7 +222,7 @@ func newProfileCmd(st *state) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			reports, err := prof.Reports(capturePath, po.options(capture.Options{}, false, false))
+			reports, err := prof.Reports(capturePath, po.options(profile.Source{}, false, false))
 			if errors.Is(err, profile.ErrBadConfig) {
 				return usageError(err)
 			}

@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/reprise-harness/reprise/internal/auth"
-	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/cli"
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
@@ -130,7 +129,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.Var(profile.FlowSetValue{S: &c.Flows}, "flows", "all, or flow indexes like 0,2 (replay inspect), optionally weighted like 0:3,1:1: replay these recorded clients in one fleet, client i playing the (i mod F)-th of the F flows, or with weights, of each W clients (W their sum) the first w0 flow 0 and so on; all skips the flows that cannot be replayed and says why")
 	fs.Var(addrPortValue{&c.Client}, "client", "ADDR:PORT: replay the flow of this recorded client, as listed by replay inspect (instead of --flow)")
 	fs.IntVar(&c.MaxFrame, "max-frame", 0, "largest frame read from the capture and from the relay, in bytes (the relay's --max-frame; 0: 65536)")
-	fs.Uint16Var(&c.ServerPort, "server-port", 0, fmt.Sprintf("the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: %d)", capture.DefaultServerPort))
+	fs.Uint16Var(&c.ServerPort, "server-port", 0, fmt.Sprintf("the server's port in the capture, to tell a flow's client side when neither a SYN, a join nor the frame kinds do (0: %d)", wire.DefaultPort))
 	fs.Var(mibValue{&c.CaptureMemory}, "max-memory", memoryUsage)
 	fs.Var(targetValue{Addr: &c.Target, TLS: &c.TLS.Enabled}, "target", "the server: host:port, or a URL whose scheme says TLS (wss://host:port/path, mqtts://host:8883, tls://host:port; the path is the recording's) (default: start the relay binary as a child process on 127.0.0.1)")
 	addTLSFlags(fs, ff)

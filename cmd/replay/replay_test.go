@@ -725,7 +725,7 @@ func TestInspectFrames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var frames []capture.FrameInfo
+	var frames []profile.FrameInfo
 	if err := json.Unmarshal(out, &frames); err != nil {
 		t.Fatal(err)
 	}

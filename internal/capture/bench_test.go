@@ -16,7 +16,7 @@ func BenchmarkReadBundledCapture(b *testing.B) {
 	b.SetBytes(st.Size())
 	b.ReportAllocs()
 	for b.Loop() {
-		c, err := ReadFile(path, Options{})
+		c, err := ReadFile(path, rep(Options{}))
 		if err != nil || len(c.Flows) == 0 {
 			b.Fatal(err)
 		}

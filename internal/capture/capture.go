@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"time"
-
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Transport is the transport a flow used: "tcp" or "udp".
@@ -20,7 +18,8 @@ const (
 	UDP Transport = "udp"
 )
 
-// Frame is one protocol frame found in a capture.
+// Frame is one protocol frame found in a capture, as Options.Framer cut
+// it (without one: one packet's payload).
 type Frame struct {
 	// Time is the capture timestamp of the packet that completed the frame.
 	Time time.Time
@@ -28,9 +27,8 @@ type Frame struct {
 	Offset time.Duration
 	// Packet is the 1-based number of that packet in the file.
 	Packet int
-	Type   wire.Type
-	// Bytes is the whole frame, length prefix included, without the UDP
-	// session token. It is a copy the caller owns.
+	// Bytes is the whole frame as the Framer cut it. It is a copy the
+	// caller owns.
 	Bytes []byte
 }
 
@@ -114,7 +112,6 @@ func (c *Capture) Longest() *Flow {
 
 // Defaults for Options.
 const (
-	DefaultServerPort = wire.DefaultPort
 	// DefaultMaxPacket caps a record's captured length: libpcap's largest
 	// snap length.
 	DefaultMaxPacket = 256 << 10
@@ -125,11 +122,15 @@ const (
 
 // Options tune ReadFile. The zero value uses the defaults.
 type Options struct {
-	// ServerPort is the relay's well-known port, used to tell the client
-	// side of a flow when no join frame says it (default DefaultServerPort).
+	// ServerPort is the server's well-known port, used to tell the client
+	// side of a flow when neither a SYN nor its frames say it (0: none).
 	ServerPort uint16
-	// MaxFrame caps a frame's length field (default wire.DefaultMaxFrame).
-	MaxFrame int
+	// Framer cuts the protocol's frames out of the flows' payloads and
+	// tells their senders apart (internal/profile has each protocol's).
+	// Without one, every flow's payloads are kept as they came, one Frame
+	// per packet (TCP payloads in stream order, datagrams), for a
+	// profile to cut later.
+	Framer Framer
 	// MaxMemory caps what reading holds: half for frames kept and
 	// per-flow state, past which reading stops with a *MemoryError naming
 	// the packet, half for TCP reassembly buffers, past which out-of-order
@@ -142,11 +143,6 @@ type Options struct {
 	// (ClientCount, ServerCount) but hold none, so a replay of one flow
 	// holds that flow, not the file.
 	Select func(a, b netip.AddrPort) bool
-	// Raw keeps every flow's payloads as they came, one Frame per packet
-	// (TCP payloads in stream order, datagrams), without reading them as
-	// reprise frames: a protocol profile (internal/profile) cuts them into
-	// its messages. Frames then have Type 0.
-	Raw bool
 	// KeyLog holds TLS secrets (SSLKEYLOGFILE lines): the TLS flows it
 	// has secrets for are decrypted and read as their plaintext. Secrets
 	// in the capture's own decryption secrets blocks (pcapng) are used
@@ -154,18 +150,12 @@ type Options struct {
 	KeyLog *KeyLog
 	// Summarize, when set, keeps no frames: each flow gets a Summary,
 	// gathered as it is read and settled when its connection ends, so
-	// reading holds what the Summarizer keeps per flow ended (not with
-	// Raw).
+	// reading holds what the Summarizer keeps per flow ended (only with
+	// a Framer).
 	Summarize Summarizer
 }
 
 func (o Options) withDefaults() Options {
-	if o.ServerPort == 0 {
-		o.ServerPort = DefaultServerPort
-	}
-	if o.MaxFrame <= 0 {
-		o.MaxFrame = wire.DefaultMaxFrame
-	}
 	if o.MaxMemory <= 0 {
 		o.MaxMemory = DefaultMaxMemory
 	}

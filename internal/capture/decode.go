@@ -10,8 +10,6 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/reassembly"
-
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 const (
@@ -356,9 +354,8 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 		synFrom: -1,
 		start:   ac.GetCaptureInfo().Timestamp,
 	}
-	s.half[0] = newHalfStream(fmt.Sprintf("%s -> %s", s.a, s.b), d.opts.MaxFrame, false, d.keep, s.note)
-	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.MaxFrame, false, d.keep, s.note)
-	s.half[0].raw, s.half[1].raw = d.opts.Raw, d.opts.Raw
+	s.half[0] = newHalfStream(fmt.Sprintf("%s -> %s", s.a, s.b), d.opts.Framer, d.keep, s.note)
+	s.half[1] = newHalfStream(fmt.Sprintf("%s -> %s", s.b, s.a), d.opts.Framer, d.keep, s.note)
 	if d.opts.Select != nil && !d.opts.Select(s.a, s.b) {
 		s.half[0].discard, s.half[1].discard = true, true
 	}
@@ -375,7 +372,7 @@ func (d *decoder) New(netFlow, tcpFlow gopacket.Flow, tcp *layers.TCP, ac reasse
 
 // summarize says TCP halves tally their frames (Options.Summarize)
 // instead of keeping them.
-func (d *decoder) summarize() bool { return d.opts.Summarize != nil && !d.opts.Raw }
+func (d *decoder) summarize() bool { return d.opts.Summarize != nil && d.opts.Framer != nil }
 
 // mark charges a frame's mark to the memory budget.
 func (d *decoder) mark() bool { return d.charge(markCost) }
@@ -498,7 +495,9 @@ func (s *tcpStream) Accept(tcp *layers.TCP, ci gopacket.CaptureInfo, dir reassem
 	if !s.started[i] {
 		s.started[i] = true
 		if tcp.SYN {
-			s.half[i].synced = true
+			if h.cut != nil {
+				h.cut.FromStart()
+			}
 			h.base = uint32(tcp.Seq) + 1
 		} else {
 			h.base = uint32(tcp.Seq)
@@ -603,8 +602,9 @@ func (s *tcpStream) finish() {
 // frames are of client kinds, else the one talking to the server port,
 // else the first sender.
 func (s *tcpStream) flow(serverPort uint16) *Flow {
-	c, by := clientSide(s.synFrom, s.half[0].hasJoin, s.half[1].hasJoin,
-		[2]int{s.half[0].clientKinds, s.half[1].clientKinds}, [2]int{s.half[0].serverKinds, s.half[1].serverKinds},
+	h0, h1 := &s.half[0].hints, &s.half[1].hints
+	c, by := clientSide(s.synFrom, h0[Opens] > 0, h1[Opens] > 0,
+		[2]int{h0[FromClient] + h0[Opens], h1[FromClient] + h1[Opens]}, [2]int{h0[FromServer], h1[FromServer]},
 		s.a.Port(), s.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{s.a, s.b}
 	s.clientIdx = c
@@ -613,7 +613,7 @@ func (s *tcpStream) flow(serverPort uint16) *Flow {
 		Start: s.start, End: s.end, Packets: s.packets,
 		ClientFrames: s.half[c].frames, ServerFrames: s.half[1-c].frames,
 		ClientCount: s.half[c].count, ServerCount: s.half[1-c].count,
-		Resynced: s.half[0].resynced || s.half[1].resynced,
+		Resynced: s.half[0].resynced() || s.half[1].resynced(),
 		Notes:    s.notes, ClientBy: by,
 		TLS: s.proxyTLS,
 	}
@@ -643,6 +643,7 @@ type udpFlow struct {
 	frames     [2][]Frame // by sender: a, b
 	count      [2]int     // frames found by sender, kept or not
 	discard    bool       // not selected (Options.Select): keep no frames
+	framer     Framer     // Options.Framer
 	join       int        // index of the side that sent a join, or -1
 	recent     [2][dupRing]seen
 	next       [2]int
@@ -678,9 +679,9 @@ func (d *decoder) udpPacket(g datagram) {
 		key = [2]netip.AddrPort{dst, src}
 	}
 	u := d.udp[key]
-	frames, ok := classifyDatagram(g.payload, d.opts.MaxFrame)
-	if d.opts.Raw {
-		frames, ok = [][]byte{g.payload}, len(g.payload) > 0
+	frames, ok := [][]byte{g.payload}, len(g.payload) > 0
+	if fr := d.opts.Framer; fr != nil {
+		frames, ok = fr.Datagram(g.payload)
 	}
 	if u == nil {
 		if !ok {
@@ -696,7 +697,7 @@ func (d *decoder) udpPacket(g datagram) {
 		if !d.charge(udpFlowCost) {
 			return
 		}
-		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1, discard: d.opts.Select != nil && !d.opts.Select(src, dst)}
+		u = &udpFlow{a: src, b: dst, start: t, end: t, join: -1, discard: d.opts.Select != nil && !d.opts.Select(src, dst), framer: d.opts.Framer}
 		d.udp[key] = u
 		d.udpOrder = append(d.udpOrder, u)
 	}
@@ -727,21 +728,24 @@ func (d *decoder) udpPacket(g datagram) {
 		return
 	}
 	for _, frame := range frames {
-		var typ wire.Type // 0 for raw payloads
-		if !d.opts.Raw {
-			typ = wire.Type(frame[wire.LenSize])
+		// A raw payload says nothing of its sender: it counts as a
+		// client's, so the busier sender is taken for the client.
+		hint := FromClient
+		if fr := d.opts.Framer; fr != nil {
+			hint = fr.Hint(frame)
 		}
-		if typ == wire.TypeJoin && u.join < 0 {
+		if hint == Opens && u.join < 0 {
 			u.join = i
 		}
-		if typ.FromClient() {
+		switch hint {
+		case FromClient, Opens:
 			u.client[i]++
-		} else {
+		default:
 			u.server[i]++
 		}
 		u.count[i]++
 		if !u.discard && d.keep(len(frame)) {
-			u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Type: typ, Bytes: append([]byte(nil), frame...)})
+			u.frames[i] = append(u.frames[i], Frame{Time: t, Packet: n, Bytes: append([]byte(nil), frame...)})
 		}
 	}
 }
@@ -774,36 +778,16 @@ func (u *udpFlow) duplicate(i int, g datagram) int {
 	return 0
 }
 
-// classifyDatagram decodes a datagram as client→server (token + one
-// frame) or server→client (one or more whole frames, docs/protocol.md) and
-// returns its frames without the token.
-func classifyDatagram(d []byte, maxFrame int) ([][]byte, bool) {
-	var f wire.Frame
-	if _, frame, err := wire.SplitDatagram(d, maxFrame); err == nil {
-		t := wire.Type(frame[wire.LenSize])
-		if t.FromClient() && wire.DecodeBody(t, frame[wire.HeaderSize:], &f) == nil {
-			return [][]byte{frame}, true
-		}
-	}
-	var frames [][]byte
-	for rest := d; len(rest) > 0; {
-		n, err := wire.Decode(rest, maxFrame, &f)
-		if err != nil || f.Type.FromClient() {
-			return nil, false
-		}
-		frames = append(frames, rest[:n])
-		rest = rest[n:]
-	}
-	return frames, len(frames) > 0
-}
-
 func (u *udpFlow) flow(serverPort uint16) *Flow {
 	// A datagram carries its direction (a client's has a session token),
 	// so frame kinds come before ports; there is no SYN.
 	c, by := clientSide(-1, u.join == 0, u.join == 1, u.client, u.server, u.a.Port(), u.b.Port(), serverPort)
 	ends := [2]netip.AddrPort{u.a, u.b}
 	for i := range u.frames {
-		if n := orderByTrace(u.frames[i]); n > 0 {
+		if u.framer == nil {
+			break
+		}
+		if n := u.framer.Reorder(u.frames[i]); n > 0 {
 			u.note(fmt.Sprintf("%s -> %s: %d datagrams came out of their sender's order (by the trace stamp) and were put back in it", ends[i], ends[1-i], n))
 		}
 	}
@@ -818,59 +802,6 @@ func (u *udpFlow) flow(serverPort uint16) *Flow {
 		f.Notes = append(f.Notes, fmt.Sprintf("... and %d more notes", u.dropped))
 	}
 	return f
-}
-
-// orderByTrace puts a direction's traced frames (sends, and deliveries
-// per sender) back in the order of their trace stamps, which their sender
-// set from its clock: datagrams may be reordered on the way or in the
-// capture, a stream's bytes cannot. A frame keeps the time of the slot it
-// moves to, so times stay in capture order. It returns how many frames
-// moved.
-func orderByTrace(frames []Frame) int {
-	type traced struct {
-		slot  int
-		trace int64
-	}
-	groups := map[string][]traced{}
-	var f wire.Frame
-	for i, fr := range frames {
-		if fr.Type != wire.TypeSend && fr.Type != wire.TypeDeliver {
-			continue
-		}
-		if _, err := wire.Decode(fr.Bytes, len(fr.Bytes), &f); err != nil || !f.HasTrace {
-			continue
-		}
-		key := "" // a send: the flow's own client
-		if f.Type == wire.TypeDeliver {
-			key = "deliver " + string(f.User)
-		}
-		groups[key] = append(groups[key], traced{i, f.Trace})
-	}
-	moved := 0
-	for _, g := range groups {
-		if sort.SliceIsSorted(g, func(a, b int) bool { return g[a].trace < g[b].trace }) {
-			continue
-		}
-		slots := make([]int, len(g))
-		orig := make([]Frame, len(g))
-		for k, t := range g {
-			slots[k], orig[k] = t.slot, frames[t.slot]
-		}
-		byTrace := make([]int, len(g)) // byTrace[k]: which of g goes to slot k
-		for k := range byTrace {
-			byTrace[k] = k
-		}
-		sort.SliceStable(byTrace, func(a, b int) bool { return g[byTrace[a]].trace < g[byTrace[b]].trace })
-		for k, from := range byTrace {
-			if from != k {
-				moved++
-			}
-			fr := orig[from]
-			fr.Time = orig[k].Time
-			frames[slots[k]] = fr
-		}
-	}
-	return moved
 }
 
 // clientSide returns the index (0: a, the first sender; 1: b) of a flow's
@@ -973,10 +904,10 @@ func (d *decoder) summaryWarnings(empty int) []string {
 func SummarizeFrames(sum Summarizer, f *Flow) any {
 	c, sv := sum.Tally(), sum.Tally()
 	for _, fr := range f.ClientFrames {
-		c.Add(fr.Time, fr.Type, fr.Bytes)
+		c.Add(fr.Time, fr.Bytes)
 	}
 	for _, fr := range f.ServerFrames {
-		sv.Add(fr.Time, fr.Type, fr.Bytes)
+		sv.Add(fr.Time, fr.Bytes)
 	}
 	return sum.Summarize(f, c, sv)
 }

@@ -1,14 +1,20 @@
-// Package capture turns recorded sessions into timestamped protocol frames
-// and records new ones.
+// Package capture turns recorded sessions into timestamped payloads, cut
+// into a protocol's frames by that protocol's Framer, and records new
+// ones.
 //
 // Reading: pcap and pcapng files (Ethernet, Linux cooked v1/v2, BSD
 // loopback, raw IP; IPv4/IPv6; VLAN tags), with our own bounds in front of
 // gopacket's readers so a hostile file gives a clear error instead of a huge
 // allocation or a hang. TCP is reassembled per direction (retransmissions,
-// reordering, overlap, a capture that starts mid-connection) and cut into
-// reprise frames with wire.Parser, or kept raw (Options.Raw: payloads in
-// stream order) for any other protocol's profile to cut; UDP gives one
-// frame per datagram. Read for a summary (Options.Summarize), each frame
+// reordering, overlap, a capture that starts mid-connection); each
+// direction's bytes go in stream order, with gaps marked, to the
+// protocol's Framer (Options.Framer, from internal/profile), which cuts
+// them into frames and realigns after a gap, and each datagram to it
+// whole. Without a Framer the payloads are kept as they came, one frame
+// per packet, for a profile to cut later. The package knows no protocol:
+// which side of a flow is the client is told by its SYN, else by what the
+// Framer's Hints say of the frames, else by the server port. Read for a
+// summary (Options.Summarize), each frame
 // goes to a Summarizer's Tally instead of being kept: what a summary
 // shows of them (kinds, joins, users, rooms) is the profile's inspection
 // (internal/profile), not this package's.

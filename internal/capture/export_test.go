@@ -1,6 +1,10 @@
 package capture
 
-import "io"
+import (
+	"io"
+
+	"github.com/reprise-harness/reprise/internal/wire"
+)
 
 // A capture's inspection is internal/profile's, which imports this
 // package: the tests here reach it through Inspection, which
@@ -18,6 +22,21 @@ var Inspection struct {
 	// Printed is what inspect prints of a flow's Summary (users, rooms
 	// and rates), in bytes held.
 	Printed func(summary any) int64
+	// Framer is profile.RepriseFramer: the captures here are of reprise
+	// frames, which the profile cuts.
+	Framer func(maxFrame int) Framer
+}
+
+// rep are read options as the reprise profile reads: its framer, and its
+// port unless o names one.
+func rep(o Options) Options {
+	if o.Framer == nil {
+		o.Framer = Inspection.Framer(0)
+	}
+	if o.ServerPort == 0 {
+		o.ServerPort = wire.DefaultPort
+	}
+	return o
 }
 
 func inspect(c *Capture) interface {
@@ -29,6 +48,10 @@ func inspect(c *Capture) interface {
 
 // summarizing are read options as inspect reads: no frames kept.
 func summarizing(o Options) Options {
+	o = rep(o)
 	o.Summarize = Inspection.Summarizer()
 	return o
 }
+
+// kind is a reprise frame's type.
+func kind(f Frame) wire.Type { return wire.Type(f.Bytes[wire.LenSize]) }

@@ -24,7 +24,7 @@ func readWithDeadline(tb testing.TB, data []byte) (*Capture, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := Read(bytes.NewReader(data), Options{MaxMemory: fuzzMemory})
+		c, err := Read(bytes.NewReader(data), rep(Options{MaxMemory: fuzzMemory}))
 		done <- result{c, err}
 	}()
 	select {

@@ -79,7 +79,7 @@ func TestWriterGolden(t *testing.T) {
 	}{{PCAP, "testdata/synth.pcap"}, {PCAPNG, "testdata/synth.pcapng"}} {
 		data := synthSession(t, tc.format)
 		golden(t, tc.path, data)
-		c, err := Read(bytes.NewReader(data), Options{})
+		c, err := Read(bytes.NewReader(data), rep(Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestWriterGolden(t *testing.T) {
 }
 
 func TestInspectGolden(t *testing.T) {
-	c, err := Read(bytes.NewReader(synthSession(t, PCAP)), Options{})
+	c, err := Read(bytes.NewReader(synthSession(t, PCAP)), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestUnsupportedLinkType(t *testing.T) {
 	b := tcpSession(t, cliAddr, srvAddr, 1, nil)
 	data := writeRawPcap(t, layers.LinkTypeRaw, b.pkts)
 	data[20] = byte(layers.LinkTypeIEEE802_11) // relabel the file's link type
-	c, err := Read(bytes.NewReader(data), Options{})
+	c, err := Read(bytes.NewReader(data), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}

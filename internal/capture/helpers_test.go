@@ -278,7 +278,7 @@ func equalFrames(tb testing.TB, what string, got []Frame, want [][]byte) {
 
 func readPath(tb testing.TB, path string) *Capture {
 	tb.Helper()
-	c, err := ReadFile(path, Options{})
+	c, err := ReadFile(path, rep(Options{}))
 	if err != nil {
 		tb.Fatalf("ReadFile: %v", err)
 	}

@@ -143,7 +143,7 @@ func TestHostileCorpusOnDisk(t *testing.T) {
 func TestHostileAllocation(t *testing.T) {
 	for _, i := range []int{1, 4, 5} {
 		data := hostileCases[i].file
-		allocs := testing.AllocsPerRun(5, func() { _, _ = Read(bytes.NewReader(data), Options{}) })
+		allocs := testing.AllocsPerRun(5, func() { _, _ = Read(bytes.NewReader(data), rep(Options{})) })
 		if allocs > 200 {
 			t.Errorf("%s: %v allocations", hostileCases[i].name, allocs)
 		}
@@ -158,7 +158,7 @@ func TestPartialCaptureOnFormatError(t *testing.T) {
 		t.Fatal(err)
 	}
 	data = append(data, pcapRecord(500, 100, make([]byte, 500))...)
-	c, err := Read(bytes.NewReader(data), Options{})
+	c, err := Read(bytes.NewReader(data), rep(Options{}))
 	var fe *FormatError
 	if !errors.As(err, &fe) || fe.Packet != len(b.pkts)+1 {
 		t.Fatalf("error %v, want a FormatError at packet %d", err, len(b.pkts)+1)

@@ -18,4 +18,5 @@ func init() {
 	capture.Inspection.Summarizer = func() capture.Summarizer { return &profile.Summarizer{} }
 	capture.Inspection.Usable = profile.FlowUsable
 	capture.Inspection.Printed = profile.SummaryPrinted
+	capture.Inspection.Framer = profile.RepriseFramer
 }

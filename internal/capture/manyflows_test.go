@@ -21,7 +21,7 @@ func TestWriteFlows(t *testing.T) {
 	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 20, Sends: 3, Payload: 50}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Read(&buf, Options{})
+	c, err := Read(&buf, rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +29,8 @@ func TestWriteFlows(t *testing.T) {
 		t.Fatalf("%d flows, warnings %q", len(c.Flows), c.Warnings)
 	}
 	for _, f := range c.Flows {
-		if len(f.ClientFrames) != 5 || f.ClientFrames[0].Type != wire.TypeJoin || f.ClientFrames[4].Type != wire.TypeLeave ||
-			len(f.ServerFrames) != 1 || f.ServerFrames[0].Type != wire.TypeJoined || len(f.Notes) > 0 {
+		if len(f.ClientFrames) != 5 || kind(f.ClientFrames[0]) != wire.TypeJoin || kind(f.ClientFrames[4]) != wire.TypeLeave ||
+			len(f.ServerFrames) != 1 || kind(f.ServerFrames[0]) != wire.TypeJoined || len(f.Notes) > 0 {
 			t.Fatalf("flow %s: client %v, server %v, notes %q", f, frameBytes(f.ClientFrames), frameBytes(f.ServerFrames), f.Notes)
 		}
 		if ok, why := Inspection.Usable(f); !ok {
@@ -53,7 +53,7 @@ func TestManyFlowsHeap(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	c, err := Read(&buf, Options{})
+	c, err := Read(&buf, rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
-	c, err := Read(bytes.NewReader(data), Options{MaxMemory: 4 << 20})
+	c, err := Read(bytes.NewReader(data), rep(Options{MaxMemory: 4 << 20}))
 	var me *MemoryError
 	if !errors.As(err, &me) || c != nil {
 		t.Fatalf("capture %v, error %v; want a MemoryError and no capture", c != nil, err)
@@ -87,7 +87,7 @@ func TestMemoryBudget(t *testing.T) {
 	if me.Packet < 100 || me.Flows < 100 || me.Flows >= 2000 || !strings.Contains(err.Error(), fmt.Sprintf("capture packet %d: ", me.Packet)) {
 		t.Errorf("error %q (packet %d, %d flows)", err, me.Packet, me.Flows)
 	}
-	c, err = Read(bytes.NewReader(data), Options{MaxMemory: 64 << 20})
+	c, err = Read(bytes.NewReader(data), rep(Options{MaxMemory: 64 << 20}))
 	if err != nil || len(c.Flows) != 2000 {
 		t.Fatalf("%v", err)
 	}
@@ -101,14 +101,14 @@ func TestSelect(t *testing.T) {
 	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 50, Sends: 3, Payload: 50}); err != nil {
 		t.Fatal(err)
 	}
-	all, err := Read(bytes.NewReader(buf.Bytes()), Options{})
+	all, err := Read(bytes.NewReader(buf.Bytes()), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := all.Flows[17]
-	one, err := Read(bytes.NewReader(buf.Bytes()), Options{Select: func(a, b netip.AddrPort) bool {
+	one, err := Read(bytes.NewReader(buf.Bytes()), rep(Options{Select: func(a, b netip.AddrPort) bool {
 		return (a == want.Client && b == want.Server) || (b == want.Client && a == want.Server)
-	}})
+	}}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestSummarizeHoldsLittlePerFlow(t *testing.T) {
 		t.Fatal(err)
 	}
 	summarizedHeld(t, buf.Bytes())
-	full, err := Read(bytes.NewReader(buf.Bytes()), Options{})
+	full, err := Read(bytes.NewReader(buf.Bytes()), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestSummarizeEqualsFull(t *testing.T) {
 		t.Fatalf("only %d captures in testdata", len(paths))
 	}
 	for _, p := range paths {
-		full, ferr := ReadFile(p, Options{})
+		full, ferr := ReadFile(p, rep(Options{}))
 		sum, serr := ReadFile(p, summarizing(Options{}))
 		if (ferr == nil) != (serr == nil) || (full == nil) != (sum == nil) {
 			t.Fatalf("%s: full read %v, summarising read %v", p, ferr, serr)

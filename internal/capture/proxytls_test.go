@@ -67,7 +67,7 @@ func TestProxyTerminatesTLS(t *testing.T) {
 		t.Fatalf("TLS %+v, want %+v", f.TLS, want)
 	}
 	equalFrames(t, "client", f.ClientFrames, sent)
-	if len(f.ServerFrames) == 0 || f.ServerFrames[0].Type != 0x81 {
+	if len(f.ServerFrames) == 0 || kind(f.ServerFrames[0]) != 0x81 {
 		t.Fatalf("server frames: %d, first %v", len(f.ServerFrames), f.ServerFrames)
 	}
 	if err := c.Undecrypted(-1); err != nil {
@@ -123,7 +123,7 @@ func TestProxyUpstreamTLS(t *testing.T) {
 				}
 				return
 			}
-			c, err := ReadFile(path, Options{Raw: true})
+			c, err := ReadFile(path, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -113,7 +113,7 @@ func TestReadIPLinkTypes(t *testing.T) {
 func TestReadMicrosecondPcap(t *testing.T) {
 	cf, _ := sessionFrames()
 	b := tcpSession(t, cliAddr, srvAddr, 1000, nil)
-	c, err := Read(bytes.NewReader(writeRawPcap(t, layers.LinkTypeEthernet, b.pkts)), Options{})
+	c, err := Read(bytes.NewReader(writeRawPcap(t, layers.LinkTypeEthernet, b.pkts)), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +248,7 @@ func TestReadTruncatedFile(t *testing.T) {
 		}
 		// A recorder killed while writing the last segment.
 		cut := data[:len(data)-20]
-		c, err := Read(bytes.NewReader(cut), Options{})
+		c, err := Read(bytes.NewReader(cut), rep(Options{}))
 		if err != nil {
 			t.Fatalf("format %d: %v", format, err)
 		}
@@ -300,7 +300,7 @@ func TestClientSide(t *testing.T) {
 	b.send(t, 0, wire.AppendHeartbeat(nil, 1))
 	b.send(t, 0, wire.AppendHeartbeat(nil, 2))
 	f := onlyFlow(t, readPath(t, writeCapture(t, PCAP, layers.LinkTypeEthernet, b.pkts)))
-	if f.Client.String() != cliAddr || len(f.ClientFrames) != 2 || f.ClientFrames[0].Type != wire.TypeHeartbeat {
+	if f.Client.String() != cliAddr || len(f.ClientFrames) != 2 || kind(f.ClientFrames[0]) != wire.TypeHeartbeat {
 		t.Fatalf("flow %s with %d client frames", f, len(f.ClientFrames))
 	}
 	// On another port, with a SYN, the SYN sender is the client.

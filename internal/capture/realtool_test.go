@@ -18,7 +18,7 @@ import (
 
 func readReal(t *testing.T, name string) *Capture {
 	t.Helper()
-	c, err := ReadFile("testdata/realtool/"+name, Options{})
+	c, err := ReadFile("testdata/realtool/"+name, rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestPortReusedAfterRST(t *testing.T) {
 	for i, f := range c.Flows {
 		var users []string
 		for _, fr := range f.ClientFrames {
-			if fr.Type == wire.TypeJoin {
+			if kind(fr) == wire.TypeJoin {
 				var j wire.Frame
 				wire.Decode(fr.Bytes, len(fr.Bytes), &j)
 				users = append(users, string(j.User))
@@ -46,7 +46,7 @@ func TestPortReusedAfterRST(t *testing.T) {
 		}
 		sends := 0
 		for _, fr := range f.ServerFrames {
-			if fr.Type == wire.TypeDeliver {
+			if kind(fr) == wire.TypeDeliver {
 				sends++
 			}
 		}
@@ -73,7 +73,7 @@ func TestDuplicateDatagrams(t *testing.T) {
 	f := c.Flows[0]
 	kinds := map[wire.Type]int{}
 	for _, fr := range f.ClientFrames {
-		kinds[fr.Type]++
+		kinds[kind(fr)]++
 	}
 	if kinds[wire.TypeJoin] != 1 || kinds[wire.TypeLeave] != 1 || kinds[wire.TypeSend] != 5 {
 		t.Errorf("client frames by kind %v, want one join, five sends, one leave", kinds)
@@ -102,11 +102,11 @@ func TestMidConnectionServerFirst(t *testing.T) {
 		t.Errorf("client told by %q, want %q", alice.ClientBy, ClientByKinds)
 	}
 	for _, fr := range alice.ClientFrames {
-		if !fr.Type.FromClient() {
-			t.Errorf("client frame of kind %s: sides swapped", fr.Type)
+		if !kind(fr).FromClient() {
+			t.Errorf("client frame of kind %s: sides swapped", kind(fr))
 		}
 	}
-	if len(alice.ClientFrames) == 0 || alice.Server.Port() == DefaultServerPort {
+	if len(alice.ClientFrames) == 0 || alice.Server.Port() == wire.DefaultPort {
 		t.Errorf("flow %s with %d client frames", alice, len(alice.ClientFrames))
 	}
 	var text strings.Builder

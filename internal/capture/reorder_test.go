@@ -34,7 +34,7 @@ func TestReorderedBundledCaptures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		orig, err := Read(bytes.NewReader(data), Options{})
+		orig, err := Read(bytes.NewReader(data), rep(Options{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestReorderedBundledCaptures(t *testing.T) {
 				if overtaken < 100 {
 					t.Fatalf("only %d packets overtaken", overtaken)
 				}
-				got, err := Read(&buf, Options{})
+				got, err := Read(&buf, rep(Options{}))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -54,7 +54,7 @@ func TestManyOutOfOrderFlows(t *testing.T) {
 	// at tcpFlowCost (80 MiB) and their 1.2 KB frames fit 256 MiB; at 200
 	// MiB the final flush ran out of it and, before that was an error,
 	// 2,383 flows silently lost their frames.
-	c, err := Read(bytes.NewReader(data), Options{MaxMemory: 256 << 20})
+	c, err := Read(bytes.NewReader(data), rep(Options{MaxMemory: 256 << 20}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestBudgetReachedInFinalFlush(t *testing.T) {
 	// (before the flows' state is released).
 	n := 2000
 	data := outOfOrderFlows(t, n)
-	_, err := Read(bytes.NewReader(data), Options{MaxMemory: 2 * (int64(n)*tcpFlowCost + frameOverhead)})
+	_, err := Read(bytes.NewReader(data), rep(Options{MaxMemory: 2 * (int64(n)*tcpFlowCost + frameOverhead)}))
 	var me *MemoryError
 	if !errors.As(err, &me) {
 		t.Fatalf("err %v, want a *MemoryError", err)

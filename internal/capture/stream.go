@@ -1,11 +1,8 @@
 package capture
 
 import (
-	"errors"
 	"fmt"
 	"time"
-
-	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // piece says which packet brought a run of stream bytes: end is the stream
@@ -16,33 +13,29 @@ type piece struct {
 	pkt int
 }
 
-// halfStream cuts one direction of a TCP connection into frames. While
-// synced it feeds wire.Parser and keeps a mirror of the bytes not yet framed
-// (the parser hands out decoded frames, we need their raw bytes too). When
-// not synced (no SYN seen, bytes missing, garbage) it holds bytes and
-// searches for an offset where consecutive frames parse.
+// halfStream is one direction of a TCP connection: its bytes in stream
+// order go to the protocol's StreamCutter, which cuts them into frames
+// through the Stream methods below; the half keeps the bytes not yet cut
+// and which packet brought each run of them. Without a cutter
+// (Options.Framer nil) each packet's payload is kept as it came.
 type halfStream struct {
-	name     string // "10.0.0.1:5000 -> 10.0.0.2:7400", for notes
-	maxFrame int
-	parser   wire.Parser
-	synced   bool
-	buf      []byte // stream bytes from offset off not yet part of a frame
-	off      int64
-	pieces   []piece
-	frames   []Frame
-	hasJoin  bool
-	// clientKinds and serverKinds count the frames of each direction's
-	// kinds this half sent, to tell the client side by the protocol.
-	clientKinds, serverKinds int
-	resynced                 bool
-	keep                     func(n int) bool // memory budget: may we keep n more bytes?
-	note                     func(string)
+	name   string // "10.0.0.1:5000 -> 10.0.0.2:7400", for notes
+	cut    StreamCutter
+	framer Framer
+	buf    []byte // stream bytes from offset off not yet part of a frame
+	off    int64
+	pieces []piece
+	frames []Frame
+	// hints counts the frames of each Hint this half sent, to tell the
+	// client side by the protocol.
+	hints [Opens + 1]int
+	keep  func(n int) bool // memory budget: may we keep n more bytes?
+	note  func(string)
 	// base is the sequence number of stream offset 0; gaps are the stream
 	// ranges given up as missing (at most maxNotes), to tell late bytes.
 	base    uint32
 	gaps    [][2]int64
-	lastPkt int  // the last packet that brought bytes
-	raw     bool // keep payloads as they come (Options.Raw)
+	lastPkt int // the last packet that brought bytes
 	// last is the time of the last frame kept: a frame is never earlier
 	// (reordered segments bring bytes whose own time is before it).
 	last time.Time
@@ -57,8 +50,12 @@ type halfStream struct {
 	tallied int
 }
 
-func newHalfStream(name string, maxFrame int, synced bool, keep func(int) bool, note func(string)) *halfStream {
-	return &halfStream{name: name, maxFrame: maxFrame, parser: wire.Parser{MaxFrame: maxFrame}, synced: synced, keep: keep, note: note}
+func newHalfStream(name string, framer Framer, keep func(int) bool, note func(string)) *halfStream {
+	h := &halfStream{name: name, framer: framer, keep: keep, note: note}
+	if framer != nil {
+		h.cut = framer.Stream()
+	}
+	return h
 }
 
 // feed adds stream bytes that packet pkt, captured at t, brought.
@@ -66,7 +63,7 @@ func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 	if len(data) == 0 {
 		return
 	}
-	if h.raw {
+	if h.cut == nil {
 		h.count++
 		if !h.discard && h.keep(len(data)) {
 			h.frames = append(h.frames, Frame{Time: h.monotonic(t), Packet: pkt, Bytes: append([]byte(nil), data...)})
@@ -76,50 +73,46 @@ func (h *halfStream) feed(data []byte, t time.Time, pkt int) {
 	h.buf = append(h.buf, data...)
 	h.pieces = append(h.pieces, piece{end: h.off + int64(len(h.buf)), t: t, pkt: pkt})
 	h.lastPkt = pkt
-	if h.synced {
-		if err := h.parser.Feed(data, h.emit); err != nil {
-			h.garbage(err)
-		}
-	}
-	h.resync(false)
+	h.cut.Feed(h, data)
 }
 
-// resync searches for a frame boundary for as long as garbage keeps
-// breaking the frames it finds.
-func (h *halfStream) resync(final bool) {
-	for !h.synced && len(h.buf) > 0 && h.trySync(final) {
-	}
-}
+// Pending implements Stream.
+func (h *halfStream) Pending() []byte { return h.buf }
 
-// emit is the parser's callback: the frame is the first FrameLen bytes of
-// the mirror buffer.
-func (h *halfStream) emit(f *wire.Frame) error {
-	n := wire.FrameLen(h.buf)
-	h.store(f.Type, h.buf[:n])
+// Offset implements Stream.
+func (h *halfStream) Offset() int64 { return h.off }
+
+// Name implements Stream.
+func (h *halfStream) Name() string { return h.name }
+
+// Note implements Stream.
+func (h *halfStream) Note(msg string) { h.note(msg) }
+
+// Packet implements Stream.
+func (h *halfStream) Packet() int { return h.pieceAt(h.off).pkt }
+
+// Emit implements Stream: the frame is the first n pending bytes.
+func (h *halfStream) Emit(n int) {
+	h.store(h.buf[:n])
 	h.consume(n)
-	return nil
 }
 
-func (h *halfStream) store(t wire.Type, b []byte) {
+// Drop implements Stream.
+func (h *halfStream) Drop(n int) { h.consume(n) }
+
+func (h *halfStream) store(b []byte) {
 	p := h.completedBy(h.off, h.off+int64(len(b)))
-	if t == wire.TypeJoin {
-		h.hasJoin = true
-	}
-	if t.FromClient() {
-		h.clientKinds++
-	} else {
-		h.serverKinds++
-	}
+	h.hints[h.framer.Hint(b)]++
 	h.count++
 	tm := h.monotonic(p.t)
 	if h.tally != nil && h.marks() {
-		h.tally.Add(tm, t, b)
+		h.tally.Add(tm, b)
 		h.tallied++
 	}
 	if h.discard || !h.keep(len(b)) {
 		return
 	}
-	h.frames = append(h.frames, Frame{Time: tm, Packet: p.pkt, Type: t, Bytes: append([]byte(nil), b...)})
+	h.frames = append(h.frames, Frame{Time: tm, Packet: p.pkt, Bytes: append([]byte(nil), b...)})
 }
 
 // monotonic is t, or the time of the frame before when t is earlier.
@@ -177,21 +170,6 @@ func (h *halfStream) consume(n int) {
 	}
 }
 
-// garbage handles a protocol error: the frame at buf[0] is not one, so skip
-// its first byte and look for the next frame boundary.
-func (h *halfStream) garbage(err error) {
-	var werr *wire.Error
-	detail := err.Error()
-	if errors.As(err, &werr) {
-		detail = fmt.Sprintf("%s (%s)", werr.Code, werr.Detail)
-	}
-	h.note(fmt.Sprintf("packet %d: %s: not a frame at stream offset %d: %s; resynchronising",
-		h.pieceAt(h.off).pkt, h.name, h.off, detail))
-	h.synced = false
-	h.parser = wire.Parser{MaxFrame: h.maxFrame}
-	h.consume(1)
-}
-
 // gap handles bytes the capture does not hold (a lost packet): whatever
 // frame was in progress is gone, and the stream must realign.
 func (h *halfStream) gap(skip int, pkt int) {
@@ -207,8 +185,9 @@ func (h *halfStream) gap(skip int, pkt int) {
 	}
 	h.off += int64(len(h.buf) + skip)
 	h.buf, h.pieces = nil, nil
-	h.synced = false
-	h.parser = wire.Parser{MaxFrame: h.maxFrame}
+	if h.cut != nil {
+		h.cut.Gap()
+	}
 }
 
 // late notes a packet whose bytes fall in a range given up as missing:
@@ -225,36 +204,8 @@ func (h *halfStream) late(seq uint32, n int, pkt int) {
 	}
 }
 
-// trySync looks for the first offset in buf where frames parse one after
-// another, drops the bytes before it and parses on from there. final says
-// no more bytes will come. It returns true if it should be called again
-// (the frames it found ran into garbage).
-func (h *halfStream) trySync(final bool) bool {
-	for i := 0; i < len(h.buf); i++ {
-		switch probe(h.buf[i:], h.maxFrame, final) {
-		case probeBad:
-			continue
-		case probeWait:
-			h.skip(i)
-			return false
-		case probeGood:
-			h.skip(i)
-			h.resynced = true
-			h.synced = true
-			h.note(fmt.Sprintf("packet %d: %s: resynchronised on a frame at stream offset %d", h.pieceAt(h.off).pkt, h.name, h.off))
-			data := h.buf
-			if err := h.parser.Feed(data, h.emit); err != nil {
-				h.garbage(err)
-				return true
-			}
-			return false
-		}
-	}
-	h.skip(len(h.buf))
-	return false
-}
-
-func (h *halfStream) skip(n int) {
+// Skip implements Stream.
+func (h *halfStream) Skip(n int) {
 	if n == 0 {
 		return
 	}
@@ -262,64 +213,15 @@ func (h *halfStream) skip(n int) {
 	h.consume(n)
 }
 
-// end is called once no more bytes will come.
+// end is called once no more bytes will come: the cutter cuts what it
+// can, the rest is dropped.
 func (h *halfStream) end() {
-	h.resync(true)
-	if n := len(h.buf); n > 0 {
-		want := wire.FrameLen(h.buf)
-		h.note(fmt.Sprintf("%s: stream ends inside a frame (%d of %d bytes): left out", h.name, n, max(want, n)))
-		h.consume(n)
+	if h.cut == nil {
+		return
 	}
+	h.cut.End(h)
+	h.consume(len(h.buf))
 }
 
-type probeResult int
-
-const (
-	probeBad  probeResult = iota // no frame starts here
-	probeWait                    // frames may start here: need more bytes to tell
-	probeGood                    // two frames in a row start here (or one at the very end)
-)
-
-// probe tells whether frames start at b[0]: two whole frames that decode
-// one after the other are taken as proof.
-func probe(b []byte, maxFrame int, final bool) probeResult {
-	count := 0
-	var f wire.Frame
-	for {
-		if count >= 2 {
-			return probeGood
-		}
-		undecided := probeWait
-		if final {
-			undecided = probeBad
-			if count > 0 {
-				undecided = probeGood
-			}
-		}
-		if len(b) < wire.LenSize {
-			if len(b) == 0 && count > 0 && final {
-				return probeGood
-			}
-			return undecided
-		}
-		n := wire.FrameLen(b)
-		if n == wire.LenSize || n-wire.LenSize > maxFrame {
-			return probeBad
-		}
-		if len(b) < wire.HeaderSize {
-			return undecided
-		}
-		t := wire.Type(b[wire.LenSize])
-		if !t.Known() {
-			return probeBad
-		}
-		if len(b) < n {
-			return undecided
-		}
-		if wire.DecodeBody(t, b[wire.HeaderSize:n], &f) != nil {
-			return probeBad
-		}
-		count++
-		b = b[n:]
-	}
-}
+// resynced says the cutter had to realign the stream.
+func (h *halfStream) resynced() bool { return h.cut != nil && h.cut.Resynced() }

@@ -159,7 +159,7 @@ func goTLSClient(cfg *tls.Config, keylog io.Writer) func(string) error {
 // flow's records, both ways, with what client and server sent.
 func checkDecrypted(t *testing.T, path string, keys *KeyLog, version, cipher string) {
 	t.Helper()
-	c, err := ReadFile(path, Options{Raw: true, KeyLog: keys})
+	c, err := ReadFile(path, Options{KeyLog: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,7 +403,7 @@ func TestTLSTestdata(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := ReadFile(path, Options{KeyLog: k})
+			c, err := ReadFile(path, rep(Options{KeyLog: k}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -556,7 +556,7 @@ func TestTLSKeyUpdateOpenSSL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := ReadFile(path, Options{Raw: true, KeyLog: keys})
+	c, err := ReadFile(path, Options{KeyLog: keys})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func TestTLSKeyUpdateOpenSSL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err = ReadFile(path, Options{Raw: true, KeyLog: keys})
+	c, err = ReadFile(path, Options{KeyLog: keys})
 	if err != nil {
 		t.Fatal(err)
 	}

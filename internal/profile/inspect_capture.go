@@ -136,12 +136,12 @@ func writeScript(w io.Writer, c *capture.Capture, flow int, asJSON bool) error {
 	default:
 		fl = c.Flows[flow]
 	}
-	list := capture.Script(fl)
+	list := frameListing(fl)
 	var err error
 	if asJSON {
-		err = capture.WriteScriptJSON(w, list)
+		err = writeScriptJSON(w, list)
 	} else {
-		err = capture.WriteScriptText(w, fl, flow, list)
+		err = writeScriptText(w, fl, flow, list)
 	}
 	if err != nil {
 		return err

@@ -164,16 +164,18 @@ func (src Source) transport(def string) string {
 }
 
 // captureOptions is how p reads a capture: the reprise protocol's frames
-// cut by the reader, any other profile's payloads raw, for Messages to cut.
+// cut by its framer while the capture is read, any other profile's
+// payloads raw, for Messages to cut.
 func (p *Profile) captureOptions(src Source) capture.Options {
-	if p.reprise {
-		return capture.Options{MaxFrame: src.MaxFrame, ServerPort: src.ServerPort, MaxMemory: src.CaptureMemory, KeyLog: src.KeyLog}
-	}
 	port := p.Port
 	if src.ServerPort != 0 {
 		port = src.ServerPort
 	}
-	return capture.Options{Raw: true, ServerPort: port, MaxMemory: src.CaptureMemory, KeyLog: src.KeyLog}
+	o := capture.Options{ServerPort: port, MaxMemory: src.CaptureMemory, KeyLog: src.KeyLog}
+	if p.reprise {
+		o.Framer = RepriseFramer(src.MaxFrame)
+	}
+	return o
 }
 
 // noFlow is the error of a capture with no flow to replay.

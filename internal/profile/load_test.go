@@ -18,10 +18,10 @@ func TestCaptureOptions(t *testing.T) {
 			t.Errorf("%s: read with %d bytes of memory, want %d", name, opts.MaxMemory, src.CaptureMemory)
 		}
 		if name == Default {
-			if opts.Raw || opts.MaxFrame != src.MaxFrame {
-				t.Errorf("%s: read %+v, want its frames cut by the reader up to %d bytes", name, opts, src.MaxFrame)
+			if opts.Framer != RepriseFramer(src.MaxFrame) {
+				t.Errorf("%s: read %+v, want its frames cut by its framer up to %d bytes", name, opts, src.MaxFrame)
 			}
-		} else if !opts.Raw || opts.ServerPort != p.Port {
+		} else if opts.Framer != nil || opts.ServerPort != p.Port {
 			t.Errorf("%s: read %+v, want raw payloads on port %d", name, opts, p.Port)
 		}
 	}

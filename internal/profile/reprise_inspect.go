@@ -67,7 +67,8 @@ type tally struct {
 }
 
 // Add implements capture.Tally.
-func (t *tally) Add(at time.Time, typ wire.Type, b []byte) {
+func (t *tally) Add(at time.Time, b []byte) {
+	typ := wire.Type(b[wire.LenSize])
 	t.mk = append(t.mk, mark{t: at.UnixNano(), n: int32(len(b)), typ: typ})
 	if typ == wire.TypeJoin {
 		t.users, t.rooms = addJoin(t.users, t.rooms, b, t.intern)
@@ -344,7 +345,7 @@ func FlowUsable(f *capture.Flow) (bool, string) {
 		return false, UnusableNoClient
 	}
 	for _, fr := range f.ClientFrames {
-		if fr.Type == wire.TypeJoin {
+		if wire.Type(fr.Bytes[wire.LenSize]) == wire.TypeJoin {
 			return true, ""
 		}
 	}

@@ -14,7 +14,7 @@ func TestInspectJSONBounded(t *testing.T) {
 	// at maxRateBuckets.
 	c := &capture.Capture{Flows: []*capture.Flow{{
 		Start: time.Unix(0, 0), End: time.Unix(0, 0).Add(80 * 365 * 24 * time.Hour),
-		ClientFrames: []capture.Frame{{Offset: 0, Type: wire.TypeJoin, Bytes: wire.AppendJoin(nil, "r", "u", nil, 0)}},
+		ClientFrames: []capture.Frame{{Offset: 0, Bytes: wire.AppendJoin(nil, "r", "u", nil, 0)}},
 	}}}
 	s := SummaryOf(c)
 	if n := len(s.Flows[0].ClientPerSecond); n > maxRateBuckets+1 {

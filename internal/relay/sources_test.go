@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/room"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
@@ -116,7 +117,7 @@ func TestAdmitRoom(t *testing.T) {
 func TestDefaultRoomLimitsSpareACapturedRoom(t *testing.T) {
 	d := DefaultConfig()
 	for _, path := range []string{"../../captures/vr-session.pcap", "../../captures/vr-session-udp.pcap"} {
-		c, err := capture.ReadFile(path, capture.Options{})
+		c, err := capture.ReadFile(path, capture.Options{Framer: profile.RepriseFramer(0), ServerPort: wire.DefaultPort})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +125,7 @@ func TestDefaultRoomLimitsSpareACapturedRoom(t *testing.T) {
 		for _, f := range c.Flows {
 			msgs, bytes := map[int64]int{}, map[int64]int{}
 			for _, fr := range f.ClientFrames {
-				if fr.Type != wire.TypeSend {
+				if wire.Type(fr.Bytes[wire.LenSize]) != wire.TypeSend {
 					continue
 				}
 				s := int64(fr.Offset / time.Second)

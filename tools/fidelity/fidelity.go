@@ -29,12 +29,15 @@ type schedule struct {
 // errNoSchedule means the recorded flow holds nothing a replay schedules.
 var errNoSchedule = errors.New("the recorded flow has no join followed by a send")
 
+// kind is a reprise frame's type.
+func kind(f capture.Frame) wire.Type { return wire.Type(f.Bytes[wire.LenSize]) }
+
 // newSchedule reads the schedule of a recorded flow's client frames.
 func newSchedule(frames []capture.Frame, speed float64) (schedule, error) {
 	if speed <= 0 {
 		speed = 1
 	}
-	first := slices.IndexFunc(frames, func(f capture.Frame) bool { return f.Type == wire.TypeJoin })
+	first := slices.IndexFunc(frames, func(f capture.Frame) bool { return kind(f) == wire.TypeJoin })
 	if first < 0 {
 		return schedule{}, errNoSchedule
 	}
@@ -42,13 +45,13 @@ func newSchedule(frames []capture.Frame, speed float64) (schedule, error) {
 	s.firstSend = -1
 	base := frames[first].Time
 	for _, f := range frames[first:] {
-		if f.Type == wire.TypeLeave {
+		if kind(f) == wire.TypeLeave {
 			break
 		}
-		if f.Type == wire.TypeSend && s.firstSend < 0 {
+		if kind(f) == wire.TypeSend && s.firstSend < 0 {
 			s.firstSend = len(s.kinds)
 		}
-		s.kinds = append(s.kinds, f.Type)
+		s.kinds = append(s.kinds, kind(f))
 		s.sizes = append(s.sizes, len(f.Bytes))
 		s.at = append(s.at, time.Duration(float64(f.Time.Sub(base))/speed))
 	}
@@ -91,7 +94,7 @@ type clientResult struct {
 // that step's kind. ok is false for a client that never sent (a
 // receive-only one), which has nothing to compare.
 func compareClient(s schedule, frames []capture.Frame) (r clientResult, ok bool) {
-	i := slices.IndexFunc(frames, func(f capture.Frame) bool { return f.Type == wire.TypeSend })
+	i := slices.IndexFunc(frames, func(f capture.Frame) bool { return kind(f) == wire.TypeSend })
 	if i < 0 {
 		return r, false
 	}
@@ -102,7 +105,7 @@ func compareClient(s schedule, frames []capture.Frame) (r clientResult, ok bool)
 	var lates []int64
 	for k, f := range frames[i:] {
 		if k > 0 {
-			if step+1 >= len(s.kinds) || f.Type != s.kinds[step+1] {
+			if step+1 >= len(s.kinds) || kind(f) != s.kinds[step+1] {
 				r.unmatched++
 				continue
 			}

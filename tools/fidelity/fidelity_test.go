@@ -16,6 +16,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -31,7 +32,7 @@ const (
 var readRecorded = sync.OnceValue(func() map[string]*capture.Capture {
 	m := map[string]*capture.Capture{}
 	for _, path := range []string{recordedTCP, recordedUDP} {
-		c, err := capture.ReadFile(path, capture.Options{})
+		c, err := capture.ReadFile(path, capture.Options{Framer: profile.RepriseFramer(0), ServerPort: wire.DefaultPort})
 		if err != nil {
 			panic(err) // the repository's own capture
 		}
@@ -78,7 +79,7 @@ func writeTCP(t *testing.T, segs []segment) []*capture.Flow {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := capture.ReadFile(path, capture.Options{})
+	c, err := capture.ReadFile(path, capture.Options{Framer: profile.RepriseFramer(0), ServerPort: wire.DefaultPort})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +89,8 @@ func writeTCP(t *testing.T, segs []segment) []*capture.Flow {
 // played is the recorded script as a replay sends it: the frames from the
 // join to before the leave, then a leave of the fleet's own.
 func played(fl *capture.Flow) []capture.Frame {
-	i := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return f.Type == wire.TypeJoin })
-	j := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return f.Type == wire.TypeLeave })
+	i := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return kind(f) == wire.TypeJoin })
+	j := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return kind(f) == wire.TypeLeave })
 	out := slices.Clone(fl.ClientFrames[i:j])
 	leave := fl.ClientFrames[j]
 	leave.Time = out[len(out)-1].Time.Add(time.Millisecond)
@@ -112,7 +113,7 @@ func TestCompareTCPSegments(t *testing.T) {
 	// of gap, and quick under -race.
 	script := played(fl)
 	script = append(script[:1500:1500], script[len(script)-1])
-	first := slices.IndexFunc(script, func(f capture.Frame) bool { return f.Type == wire.TypeSend })
+	first := slices.IndexFunc(script, func(f capture.Frame) bool { return kind(f) == wire.TypeSend })
 	// Each case gives the segments and when each frame of the script
 	// should be seen complete.
 	for _, tt := range []struct {
@@ -287,7 +288,7 @@ func TestSpeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := compareClient(s, fl.ClientFrames)
-	i := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return f.Type == wire.TypeSend })
+	i := slices.IndexFunc(fl.ClientFrames, func(f capture.Frame) bool { return kind(f) == wire.TypeSend })
 	for k, e := range got.errs[:50] {
 		gap := fl.ClientFrames[i+k+1].Time.Sub(fl.ClientFrames[i+k].Time)
 		if d := time.Duration(e) - gap/2; d < -1 || d > 1 {
@@ -306,7 +307,7 @@ func TestReceiveOnlyAndEmpty(t *testing.T) {
 	}
 	var segs []segment
 	for _, f := range fl.ClientFrames {
-		if f.Type == wire.TypeJoin || f.Type == wire.TypeHeartbeat {
+		if kind(f) == wire.TypeJoin || kind(f) == wire.TypeHeartbeat {
 			segs = append(segs, segment{f.Time, f.Bytes})
 		}
 	}

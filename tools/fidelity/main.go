@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 func main() {
@@ -66,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.recording, "recording", "captures/vr-session.pcap", "the capture the replay played")
 	fs.IntVar(&o.flow, "flow", -1, "the recorded flow the replay played, as replay inspect lists them (-1: the longest, replay's default)")
 	fs.Float64Var(&o.speed, "speed", 1, "the replay's --speed")
-	fs.UintVar(&o.serverPort, "server-port", uint(capture.DefaultServerPort), "the port the replayed server listened on (tells the client side of a flow)")
+	fs.UintVar(&o.serverPort, "server-port", uint(wire.DefaultPort), "the port the replayed server listened on (tells the client side of a flow)")
 	fs.StringVar(&o.label, "label", "", "first column of each row (default: the capture's path)")
 	fs.BoolVar(&o.header, "header", true, "print the header row")
 	if err := fs.Parse(args); err != nil {
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // readSchedule reads the recorded flow's schedule.
 func readSchedule(ctx context.Context, path string, flow int, speed float64, warn io.Writer) (schedule, error) {
-	c, err := capture.ReadFileContext(ctx, path, capture.Options{})
+	c, err := capture.ReadFileContext(ctx, path, capture.Options{Framer: profile.RepriseFramer(0), ServerPort: wire.DefaultPort})
 	if err != nil {
 		return schedule{}, fmt.Errorf("recording: %w", err)
 	}
@@ -125,7 +127,7 @@ func readSchedule(ctx context.Context, path string, flow int, speed float64, war
 
 // measure reads one replay's capture and compares its clients.
 func measure(ctx context.Context, s schedule, path string, port uint16, warn io.Writer) (result, error) {
-	c, err := capture.ReadFileContext(ctx, path, capture.Options{ServerPort: port})
+	c, err := capture.ReadFileContext(ctx, path, capture.Options{Framer: profile.RepriseFramer(0), ServerPort: port})
 	if err != nil {
 		return result{}, fmt.Errorf("replay capture: %w", err)
 	}

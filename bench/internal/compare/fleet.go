@@ -35,7 +35,7 @@ func writeSession(path string) error {
 		return err
 	}
 	cl := netip.MustParseAddrPort("127.0.0.1:40000")
-	sv := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), capture.DefaultServerPort)
+	sv := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), wire.DefaultPort)
 	t := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	step := func() time.Time { t = t.Add(10 * time.Millisecond); return t }
 	flow, err := w.OpenTCP(step(), cl, sv)

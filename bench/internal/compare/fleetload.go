@@ -48,7 +48,7 @@ func writeSenderSession(path string, rate float64, payload int) error {
 		return err
 	}
 	cl := netip.MustParseAddrPort("127.0.0.1:40001")
-	sv := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), capture.DefaultServerPort)
+	sv := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), wire.DefaultPort)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	flow, err := w.OpenTCP(t0, cl, sv)
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // Config is what `record live` is told.
@@ -108,7 +109,7 @@ func (c *Config) defaults() {
 		c.Iface = "lo"
 	}
 	if c.Port == 0 {
-		c.Port = capture.DefaultServerPort
+		c.Port = wire.DefaultPort
 	}
 	if c.Snaplen <= 0 {
 		c.Snaplen = capture.DefaultSnaplen

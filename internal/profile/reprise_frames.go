@@ -1,4 +1,4 @@
-package capture
+package profile
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -33,20 +34,21 @@ type FrameInfo struct {
 	Hex      string `json:"hex"` // the first hexBytes bytes
 }
 
-// Script lists a flow's client frames: what a replay of it sends, with
-// time offset, kind, size, a short decode and the first bytes in hex.
-func Script(f *Flow) []FrameInfo {
+// frameListing lists a flow's client frames: what a replay of it sends,
+// with time offset, kind, size, a short decode and the first bytes in hex.
+func frameListing(f *capture.Flow) []FrameInfo {
 	out := make([]FrameInfo, 0, len(f.ClientFrames))
 	joined, left := false, false
 	for i, fr := range f.ClientFrames {
+		typ := wire.Type(fr.Bytes[wire.LenSize])
 		info := FrameInfo{
-			Index: i, OffsetS: fr.Offset.Seconds(), Packet: fr.Packet, Kind: fr.Type.String(), Size: len(fr.Bytes),
+			Index: i, OffsetS: fr.Offset.Seconds(), Packet: fr.Packet, Kind: typ.String(), Size: len(fr.Bytes),
 			Decode: describe(fr.Bytes), Hex: hex.EncodeToString(fr.Bytes[:min(len(fr.Bytes), hexBytes)]),
 		}
-		if fr.Type == wire.TypeJoin {
+		if typ == wire.TypeJoin {
 			joined = true
 		}
-		if fr.Type == wire.TypeLeave && joined {
+		if typ == wire.TypeLeave && joined {
 			left = true
 		}
 		switch {
@@ -109,8 +111,8 @@ func quoteASCII(b []byte) string {
 	return sb.String()
 }
 
-// WriteScriptText writes a frame listing as aligned text.
-func WriteScriptText(w io.Writer, flow *Flow, index int, frames []FrameInfo) error {
+// writeScriptText writes a frame listing as aligned text.
+func writeScriptText(w io.Writer, flow *capture.Flow, index int, frames []FrameInfo) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "flow %d: %s: %d client frames (replayed: from the first join to before the leave)\n", index, flow, len(frames))
 	for _, f := range frames {
@@ -126,8 +128,8 @@ func WriteScriptText(w io.Writer, flow *Flow, index int, frames []FrameInfo) err
 	return nil
 }
 
-// WriteScriptJSON writes a frame listing as a JSON array.
-func WriteScriptJSON(w io.Writer, frames []FrameInfo) error {
+// writeScriptJSON writes a frame listing as a JSON array.
+func writeScriptJSON(w io.Writer, frames []FrameInfo) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(frames); err != nil {

@@ -1,4 +1,4 @@
-package capture
+package profile
 
 import (
 	"testing"
@@ -6,9 +6,9 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// TestClassifyDatagram: a client datagram is a token and one frame; a
+// TestRepriseDatagram: a client datagram is a token and one frame; a
 // relay datagram is one or more whole server→client frames.
-func TestClassifyDatagram(t *testing.T) {
+func TestRepriseDatagram(t *testing.T) {
 	deliver := wire.AppendDeliver(nil, wire.Othercast, "alice", true, 42, []byte("pose"))
 	joined := wire.AppendJoined(nil, 7, "alice", []string{"alice"})
 	two := append(append([]byte(nil), joined...), deliver...)
@@ -26,7 +26,7 @@ func TestClassifyDatagram(t *testing.T) {
 		{"garbage", []byte("hello world"), 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			frames, ok := classifyDatagram(tt.d, wire.DefaultMaxFrame)
+			frames, ok := RepriseFramer(wire.DefaultMaxFrame).Datagram(tt.d)
 			if ok != (tt.frames > 0) || len(frames) != tt.frames {
 				t.Fatalf("got %d frames, ok %v; want %d", len(frames), ok, tt.frames)
 			}
