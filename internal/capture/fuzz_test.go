@@ -123,7 +123,7 @@ const (
 // summarizedHeld reads data as inspect does and fails t if what the
 // capture holds after is more than heldPerFlow per flow: a flow's
 // reassembly state and frames are released, whatever the input.
-func summarizedHeld(t *testing.T, data []byte) {
+func summarizedHeld(t *testing.T, data []byte) (held int64, flows int) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -131,7 +131,7 @@ func summarizedHeld(t *testing.T, data []byte) {
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	if c == nil {
-		return
+		return 0, 0
 	}
 	printed := int64(0)
 	for _, fl := range c.Flows {
@@ -146,11 +146,12 @@ func summarizedHeld(t *testing.T, data []byte) {
 	for _, w := range c.Warnings {
 		printed += int64(len(w)) + 16
 	}
-	held := int64(after.HeapAlloc) - int64(before.HeapAlloc) - printed
+	held = int64(after.HeapAlloc) - int64(before.HeapAlloc) - printed
 	if bound := heldBase + int64(len(c.Flows))*heldPerFlow; held > bound {
 		t.Fatalf("a summarising read of %d flows holds %d bytes beside what inspect prints, over %d", len(c.Flows), held, bound)
 	}
 	runtime.KeepAlive(c)
+	return held, len(c.Flows)
 }
 
 // TestWriteCorpus writes the hostile corpus and fuzz seeds to testdata when

@@ -136,7 +136,8 @@ func TestSummarizeHoldsLittlePerFlow(t *testing.T) {
 	if _, err := capturetest.WriteFlows(&buf, capturetest.Flows{N: 5000, Sends: 3, Payload: 50}); err != nil {
 		t.Fatal(err)
 	}
-	summarizedHeld(t, buf.Bytes())
+	held, flows := summarizedHeld(t, buf.Bytes())
+	t.Logf("a summarising read of %d flows holds %d bytes beside what inspect prints: %d per flow (bound %d + %d per flow)", flows, held, held/int64(max(flows, 1)), heldBase, heldPerFlow)
 	full, err := Read(bytes.NewReader(buf.Bytes()), rep(Options{}))
 	if err != nil {
 		t.Fatal(err)
