@@ -219,6 +219,9 @@ func TestNNExactDeliveries(t *testing.T) {
 	if s.LatencyMS.P99 <= 0 || len(s.Disconnects) != 0 {
 		t.Errorf("latency %+v disconnects %v", s.LatencyMS, s.Disconnects)
 	}
+	if s.ClientsPolled != 6 {
+		t.Errorf("%d of the 6 TCP clients read by the schedulers' pollers", s.ClientsPolled)
+	}
 	goldenAnswer(t, "held", answerCard(res.stdout, false))
 }
 

@@ -67,6 +67,9 @@ func TestWSDeflate(t *testing.T) {
 			if s.LatencyMS.P50 <= 0 {
 				t.Errorf("no latency: %+v", s.LatencyMS)
 			}
+			if s.ClientsPolled != int64(tc.clients) {
+				t.Errorf("%d of the %d WebSocket clients read by the schedulers' pollers", s.ClientsPolled, tc.clients)
+			}
 			t.Logf("%s: sent %d received %d, server chats %d delivered %d, deflated %d", tc.name, s.MessagesSent, s.MessagesReceived, app.Chats, app.Delivered, app.Deflated)
 		})
 	}

@@ -104,6 +104,9 @@ func TestWSRoomServer(t *testing.T) {
 	if s.LatencyMS.P50 <= 0 {
 		t.Errorf("no latency measured: %+v", s.LatencyMS)
 	}
+	if s.ClientsPolled != 40 {
+		t.Errorf("%d of the 40 WebSocket clients read by the schedulers' pollers", s.ClientsPolled)
+	}
 	t.Logf("wsroom, 40 clients in rooms of 10 for 4 s: fleet sent %d received %d, server in %d out %d; latency p50 %.2f p99 %.2f ms",
 		s.MessagesSent, s.MessagesReceived, in, out, s.LatencyMS.P50, s.LatencyMS.P99)
 }

@@ -237,6 +237,7 @@ func addCounts(out *Summary, s Summary) {
 	out.BytesReceived += s.BytesReceived
 	out.LoopsCompleted += s.LoopsCompleted
 	out.SendsDelayed += s.SendsDelayed
+	out.ClientsPolled += s.ClientsPolled
 	out.MessagesLost += s.MessagesLost
 	out.NumberedReceived += s.NumberedReceived
 	out.UDPJoinRetries += s.UDPJoinRetries

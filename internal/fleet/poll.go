@@ -143,6 +143,17 @@ func newPoller() (*poller, error) {
 	return p, nil
 }
 
+// clientsPolled is how many clients f's pollers were handed.
+func (f *Fleet) clientsPolled() int64 {
+	var n int64
+	for _, sh := range f.scheds {
+		if sh.poll != nil {
+			n += sh.poll.handed.Load()
+		}
+	}
+	return n
+}
+
 // post asks the poller to act on e; safe from any goroutine.
 func (p *poller) post(e *polled, kind postKind, at time.Time) {
 	p.mu.Lock()

@@ -261,9 +261,11 @@ func TestRawFDClose(t *testing.T) {
 // every delivery counted and none lost; they leave through their
 // pollers, and every descriptor is closed after the run.
 func TestFleetPolled(t *testing.T) {
-	const n = 16
+	// The fleet's own goroutines are two a core (a scheduler and its
+	// poller) and a few more; n is well past them on any core count.
+	n := int64(24 + 4*runtime.GOMAXPROCS(0))
 	c := testConfig(t)
-	c.Clients = n
+	c.Clients = int(n)
 	c.Loop = "100ms,300ms"
 	c.Duration = 0 // until the goroutines are counted
 	fds := openFDs(t)
@@ -288,7 +290,7 @@ func TestFleetPolled(t *testing.T) {
 	for tick := time.NewTicker(10 * time.Millisecond); ; <-tick.C {
 		// The logins' count (atomic, after the pollers were made) orders
 		// the read of the schedulers' pollers after their start.
-		if more = runtime.NumGoroutine() - goroutines; f.stats.loggedIn.Load() == n && pollerHanded(f) == n && more < n/2 {
+		if more = runtime.NumGoroutine() - goroutines; f.stats.loggedIn.Load() == n && pollerHanded(f) == n && more < int(n/2) {
 			break
 		}
 		select {
@@ -297,12 +299,20 @@ func TestFleetPolled(t *testing.T) {
 		default:
 		}
 	}
+	t.Logf("%d clients, %d goroutines more than before the run (GOMAXPROCS %d)", n, more, runtime.GOMAXPROCS(0))
 	time.Sleep(700 * time.Millisecond) // a few loops of the script
 	cancel()
 	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}
-	if d := s.Deliveries; s.LoginsSucceeded != n || d.Expected != (n-1)*s.MessagesSent || d.Received != d.Expected || d.Lost != 0 || s.MessagesSent == 0 {
+	if s.ClientsPolled != n {
+		t.Errorf("summary: %d clients polled, want %d", s.ClientsPolled, n)
+	}
+	// None lost, and every delivery owed received. A few more may come:
+	// casts sent while a receiver's join confirmation was on its way,
+	// before its window opened (deliveries.go); the goroutine path gets
+	// them too (17 and 3 of 66,000 at 32 clients before the pollers).
+	if d := s.Deliveries; s.LoginsSucceeded != n || s.MessagesSent == 0 || d.Received < d.Expected || d.Lost != 0 || d.Expected == 0 {
 		t.Errorf("logins %d, deliveries %+v for %d sent", s.LoginsSucceeded, d, s.MessagesSent)
 	}
 	if after := openFDs(t); after != fds {

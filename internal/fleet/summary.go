@@ -89,6 +89,11 @@ type Summary struct {
 	ProcessCPUSeconds   float64 `json:"fleet_process_cpu_seconds"`
 	ProcessPeakRSSBytes int64   `json:"fleet_process_peak_rss_bytes"`
 	ProcessCPUMSPer1k   float64 `json:"fleet_process_cpu_ms_per_1k_messages"`
+	// ClientsPolled counts the logged-in clients their schedulers'
+	// pollers read (poll.go: plain TCP and WebSocket over it, without a
+	// goroutine of their own); TLS and UDP clients are not. Merged: the
+	// sum over the shards.
+	ClientsPolled int64 `json:"clients_polled,omitempty"`
 	// Saturation counts the progress intervals in which the fleet was
 	// saturated, by kind (lag, cpu); empty when it never was.
 	Saturation map[string]int `json:"saturation"`
@@ -219,6 +224,7 @@ func (f *Fleet) summary() (Summary, error) {
 		ProcessCPUSeconds:   cpuS,
 		ProcessPeakRSSBytes: rss,
 		ProcessCPUMSPer1k:   perThousand(cpuS, t.MessagesSent+t.MessagesReceived),
+		ClientsPolled:       f.clientsPolled(),
 		Saturation:          saturation,
 		Histograms:          hists,
 	}, nil
