@@ -584,16 +584,23 @@ func (c *client) upgradeTLS() error {
 }
 
 // readUDP is read for a UDP client: up to udpBatchMax datagrams per
-// recvmmsg (udpread.go), each consumed as it came.
+// recvmmsg (udpread.go), each consumed as it came, all at the time the
+// batch was read (one clock reading and one nudge a batch, as for a
+// stream read of many frames).
 func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResult) Disconnect {
 	for {
 		n, err := ur.read()
+		var mono int64
+		if n > 0 {
+			mono = c.f.now()
+			c.f.nudge(mono)
+		}
 		for i := range n {
 			d := ur.datagram(i)
 			if !c.joined.Load() && len(c.first) < firstBytes {
 				c.first = append(c.first, d[:min(len(d), firstBytes-len(c.first))]...)
 			}
-			if reason, done := c.consume(d, ev, res); done {
+			if reason, done := c.consumeAt(d, mono, ev, res); done {
 				return reason
 			}
 		}
@@ -613,6 +620,12 @@ func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResu
 func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
 	mono := c.f.now()
 	c.f.nudge(mono)
+	return c.consumeAt(b, mono, ev, res)
+}
+
+// consumeAt is consume of bytes read at mono (the fleet's clock), the
+// schedulers already nudged.
+func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
 	now := c.f.wall(mono)
 	ev.Reset()
 	// The profile counts latencies into the recording counts as it
