@@ -132,6 +132,9 @@ type client struct {
 	hmu        sync.Mutex
 	handedOver bool
 	toSched    bool
+	// readMark says how far its reader caught up, for the drain
+	// (readmark.go).
+	readMark atomic.Int64
 
 	// Owned by the scheduler once the client is scheduled.
 	start int64     // fleet clock (ns) at which step 0 was due: the joined time
@@ -481,9 +484,13 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 		}
 	}
 	r := newStreamReader(c.conn, c.raw, handle)
+	if c.raw != nil {
+		r.marker = &readMarker{mark: &c.readMark, epoch: &c.f.readEpoch}
+	}
 	defer func() {
 		if !c.handedOver {
 			r.release()
+			r.marker.ended()
 		}
 	}()
 	if c.canPoll() {

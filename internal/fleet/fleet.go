@@ -112,6 +112,8 @@ type Fleet struct {
 	// profile says the server does (instances.go); nil otherwise.
 	insts *instances
 	wg    sync.WaitGroup // connection goroutines
+	// readEpoch is the drain's read epoch (readmark.go).
+	readEpoch atomic.Int64
 
 	warnMu      sync.Mutex
 	warnings    []string
@@ -863,31 +865,51 @@ func (f *Fleet) loopsLive() int64 {
 const DrainQuiet = 200 * time.Millisecond
 
 // drain waits for the deliveries of the last sends still in flight: until
-// none arrived for DrainQuiet, at most DrainTimeout. Only deliveries count
-// (the messages the profile counts as received, Events.Messages): a
-// server's keepalive pings, the answers to the clients' own heartbeats
-// and the other frames no figure counts go on for as long as the
-// connections last, and would hold every run to the bound (socket.io
-// pings each client every second: 200 clients never leave 200 ms
-// without a byte). A drain that reaches its bound with deliveries still
-// arriving says so: the run took that much longer, and its received
-// counts may miss deliveries still in flight.
+// none arrived for DrainQuiet and every logged-in client's reader has
+// read its socket to the end since that quiet began (readmark.go), at
+// most DrainTimeout. Only deliveries count (the messages the profile
+// counts as received, Events.Messages): a server's keepalive pings, the
+// answers to the clients' own heartbeats and the other frames no figure
+// counts go on for as long as the connections last, and would hold every
+// run to the bound (socket.io pings each client every second: 200
+// clients never leave 200 ms without a byte). The readers' marks tell a
+// fleet that received everything from one whose readers a starved host
+// has not run: their sockets' deliveries are unread, and a server that
+// resets at the leave's goodbye (or drops what it still queued) loses
+// them. A drain that reaches its bound with deliveries still arriving,
+// owed, or unread says so: the run took that much longer, and its
+// received counts may miss them.
 func (f *Fleet) drain() {
 	start := time.Now()
 	end := start.Add(f.cfg.DrainTimeout)
 	last := f.stats.totals().MessagesReceived
 	lastChange := start
 	var owed int64
+	// The read epoch of the current quiet (0: none yet) and the clients
+	// not caught up in it.
+	var epoch int64
+	var behind []*client
+	f.log.Debug("sends ended: draining", zap.Duration("bound", f.cfg.DrainTimeout))
+	defer func() {
+		f.log.Debug("drain ended", zap.Duration("took", time.Since(start)), zap.Int64("received", f.stats.totals().MessagesReceived),
+			zap.Int("readers_behind", len(behind)), zap.Int64("owed_missing", owed))
+	}()
 	for time.Now().Before(end) {
 		time.Sleep(20 * time.Millisecond)
 		if n := f.stats.totals().MessagesReceived; n != last {
-			last, lastChange = n, time.Now()
+			last, lastChange, epoch = n, time.Now(), 0
 		} else if time.Since(lastChange) >= DrainQuiet {
+			all := epoch == 0
+			if all {
+				epoch = f.beginReadEpoch()
+			}
+			if behind = f.behindReaders(behind, all, epoch); len(behind) > 0 {
+				continue
+			}
 			// Quiet is not enough while deliveries owed are missing: a
-			// starved fleet's readers go quiet with the deliveries
-			// waiting in their sockets (a loaded host lost 25 % of a
-			// Redis run's so), and a server behind on its fan-out is
-			// quiet while it catches up.
+			// server behind on its fan-out is quiet while it catches
+			// up (and so was a starved fleet's reader: a loaded host
+			// lost 25 % of a Redis run's so).
 			if owed = f.owedMissing(); owed == 0 {
 				return
 			}
@@ -905,6 +927,9 @@ func (f *Fleet) drain() {
 	case lastChange.After(start):
 		f.warn("WARNING: deliveries still arrived %v after the last send, when the drain's bound (--drain-deliveries %v) ended the wait: the run took that much longer, and its received counts may miss deliveries in flight",
 			lastChange.Sub(start).Round(time.Millisecond), f.cfg.DrainTimeout)
+	case len(behind) > 0:
+		f.warn("WARNING: %d clients had not read their sockets to the end when the drain's bound (--drain-deliveries %v) ended the wait (a starved fleet's readers): deliveries they left unread are missing from the received counts if the server cut them at the leave",
+			len(behind), f.cfg.DrainTimeout)
 	}
 }
 

@@ -97,6 +97,9 @@ type streamReader struct {
 	// a socket that reported a hang-up or an error: a reset after the
 	// last bytes leaves TCP_INQ at 0 and raises no further event).
 	toEnd bool
+	// marker marks the client's caught-up reads for the drain
+	// (readmark.go); nil marks nothing.
+	marker *readMarker
 }
 
 // errYield ends run when the socket is empty and canYield says yes.
@@ -117,23 +120,28 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 		if r.buf == nil {
 			r.buf = getReadBuf(r.size)
 		}
+		epoch := r.marker.wake()
 		for {
 			n, left, err := r.recv(int(fd), *r.buf)
 			switch {
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
+				r.marker.emptied(epoch)
 				return r.empty() // park until readable (or the deadline)
 			case err != nil:
 				r.err = err
+				r.marker.ended()
 				return true
 			case n == 0:
 				r.err = io.EOF
+				r.marker.ended()
 				return true
 			}
 			full := n == len(*r.buf)
 			if !r.handle((*r.buf)[:n]) {
 				r.stop = true
+				r.marker.ended()
 				return true
 			}
 			r.adapt(n)
@@ -145,6 +153,7 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
 			// The socket is empty: park without reading it again.
+			r.marker.emptied(epoch)
 			return r.empty()
 		}
 	}
