@@ -182,23 +182,7 @@ func TestLiveTLSKeyLog(t *testing.T) {
 func tlsEchoServer(t *testing.T) string {
 	t.Helper()
 	cert := testproc.SelfSigned(t, time.Now().Add(time.Hour), "live.test")
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
+	return testproc.ServeTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}}, func(c net.Conn) { _, _ = io.Copy(c, c) })
 }
 
 // TestLiveKeyLogNeedsPcapng: the secrets need a .pcapng, said before

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"errors"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/report"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // answerCard is the answer card a replay printed after its summary table,
@@ -51,30 +51,10 @@ var (
 // (-update-broken rewrites it).
 func goldenAnswer(t *testing.T, name, got string) {
 	t.Helper()
-	want := readGolden(t, filepath.Join("testdata", "answer", name+".golden"), got, *updateBroken, "-update-broken")
+	want := string(testproc.ReadGolden(t, filepath.Join("testdata", "answer", name+".golden"), []byte(got), *updateBroken, "-update-broken"))
 	if got != want {
 		t.Errorf("answer card:\n%s\nwant:\n%s", got, want)
 	}
-}
-
-// readGolden is the golden file at path, which update first rewrites
-// with got (its directory made if need be); a missing file fails the test
-// naming updateFlag, with got to see.
-func readGolden(t *testing.T, path, got string, update bool, updateFlag string) string {
-	t.Helper()
-	if update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with %s to write it)\n%s", err, updateFlag, got)
-	}
-	return string(want)
 }
 
 // TestAnswerIsTheVerdict: the card of a run without a series takes its

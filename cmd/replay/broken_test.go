@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -182,7 +183,7 @@ func TestBrokenServersFail(t *testing.T) {
 			t.Parallel()
 			res := replay(t, append(append([]string{"--target", tc.target}, base...), tc.args...)...)
 			got := brokenAnswer(res, tc.vary, tc.line, tc.cut)
-			want := readGolden(t, filepath.Join("testdata", "broken", tc.name+".golden"), got, *updateBroken, "-update-broken")
+			want := string(testproc.ReadGolden(t, filepath.Join("testdata", "broken", tc.name+".golden"), []byte(got), *updateBroken, "-update-broken"))
 			if got != want {
 				t.Errorf("answer:\n%s\nwant:\n%s\nstderr:\n%s", got, want, res.stderr)
 			}

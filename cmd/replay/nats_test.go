@@ -56,11 +56,20 @@ func startNATS(t *testing.T, bin string, auth bool) (port, mon int) {
 // closing a client that leaves pingMax pings unanswered.
 func startNATSPinging(t *testing.T, bin string, auth bool, ping time.Duration, pingMax int) (port, mon int) {
 	t.Helper()
-	port, mon = freePort(t), freePort(t)
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nping_interval: %q\nping_max: %d\n", port, mon, ping.String(), pingMax)
+	conf := fmt.Sprintf("ping_interval: %q\nping_max: %d\n", ping.String(), pingMax)
 	if auth {
 		conf += "authorization { user: alice, password: s3cret }\n"
 	}
+	return startNATSConf(t, bin, conf)
+}
+
+// startNATSConf starts nats-server with conf, listening for clients
+// and for monitoring (/varz) on two free ports, and returns them once
+// it listens on both.
+func startNATSConf(t *testing.T, bin, conf string) (port, mon int) {
+	t.Helper()
+	port, mon = freePort(t), freePort(t)
+	conf = fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", port, mon) + conf
 	path := filepath.Join(t.TempDir(), "nats.conf")
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)

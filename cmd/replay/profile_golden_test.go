@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"net/netip"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/profiles/*.golden")
@@ -43,7 +45,7 @@ func TestInspectProfileGolden(t *testing.T) {
 				t.Fatalf("inspect: %v\n%s", err, got)
 			}
 			golden := filepath.Join("testdata", "profiles", tc.name+".golden")
-			if want := readGolden(t, golden, string(got), *update, "-update"); string(got) != want {
+			if want := testproc.ReadGolden(t, golden, got, *update, "-update"); !bytes.Equal(got, want) {
 				t.Errorf("replay inspect --profile %s differs from %s:\n%s\nwant:\n%s", tc.profile, golden, got, want)
 			}
 		})

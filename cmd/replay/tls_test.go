@@ -260,17 +260,7 @@ func TestTLSMosquitto(t *testing.T) {
 // connection (the nats profile's starttls step).
 func startNATSTLS(t *testing.T, bin string, pki testPKI) (port, mon int) {
 	t.Helper()
-	port, mon = freePort(t), freePort(t)
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\ntls {\n  cert_file: %q\n  key_file: %q\n  timeout: 5\n}\n", port, mon, pki.cert, pki.key)
-	path := filepath.Join(t.TempDir(), "nats-tls.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, bin, "-c", path)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", mon))
-	return port, mon
+	return startNATSConf(t, bin, fmt.Sprintf("tls {\n  cert_file: %q\n  key_file: %q\n  timeout: 5\n}\n", pki.cert, pki.key))
 }
 
 // TestTLSNATS records nats.go's session with a plaintext nats-server and

@@ -4,33 +4,17 @@ import (
 	"bytes"
 	"flag"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gopacket/gopacket/layers"
 
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("%s differs from what was produced (run go test -update after an intended change)", path)
-	}
-}
 
 // synthSession writes a fixed proxied session: a TCP connection from
 // handshake to FINs and a UDP exchange, at fixed times.
@@ -78,7 +62,7 @@ func TestWriterGolden(t *testing.T) {
 		path   string
 	}{{PCAP, "testdata/synth.pcap"}, {PCAPNG, "testdata/synth.pcapng"}} {
 		data := synthSession(t, tc.format)
-		golden(t, tc.path, data)
+		testproc.Golden(t, tc.path, data, *update, "-update")
 		c, err := Read(bytes.NewReader(data), rep(Options{}))
 		if err != nil {
 			t.Fatal(err)
@@ -106,8 +90,8 @@ func TestInspectGolden(t *testing.T) {
 	var text, js bytes.Buffer
 	must(t, inspect(c).WriteText(&text))
 	must(t, inspect(c).WriteJSON(&js))
-	golden(t, "testdata/inspect.txt.golden", text.Bytes())
-	golden(t, "testdata/inspect.json.golden", js.Bytes())
+	testproc.Golden(t, "testdata/inspect.txt.golden", text.Bytes(), *update, "-update")
+	testproc.Golden(t, "testdata/inspect.json.golden", js.Bytes(), *update, "-update")
 }
 
 func TestUnsupportedLinkType(t *testing.T) {

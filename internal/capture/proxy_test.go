@@ -25,6 +25,13 @@ import (
 // startRelay runs the real relay in-process on a free 127.0.0.1 port.
 func startRelay(t *testing.T) (string, func()) {
 	t.Helper()
+	s, stop := startRelayServer(t)
+	return s.Addr().String(), stop
+}
+
+// startRelayServer is startRelay, returning the relay itself.
+func startRelayServer(t *testing.T) (*relay.Server, func()) {
+	t.Helper()
 	s, err := relay.New(relay.Config{Listen: "127.0.0.1:0", UDP: relay.UDPSameAsTCP, Metrics: "off"}, zap.NewNop(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +39,7 @@ func startRelay(t *testing.T) (string, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	return s.Addr().String(), func() {
+	return s, func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("relay: %v", err)
@@ -86,8 +93,9 @@ func TestProxyRecordsEveryFrame(t *testing.T) {
 }
 
 func testProxy(t *testing.T, name string) {
-	upstream, stopRelay := startRelay(t)
+	srv, stopRelay := startRelayServer(t)
 	defer stopRelay()
+	upstream := srv.Addr().String()
 	path := filepath.Join(t.TempDir(), name)
 	w, err := Create(path, 1, DefaultSnaplen)
 	if err != nil {
@@ -119,7 +127,14 @@ func testProxy(t *testing.T, name string) {
 		}()
 	}
 	wg.Wait()
-	time.Sleep(100 * time.Millisecond) // let the last replies pass the proxy
+	// A client's last frame (its leave) may still be on its way through
+	// the proxy, which writes a frame to the capture before it forwards
+	// it: wait until the relay has seen every client end, TCP or UDP.
+	for deadline := time.Now().Add(testproc.Patience(t)); srv.Connections() > 0; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the relay still counts %d connections after every client left", srv.Connections())
+		}
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

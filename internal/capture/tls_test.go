@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,32 +57,15 @@ func greetingServer(t testing.TB) string {
 // greetingServerWith is greetingServer with its certificate given.
 func greetingServerWith(t testing.TB, cert tls.Certificate) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"reprise-test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	return testproc.ServeTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"reprise-test"}}, func(c net.Conn) {
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		for _, g := range tlsGreeting {
+			if _, err := c.Write(g); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-				for _, g := range tlsGreeting {
-					if _, err := c.Write(g); err != nil {
-						return
-					}
-				}
-				_, _ = io.Copy(io.Discard, c)
-			}()
 		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
+		_, _ = io.Copy(io.Discard, c)
+	})
 }
 
 // recordThrough runs a passthrough recording proxy (what `record proxy`
@@ -113,9 +97,11 @@ func runProxy(t testing.TB, upstream, name string, ptls *ProxyTLS, client func(a
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	cerr := client(p.Addr().String())
-	// The proxy writes a direction's last bytes before forwarding them:
-	// give the server's FIN a moment to pass.
-	time.Sleep(100 * time.Millisecond)
+	// The client may return before the proxy has read its last bytes, and
+	// the server's FIN follows the client's: stopping now would cut them
+	// from the capture. Every client here has had an answer through the
+	// proxy, so its connection is tracked: wait until all have ended.
+	waitProxyIdle(t, p)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -127,6 +113,25 @@ func runProxy(t testing.TB, upstream, name string, ptls *ProxyTLS, client func(a
 		t.Fatal(cerr)
 	}
 	return path, p.Stats()
+}
+
+// waitProxyIdle waits until every connection p accepted has ended both
+// ways (both pumps done and the sockets untracked).
+func waitProxyIdle(t testing.TB, p *Proxy) {
+	t.Helper()
+	deadline := time.Now().Add(testproc.Patience(t))
+	for {
+		p.mu.Lock()
+		open := len(p.conns)
+		p.mu.Unlock()
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the proxy still has %d sockets open", open)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // goTLSClient connects with Go's crypto/tls, writes its secrets to
@@ -317,22 +322,11 @@ var tlsTestdata = []struct {
 	{"go-tls12.pcap", &tls.Config{MaxVersion: tls.VersionTLS12, CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256}}},
 }
 
-// sessionServer is a TLS server that plays sessionFrames' server side:
-// joined after the join, the rest after the client's frames.
+// sessionServer is a TLS server that plays sessionFrames' server side to
+// each client: joined after the join, the rest after the client's frames.
 func sessionServer(t testing.TB) string {
 	t.Helper()
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"reprise-test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	return testproc.ServeTLS(t, &tls.Config{Certificates: []tls.Certificate{testCert(t)}, NextProtos: []string{"reprise-test"}}, func(c net.Conn) {
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		client, server := sessionFrames()
 		if _, err := io.ReadFull(c, make([]byte, len(client[0]))); err != nil {
@@ -344,9 +338,7 @@ func sessionServer(t testing.TB) string {
 			}
 		}
 		_, _ = io.Copy(io.Discard, c)
-	}()
-	t.Cleanup(func() { ln.Close(); <-done })
-	return ln.Addr().String()
+	})
 }
 
 // sessionClient plays sessionFrames' client side over TLS.

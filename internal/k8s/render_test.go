@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 var update = flag.Bool("update", false, "rewrite deploy/kubernetes from the templates")
@@ -308,20 +309,7 @@ func TestDeployDirUpToDate(t *testing.T) {
 	}
 	dir := filepath.Join("..", "..", "deploy", "kubernetes")
 	for _, f := range files {
-		path := filepath.Join(dir, f.Name)
-		if *update {
-			if err := os.WriteFile(path, f.Data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, f.Data) {
-			t.Errorf("%s differs from the rendering: go test ./internal/k8s -update", path)
-		}
+		testproc.Golden(t, filepath.Join(dir, f.Name), f.Data, *update, "-update")
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 func TestExampleProfileCompiles(t *testing.T) {
@@ -322,19 +324,7 @@ func TestSpecErrorsGolden(t *testing.T) {
 				t.Errorf("no *LineError with a line in %T", err)
 			}
 			got := err.Error() + "\n"
-			golden := strings.TrimSuffix(path, ".yaml") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != string(want) {
-				t.Errorf("got:\n%swant (%s):\n%s", got, golden, want)
-			}
+			testproc.Golden(t, strings.TrimSuffix(path, ".yaml")+".golden", []byte(got), *update, "-update")
 		})
 	}
 }

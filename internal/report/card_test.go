@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // cardCase is one recorded run (testdata/headline, written by replay
@@ -92,7 +94,7 @@ func TestCardGolden(t *testing.T) {
 			if err := WriteWarningsText(&buf, sum.WarningGroups); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("testdata", "card", cc.name+".golden"), buf.Bytes())
+			testproc.Golden(t, filepath.Join("testdata", "card", cc.name+".golden"), buf.Bytes(), *update, "-update")
 		})
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // readRecorded reads one scenario's first run from a series.csv in
@@ -90,30 +92,13 @@ func TestHeadlineGolden(t *testing.T) {
 				}
 			}
 			got := []byte(fmt.Sprintf("--slo %s\n%s\n", slo.String(), h.Line()))
-			golden(t, filepath.Join("testdata", "headline", tt.name+".golden"), got)
+			testproc.Golden(t, filepath.Join("testdata", "headline", tt.name+".golden"), got, *update, "-update")
 		})
 	}
 }
 
 // offFigure is the words of each objective's figure in a reason.
 var offFigure = map[Reason]string{ReasonLatency: "p99", ReasonCPUIdle: "relay host CPU idle", ReasonSaturated: "fleet host CPU idle"}
-
-// golden compares got with the file at path (rewritten with -update).
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (if intended: go test ./internal/report -run Golden -update)\n%s", path, firstDiff(got, want))
-	}
-}
 
 // TestReadSeriesCSVRoundTrip: series.csv read back gives exactly the
 // points that were written, unmeasured cells as NaN.

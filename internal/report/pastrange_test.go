@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // TestPastRange: a latency whose rank falls in the histogram's +Inf
@@ -57,7 +59,7 @@ func TestPastRange(t *testing.T) {
 			t.Errorf("a figure past the range printed as a number (%q):\n%s", bad, got)
 		}
 	}
-	golden(t, filepath.Join("testdata", "pastrange.golden"), []byte(got))
+	testproc.Golden(t, filepath.Join("testdata", "pastrange.golden"), []byte(got), *update, "-update")
 	var back Level
 	if err := json.Unmarshal(j, &back); err != nil || !math.IsNaN(float64(back.LatencyP99Ms)) || len(back.PastRange) != 3 {
 		t.Errorf("summary.json read back: p99 %v, past_range %v, err %v", back.LatencyP99Ms, back.PastRange, err)

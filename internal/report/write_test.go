@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/csv"
 	"flag"
-	"fmt"
 	"image"
 	"image/png"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden")
@@ -32,27 +33,9 @@ func TestGolden(t *testing.T) {
 			if err := tt.fn(&buf); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, filepath.Join("testdata", tt.file), buf.Bytes())
+			testproc.Golden(t, filepath.Join("testdata", tt.file), buf.Bytes(), *update, "-update")
 		})
 	}
-}
-
-// firstDiff shows the first line where got and want differ.
-func firstDiff(got, want []byte) string {
-	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
-	for i := 0; i < len(g) || i < len(w); i++ {
-		var gl, wl []byte
-		if i < len(g) {
-			gl = g[i]
-		}
-		if i < len(w) {
-			wl = w[i]
-		}
-		if !bytes.Equal(gl, wl) {
-			return fmt.Sprintf("line %d:\n got: %s\nwant: %s", i+1, gl, wl)
-		}
-	}
-	return "same lines, different bytes"
 }
 
 func TestWriteReport(t *testing.T) {

@@ -2,8 +2,11 @@ package testproc
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -101,6 +104,67 @@ func TestTail(t *testing.T) {
 	} {
 		if got := Tail(tt.in, tt.n); got != tt.want {
 			t.Errorf("Tail(%q, %d) = %q, want %q", tt.in, tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestGolden: -update writes the file (its directory made), a match
+// passes, and FirstDiff names the first line that differs.
+func TestGolden(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "x.golden")
+	Golden(t, path, []byte("a\nb\n"), true, "-update")
+	if got := ReadGolden(t, path, []byte("a\nc\n"), false, "-update"); string(got) != "a\nb\n" {
+		t.Fatalf("ReadGolden without update rewrote the file: %q", got)
+	}
+	for _, tc := range []struct{ got, want, diff string }{
+		{"a\nb\n", "a\nc\n", "line 2:\n got: b\nwant: c"},
+		{"a\n", "a\nb\n", "line 2:\n got: \nwant: b"},
+		{"a\r\n", "a\n", "line 1:\n got: a\r\nwant: a"},
+		{"a", "a", "same lines, different bytes"},
+	} {
+		if d := FirstDiff([]byte(tc.got), []byte(tc.want)); d != tc.diff {
+			t.Errorf("FirstDiff(%q, %q) = %q, want %q", tc.got, tc.want, d, tc.diff)
+		}
+	}
+}
+
+// TestServeTLS: each connection gets its own handler; the test's cleanup
+// closes a connection the client left open and waits for its handler.
+func TestServeTLS(t *testing.T) {
+	ended := make(chan struct{}, 2)
+	var c *tls.Conn
+	t.Run("serve", func(t *testing.T) {
+		cert := SelfSigned(t, time.Now().Add(time.Hour))
+		addr := ServeTLS(t, &tls.Config{Certificates: []tls.Certificate{cert}}, func(c net.Conn) {
+			defer func() { ended <- struct{}{} }()
+			_, _ = io.Copy(c, c)
+		})
+		for i := range 2 {
+			var err error
+			c, err = tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Write([]byte("echo")); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 4)
+			if _, err := io.ReadFull(c, b); err != nil || string(b) != "echo" {
+				t.Fatalf("connection %d: read %q, %v", i, b, err)
+			}
+			if i == 0 {
+				c.Close()
+			}
+		}
+	})
+	defer c.Close()
+	// The subtest's cleanup has run: both handlers have returned, the
+	// second because the server closed its connection.
+	for range 2 {
+		select {
+		case <-ended:
+		default:
+			t.Fatal("a handler outlived the test's cleanup")
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/testproc"
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
@@ -341,19 +342,7 @@ func TestReplayGolden(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v (%s)", err, errOut.String())
 			}
-			golden := filepath.Join("testdata", name+".golden")
-			if *update {
-				if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if out.String() != string(want) {
-				t.Errorf("got\n%s\nwant\n%s", out.String(), want)
-			}
+			testproc.Golden(t, filepath.Join("testdata", name+".golden"), out.Bytes(), *update, "-update")
 			// Every client compared, none left out, and only each
 			// client's leave after the script.
 			f := strings.Split(strings.Split(out.String(), "\n")[1], "\t")
