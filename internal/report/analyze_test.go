@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 func TestFitKnownCoefficients(t *testing.T) {
@@ -365,7 +367,7 @@ func TestRunHTTPStepsGolden(t *testing.T) {
 			}
 			frag := html.String()[start:]
 			frag = frag[:strings.Index(frag, "</p>\n")+5]
-			golden(t, filepath.Join("testdata", "httpsteps.html.golden"), []byte(frag))
+			testproc.Golden(t, filepath.Join("testdata", "httpsteps.html.golden"), []byte(frag), *update, "-update")
 		})
 	}
 }
