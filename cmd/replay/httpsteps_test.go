@@ -385,11 +385,8 @@ func TestHTTPSteps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lobby := strings.Replace(string(data), "kinds:", `  - name: lobby
-    url: /v2/lobby
-    take: [{name: addr, json: $.match.addr}]
-connect: "${addr}"
-kinds:`, 1)
+		// docs/profiles.md's lobby example, as written, after the auth step.
+		lobby := strings.Replace(string(data), "kinds:", strings.TrimPrefix(docExample(t, "http:\n  - name: lobby"), "http:\n")+"kinds:", 1)
 		path := filepath.Join(t.TempDir(), "lobby.yaml")
 		if err := os.WriteFile(path, []byte(lobby), 0o644); err != nil {
 			t.Fatal(err)

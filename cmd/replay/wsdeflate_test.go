@@ -79,21 +79,27 @@ func TestWSDeflate(t *testing.T) {
 // YAML example starting with prefix, as it is.
 func docExampleIs(t *testing.T, prefix, path string) {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/profiles.md")
+	file, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file, err := os.ReadFile(path)
+	if block := docExample(t, prefix); block != string(file) {
+		t.Fatalf("docs/profiles.md's example %q is not %s:\n%s", prefix, path, block)
+	}
+}
+
+// docExample is docs/profiles.md's YAML example starting with prefix.
+func docExample(t *testing.T, prefix string) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/profiles.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, part := range strings.Split(string(doc), "```yaml\n")[1:] {
 		if block, _, _ := strings.Cut(part, "```"); strings.HasPrefix(block, prefix) {
-			if block != string(file) {
-				t.Fatalf("docs/profiles.md's example %q is not %s:\n%s", prefix, path, block)
-			}
-			return
+			return block
 		}
 	}
 	t.Fatalf("docs/profiles.md has no example starting %q", prefix)
+	return ""
 }
