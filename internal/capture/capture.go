@@ -67,8 +67,8 @@ type Flow struct {
 // How a flow's client side was decided, most certain first.
 const (
 	ClientBySYN   = "syn"         // it sent the connection's SYN
-	ClientByJoin  = "join"        // it sent a join frame
-	ClientByKinds = "frame kinds" // it sent client→server frame kinds (send, heartbeat, leave)
+	ClientByJoin  = "join"        // it sent a login frame (Hint Opens; reprise: a join)
+	ClientByKinds = "frame kinds" // more of its frames are of client→server kinds (Hints)
 	ClientByPort  = "server port" // the other side used --server-port
 	ClientByFirst = "first sender (a guess: nothing else told)"
 	ClientByHello = "TLS ClientHello" // it sent the ClientHello
