@@ -78,19 +78,7 @@ func newPollPeer(t *testing.T, p *poller, stopAt int) *pollPeer {
 // Every slot is free and every descriptor closed after.
 func TestPoller(t *testing.T) {
 	fds := openFDs(t)
-	p, err := newPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { p.run(); close(done) }()
-	stopped := false
-	defer func() {
-		if !stopped {
-			p.stop()
-			<-done
-		}
-	}()
+	p, stop := startPoller(t)
 
 	const peers = 12
 	var pp []*pollPeer
@@ -184,9 +172,7 @@ func TestPoller(t *testing.T) {
 	for _, x := range pp {
 		x.snd.Close()
 	}
-	p.stop()
-	<-done
-	stopped = true
+	stop()
 	if n := p.handed.Load(); n != peers {
 		t.Errorf("%d sockets handed over, want %d", n, peers)
 	}
@@ -198,16 +184,27 @@ func TestPoller(t *testing.T) {
 	}
 }
 
-// TestPollerRefused: a descriptor epoll cannot watch (a regular file) is
-// ended at once with the error, and closed.
-func TestPollerRefused(t *testing.T) {
-	fds := openFDs(t)
+// startPoller runs a new poller until stop, which returns once its loop
+// has; the test's end stops it too if the test did not.
+func startPoller(t *testing.T) (p *poller, stop func()) {
+	t.Helper()
 	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
 	go func() { p.run(); close(done) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { p.stop(); <-done }) }
+	t.Cleanup(stop)
+	return p, stop
+}
+
+// TestPollerRefused: a descriptor epoll cannot watch (a regular file) is
+// ended at once with the error, and closed.
+func TestPollerRefused(t *testing.T) {
+	fds := openFDs(t)
+	p, stop := startPoller(t)
 	f, err := os.Open("/proc/self/stat")
 	if err != nil {
 		t.Fatal(err)
@@ -224,8 +221,7 @@ func TestPollerRefused(t *testing.T) {
 	if err := <-why; !errors.Is(err, unix.EPERM) {
 		t.Errorf("a regular file: %v, want EPERM", err)
 	}
-	p.stop()
-	<-done
+	stop()
 	if n := openFDs(t); n != fds {
 		t.Errorf("%d descriptors open after, %d before", n, fds)
 	}

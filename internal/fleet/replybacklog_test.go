@@ -41,11 +41,7 @@ func TestReplyBacklogDrains(t *testing.T) {
 			c.Duration = 6 * time.Second
 			c.WriteTimeout = 2 * time.Second
 			c.SendBacklog = tc.backlog
-			f, err := New(c)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s, err := f.Run(context.Background())
+			s, err := Run(context.Background(), c)
 			if err != nil {
 				t.Fatal(err)
 			}
