@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -388,17 +389,19 @@ func (s *Spec) compile() (*Profile, error) {
 		return nil, errs
 	}
 	errLogin := s.compileLogin(p)
-	errMsgs := s.compileMessages(p) // the correlations, which the rest read
 	errs.add(errLogin)
-	errs.add(errMsgs)
+	errs.add(s.compileMessages(p))
 	errs.add(s.compileFresh(p))
 	errs.add(s.compileExpects(p))
-	if errMsgs != nil {
+	if len(p.corrs) < len(s.Correlation) {
+		// The rest reads the correlations, but for the identity's own
+		// keys.
+		errs.add(s.compileIdentity(p, false))
 		return nil, errs
 	}
 	errHTTP := s.compileHTTP(p)
 	errs.add(errHTTP)
-	errs.add(s.compileIdentity(p))
+	errs.add(s.compileIdentity(p, true))
 	if errHTTP == nil {
 		if errLogin == nil {
 			errs.add(s.compileLoginSteps(p))
@@ -537,21 +540,22 @@ func compileKinds(path string, ks []KindSpec) ([]kind, error) {
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 func compileMatch(path string, s MatchSpec) (*matcher, error) {
+	var errs specErrors
 	m := &matcher{offset: s.Offset, mask: 0xff}
 	if s.Offset < 0 || s.Offset > 1<<16 {
-		return nil, bad(path+".offset", "%d: out of range", s.Offset)
+		errs.add(bad(path+".offset", "%d: out of range", s.Offset))
 	}
 	n := 0
 	if s.Byte != nil {
 		n++
 		if *s.Byte < 0 || *s.Byte > 255 {
-			return nil, bad(path+".byte", "%d: a byte is 0 to 255", *s.Byte)
+			errs.add(bad(path+".byte", "%d: a byte is 0 to 255", *s.Byte))
 		}
 		m.hasByte, m.byteVal = true, *s.Byte
 	}
 	if s.Mask != nil {
 		if s.Byte == nil || *s.Mask < 0 || *s.Mask > 255 {
-			return nil, bad(path+".mask", "a mask (0 to 255) goes with a byte")
+			errs.add(bad(path+".mask", "a mask (0 to 255) goes with a byte"))
 		}
 		m.mask = byte(*s.Mask)
 	}
@@ -563,7 +567,7 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 		n++
 		b, err := hex.DecodeString(strings.Join(strings.Fields(s.Hex), ""))
 		if err != nil || len(b) == 0 {
-			return nil, bad(path+".hex", "%q is not hex", s.Hex)
+			errs.add(bad(path+".hex", "%q is not hex", s.Hex))
 		}
 		m.prefix = b
 	}
@@ -571,7 +575,7 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 		n++
 		re, err := regexp.Compile(s.Regexp)
 		if err != nil {
-			return nil, bad(path+".regexp", "%v", err)
+			errs.add(bad(path+".regexp", "%v", err))
 		}
 		m.re = re
 	}
@@ -580,7 +584,10 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 		m.command = []byte(s.Command)
 	}
 	if n != 1 {
-		return nil, bad(path, "give exactly one of byte, prefix, hex, regexp or command (%d given)", n)
+		errs.add(bad(path, "give exactly one of byte, prefix, hex, regexp or command (%d given)", n))
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return m, nil
 }
@@ -614,15 +621,20 @@ func (p *Profile) serverKind(name string) int {
 
 func (p *Profile) kindList(path string, names []string, server bool) (map[int]bool, error) {
 	out := map[int]bool{}
+	var errs specErrors
 	for i, n := range names {
 		k := p.clientKind(n)
 		if server {
 			k = p.serverKind(n)
 		}
 		if k < 0 || (!server && k == 0) {
-			return nil, bad(fmt.Sprintf("%s[%d]", path, i), "%q is not a %s kind%s", n, side(server), p.kindHint(n, server))
+			errs.add(bad(fmt.Sprintf("%s[%d]", path, i), "%q is not a %s kind%s", n, side(server), p.kindHint(n, server)))
+			continue
 		}
 		out[k] = true
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }
@@ -635,120 +647,158 @@ func side(server bool) string {
 }
 
 func (s *Spec) compileLogin(p *Profile) error {
+	var errs specErrors
 	var err error
-	if p.loginSend, err = p.kindList("login.send", s.Login.Send, false); err != nil {
-		return err
-	}
+	p.loginSend, err = p.kindList("login.send", s.Login.Send, false)
+	errs.add(err)
 	p.success, p.failure = -1, -1
 	if s.Login.Success != "" {
 		if p.success = p.serverKind(s.Login.Success); p.success < 0 {
-			return bad("login.success", "%q is not a server kind%s", s.Login.Success, p.kindHint(s.Login.Success, true))
+			errs.add(bad("login.success", "%q is not a server kind%s", s.Login.Success, p.kindHint(s.Login.Success, true)))
 		}
 	}
 	if s.Login.When != nil {
-		if p.successWhen, err = compileMatch("login.when", *s.Login.When); err != nil {
-			return err
-		}
+		p.successWhen, err = compileMatch("login.when", *s.Login.When)
+		errs.add(err)
 	}
 	if s.Login.Failure != "" {
 		if p.failure = p.serverKind(s.Login.Failure); p.failure < 0 {
-			return bad("login.failure", "%q is not a server kind%s", s.Login.Failure, p.kindHint(s.Login.Failure, true))
+			errs.add(bad("login.failure", "%q is not a server kind%s", s.Login.Failure, p.kindHint(s.Login.Failure, true)))
 		}
 	}
 	if r := s.Login.Reason; r != nil {
-		rr := &reasonRule{offset: r.Offset, size: r.Size, names: map[int]string{}}
-		switch {
-		case r.Regexp != "":
-			re, err := regexp.Compile(r.Regexp)
-			if err != nil || re.NumSubexp() < 1 {
-				return bad("login.reason.regexp", "%q: a regular expression with one group", r.Regexp)
-			}
-			rr.re = re
-		case r.Size != 1 && r.Size != 2 && r.Size != 4:
-			return bad("login.reason.size", "%d: 1, 2 or 4 (or give a regexp)", r.Size)
-		case r.Offset < 0:
-			return bad("login.reason.offset", "%d: must not be negative", r.Offset)
-		}
-		for code, name := range r.Names {
-			if !validName.MatchString(name) {
-				return bad("login.reason.names", "%q: a reason is lower case letters, digits and _", name)
-			}
-			rr.names[code] = name
-		}
+		rr, err := compileReason(r)
+		errs.add(err)
 		p.reason = rr
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }
 
+// compileReason compiles login.reason, every mistake at once.
+func compileReason(r *ReasonSpec) (*reasonRule, error) {
+	var errs specErrors
+	rr := &reasonRule{offset: r.Offset, size: r.Size, names: map[int]string{}}
+	switch {
+	case r.Regexp != "":
+		re, err := regexp.Compile(r.Regexp)
+		if err != nil || re.NumSubexp() < 1 {
+			errs.add(bad("login.reason.regexp", "%q: a regular expression with one group", r.Regexp))
+		}
+		rr.re = re
+	default:
+		if r.Size != 1 && r.Size != 2 && r.Size != 4 {
+			errs.add(bad("login.reason.size", "%d: 1, 2 or 4 (or give a regexp)", r.Size))
+		}
+		if r.Offset < 0 {
+			errs.add(bad("login.reason.offset", "%d: must not be negative", r.Offset))
+		}
+	}
+	codes := make([]int, 0, len(r.Names))
+	for code := range r.Names {
+		codes = append(codes, code)
+	}
+	slices.Sort(codes) // the mistakes in a stable order
+	for _, code := range codes {
+		name := r.Names[code]
+		if !validName.MatchString(name) {
+			errs.add(bad("login.reason.names", "%q: a reason is lower case letters, digits and _", name))
+			continue
+		}
+		rr.names[code] = name
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return rr, nil
+}
+
 func (s *Spec) compileMessages(p *Profile) error {
+	var errs specErrors
 	var err error
 	if s.Heartbeat != nil {
 		if p.heartbeat, err = s.Heartbeat.Template.Bytes(); err != nil {
-			return bad("heartbeat.template", "%v", err)
-		}
-		if len(p.heartbeat) == 0 {
-			return bad("heartbeat.template", "empty")
+			errs.add(bad("heartbeat.template", "%v", err))
+		} else if len(p.heartbeat) == 0 {
+			errs.add(bad("heartbeat.template", "empty"))
 		}
 		p.hbInterval = time.Duration(s.Heartbeat.Interval)
 		if p.hbInterval != 0 && p.hbInterval < MinHeartbeat {
-			return bad("heartbeat.interval", "%v: at least %v (a shorter one floods the server with pings)", p.hbInterval, MinHeartbeat)
+			errs.add(bad("heartbeat.interval", "%v: at least %v (a shorter one floods the server with pings)", p.hbInterval, MinHeartbeat))
 		}
 	}
 	if s.Leave != nil {
 		if p.leave, err = s.Leave.Bytes(); err != nil {
-			return bad("leave", "%v", err)
+			errs.add(bad("leave", "%v", err))
 		}
 	}
-	if p.delivery, err = p.kindList("delivery", s.Delivery, true); err != nil {
-		return err
-	}
-	if p.sends, err = p.kindList("sends", s.Sends, false); err != nil {
-		return err
-	}
+	p.delivery, err = p.kindList("delivery", s.Delivery, true)
+	deliveryOK := err == nil
+	errs.add(err)
+	p.sends, err = p.kindList("sends", s.Sends, false)
+	errs.add(err)
 	if l := s.Latency; l != nil {
-		if p.stamp, err = p.compileStamp(l); err != nil {
-			return err
-		}
+		p.stamp, err = p.compileStamp(l, deliveryOK)
+		errs.add(err)
 	}
 	for i, c := range s.Correlation {
-		path := fmt.Sprintf("correlation[%d]", i)
-		if !validName.MatchString(c.Name) {
-			return bad(path+".name", "%q: lower case letters, digits and _", c.Name)
+		cr, err := p.compileCorrelation(fmt.Sprintf("correlation[%d]", i), c)
+		errs.add(err)
+		if err == nil {
+			p.corrs = append(p.corrs, *cr)
 		}
-		f, err := p.compileField(path+".from", &c.From, true)
-		if err != nil {
-			return err
-		}
-		if f.value != nil {
-			return bad(path+".from", "a correlation is taken from a server message: give kind with offset and length, or a regexp")
-		}
-		into, err := p.kindList(path+".into", c.Into, false)
-		if err != nil {
-			return err
-		}
-		if len(into) == 0 {
-			into = nil
-		}
-		p.corrs = append(p.corrs, corrRule{name: c.Name, from: *f, into: into, wait: c.Wait})
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }
 
-func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
+// compileCorrelation compiles one correlation, every mistake at once.
+func (p *Profile) compileCorrelation(path string, c CorrelationSpec) (*corrRule, error) {
+	var errs specErrors
+	if !validName.MatchString(c.Name) {
+		errs.add(bad(path+".name", "%q: lower case letters, digits and _", c.Name))
+	}
+	f, err := p.compileField(path+".from", &c.From, true)
+	errs.add(err)
+	if err == nil && f.value != nil {
+		errs.add(bad(path+".from", "a correlation is taken from a server message: give kind with offset and length, or a regexp"))
+	}
+	into, err := p.kindList(path+".into", c.Into, false)
+	errs.add(err)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if len(into) == 0 {
+		into = nil
+	}
+	return &corrRule{name: c.Name, from: *f, into: into, wait: c.Wait}, nil
+}
+
+// compileStamp compiles latency, every mistake at once; deliveryOK says
+// the delivery list compiled (else whether latency.delivery is in it is
+// not asked).
+func (p *Profile) compileStamp(l *LatencySpec, deliveryOK bool) (*stampRule, error) {
+	var errs specErrors
 	st := &stampRule{send: p.clientKind(l.Send), delivery: p.serverKind(l.Delivery), sendOffset: l.SendOffset, deliveryOffset: l.DeliveryOffset}
 	if st.send <= 0 {
-		return nil, bad("latency.send", "%q is not a client kind%s", l.Send, p.kindHint(l.Send, false))
+		errs.add(bad("latency.send", "%q is not a client kind%s", l.Send, p.kindHint(l.Send, false)))
 	}
-	if st.delivery < 0 {
-		return nil, bad("latency.delivery", "%q is not a server kind%s", l.Delivery, p.kindHint(l.Delivery, true))
+	switch {
+	case st.delivery < 0:
+		errs.add(bad("latency.delivery", "%q is not a server kind%s", l.Delivery, p.kindHint(l.Delivery, true)))
+	case deliveryOK && !p.delivery[st.delivery]:
+		errs.add(bad("latency.delivery", "%q is not a delivery kind (list it in delivery): its stamps would never be read", l.Delivery))
 	}
-	if !p.delivery[st.delivery] {
-		return nil, bad("latency.delivery", "%q is not a delivery kind (list it in delivery): its stamps would never be read", l.Delivery)
-	}
+	encOK := true
 	if l.Encoding != "" {
 		e, ok := encodingNames[l.Encoding]
 		if !ok {
-			return nil, oneOf("latency.encoding", l.Encoding, "binary", "decimal", "hex", "base64")
+			encOK = false
+			errs.add(oneOf("latency.encoding", l.Encoding, "binary", "decimal", "hex", "base64"))
 		}
 		st.enc = e
 	}
@@ -757,7 +807,7 @@ func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
 		places++
 		re, err := regexp.Compile(l.Regexp)
 		if err != nil || re.NumSubexp() < 1 {
-			return nil, bad("latency.regexp", "%q: a regular expression with one group (the stamp's place)", l.Regexp)
+			errs.add(bad("latency.regexp", "%q: a regular expression with one group (the stamp's place)", l.Regexp))
 		}
 		st.re = re
 	}
@@ -766,26 +816,29 @@ func (p *Profile) compileStamp(l *LatencySpec) (*stampRule, error) {
 		st.key = strconv.AppendQuote(nil, l.JSON)
 	}
 	if l.Add && l.JSON == "" {
-		return nil, bad("latency.add", "adds a JSON field: give latency.json")
+		errs.add(bad("latency.add", "adds a JSON field: give latency.json"))
 	}
 	st.add = l.Add
 	if places > 1 || (places == 1 && (l.SendOffset != 0 || l.DeliveryOffset != 0)) {
-		return nil, bad("latency", "give one place: send_offset and delivery_offset, regexp, or json")
+		errs.add(bad("latency", "give one place: send_offset and delivery_offset, regexp, or json"))
 	}
-	if places == 1 && st.enc == encBinary {
-		return nil, bad("latency.encoding", "a stamp in a regexp group or a JSON string is text: give decimal, hex or base64")
+	if places == 1 && encOK && st.enc == encBinary {
+		errs.add(bad("latency.encoding", "a stamp in a regexp group or a JSON string is text: give decimal, hex or base64"))
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return st, nil
 }
 
 func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRule, error) {
+	var errs specErrors
 	r := &fieldRule{kind: -1, offset: f.Offset, length: f.Length}
 	var err error
-	if r.skip, err = compileSkips(path, f.Skip); err != nil {
-		return nil, err
-	}
+	r.skip, err = compileSkips(path, f.Skip)
+	errs.add(err)
 	if len(r.skip) > 0 && f.Offset < 0 {
-		return nil, bad(path+".offset", "%d: an offset with skips counts from the start", f.Offset)
+		errs.add(bad(path+".offset", "%d: an offset with skips counts from the start", f.Offset))
 	}
 	if f.Kind != "" {
 		r.kind = p.clientKind(f.Kind)
@@ -793,73 +846,76 @@ func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRu
 			r.kind = p.serverKind(f.Kind)
 		}
 		if r.kind < 0 {
-			return nil, bad(path+".kind", "%q is not a %s kind%s", f.Kind, side(server), p.kindHint(f.Kind, server))
+			errs.add(bad(path+".kind", "%q is not a %s kind%s", f.Kind, side(server), p.kindHint(f.Kind, server)))
 		}
 	}
 	switch {
 	case f.Value != "":
 		if f.Regexp != "" || f.Length != 0 {
-			return nil, bad(path, "give a value, or a place (offset and length, or regexp), not both")
+			errs.add(bad(path, "give a value, or a place (offset and length, or regexp), not both"))
 		}
 		r.value = []byte(f.Value)
 	case f.Regexp != "":
 		re, err := regexp.Compile(f.Regexp)
 		if err != nil || re.NumSubexp() < 1 {
-			return nil, bad(path+".regexp", "%q: a regular expression with one group", f.Regexp)
+			errs.add(bad(path+".regexp", "%q: a regular expression with one group", f.Regexp))
 		}
 		r.re = re
 	case f.Length > 0 && f.Length <= 1024:
 		if f.Kind == "" {
-			return nil, bad(path+".kind", "a field at an offset needs the kind of message it is in")
+			errs.add(bad(path+".kind", "a field at an offset needs the kind of message it is in"))
 		}
 	default:
-		return nil, bad(path+".length", "%d: give a length from 1 to 1024 with an offset, a regexp, or a value", f.Length)
+		errs.add(bad(path+".length", "%d: give a length from 1 to 1024 with an offset, a regexp, or a value", f.Length))
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return r, nil
 }
 
-func (s *Spec) compileIdentity(p *Profile) error {
+// compileIdentity compiles identity, every mistake at once; corrsOK says
+// the correlations compiled, which server_id names (else it waits).
+func (s *Spec) compileIdentity(p *Profile, corrsOK bool) error {
 	id := s.Identity
+	var errs specErrors
 	var err error
 	if id.User != nil {
-		if p.identity.user, err = p.compileField("identity.user", id.User, false); err != nil {
-			return err
-		}
+		p.identity.user, err = p.compileField("identity.user", id.User, false)
+		errs.add(err)
 	}
 	if id.Room != nil {
-		if p.identity.room, err = p.compileField("identity.room", id.Room, false); err != nil {
-			return err
-		}
+		p.identity.room, err = p.compileField("identity.room", id.Room, false)
+		errs.add(err)
 	}
 	if id.Peers != nil {
-		if p.identity.peers, err = p.compileField("identity.peers", id.Peers, false); err != nil {
-			return err
-		}
-		if p.identity.peers.value != nil {
-			return bad("identity.peers", "peers are found in the messages: give a regexp, or kind with offset and length")
+		p.identity.peers, err = p.compileField("identity.peers", id.Peers, false)
+		errs.add(err)
+		if err == nil && p.identity.peers.value != nil {
+			errs.add(bad("identity.peers", "peers are found in the messages: give a regexp, or kind with offset and length"))
 		}
 	}
-	if err := p.compileServerIDs(id); err != nil {
-		return err
+	if corrsOK {
+		errs.add(p.compileServerIDs(id))
 	}
 	if id.Format != "" {
 		if strings.Count(id.Format, "%") != 1 || !idVerb.MatchString(id.Format) {
-			return bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format)
+			errs.add(bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format))
 		}
 	}
 	p.identity.format = id.Format
 	switch id.LengthBefore {
 	case 0, 1, 2, 4:
 	default:
-		return bad("identity.length_before", "%d: 0, 1, 2 or 4", id.LengthBefore)
+		errs.add(bad("identity.length_before", "%d: 0, 1, 2 or 4", id.LengthBefore))
 	}
 	p.identity.lengthBefore = id.LengthBefore
 	enc, ok := parsePayloadEncoding(id.Encoding)
-	if !ok {
-		return oneOf("identity.encoding", id.Encoding, "json", "msgpack", "protobuf")
-	}
-	if enc != encodingBytes && id.LengthBefore > 0 {
-		return bad("identity.encoding", "give encoding or length_before, not both")
+	switch {
+	case !ok:
+		errs.add(oneOf("identity.encoding", id.Encoding, "json", "msgpack", "protobuf"))
+	case enc != encodingBytes && id.LengthBefore > 0:
+		errs.add(bad("identity.encoding", "give encoding or length_before, not both"))
 	}
 	p.identity.encoding = enc
 	switch id.Endian {
@@ -867,7 +923,10 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	case "little":
 		p.identity.little = true
 	default:
-		return oneOf("identity.endian", id.Endian, "big", "little")
+		errs.add(oneOf("identity.endian", id.Endian, "big", "little"))
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }
