@@ -365,14 +365,20 @@ func sioPolling(t *testing.T, node, wsCap string) {
 			mustOK(t, res)
 			s := res.sum
 			app := settledStats(t, port)
-			if s.LoginsSucceeded != int64(c.clients) || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 || s.MessagesSent == 0 {
+			// On a host the fleet says starved it, logins may run out of
+			// time and the app may cut clients for a ping timeout (200
+			// polling logins at load 31: 23 late, 146 cut); elsewhere none.
+			late := loginTimeoutsOnlyIfStarved(t, s)
+			cut := sioCutOnlyIfStarved(t, s, app)
+			if s.LoginsSucceeded+late != int64(c.clients) || s.MessagesSent == 0 {
 				t.Fatalf("logins %d failed %v disconnects %v sent %d; the app %+v\n%s%s", s.LoginsSucceeded, s.LoginsFailed, s.Disconnects, s.MessagesSent, app, res.stdout, res.stderr)
 			}
-			if app.Users != c.clients || app.Joins != c.clients || app.Upgrades != c.upgrades || app.Transports["websocket"] != c.clients {
-				t.Errorf("the app saw %d users, %d joins, %d upgrades from polling, transports at the join %v; want %d, %d, %d, all websocket",
-					app.Users, app.Joins, app.Upgrades, app.Transports, c.clients, c.clients, c.upgrades)
+			if late == 0 && (app.Users != c.clients || app.Joins != c.clients || app.Upgrades != c.upgrades || app.Transports["websocket"] != c.clients) ||
+				int64(app.Joins) < s.LoginsSucceeded || int64(app.Transports["websocket"]) < s.LoginsSucceeded {
+				t.Errorf("the app saw %d users, %d joins, %d upgrades from polling, transports at the join %v; want %d, %d, %d, all websocket (%d logins late)",
+					app.Users, app.Joins, app.Upgrades, app.Transports, c.clients, c.clients, c.upgrades, late)
 			}
-			if app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived {
+			if cut == 0 && late == 0 && (app.Chats != s.MessagesSent || app.Delivered != s.MessagesReceived) {
 				t.Errorf("the app got %d chats and delivered %d; the fleet sent %d received %d (want equal)", app.Chats, app.Delivered, s.MessagesSent, s.MessagesReceived)
 			}
 			t.Logf("socket.io %s: %d clients, fleet sent %d received %d; app chats %d delivered %d, %d upgrades; frames %v",
