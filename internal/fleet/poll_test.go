@@ -311,7 +311,9 @@ func TestFleetPolled(t *testing.T) {
 	if d := s.Deliveries; s.LoginsSucceeded != n || s.MessagesSent == 0 || d.Received < d.Expected || d.Lost != 0 || d.Expected == 0 {
 		t.Errorf("logins %d, deliveries %+v for %d sent", s.LoginsSucceeded, d, s.MessagesSent)
 	}
-	if after := openFDs(t); after != fds {
+	// More would be a leak; fewer, an earlier test's descriptor closed
+	// meanwhile (an idle keep-alive connection).
+	if after := openFDs(t); after > fds {
 		t.Errorf("%d descriptors open after the run, %d before", after, fds)
 	}
 }
