@@ -230,7 +230,7 @@ func TestMetricsEndpoint(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Summary, 1)
 	go func() { s, _ := f.Run(ctx); done <- s }()
-	time.Sleep(1500 * time.Millisecond)
+	defer func() { cancel(); <-done }()
 	get := func(path string) string {
 		resp, err := http.Get("http://" + f.MetricsAddr().String() + path)
 		if err != nil {
@@ -240,17 +240,29 @@ func TestMetricsEndpoint(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return string(b)
 	}
-	body := get("/metrics")
-	cancel()
-	<-done
-	for _, want := range []string{"replay_clients_logged_in 2", "replay_login_attempts_total 2", `replay_logins_total{result="ok"} 2`,
+	wants := []string{"replay_clients_logged_in 2", "replay_login_attempts_total 2", `replay_logins_total{result="ok"} 2`,
 		"replay_sent_messages_total", "replay_sent_bytes_total", "replay_received_messages_total", "replay_received_bytes_total",
 		"replay_delivery_latency_seconds_bucket", "replay_schedule_lag_seconds_bucket", `replay_host_cpu_seconds_total{mode="idle"}`,
 		"go_goroutines", "process_resident_memory_bytes", `replay_http_step_seconds_bucket{step="auth",le="0.002"} 0`,
-		`replay_http_step_seconds_bucket{step="auth",le="0.005"} 1`, `replay_http_step_seconds_count{step="auth"} 1`} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
+		`replay_http_step_seconds_bucket{step="auth",le="0.005"} 1`, `replay_http_step_seconds_count{step="auth"} 1`}
+	// Scrape until both clients are in and every series is there: the
+	// run goes on until cancelled, and a fixed wait (1.5 s) measured
+	// how fast the host logs two clients in.
+	var missing []string
+	for deadline := time.Now().Add(testproc.Patience(t)); ; time.Sleep(20 * time.Millisecond) {
+		body := get("/metrics")
+		missing = missing[:0]
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				missing = append(missing, want)
+			}
 		}
+		if len(missing) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range missing {
+		t.Errorf("/metrics lacks %q", want)
 	}
 }
 
