@@ -49,7 +49,10 @@ type nakama struct {
 	// answers ("": the game server's, "none": no match).
 	lobbies   int
 	lobbyAddr string
-	conns     sync.WaitGroup
+	// awayAddr is where nothing listens: the lobby socket's answer to
+	// users named away-*.
+	awayAddr string
+	conns    sync.WaitGroup
 }
 
 type nkConn struct {
@@ -78,6 +81,12 @@ func startNakama(t *testing.T) (*nakama, string) {
 		t.Fatal(err)
 	}
 	n.gameAddr = game.Addr().String()
+	away, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.awayAddr = away.Addr().String()
+	away.Close() // nothing listens there now
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v2/account/authenticate/custom", n.authenticate)
 	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, _ *http.Request) {
@@ -95,6 +104,7 @@ func startNakama(t *testing.T) (*nakama, string) {
 		fmt.Fprintf(w, `{"match":{"addr":%q}}`, addr)
 	})
 	mux.HandleFunc("GET /ws", n.socket)
+	mux.HandleFunc("GET /lobby", n.lobbySocket)
 	for _, ln := range []net.Listener{api, game} {
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(ln)
@@ -153,6 +163,71 @@ func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 
 var hugeAnswer = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
 
+// upgradeWS answers a WebSocket upgrade and hands the connection over.
+func upgradeWS(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWriter, bool) {
+	h := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, nil, false
+	}
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(h[:]))
+	rw.Flush()
+	return conn, rw, true
+}
+
+// lobbySocket is the lobby as a WebSocket: {"find":R,"user":U} answered
+// {"match":{"addr":A,"token":T}} (a token for U, A the game server), then
+// the client's close awaited. A user named for a failure gets it:
+// nomatch ({"error":"no match"} and a close), away (the address of a
+// server that is not there).
+func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
+	conn, rw, ok := upgradeWS(w, r)
+	if !ok {
+		return
+	}
+	n.conns.Add(1)
+	defer n.conns.Done()
+	defer conn.Close()
+	c := &nkConn{conn: conn}
+	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+	rd := profile.WSReader{Max: 1 << 16}
+	buf := make([]byte, 4096)
+	for done := false; !done; {
+		k, err := rw.Read(buf)
+		if err != nil {
+			return
+		}
+		rd.Feed(buf[:k], func(m profile.WSMessage) error {
+			var find struct{ Find, User string }
+			switch {
+			case m.Opcode == profile.WSClose:
+				done = true
+			case json.Unmarshal(m.Payload, &find) != nil || find.User == "":
+			case strings.HasPrefix(find.User, "nomatch"):
+				c.send([]byte(`{"error":"no match"}`))
+				c.mu.Lock()
+				conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
+				c.mu.Unlock()
+			default:
+				tok := make([]byte, 12)
+				rand.Read(tok)
+				token := hex.EncodeToString(tok)
+				n.mu.Lock()
+				n.tokens[token] = find.User
+				n.issued++
+				n.lobbies++
+				addr := n.gameAddr
+				if strings.HasPrefix(find.User, "away") {
+					addr = n.awayAddr
+				}
+				n.mu.Unlock()
+				c.send(fmt.Appendf(nil, `{"room":%q,"match":{"addr":%q,"token":%q}}`, find.Find, addr, token))
+			}
+			return nil
+		})
+	}
+}
+
 // socket takes the token (once), upgrades and serves the chat.
 func (n *nakama) socket(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("token")
@@ -169,16 +244,13 @@ func (n *nakama) socket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "token invalid", http.StatusUnauthorized)
 		return
 	}
-	h := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
-	conn, rw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	conn, rw, ok := upgradeWS(w, r)
+	if !ok {
 		return
 	}
 	n.conns.Add(1)
 	defer n.conns.Done()
 	defer conn.Close()
-	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(h[:]))
-	rw.Flush()
 	n.serve(&nkConn{conn: conn}, rw.Reader, user)
 }
 
@@ -282,13 +354,18 @@ func nakamaClientAt(addr, sock, user, room string, chats int) error {
 	if err != nil || session.Token == "" {
 		return fmt.Errorf("no token: %v", err)
 	}
+	return nakamaSocket(sock, session.Token, user, room, chats)
+}
+
+// nakamaSocket is the recorded client's socket on sock with its token.
+func nakamaSocket(sock, token, user, room string, chats int) error {
 	conn, err := net.Dial("tcp", sock)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", session.Token, sock, profile.NewWSNonce())
+	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", token, sock, profile.NewWSNonce())
 	in := bufio.NewReader(conn)
 	status, err := in.ReadString('\n')
 	if err != nil || !strings.Contains(status, " 101 ") {

@@ -9,6 +9,7 @@ package main
 // written: the loader takes the address from the lobby's answer.
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,12 +22,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // recordLobbyClient records, with record live on lo, the client that
 // asks api's lobby for the game server, then plays there.
 func recordLobbyClient(t *testing.T, api, game string) string {
+	t.Helper()
+	return recordLive(t, api, game, func() {
+		resp, err := http.Get("http://" + api + "/v2/lobby")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lobby struct{ Match struct{ Addr string } }
+		err = json.NewDecoder(resp.Body).Decode(&lobby)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || lobby.Match.Addr != game {
+			t.Fatalf("lobby answered %+v, %v; want %s", lobby, err, game)
+		}
+		if err := nakamaClientAt(api, lobby.Match.Addr, "rec-user-01", "hall", 6); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// recordLive records what client does towards api and game with record
+// live on lo (the client leaves the first server for the second, which
+// no proxy in between would see).
+func recordLive(t *testing.T, api, game string, client func()) string {
 	t.Helper()
 	testproc.NeedRoot(t, "live capture")
 	out := filepath.Join(t.TempDir(), "lobby.pcap")
@@ -35,25 +60,49 @@ func recordLobbyClient(t *testing.T, api, game string) string {
 	rec := testproc.StartCombined(t, bins["record"], "live", "--iface", "lo", "--out", out,
 		"--filter", fmt.Sprintf("tcp port %s or tcp port %s", apiPort, gamePort))
 	waitOutput(t, rec, "capturing on lo")
-	resp, err := http.Get("http://" + api + "/v2/lobby")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lobby struct{ Match struct{ Addr string } }
-	err = json.NewDecoder(resp.Body).Decode(&lobby)
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if err != nil || lobby.Match.Addr != game {
-		t.Fatalf("lobby answered %+v, %v; want %s", lobby, err, game)
-	}
-	if err := nakamaClientAt(api, lobby.Match.Addr, "rec-user-01", "hall", 6); err != nil {
-		t.Fatal(err)
-	}
+	client()
 	time.Sleep(200 * time.Millisecond) // the last packets into the capture
 	if err := rec.Stop(os.Interrupt, 10*time.Second); err != nil {
 		t.Fatalf("record live: %v\n%s", err, rec.Stdout.String())
 	}
 	return out
+}
+
+// lobbySocketClient is the recorded client of the lobby socket: it asks
+// api's /lobby socket for a match, takes the game server's address and
+// a token from the answer, closes, and plays on the game server.
+func lobbySocketClient(api, user, room string, chats int) error {
+	conn, err := net.Dial("tcp", api)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	fmt.Fprintf(conn, "GET /lobby?v=2 HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\nOrigin: http://game.example\r\n\r\n", api, profile.NewWSNonce())
+	in := bufio.NewReader(conn)
+	if status, err := in.ReadString('\n'); err != nil || !strings.Contains(status, " 101 ") {
+		return fmt.Errorf("lobby upgrade: %q %v", status, err)
+	}
+	for {
+		if l, err := in.ReadString('\n'); err != nil || l == "\r\n" {
+			break
+		}
+	}
+	key := profile.NewWSKey()
+	conn.Write(profile.AppendWSFrame(nil, profile.WSText, fmt.Appendf(nil, `{"find":%q,"user":%q}`, room, user), key))
+	var rd profile.WSReader
+	var answer struct{ Match struct{ Addr, Token string } }
+	buf := make([]byte, 1024)
+	for answer.Match.Token == "" {
+		k, err := in.Read(buf)
+		if err != nil {
+			return fmt.Errorf("lobby: %v", err)
+		}
+		rd.Feed(buf[:k], func(m profile.WSMessage) error { return json.Unmarshal(m.Payload, &answer) })
+	}
+	conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, key))
+	conn.Close()
+	return nakamaSocket(answer.Match.Addr, answer.Match.Token, user, room, chats)
 }
 
 // TestLobbyThenGame: the lobby's answer names where the recorded client
@@ -109,15 +158,9 @@ func TestLobbyThenGame(t *testing.T) {
 	})
 
 	t.Run("bad lobby", func(t *testing.T) {
-		dead, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		deadAddr := dead.Addr().String()
-		dead.Close() // nothing listens there now
 		for _, tc := range []struct{ answer, reason string }{
 			{"none", "v2_missing_addr"},
-			{deadAddr, "connect_refused"},
+			{srv.awayAddr, "connect_refused"},
 		} {
 			srv.mu.Lock()
 			srv.lobbyAddr = tc.answer
@@ -137,5 +180,110 @@ func TestLobbyThenGame(t *testing.T) {
 		srv.mu.Lock()
 		srv.lobbyAddr = ""
 		srv.mu.Unlock()
+	})
+}
+
+// TestLobbySocketThenGame: one fleet client plays two realtime
+// connections in turn. The recorded client asked a lobby over a
+// WebSocket for a match, was answered the game server's address and a
+// token, closed the lobby and played on the game server with it.
+// inspect proposes both links; --flows all, with no step or connect
+// written, plays the lobby socket as each client's socket step (its
+// recorded message, its own user), then the game socket where its own
+// answer said, with its own token: one client per user, counted once,
+// the server's counts equal to the fleet's. A lobby with no match, or
+// one naming a server that is not there, fails each client once with
+// its reason, and nothing hangs.
+func TestLobbySocketThenGame(t *testing.T) {
+	srv, api := startNakama(t)
+	capPath := recordLive(t, api, srv.gameAddr, func() {
+		if err := lobbySocketClient(api, "rec-user-01", "hall", 6); err != nil {
+			t.Fatal(err)
+		}
+	})
+	data, err := os.ReadFile(filepath.Join("testdata", "nakama", "chat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
+	prof := filepath.Join(t.TempDir(), "no-steps.yaml")
+	if err := os.WriteFile(prof, []byte(bare), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	insp := inspectProfile(t, prof, capPath)
+	for _, re := range []string{
+		`link: the value "` + regexp.QuoteMeta(srv.gameAddr) + `" answered in flow \d's socket message #0 at \$\.match\.addr is where flow \d connected \(its address\)`,
+		`link: the value "\w+" answered in flow \d's socket message #0 at \$\.match\.token is sent in flow \d's upgrade query token`,
+	} {
+		if !regexp.MustCompile(re).MatchString(insp) {
+			t.Fatalf("inspect proposes no link %s:\n%s", re, insp)
+		}
+	}
+	_, loop := socketFlow(t, insp, "GET /ws?")
+	run := func(t *testing.T, clients int, args ...string) result {
+		return replay(t, append([]string{"--profile", prof, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
+			"--loop", loop, "--login-interval", "2ms"}, args...)...)
+	}
+	t.Run("20 clients", func(t *testing.T) {
+		srv.reset()
+		res := run(t, 20, "--senders", "4", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
+		mustOK(t, res)
+		s := res.sum
+		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
+		srv.mu.Lock()
+		lobbies := srv.lobbies
+		srv.mu.Unlock()
+		if s.LoginsSucceeded != 20 || s.LoginAttempts != 20 || lobbies != 20 || issued != 20 || refused != 0 || joins != 20 || wrong != 0 || up[srv.gameAddr] != 20 || up[api] != 0 ||
+			chats != s.MessagesSent || delivered != s.MessagesReceived || s.MessagesSent == 0 {
+			t.Fatalf("logins %d of %d attempts, failed %v; the lobby answered %d, the server issued %d tokens, refused %d upgrades, took %v (want 20 on the game server %s), joined %d (%d with another user's token), chats %d of %d sent, delivered %d of %d received\n%s%s",
+				s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, lobbies, issued, refused, up, srv.gameAddr, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
+		}
+		if len(s.HTTPSteps) != 1 || s.HTTPSteps[0].Step != "lobby" || s.HTTPSteps[0].Answered != 20 {
+			t.Errorf("steps %+v; want the lobby socket answered 20 times", s.HTTPSteps)
+		}
+		if !strings.Contains(res.stdout+res.stderr, `lobby (a socket: GET /lobby?v=2, sends 1 messages, takes`) {
+			t.Errorf("the notes do not say the lobby socket is a step:\n%s%s", res.stdout, res.stderr)
+		}
+		t.Logf("20 clients: sent %d received %d; server chats %d delivered %d", s.MessagesSent, s.MessagesReceived, chats, delivered)
+	})
+	t.Run("written step", func(t *testing.T) {
+		// docs/profiles.md's example: the same, written by hand.
+		written := filepath.Join("testdata", "nakama", "lobby.yaml")
+		docExampleIs(t, "# A lobby socket, then the game server", written)
+		srv.reset()
+		flow, _ := socketFlow(t, insp, "GET /ws?")
+		res := replay(t, "--profile", written, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "10", "--senders", "2",
+			"--loop", loop, "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
+		mustOK(t, res)
+		s := res.sum
+		issued, refused, joins, _, chats, delivered, up := srv.counts()
+		if s.LoginsSucceeded != 10 || issued != 10 || refused != 0 || joins != 10 || up[srv.gameAddr] != 10 || chats != s.MessagesSent || delivered != s.MessagesReceived {
+			t.Fatalf("logins %d failed %v; the server issued %d tokens, refused %d, took %v, joined %d, chats %d of %d sent, delivered %d of %d received\n%s%s",
+				s.LoginsSucceeded, s.LoginsFailed, issued, refused, up, joins, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
+		}
+	})
+	t.Run("bad lobby", func(t *testing.T) {
+		for _, tc := range []struct{ users, reason string }{
+			{"nomatch-%d", "lobby_missing_"},
+			{"away-%d", "connect_refused"},
+		} {
+			start := time.Now()
+			res := run(t, 5, "--user-id-format", tc.users, "--login-timeout", "10s", "--duration", "2s")
+			var n int64
+			for r, k := range res.sum.LoginsFailed {
+				if strings.HasPrefix(r, tc.reason) {
+					n += k
+				}
+			}
+			if n != 5 || len(res.sum.LoginsFailed) != 1 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
+				t.Errorf("users %s: failed %v, succeeded %d, exit %d; want 5 %s... and a non-zero exit\n%s", tc.users, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
+			}
+			if !strings.Contains(res.stderr, tc.reason) || strings.Contains(res.stderr, "goroutine ") {
+				t.Errorf("users %s: stderr does not name %s in a line:\n%s", tc.users, tc.reason, res.stderr)
+			}
+			if took := time.Since(start); took > 30*time.Second {
+				t.Errorf("users %s: the run took %v", tc.users, took)
+			}
+		}
 	})
 }

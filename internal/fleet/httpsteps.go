@@ -65,7 +65,13 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 		if !ok {
 			return hs.ConnectAddr(), LoginResult{}, true
 		}
-		if res := c.httpStep(ctx, hc, hs, i, r); !res.OK() {
+		step := c.httpStep
+		if r.Socket {
+			step = func(ctx context.Context, _ *http.Client, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
+				return c.socketStep(ctx, deadline, hs, i, r)
+			}
+		}
+		if res := step(ctx, hc, hs, i, r); !res.OK() {
 			if run.Err() != nil { // the run ended (its duration), not the login's deadline
 				return "", loginFail(LoginStopped), false
 			}

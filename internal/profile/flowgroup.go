@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // A client's session across connections, from the recording alone:
@@ -19,9 +20,12 @@ import (
 // profile's own http steps, where it has them, stand for the HTTP flows
 // instead.
 
-// sessionGroup is one client's flows: its HTTP flows and its realtime
-// flows, by index in `replay inspect`, each in recorded order, and the
-// links between them.
+// sessionGroup is one client's flows: the flows that hand out values
+// (its HTTP flows, a lobby socket's) and the realtime flows they reach,
+// by index in `replay inspect`, each in recorded order, and the links
+// between them. A flow that hands out values is one of http (its
+// recorded exchange becomes steps), even when an earlier one's values
+// reach it.
 type sessionGroup struct {
 	http, realtime []int
 	links          []Link
@@ -69,8 +73,10 @@ func sessionGroups(links []Link) []sessionGroup {
 		}
 	}
 	for i := range out {
-		slices.Sort(out[i].http)
-		slices.Sort(out[i].realtime)
+		g := &out[i]
+		g.realtime = slices.DeleteFunc(g.realtime, func(f int) bool { return slices.Contains(g.http, f) })
+		slices.Sort(g.http)
+		slices.Sort(g.realtime)
 	}
 	// Requests only (a cookie sent from one request to the next): no
 	// connection to play them before.
@@ -123,7 +129,54 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 		names[name] = true
 		return name
 	}
+	// fromEarlier takes the values earlier answers handed out that st
+	// sends, and sends them as ${name}.
+	fromEarlier := func(st *HTTPStepSpec) {
+		for k := range steps {
+			for _, lv := range answers[k] {
+				if !strings.Contains(st.URL+st.Body+fmt.Sprint(st.Headers)+strings.Join(st.Send, "\n"), lv.value) {
+					continue
+				}
+				name := unique(takeNames, leafName(lv.path))
+				steps[k].Take = append(steps[k].Take, TakeSpec{Name: name, JSON: lv.path})
+				ref := "${" + name + "}"
+				st.URL, st.Body = strings.ReplaceAll(st.URL, lv.value, ref), strings.ReplaceAll(st.Body, lv.value, ref)
+				for h, v := range st.Headers {
+					st.Headers[h] = strings.ReplaceAll(v, lv.value, ref)
+				}
+				for i, m := range st.Send {
+					st.Send[i] = strings.ReplaceAll(m, lv.value, ref)
+				}
+			}
+		}
+	}
 	for _, fi := range g.http {
+		if flows[fi].HTTP == nil { // a lobby socket
+			if len(steps) == maxHTTPSteps {
+				return nil, "", fmt.Errorf("flow %d: more than %d recorded requests", fi, maxHTTPSteps)
+			}
+			st, lv, err := socketStepOf(flows[fi], own)
+			if err != nil {
+				return nil, "", err
+			}
+			st.Name = unique(stepNames, st.Name)
+			fromEarlier(&st)
+			for _, l := range g.links {
+				if l.From != fi || slices.Contains(g.http, l.To) {
+					continue
+				}
+				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
+				if l.Recorded != "" {
+					tk.Recorded = &FieldSpec{Regexp: l.Recorded}
+				}
+				if l.Addr() && connect == "" {
+					connect = l.Connect("${" + tk.Name + "}")
+				}
+				st.Take = append(st.Take, tk)
+			}
+			steps, answers = append(steps, st), append(answers, lv)
+			continue
+		}
 		for _, e := range flows[fi].HTTP {
 			if len(steps) == maxHTTPSteps {
 				return nil, "", fmt.Errorf("flow %d: more than %d recorded requests", fi, maxHTTPSteps)
@@ -142,26 +195,12 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			for h, v := range st.Headers {
 				st.Headers[h] = own.in(v)
 			}
-			// Values earlier answers handed out that this request sends.
-			for k := range steps {
-				for _, lv := range answers[k] {
-					if !strings.Contains(st.URL+st.Body+fmt.Sprint(st.Headers), lv.value) {
-						continue
-					}
-					name := unique(takeNames, leafName(lv.path))
-					steps[k].Take = append(steps[k].Take, TakeSpec{Name: name, JSON: lv.path})
-					ref := "${" + name + "}"
-					st.URL, st.Body = strings.ReplaceAll(st.URL, lv.value, ref), strings.ReplaceAll(st.Body, lv.value, ref)
-					for h, v := range st.Headers {
-						st.Headers[h] = strings.ReplaceAll(v, lv.value, ref)
-					}
-				}
-			}
+			fromEarlier(&st)
 			// Values this answer handed out that the realtime flow sends,
 			// or that name where it connected (the first such is the
 			// connect address).
 			for _, l := range g.links {
-				if l.From != fi || l.Exchange != e.Method+" "+e.Target || l.Cookie != "" { // the jar carries cookies
+				if l.From != fi || l.Exchange != e.Method+" "+e.Target || l.Cookie != "" || slices.Contains(g.http, l.To) { // the jar carries cookies
 					continue
 				}
 				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
@@ -182,6 +221,51 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 		}
 	}
 	return steps, connect, nil
+}
+
+// socketStepOf is the socket step that plays a recorded lobby socket:
+// its upgrade's target and headers (but the connection's and the
+// WebSocket handshake's own), its messages as recorded (the recorded
+// user id and room the client's own), and its server messages' JSON
+// values, which later steps and the realtime flow may take.
+func socketStepOf(f FlowData, own recordedIdentity) (HTTPStepSpec, []leaf, error) {
+	lines := strings.Split(string(f.Upgrade), "\r\n")
+	req := strings.Fields(lines[0])
+	if len(req) < 2 || req[0] != "GET" {
+		return HTTPStepSpec{}, nil, fmt.Errorf("flow %d: no upgrade request to open its socket with", f.Index)
+	}
+	st := HTTPStepSpec{Name: stepName(req[1]), Method: "GET", URL: own.in(literal(req[1])), Socket: true}
+	for _, l := range lines[1:] {
+		k, v, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if lk := strings.ToLower(k); slices.Contains(droppedHeaders, lk) || strings.HasPrefix(lk, "sec-websocket-") {
+			continue
+		}
+		if st.Headers == nil {
+			st.Headers = map[string]string{}
+		}
+		st.Headers[k] = own.in(literal(v))
+	}
+	for _, m := range f.Msgs {
+		if !utf8.Valid(m.Bytes) {
+			return HTTPStepSpec{}, nil, fmt.Errorf("flow %d: a socket step sends text, and client message #%d is binary", f.Index, len(st.Send))
+		}
+		st.Send = append(st.Send, own.in(literal(string(m.Bytes))))
+	}
+	if len(st.Send) > maxSocketSends {
+		return HTTPStepSpec{}, nil, fmt.Errorf("flow %d: more than %d client messages for a socket step", f.Index, maxSocketSends)
+	}
+	var lv []leaf
+	for _, m := range f.Answers {
+		var doc any
+		if json.Unmarshal(m.Bytes, &doc) == nil {
+			lv = jsonLeaves(doc, "$", lv)
+		}
+	}
+	return st, lv, nil
 }
 
 // recordedIdentity is the recorded client's user id and room (empty
@@ -287,6 +371,9 @@ func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData, own 
 			takes[j] = t.Name + " at " + t.JSON
 		}
 		desc[i] = fmt.Sprintf("%s (%s %s", st.Name, st.Method, st.URL)
+		if st.Socket {
+			desc[i] = fmt.Sprintf("%s (a socket: GET %s, sends %d messages", st.Name, st.URL, len(st.Send))
+		}
 		if len(takes) > 0 {
 			desc[i] += ", takes " + strings.Join(takes, ", ")
 		}

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSessionGroups: links that share a flow make one client; unlinked
@@ -196,5 +197,86 @@ func TestCookieLinks(t *testing.T) {
 	}
 	if g := sessionGroups(Links(flows[:2])); len(g) != 0 {
 		t.Errorf("requests alone made groups %+v", g)
+	}
+}
+
+// TestLobbySocket: a lobby socket's answer (a server message) hands out
+// the game server's address and a token that the later socket carries:
+// both are links, the lobby becomes a socket step sending its recorded
+// messages (the recorded user the client's own) and taking both, and
+// the profile connects where it says. A value the lobby's client sent
+// itself (its room, echoed), or one that reached a flow which started
+// before the answer (a chat passing words on), links nothing.
+func TestLobbySocket(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	lobby := FlowData{Index: 0, Client: "10.0.0.1:5", Server: "10.0.0.9:8080", Start: t0,
+		Upgrade: []byte("GET /lobby HTTP/1.1\r\nHost: 10.0.0.9:8080\r\nSec-WebSocket-Key: k\r\nOrigin: http://x\r\n\r\n"),
+		Msgs:    []Message{{Bytes: []byte(`{"find":"hall","user":"rec-user-01"}`)}},
+		Answers: []Message{{Offset: 10 * time.Millisecond, Bytes: []byte(`{"room":"hall","match":{"addr":"10.0.0.9:7351","token":"tk0123456789"}}`)}}}
+	game := FlowData{Index: 1, Client: "10.0.0.1:6", Server: "10.0.0.9:7351", Start: t0.Add(20 * time.Millisecond),
+		Upgrade: []byte("GET /ws?token=tk0123456789 HTTP/1.1\r\nHost: 10.0.0.9:7351\r\n\r\n"),
+		Msgs:    []Message{{Bytes: []byte(`{"join":"hall","user":"rec-user-01"}`)}}}
+	early := game
+	early.Index, early.Start = 2, t0.Add(5*time.Millisecond)
+	links := Links([]FlowData{lobby, game, early})
+	if len(links) != 2 {
+		t.Fatalf("links %+v; want the address and the token, to flow 1", links)
+	}
+	for _, l := range links {
+		if l.To != 1 || !l.Socket() || !strings.Contains(l.String(), "flow 0's socket message #0") {
+			t.Errorf("link %s", l)
+		}
+	}
+	g := sessionGroups(links)
+	if len(g) != 1 || !reflect.DeepEqual(g[0].http, []int{0}) || !reflect.DeepEqual(g[0].realtime, []int{1}) {
+		t.Fatalf("groups %+v", g)
+	}
+	flows := map[int]FlowData{0: lobby, 1: game}
+	steps, connect, err := recordedSteps(g[0], flows, nil, recordedIdentity{user: "rec-user-01", room: "hall"})
+	if err != nil || connect != "${addr}" || len(steps) != 1 {
+		t.Fatalf("steps %+v connect %q err %v", steps, connect, err)
+	}
+	want := HTTPStepSpec{Name: "lobby", Method: "GET", URL: "/lobby", Socket: true, Headers: map[string]string{"Origin": "http://x"},
+		Send: []string{`{"find":"${room}","user":"${user}"}`},
+		Take: []TakeSpec{{Name: "addr", JSON: "$.match.addr", Recorded: &FieldSpec{Regexp: `(10\.0\.0\.9:7351)`}}, {Name: "token", JSON: "$.match.token", Recorded: &FieldSpec{Regexp: `[?&]token=([^& ]+)`}}}}
+	if !reflect.DeepEqual(steps[0], want) {
+		t.Errorf("step\n%+v\nwant\n%+v", steps[0], want)
+	}
+	p, err := Compile(&Spec{Name: "s", Transport: "websocket", Framing: FramingSpec{Type: "message"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp, desc, err := p.withRecordedSteps(g[0], flows, recordedIdentity{user: "rec-user-01", room: "hall"})
+	if err != nil || !strings.Contains(strings.Join(desc, "; "), "lobby (a socket: GET /lobby, sends 1 messages, takes addr at $.match.addr, token at $.match.token); connect \"${addr}\"") {
+		t.Fatalf("desc %q err %v", desc, err)
+	}
+	// The compiled client: the request, then the values from the answers.
+	s, err := dp.Compile(Messages{Upgrade: game.Upgrade, Client: []Message{{Bytes: game.Msgs[0].Bytes, Kind: -1}}}, ScriptOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.NewClient(Identity{User: "u-7", Room: "r-2", Clients: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := c.(HTTPStepper)
+	r, ok := hs.HTTPRequest(0)
+	if !ok || !r.Socket || r.URL != "/lobby" || len(r.Send) != 1 || string(r.Send[0]) != `{"find":"r-2","user":"u-7"}` {
+		t.Fatalf("request %+v", r)
+	}
+	if m := hs.SocketAnswer(0, nil); m != "missing_addr" {
+		t.Errorf("before any answer: %q", m)
+	}
+	if m := hs.SocketAnswer(0, []byte(`{"match":{"addr":"127.0.0.1:9"}}`)); m != "missing_token" {
+		t.Errorf("after the address: %q", m)
+	}
+	if m := hs.SocketAnswer(0, []byte(`{"match":{"token":"tk-new-0001"}}`)); m != "" {
+		t.Errorf("after the token: %q", m)
+	}
+	if a := hs.ConnectAddr(); a != "127.0.0.1:9" {
+		t.Errorf("connect %q", a)
+	}
+	if up := string(c.UpgradeRequest()); !strings.Contains(up, "token=tk-new-0001") || !strings.Contains(up, "Host: 127.0.0.1:9") {
+		t.Errorf("upgrade %q", up)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/reprise-harness/reprise/internal/capture"
 )
@@ -195,11 +196,23 @@ func (l Link) String() string {
 	if l.Cookie != "" {
 		return fmt.Sprintf("the cookie %s=%q set in flow %d's answer (%s) is sent in flow %d's %s", l.Cookie, l.Value, l.From, l.Exchange, l.To, l.Where)
 	}
-	if l.Addr() {
-		return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is where flow %d connected (its %s)", l.Value, l.From, l.Exchange, l.Path, l.To, strings.TrimPrefix(l.Where, whereConnect))
+	in := fmt.Sprintf("flow %d's response body (%s)", l.From, l.Exchange)
+	if l.Socket() {
+		in = fmt.Sprintf("flow %d's %s", l.From, l.Exchange)
 	}
-	return fmt.Sprintf("the value %q answered in flow %d's response body (%s) at %s is sent in flow %d's %s", l.Value, l.From, l.Exchange, l.Path, l.To, l.Where)
+	if l.Addr() {
+		return fmt.Sprintf("the value %q answered in %s at %s is where flow %d connected (its %s)", l.Value, in, l.Path, l.To, strings.TrimPrefix(l.Where, whereConnect))
+	}
+	return fmt.Sprintf("the value %q answered in %s at %s is sent in flow %d's %s", l.Value, in, l.Path, l.To, l.Where)
 }
+
+// socketMessage starts the Exchange of a value a socket flow's server
+// message handed out ("socket message #2").
+const socketMessage = "socket message #"
+
+// Socket reports whether a socket's message handed the value out (a
+// lobby socket), not an HTTP answer.
+func (l Link) Socket() bool { return strings.HasPrefix(l.Exchange, socketMessage) }
 
 // Take is the http step's take that reproduces the link (and, for an
 // address, the profile's connect).
@@ -253,8 +266,12 @@ type FlowData struct {
 	Index  int
 	Client string
 	// Server is the address the flow connected to (host:port; "" when
-	// not known).
-	Server  string
+	// not known); Start its first packet's time.
+	Server string
+	Start  time.Time
+	// Answers are a socket flow's server messages: a lobby socket's
+	// answers hand out values as an HTTP flow's do.
+	Answers []Message
 	HTTP    []HTTPExchange
 	Upgrade []byte
 	Msgs    []Message
@@ -293,8 +310,48 @@ func Links(flows []FlowData) []Link {
 				}
 			}
 		}
+		out = socketLinks(f, flows, out)
 	}
 	return append(out, cookieLinks(flows, maxLinks-len(out))...)
+}
+
+// socketLinks adds the links of a socket flow f's server messages (a
+// lobby socket's answers): values a later flow of the same client host
+// sends, or that name where it connected. The later flow must start
+// after the message arrived (a chat's messages pass one client's words
+// on to another, which would otherwise look like a value handed out),
+// and the value must not be one f sent itself (a room's name echoed in
+// its join's answer).
+func socketLinks(f FlowData, flows []FlowData, out []Link) []Link {
+	if f.HTTP != nil || f.Start.IsZero() {
+		return out
+	}
+	for k, m := range f.Answers {
+		var doc any
+		if json.Unmarshal(m.Bytes, &doc) != nil {
+			continue
+		}
+		at := f.Start.Add(m.Offset)
+		for _, lv := range jsonLeaves(doc, "$", nil) {
+			if v := []byte(lv.value); containsWord(f.Upgrade, v) || slices.ContainsFunc(f.Msgs, func(m Message) bool { return containsWord(m.Bytes, v) }) {
+				continue // the client's own (its room, its name), echoed: not handed out
+			}
+			for _, g := range flows {
+				if g.Index == f.Index || g.HTTP != nil || host(g.Client) != host(f.Client) || !g.Start.After(at) {
+					continue
+				}
+				l, ok := addrLink(f.Server, g, lv)
+				if !ok {
+					l, ok = linkIn(g, lv)
+				}
+				if ok && len(out) < maxLinks {
+					l.From, l.Exchange, l.To = f.Index, fmt.Sprintf("%s%d", socketMessage, k), g.Index
+					out = append(out, l)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // cookieLinks finds, for each cookie an HTTP answer set, the later flows

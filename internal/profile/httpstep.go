@@ -35,6 +35,13 @@ type HTTPStepSpec struct {
 	URL     string            `yaml:"url"`
 	Headers map[string]string `yaml:"headers"`
 	Body    string            `yaml:"body"`
+	// Socket makes the step a WebSocket of its own (a lobby socket): the
+	// upgrade at URL (a path, or a ws:// or wss:// URL) with Headers,
+	// then each of Send as a text message; its takes are found in the
+	// messages the server answers (any of them, until all are), and the
+	// step ends there with a close. Body is not used.
+	Socket bool     `yaml:"socket"`
+	Send   []string `yaml:"send"`
 	// Take are the values the answer hands out.
 	Take []TakeSpec `yaml:"take"`
 }
@@ -64,6 +71,9 @@ type httpStep struct {
 	hdrVals      []*template
 	body         *template
 	takes        []httpTake
+	// socket: a WebSocket step, sending send (socketstep.go).
+	socket bool
+	send   []*template
 }
 
 // httpTake is a compiled TakeSpec: corr is its correlation's index.
@@ -126,6 +136,9 @@ func (s *Spec) compileHTTP(p *Profile) error {
 			if st.body, err = parseTemplate(TemplateSpec{Text: h.Body}, p.clientResolver); err != nil {
 				return bad(path+".body", "%v", err)
 			}
+		}
+		if err := st.compileSocket(h, path, p); err != nil {
+			return err
 		}
 		for _, k := range sortedKeys(h.Headers) {
 			t, err := parseTemplate(TemplateSpec{Text: h.Headers[k]}, p.clientResolver)
@@ -336,6 +349,11 @@ type HTTPRequest struct {
 	URL     string
 	Headers [][2]string
 	Body    []byte
+	// Socket says the step is a WebSocket (Method GET, URL its
+	// upgrade's target): Send are its messages; its answers go to
+	// SocketAnswer, not HTTPAnswer.
+	Socket bool
+	Send   [][]byte
 }
 
 // HTTPStepper is a client with HTTP steps before its connection. The
@@ -350,6 +368,10 @@ type HTTPStepper interface {
 	// HTTPAnswer takes step i's values from a 2xx answer; the error
 	// names what was missing (a label: missing_<value>).
 	HTTPAnswer(i int, header func(string) string, body []byte) (missing string)
+	// SocketAnswer takes socket step i's values from one server message;
+	// missing names the first value still missing, "" once all are in
+	// (socketstep.go).
+	SocketAnswer(i int, msg []byte) (missing string)
 }
 
 // HasHTTP reports whether clients of p make HTTP steps.
@@ -369,6 +391,12 @@ func (c *client) HTTPRequest(i int) (HTTPRequest, bool) {
 	}
 	if st.body != nil {
 		r.Body = st.body.render(nil, v)
+	}
+	if st.socket {
+		r.Socket = true
+		for _, m := range st.send {
+			r.Send = append(r.Send, m.render(nil, v))
+		}
 	}
 	return r, true
 }

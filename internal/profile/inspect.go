@@ -49,8 +49,9 @@ type Report struct {
 	// HTTP are an HTTP flow's exchanges ("POST /x -> 200 (...)"): a
 	// flow an http step stands for, not one to replay.
 	HTTP []string `json:"http,omitempty"`
-	// Links are values this HTTP flow's answers handed out that a later
-	// flow sends (LinkReports, over every flow).
+	// Links are values this flow's answers (HTTP, or a lobby socket's
+	// messages) handed out that a later flow sends (LinkReports, over
+	// every flow).
 	Links []string `json:"links,omitempty"`
 	// Deflate is the permessage-deflate the recorded server accepted
 	// (the messages counted are the inflated plaintext).
@@ -272,6 +273,9 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	if r.Default {
 		fmt.Fprintf(&b, "  replay and profile check take this flow by default (the longest; --flow picks another)\n")
+	}
+	for _, l := range r.Links { // a lobby socket's answers
+		fmt.Fprintf(&b, "  link: %s\n", l)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  note: %s\n", n)

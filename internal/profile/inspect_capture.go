@@ -171,7 +171,7 @@ func (p *Profile) Reports(path string, o InspectOptions) ([]*Report, error) {
 			continue
 		}
 		m := p.Messages(RecordingOf(fl))
-		data = append(data, FlowData{Index: i, Client: fl.Client.String(), Server: fl.Server.String(), HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client})
+		data = append(data, FlowData{Index: i, Client: fl.Client.String(), Server: fl.Server.String(), Start: fl.Start, HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client, Answers: m.Server})
 		if o.Flow >= 0 && i != o.Flow {
 			continue
 		}

@@ -325,16 +325,19 @@ func (p *Profile) sessions(picked []pickedFlow, all bool, opts ScriptOptions) (f
 	var data []FlowData
 	for _, pf := range picked {
 		r := RecordingOf(pf.flow)
-		d := FlowData{Index: pf.index, Client: pf.flow.Client.String(), Server: pf.flow.Server.String(), HTTP: HTTPExchanges(r)}
+		d := FlowData{Index: pf.index, Client: pf.flow.Client.String(), Server: pf.flow.Server.String(), Start: pf.flow.Start, HTTP: HTTPExchanges(r)}
 		if d.HTTP == nil {
 			m := p.Messages(r)
-			d.Upgrade, d.Msgs = m.Upgrade, m.Client
+			d.Upgrade, d.Msgs, d.Answers = m.Upgrade, m.Client, m.Server
 			msgs[pf.index] = m
 		}
 		flows[pf.index] = d
 		data = append(data, d)
 	}
 	for _, g := range sessionGroups(Links(data)) {
+		if len(g.realtime) == 0 {
+			continue
+		}
 		if p.hasHTTPAnyVariant() {
 			for _, f := range g.http {
 				out.made[f] = true
