@@ -24,16 +24,22 @@ func (s *Spec) compileExpects(p *Profile) error {
 	if len(s.Expects) > maxExpects {
 		return bad("expects", "%d expects: at most %d", len(s.Expects), maxExpects)
 	}
+	var errs specErrors
 	for i, e := range s.Expects {
 		path := fmt.Sprintf("expects[%d]", i)
 		r := expectRule{on: p.serverKind(e.On), answer: p.clientKind(e.Answer)}
 		if r.on < 0 {
-			return bad(path+".on", "%q is not a server kind%s", e.On, p.kindHint(e.On, true))
+			errs.add(bad(path+".on", "%q is not a server kind%s", e.On, p.kindHint(e.On, true)))
 		}
 		if r.answer <= 0 {
-			return bad(path+".answer", "%q is not a client kind (nor a reaction's as)", e.Answer)
+			errs.add(bad(path+".answer", "%q is not a client kind (nor a reaction's as)", e.Answer))
 		}
-		p.expects = append(p.expects, r)
+		if r.on >= 0 && r.answer > 0 {
+			p.expects = append(p.expects, r)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }

@@ -29,42 +29,56 @@ func (s *Spec) compileFresh(p *Profile) error {
 	if len(s.Fresh) > maxFresh {
 		return bad("fresh", "%d fresh fields: at most %d", len(s.Fresh), maxFresh)
 	}
+	var errs specErrors
 	for i, f := range s.Fresh {
-		path := fmt.Sprintf("fresh[%d]", i)
-		r := freshRule{offset: f.Offset, length: f.Length}
-		into, err := p.kindList(path+".into", f.Into, false)
-		if err != nil {
-			return err
+		r, err := p.compileFreshField(fmt.Sprintf("fresh[%d]", i), f)
+		errs.add(err)
+		if err == nil {
+			p.fresh = append(p.fresh, r)
 		}
-		if len(into) > 0 {
-			r.into = into
-		}
-		switch f.Value {
-		case "", "counter":
-		case "unique":
-			r.unique = true
-		default:
-			return oneOf(path+".value", f.Value, "counter", "unique")
-		}
-		switch {
-		case f.Regexp != "":
-			if f.Length != 0 {
-				return bad(path, "give a regexp, or offset and length, not both")
-			}
-			re, err := regexp.Compile(f.Regexp)
-			if err != nil || re.NumSubexp() < 1 {
-				return bad(path+".regexp", "%q: a regular expression with one group", f.Regexp)
-			}
-			if groupMatchesEmpty(f.Regexp) {
-				return bad(path+".regexp", "%q: its group matches the empty string: a fresh value needs at least one digit to replace (say [0-9]+, not [0-9]*)", f.Regexp)
-			}
-			r.re = re
-		case f.Length < 1 || f.Length > 20:
-			return bad(path+".length", "%d: give a length from 1 to 20 with an offset, or a regexp", f.Length)
-		}
-		p.fresh = append(p.fresh, r)
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
+}
+
+// compileFreshField compiles one fresh field, every mistake at once.
+func (p *Profile) compileFreshField(path string, f FreshSpec) (freshRule, error) {
+	var errs specErrors
+	r := freshRule{offset: f.Offset, length: f.Length}
+	into, err := p.kindList(path+".into", f.Into, false)
+	errs.add(err)
+	if len(into) > 0 {
+		r.into = into
+	}
+	switch f.Value {
+	case "", "counter":
+	case "unique":
+		r.unique = true
+	default:
+		errs.add(oneOf(path+".value", f.Value, "counter", "unique"))
+	}
+	switch {
+	case f.Regexp != "":
+		if f.Length != 0 {
+			errs.add(bad(path, "give a regexp, or offset and length, not both"))
+		}
+		re, err := regexp.Compile(f.Regexp)
+		switch {
+		case err != nil || re.NumSubexp() < 1:
+			errs.add(bad(path+".regexp", "%q: a regular expression with one group", f.Regexp))
+		case groupMatchesEmpty(f.Regexp):
+			errs.add(bad(path+".regexp", "%q: its group matches the empty string: a fresh value needs at least one digit to replace (say [0-9]+, not [0-9]*)", f.Regexp))
+		}
+		r.re = re
+	case f.Length < 1 || f.Length > 20:
+		errs.add(bad(path+".length", "%d: give a length from 1 to 20 with an offset, or a regexp", f.Length))
+	}
+	if len(errs) > 0 {
+		return r, errs
+	}
+	return r, nil
 }
 
 // groupMatchesEmpty reports whether the first group of the regular
