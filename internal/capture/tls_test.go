@@ -134,19 +134,31 @@ func waitProxyIdle(t testing.TB, p *Proxy) {
 	}
 }
 
+// dialTestTLS connects over TLS as the test servers expect (name
+// reprise.test, protocol reprise-test, their certificate unchecked) with
+// cfg's versions and suites, writing the secrets to keylog; the
+// connection ends 10 s on at the latest.
+func dialTestTLS(addr string, cfg *tls.Config, keylog io.Writer) (*tls.Conn, error) {
+	cfg = cfg.Clone()
+	cfg.KeyLogWriter, cfg.InsecureSkipVerify, cfg.ServerName = keylog, true, "reprise.test"
+	cfg.NextProtos = []string{"reprise-test"}
+	c, err := tls.Dial("tcp", addr, cfg)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c, nil
+}
+
 // goTLSClient connects with Go's crypto/tls, writes its secrets to
 // keylog, reads the greeting and sends tlsMessages, one record each.
 func goTLSClient(cfg *tls.Config, keylog io.Writer) func(string) error {
 	return func(addr string) error {
-		cfg := cfg.Clone()
-		cfg.KeyLogWriter, cfg.InsecureSkipVerify, cfg.ServerName = keylog, true, "reprise.test"
-		cfg.NextProtos = []string{"reprise-test"}
-		c, err := tls.Dial("tcp", addr, cfg)
+		c, err := dialTestTLS(addr, cfg, keylog)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		want := len(bytes.Join(tlsGreeting, nil))
 		if _, err := io.ReadFull(c, make([]byte, want)); err != nil {
 			return fmt.Errorf("read greeting: %w", err)
@@ -344,15 +356,11 @@ func sessionServer(t testing.TB) string {
 // sessionClient plays sessionFrames' client side over TLS.
 func sessionClient(cfg *tls.Config, keylog io.Writer) func(string) error {
 	return func(addr string) error {
-		cfg := cfg.Clone()
-		cfg.KeyLogWriter, cfg.InsecureSkipVerify, cfg.ServerName = keylog, true, "reprise.test"
-		cfg.NextProtos = []string{"reprise-test"}
-		c, err := tls.Dial("tcp", addr, cfg)
+		c, err := dialTestTLS(addr, cfg, keylog)
 		if err != nil {
 			return err
 		}
 		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 		client, server := sessionFrames()
 		if _, err := c.Write(client[0]); err != nil {
 			return err
