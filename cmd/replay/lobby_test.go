@@ -166,7 +166,7 @@ func TestLobbyThenGame(t *testing.T) {
 			srv.lobbyAddr = tc.answer
 			srv.mu.Unlock()
 			start := time.Now()
-			res := run(t, 5, "--login-timeout", "10s", "--duration", "2s")
+			res := run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
 			if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
 				t.Errorf("lobby answering %s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.answer, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
 			}
@@ -268,7 +268,7 @@ func TestLobbySocketThenGame(t *testing.T) {
 			{"away-%d", "connect_refused"},
 		} {
 			start := time.Now()
-			res := run(t, 5, "--user-id-format", tc.users, "--login-timeout", "10s", "--duration", "2s")
+			res := run(t, 5, "--user-id-format", tc.users, "--login-timeout", "10s", "--after-logins", "500ms")
 			var n int64
 			for r, k := range res.sum.LoginsFailed {
 				if strings.HasPrefix(r, tc.reason) {
