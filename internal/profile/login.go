@@ -48,64 +48,81 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 	}
 	p.loginSend = map[int]bool{}
 	seen := map[string]bool{}
+	var errs specErrors
 	for i, st := range l.Steps {
-		path := fmt.Sprintf("login.steps[%d]", i)
-		r := loginRule{name: st.Name, success: -1, starttls: st.StartTLS}
-		if st.StartTLS && i == len(l.Steps)-1 {
-			return bad(path+".starttls", "the last step's answer ends the login: TLS starts after a step that has another after it")
+		r, err := p.compileLoginStep(fmt.Sprintf("login.steps[%d]", i), i, i == len(l.Steps)-1, st, seen)
+		errs.add(err)
+		if err == nil {
+			p.steps = append(p.steps, r)
 		}
-		if r.name == "" {
-			r.name = fmt.Sprintf("step%d", i+1)
-		}
-		if !validName.MatchString(r.name) || seen[r.name] {
-			return bad(path+".name", "%q: a step name is lower case letters, digits and _, once", r.name)
-		}
-		if w, ok := reservedStepName(r.name); ok {
-			return bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", r.name, w)
-		}
-		seen[r.name] = true
-		for j, it := range st.Send {
-			ip := fmt.Sprintf("%s.send[%d]", path, j)
-			k := 0
-			if it.Kind != "" {
-				if k = p.clientKind(it.Kind); k <= 0 || !p.declaredClient(it.Kind) {
-					return bad(ip, "%q is not a client kind%s", it.Kind, p.kindHint(it.Kind, false))
-				}
-				p.loginSend[k] = true
-			}
-			if it.Template == nil {
-				r.items = append(r.items, loginItem{kind: k})
-				continue
-			}
-			t, err := parseTemplate(*it.Template, p.clientResolver)
-			if err != nil {
-				return bad(ip, "%v", err)
-			}
-			if k > 0 { // the recorded run, else this template
-				r.items = append(r.items, loginItem{kind: k, tmpl: t, as: k})
-				continue
-			}
-			as := -1
-			if it.As != "" {
-				as = p.clientKind(it.As) // added by extraKinds
-			}
-			r.items = append(r.items, loginItem{tmpl: t, as: as})
-		}
-		if st.Success != "" {
-			if r.success = p.serverKind(st.Success); r.success < 0 {
-				return bad(path+".success", "%q is not a server kind%s", st.Success, p.kindHint(st.Success, true))
-			}
-		}
-		if st.When != nil {
-			m, err := compileMatch(path+".when", *st.When)
-			if err != nil {
-				return err
-			}
-			r.when = m
-		}
-		p.steps = append(p.steps, r)
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
+}
+
+// compileLoginStep compiles login step i, every mistake at once; seen
+// holds the step names before it.
+func (p *Profile) compileLoginStep(path string, i int, last bool, st LoginStepSpec, seen map[string]bool) (loginRule, error) {
+	var errs specErrors
+	r := loginRule{name: st.Name, success: -1, starttls: st.StartTLS}
+	if st.StartTLS && last {
+		errs.add(bad(path+".starttls", "the last step's answer ends the login: TLS starts after a step that has another after it"))
+	}
+	if r.name == "" {
+		r.name = fmt.Sprintf("step%d", i+1)
+	}
+	if !validName.MatchString(r.name) || seen[r.name] {
+		errs.add(bad(path+".name", "%q: a step name is lower case letters, digits and _, once", r.name))
+	} else if w, ok := reservedStepName(r.name); ok {
+		errs.add(bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", r.name, w))
+	}
+	seen[r.name] = true
+	for j, it := range st.Send {
+		ip := fmt.Sprintf("%s.send[%d]", path, j)
+		k := 0
+		if it.Kind != "" {
+			if k = p.clientKind(it.Kind); k <= 0 || !p.declaredClient(it.Kind) {
+				errs.add(bad(ip, "%q is not a client kind%s", it.Kind, p.kindHint(it.Kind, false)))
+				k = 0
+			} else {
+				p.loginSend[k] = true
+			}
+		}
+		if it.Template == nil {
+			r.items = append(r.items, loginItem{kind: k})
+			continue
+		}
+		t, err := parseTemplate(*it.Template, p.clientResolver)
+		if err != nil {
+			errs.add(bad(ip, "%v", err))
+			continue
+		}
+		if k > 0 { // the recorded run, else this template
+			r.items = append(r.items, loginItem{kind: k, tmpl: t, as: k})
+			continue
+		}
+		as := -1
+		if it.As != "" {
+			as = p.clientKind(it.As) // added by extraKinds
+		}
+		r.items = append(r.items, loginItem{tmpl: t, as: as})
+	}
+	if st.Success != "" {
+		if r.success = p.serverKind(st.Success); r.success < 0 {
+			errs.add(bad(path+".success", "%q is not a server kind%s", st.Success, p.kindHint(st.Success, true)))
+		}
+	}
+	if st.When != nil {
+		m, err := compileMatch(path+".when", *st.When)
+		errs.add(err)
+		r.when = m
+	}
+	if len(errs) > 0 {
+		return r, errs
+	}
+	return r, nil
 }
 
 // StartsTLS reports whether a login step starts TLS in band (starttls):
