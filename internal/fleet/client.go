@@ -158,9 +158,6 @@ type client struct {
 	// loginSent: a login failure from now on is labelled with the login
 	// step it failed in (the reader's).
 	loginSent bool
-	// jar holds the cookies the HTTP steps' answers set (nil without
-	// steps), for the later steps and the upgrade (the attempt's).
-	jar *cookieJar
 }
 
 // firstBytes is how many of a login's first received bytes are kept.
@@ -173,7 +170,7 @@ const firstBytes = 48
 func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	f := c.f
 	deadline := time.Now().Add(f.cfg.LoginTimeout)
-	addr, why, ok := c.httpSteps(ctx, deadline)
+	addr, jar, why, ok := c.httpSteps(ctx, deadline)
 	if !ok {
 		c.loginFailed(why, res)
 		return
@@ -228,8 +225,8 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	var early []byte
 	if c.ws {
 		req := c.pc.UpgradeRequest()
-		if c.jar != nil {
-			req = c.withCookies(req, addr)
+		if jar != nil {
+			req = c.withCookies(req, addr, jar)
 		}
 		if early, c.zip, err = wsHandshake(c.conn, req, f.cfg.WSDeflate); err != nil {
 			conn.Close()

@@ -70,7 +70,7 @@ func (j *cookieJar) names(u *url.URL) []string {
 
 // withCookies is the upgrade request req to addr ("" for the target)
 // carrying the jar's cookies for its URL in place of recorded ones.
-func (c *client) withCookies(req []byte, addr string) []byte {
+func (c *client) withCookies(req []byte, addr string, jar *cookieJar) []byte {
 	if addr == "" {
 		addr = c.f.target
 	}
@@ -92,7 +92,7 @@ func (c *client) withCookies(req []byte, addr string) []byte {
 	if err != nil {
 		return req
 	}
-	cookies := c.jar.Cookies(u)
+	cookies := jar.Cookies(u)
 	pairs := make([]string, len(cookies))
 	for i, k := range cookies {
 		pairs[i] = k.Name + "=" + k.Value

@@ -35,18 +35,18 @@ func TestCookieJarBounded(t *testing.T) {
 // TestUpgradeCookies: the upgrade carries the jar's cookies for its own
 // URL (host and path, whatever port), in place of the recorded value.
 func TestUpgradeCookies(t *testing.T) {
-	c := &client{f: &Fleet{target: "127.0.0.1:9000"}, jar: newCookieJar()}
+	c, jar := &client{f: &Fleet{target: "127.0.0.1:9000"}}, newCookieJar()
 	set, _ := url.Parse("http://127.0.0.1:9000/login")
-	c.jar.SetCookies(set, []*http.Cookie{{Name: "sid", Value: "new", Path: "/"}, {Name: "admin", Value: "1", Path: "/admin"}})
+	jar.SetCookies(set, []*http.Cookie{{Name: "sid", Value: "new", Path: "/"}, {Name: "admin", Value: "1", Path: "/admin"}})
 	req := []byte("GET /chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nCookie: theme=dark; sid=old\r\n\r\n")
 	for _, addr := range []string{"", "127.0.0.1:9001"} {
-		got := string(c.withCookies(req, addr))
+		got := string(c.withCookies(req, addr, jar))
 		want := "GET /chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nCookie: theme=dark; sid=new\r\n\r\n"
 		if got != want {
 			t.Errorf("to %q:\n%q\nwant\n%q", addr, got, want)
 		}
 	}
-	if got := string(c.withCookies(req, "10.0.0.1:9000")); got != string(req) {
+	if got := string(c.withCookies(req, "10.0.0.1:9000", jar)); got != string(req) {
 		t.Errorf("another host got the jar's cookies: %q", got)
 	}
 }

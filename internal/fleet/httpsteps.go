@@ -32,14 +32,16 @@ const (
 var errRedirects = errors.New("too many redirects")
 
 // httpSteps runs the client's HTTP steps; it returns where to connect
-// ("" for the target) or why the login failed there.
-func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, LoginResult, bool) {
+// ("" for the target) and the cookies the answers set (nil without
+// steps; the attempt's, not kept on the client: a client without steps
+// pays nothing), or why the login failed there.
+func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, *cookieJar, LoginResult, bool) {
 	hs, ok := c.pc.(profile.HTTPStepper)
 	if !ok {
-		return "", LoginResult{}, true
+		return "", nil, LoginResult{}, true
 	}
 	if _, ok := hs.HTTPRequest(0); !ok {
-		return hs.ConnectAddr(), LoginResult{}, true
+		return hs.ConnectAddr(), nil, LoginResult{}, true
 	}
 	run := ctx
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -51,10 +53,8 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 		tr.TLSClientConfig.ServerName = ""
 	}
 	defer tr.CloseIdleConnections()
-	if c.jar == nil {
-		c.jar = newCookieJar()
-	}
-	hc := &http.Client{Transport: tr, Jar: c.jar, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+	jar := newCookieJar()
+	hc := &http.Client{Transport: tr, Jar: jar, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 		if len(via) > maxRedirects {
 			return errRedirects
 		}
@@ -63,26 +63,26 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, Log
 	for i := 0; ; i++ {
 		r, ok := hs.HTTPRequest(i)
 		if !ok {
-			return hs.ConnectAddr(), LoginResult{}, true
+			return hs.ConnectAddr(), jar, LoginResult{}, true
 		}
-		step := c.httpStep
-		if r.Socket {
-			step = func(ctx context.Context, _ *http.Client, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
-				return c.socketStep(ctx, deadline, hs, i, r)
-			}
+		var res LoginResult
+		if r.Socket { // a realtime connection played as a step (the lobby's socket)
+			res = c.socketStep(ctx, deadline, jar, hs, i, r)
+		} else {
+			res = c.httpStep(ctx, hc, jar, hs, i, r)
 		}
-		if res := step(ctx, hc, hs, i, r); !res.OK() {
+		if !res.OK() {
 			if run.Err() != nil { // the run ended (its duration), not the login's deadline
-				return "", loginFail(LoginStopped), false
+				return "", nil, loginFail(LoginStopped), false
 			}
 			res.step = r.Step
-			return "", res, false
+			return "", nil, res, false
 		}
 	}
 }
 
 // httpStep does one request and hands its answer to the profile.
-func (c *client) httpStep(ctx context.Context, hc *http.Client, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
+func (c *client) httpStep(ctx context.Context, hc *http.Client, jar *cookieJar, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
 	url := r.URL
 	if strings.HasPrefix(url, "/") {
 		scheme := "http://"
@@ -107,7 +107,7 @@ func (c *client) httpStep(ctx context.Context, hc *http.Client, hs profile.HTTPS
 		req.Header.Set(h[0], h[1])
 	}
 	if v := req.Header.Get("Cookie"); v != "" { // the jar's own go after it
-		if v = profile.DropCookies(v, c.jar.names(req.URL)); v != "" {
+		if v = profile.DropCookies(v, jar.names(req.URL)); v != "" {
 			req.Header.Set("Cookie", v)
 		} else {
 			req.Header.Del("Cookie")

@@ -25,7 +25,7 @@ import (
 var errStepDone = errors.New("socket step done")
 
 // socketStep plays socket step i.
-func (c *client) socketStep(ctx context.Context, deadline time.Time, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
+func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookieJar, hs profile.HTTPStepper, i int, r profile.HTTPRequest) LoginResult {
 	addr, target, secure := c.f.target, r.URL, c.f.tlsCfg != nil
 	if u, err := url.Parse(r.URL); err == nil && u.Host != "" { // ws:// or wss://
 		addr, target, secure = u.Host, u.RequestURI(), u.Scheme == "wss"
@@ -67,9 +67,7 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, hs profile.
 		req = append(req, h[0]+": "+h[1]+"\r\n"...)
 	}
 	req = append(req, "\r\n"...)
-	if c.jar != nil { // what the steps before set, as on the upgrade
-		req = c.withCookies(req, addr)
-	}
+	req = c.withCookies(req, addr, jar) // what the steps before set, as on the upgrade
 	early, _, err := wsHandshake(conn, req, DeflateOff)
 	if err != nil {
 		if ctx.Err() != nil {
