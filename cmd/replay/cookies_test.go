@@ -21,10 +21,13 @@ import (
 // and carries it to /me and the upgrade in place of the recorded one,
 // never beside it; the server's counts equal the fleet's. With --flows all
 // the recorded requests are the steps. A login that sets no cookie fails
-// at /me as me_http_401, counted.
+// at /me as me_http_401, counted. Over https (wss:// target) the steps
+// and the socket carry the cookie as well; each client's steps share one
+// keep-alive connection.
 func TestCookieSession(t *testing.T) {
 	node := needTool(t, "node")
-	port, _ := startWSChat(t, node, "cookie", nil)
+	pki := newTestPKI(t)
+	port, secure := startWSChat(t, node, "cookie", &pki)
 	target := fmt.Sprintf("127.0.0.1:%d", port)
 	capPath := recordThrough(t, target, node, filepath.Join(wsChatDir, "client.js"), "LISTEN_PORT", "rec-user-01", "lobby", "12", "cookie")
 	prof := filepath.Join(wsChatDir, "cookie.yaml")
@@ -77,6 +80,9 @@ func TestCookieSession(t *testing.T) {
 	t.Run("200 clients", func(t *testing.T) {
 		res, app := run(t, 200, "--profile", prof, "--after-logins", "2s")
 		exact(t, 200, res, app)
+		if app.HTTPConns != app.Logins { // keep-alive: a client's steps on one connection
+			t.Errorf("the steps of %d logins came on %d connections; want one a client", app.Logins, app.HTTPConns)
+		}
 		s := res.sum
 		if st := s.HTTPSteps; len(st) != 2 || st[0].Answered < s.LoginsSucceeded || st[1].Answered < s.LoginsSucceeded || len(s.LoginsFailed) == 0 && (st[0].Answered != 200 || st[1].Answered != 200) {
 			t.Errorf("http step times %+v; want login and me answered 200 each", st)
@@ -96,6 +102,15 @@ func TestCookieSession(t *testing.T) {
 		exact(t, 20, res, app)
 		if !strings.Contains(res.stderr, "flows 0, 1, 2 are one client's: each client makes the recorded requests as http steps login (POST /login); me (GET /me") {
 			t.Errorf("the notes do not join the login, /me and the socket:\n%s", res.stderr)
+		}
+	})
+	t.Run("https", func(t *testing.T) {
+		// The steps over https to the target, the upgrade over wss, the
+		// cookie in between: the TLS options apply to the steps too.
+		res, app := run(t, 20, "--profile", prof, "--target", fmt.Sprintf("wss://127.0.0.1:%d/chat", secure), "--tls-ca", pki.ca, "--after-logins", "2s")
+		exact(t, 20, res, app)
+		if app.TLS != app.Upgrades || app.HTTPConns != app.Logins {
+			t.Errorf("the server saw %d sockets over TLS of %d upgrades and the steps of %d logins on %d connections; want all over TLS, one connection a client", app.TLS, app.Upgrades, app.Logins, app.HTTPConns)
 		}
 	})
 	t.Run("no cookie", func(t *testing.T) {

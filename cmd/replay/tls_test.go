@@ -404,6 +404,7 @@ type wsChatStats struct {
 	NoCookie  int `json:"no_cookie"`
 	DupCookie int `json:"dup_cookie"`
 	WrongUser int `json:"wrong_user"`
+	HTTPConns int `json:"http_conns"`
 }
 
 // wsChatSettled waits until the server holds no connection and returns

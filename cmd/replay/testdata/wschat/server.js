@@ -33,11 +33,13 @@ if (mode !== "deflate" && mode !== "plain" && mode !== "cookie") {
   process.exit(2);
 }
 let stats;
+let httpSockets; // the connections that carried /login and /me (keep-alive: one a client)
 const seen = new Set();
 const reset = () => {
   stats = { connected: 0, peak: 0, tls: 0, users: 0, joins: 0, chats: 0, delivered: 0, deflated: 0, refused: 0, errors: 0,
-    logins: 0, me: 0, upgrades: 0, no_cookie: 0, dup_cookie: 0, wrong_user: 0 };
+    logins: 0, me: 0, upgrades: 0, no_cookie: 0, dup_cookie: 0, wrong_user: 0, http_conns: 0 };
   seen.clear();
+  httpSockets = new WeakSet();
 };
 const sessions = new Map(); // sid -> {user, me}
 
@@ -70,6 +72,10 @@ reset();
 const rooms = new Map();
 
 const handler = (req, res) => {
+  if (mode === "cookie" && (req.url === "/login" || req.url === "/me") && !httpSockets.has(req.socket)) {
+    httpSockets.add(req.socket);
+    stats.http_conns++;
+  }
   if (mode === "cookie" && req.method === "POST" && req.url === "/login") {
     login(req, res);
   } else if (mode === "cookie" && req.url === "/me") {
@@ -146,9 +152,13 @@ const serve = (server, secure) => {
   return server;
 };
 
-serve(http.createServer(handler), false).listen(httpPort, "127.0.0.1");
+// A client's steps keep their connection as long as a login may take (node
+// closes an idle one after 5 s by default: a starved client's /me would
+// come on a second).
+const keep = (server) => { server.keepAliveTimeout = 60000; return server; };
+serve(keep(http.createServer(handler)), false).listen(httpPort, "127.0.0.1");
 if (httpsPort) {
-  serve(https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, handler), true).listen(httpsPort, "127.0.0.1");
+  serve(keep(https.createServer({ cert: fs.readFileSync(cert), key: fs.readFileSync(key) }, handler)), true).listen(httpsPort, "127.0.0.1");
 }
 // The tests stop the server with SIGINT: a clean exit, as a Ctrl-C'd
 // server's (node's default dies by the signal, which the test reports).
