@@ -18,8 +18,10 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// ErrBadConfig marks a configuration compare refuses before running.
-var ErrBadConfig = errors.New("bad configuration")
+// ErrBadConfig marks a configuration compare refuses before running. It is
+// the one sentinel of the project (profile's, which fleet's is too), so a
+// caller asks errors.Is once whichever layer refused.
+var ErrBadConfig = profile.ErrBadConfig
 
 // Config is one comparison (Run) or one capacity search (RunCapacity):
 // what both share, then what each adds. DefaultConfig gives the command
