@@ -294,9 +294,9 @@ func TestShardCommand(t *testing.T) {
 	f := fleet.DefaultConfig()
 	f.Target, f.Clients, f.Senders, f.Duration, f.Levels = "127.0.0.1:7400", 80, 2, time.Minute, []int{20, 40}
 	name, args := shardCommand("/bin/replay", []string{"--capture=x.pcap", "--loop=12s,48s"})(launch.ShardRun{
-		Fleet: f, Shard: fleet.Shard{Index: 1, Count: 2}, Metrics: "127.0.0.1:9501", Barrier: "127.0.0.1:9502", Summary: "/tmp/s-1.json"})
+		Fleet: f, Shard: fleet.Shard{Index: 1, Count: 2}, Metrics: "127.0.0.1:9501", MetricsFD: 3, Barrier: "127.0.0.1:9502", Summary: "/tmp/s-1.json"})
 	want := "--capture=x.pcap --loop=12s,48s --target 127.0.0.1:7400 --clients 80 --senders 2 --receive-only=false --duration 1m0s " +
-		"--metrics 127.0.0.1:9501 --shard 1/2 --barrier 127.0.0.1:9502 --barrier-serve=false --summary /tmp/s-1.json --levels 20,40"
+		"--metrics 127.0.0.1:9501 --shard 1/2 --barrier 127.0.0.1:9502 --barrier-serve=false --summary /tmp/s-1.json --levels 20,40 --metrics-fd 3"
 	if name != "/bin/replay" || strings.Join(args, " ") != want {
 		t.Errorf("got %s %s\nwant /bin/replay %s", name, strings.Join(args, " "), want)
 	}

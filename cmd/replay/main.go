@@ -248,6 +248,9 @@ func newRunCmd(st *state) *cobra.Command {
 			}
 			cfg.Shard = shard
 			cfg.Levels, cfg.AtLevel = sf.levels, sf.atLevel(shard, st.stderr)
+			if cfg.MetricsListener, err = sf.metricsListener(); err != nil {
+				return usageError(err)
+			}
 			log, err := newLogger(logLevel, st.stderr)
 			if err != nil {
 				return usageError(err)

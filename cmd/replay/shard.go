@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ type shardFlags struct {
 	barrierServe   bool
 	barrierHold    bool
 	levels         []int
+	metricsFD      int
 }
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
@@ -47,6 +49,29 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	// Hidden: `replay capacity --shards` has its shards wait at its levels.
 	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits at --barrier for the coordinator's go or stop (a capacity search's levels)")
 	fs.MarkHidden("levels")
+	// Hidden: local shards inherit their /metrics listener, bound by the
+	// process that starts them (launch.Shards), so no port is chosen in
+	// one process and bound in another.
+	fs.IntVar(&sf.metricsFD, "metrics-fd", 0, "serve /metrics on the listener inherited as this descriptor (instead of binding --metrics)")
+	fs.MarkHidden("metrics-fd")
+}
+
+// metricsListener is the /metrics listener inherited as --metrics-fd;
+// nil without it.
+func (sf *shardFlags) metricsListener() (net.Listener, error) {
+	if sf.metricsFD <= 0 {
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(sf.metricsFD), "metrics")
+	if f == nil {
+		return nil, fmt.Errorf("--metrics-fd %d: not a descriptor", sf.metricsFD)
+	}
+	defer f.Close() // FileListener holds its own copy
+	ln, err := net.FileListener(f)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-fd %d: %w", sf.metricsFD, err)
+	}
+	return ln, nil
 }
 
 // shardCommand builds the command line of a shard process of a compare or
@@ -69,6 +94,9 @@ func shardCommand(exe string, given []string) func(launch.ShardRun) (string, []s
 			"--summary", r.Summary)
 		if len(f.Levels) > 0 {
 			args = append(args, "--levels", intList(f.Levels))
+		}
+		if r.MetricsFD > 0 {
+			args = append(args, "--metrics-fd", strconv.Itoa(r.MetricsFD))
 		}
 		if f.TLS.Enabled { // a URL target's TLS (--target is host:port here)
 			args = append(args, "--tls")

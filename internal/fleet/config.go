@@ -108,6 +108,10 @@ type Config struct {
 
 	// Metrics is the listen address of /metrics; empty disables it.
 	Metrics string
+	// MetricsListener, when set, is /metrics' listener, already bound (a
+	// shard's, inherited from the process that chose its port); Metrics is
+	// then only its name. The fleet closes it.
+	MetricsListener net.Listener `json:"-"`
 	// SourceIPs spread connections over these local addresses.
 	SourceIPs []string
 

@@ -309,6 +309,10 @@ func (f *Fleet) bind() error {
 		return err
 	}
 	f.target = f.cfg.Target
+	if f.cfg.MetricsListener != nil {
+		f.mln = f.cfg.MetricsListener
+		return nil
+	}
 	if f.cfg.Metrics != "" {
 		ln, err := listenMetrics(f.cfg.Metrics, f.cfg.Out)
 		if err != nil {

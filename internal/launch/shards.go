@@ -43,9 +43,17 @@ type ShardRun struct {
 	Fleet   fleet.Config
 	Shard   fleet.Shard
 	Metrics string // host:port its /metrics listens on
-	Barrier string // host:port of the barrier: the start and every level
-	Summary string // file its summary JSON goes to
+	// MetricsFD is the descriptor number under which the shard inherits
+	// its /metrics listener, bound by this process on Metrics: a port
+	// chosen here and bound there could be taken in between (it was, by
+	// this process's own barrier).
+	MetricsFD int
+	Barrier   string // host:port of the barrier: the start and every level
+	Summary   string // file its summary JSON goes to
 }
+
+// inheritedFD is the descriptor a shard's first ExtraFiles entry has.
+const inheritedFD = 3
 
 // Describe implements Runner.
 func (s Shards) Describe() string { return fmt.Sprintf("%d local shard processes", s.N) }
@@ -68,11 +76,14 @@ func (s Shards) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shards: %w", err)
 	}
-	ports, err := freePorts(s.N)
+	metrics, err := listenEach(s.N)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	// The shards inherit copies; this process's are closed once all started
+	// (and on the way out when one could not start).
+	defer closeAll(metrics)
 	// This process coordinates the start and the levels.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,14 +100,15 @@ func (s Shards) Prepare(ctx context.Context, cfg fleet.Config) (Fleet, error) {
 		out = io.Discard
 	}
 	for i := range s.N {
-		run := ShardRun{Fleet: cfg, Shard: fleet.Shard{Index: i, Count: s.N}, Metrics: fmt.Sprintf("127.0.0.1:%d", ports[i]),
-			Barrier: ln.Addr().String(), Summary: h.summaryPath(i)}
-		if err := h.startProc(s.Command, run, Prefixed(out, fmt.Sprintf("[shard %v] ", run.Shard))); err != nil {
+		run := ShardRun{Fleet: cfg, Shard: fleet.Shard{Index: i, Count: s.N}, Metrics: metrics[i].Addr().String(),
+			MetricsFD: inheritedFD, Barrier: ln.Addr().String(), Summary: h.summaryPath(i)}
+		if err := h.startProc(s.Command, run, metrics[i], Prefixed(out, fmt.Sprintf("[shard %v] ", run.Shard))); err != nil {
 			h.close()
 			return nil, err
 		}
 		h.targets = append(h.targets, report.Target{Role: report.RoleFleet, URL: "http://" + run.Metrics + "/metrics"})
 	}
+	closeAll(metrics) // the shards hold theirs: a shard that exits frees its port
 	h.bg.Go(h.watch)
 	// Ctrl-C reaches the shards through the context: each stops cleanly
 	// and still writes its summary.
@@ -142,9 +154,15 @@ func (h *shards) summaryPath(i int) string {
 	return filepath.Join(h.dir, fmt.Sprintf("shard-%d.json", i))
 }
 
-func (h *shards) startProc(command func(ShardRun) (string, []string), run ShardRun, stderr io.Writer) error {
+func (h *shards) startProc(command func(ShardRun) (string, []string), run ShardRun, metrics *net.TCPListener, stderr io.Writer) error {
 	name, args := command(run)
+	mf, err := metrics.File()
+	if err != nil {
+		return fmt.Errorf("shard %v: metrics listener: %w", run.Shard, err)
+	}
+	defer mf.Close()
 	cmd := exec.CommandContext(h.procCtx, name, args...)
+	cmd.ExtraFiles = []*os.File{mf} // descriptor inheritedFD
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = stopGrace
 	// The shard's own summary table is dropped: the merged one counts.
@@ -257,25 +275,25 @@ func readSummary(path string) (fleet.Summary, error) {
 	return fleet.ReadSummary(f)
 }
 
-// freePorts reserves n free loopback ports and releases them for the
-// shards to bind (a small race with other programs, as for any test port).
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var ports []int
+// listenEach binds n loopback listeners on free ports: the shards'
+// /metrics, handed to them already bound.
+func listenEach(n int) ([]*net.TCPListener, error) {
+	lns := make([]*net.TCPListener, 0, n)
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
-			return nil, fmt.Errorf("shards: free port: %w", err)
+			closeAll(lns)
+			return nil, fmt.Errorf("shards: metrics listener: %w", err)
 		}
 		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	return ports, nil
+	return lns, nil
+}
+
+func closeAll(lns []*net.TCPListener) {
+	for _, ln := range lns {
+		ln.Close()
+	}
 }
 
 // waitMetrics polls every URL until it answers 200, for at most timeout,
