@@ -150,6 +150,27 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			}
 		}
 	}
+	// linkTakes takes the values a step's answer handed out that the
+	// realtime flow sends, or that name where it connected (the first
+	// such is the connect address): the group's links keep picks, but
+	// those reaching another flow that hands out values (fromEarlier's).
+	linkTakes := func(keep func(Link) bool) []TakeSpec {
+		var takes []TakeSpec
+		for _, l := range g.links {
+			if !keep(l) || slices.Contains(g.http, l.To) {
+				continue
+			}
+			tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
+			if l.Recorded != "" {
+				tk.Recorded = &FieldSpec{Regexp: l.Recorded}
+			}
+			if l.Addr() && connect == "" {
+				connect = l.Connect("${" + tk.Name + "}")
+			}
+			takes = append(takes, tk)
+		}
+		return takes
+	}
 	for _, fi := range g.http {
 		if flows[fi].HTTP == nil { // a lobby socket
 			if len(steps) == maxHTTPSteps {
@@ -161,19 +182,7 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			}
 			st.Name = unique(stepNames, st.Name)
 			fromEarlier(&st)
-			for _, l := range g.links {
-				if l.From != fi || slices.Contains(g.http, l.To) {
-					continue
-				}
-				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
-				if l.Recorded != "" {
-					tk.Recorded = &FieldSpec{Regexp: l.Recorded}
-				}
-				if l.Addr() && connect == "" {
-					connect = l.Connect("${" + tk.Name + "}")
-				}
-				st.Take = append(st.Take, tk)
-			}
+			st.Take = append(st.Take, linkTakes(func(l Link) bool { return l.From == fi })...)
 			steps, answers = append(steps, st), append(answers, lv)
 			continue
 		}
@@ -196,22 +205,9 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 				st.Headers[h] = own.in(v)
 			}
 			fromEarlier(&st)
-			// Values this answer handed out that the realtime flow sends,
-			// or that name where it connected (the first such is the
-			// connect address).
-			for _, l := range g.links {
-				if l.From != fi || l.Exchange != e.Method+" "+e.Target || l.Cookie != "" || slices.Contains(g.http, l.To) { // the jar carries cookies
-					continue
-				}
-				tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
-				if l.Recorded != "" {
-					tk.Recorded = &FieldSpec{Regexp: l.Recorded}
-				}
-				if l.Addr() && connect == "" {
-					connect = l.Connect("${" + tk.Name + "}")
-				}
-				st.Take = append(st.Take, tk)
-			}
+			st.Take = append(st.Take, linkTakes(func(l Link) bool {
+				return l.From == fi && l.Exchange == e.Method+" "+e.Target && l.Cookie == "" // the jar carries cookies
+			})...)
 			var doc any
 			var lv []leaf
 			if json.Unmarshal(e.Body, &doc) == nil {
