@@ -49,6 +49,9 @@ type nakama struct {
 	// answers ("": the game server's, "none": no match).
 	lobbies   int
 	lobbyAddr string
+	// lobbyIn and lobbyOut count the lobby socket's text messages, read
+	// and sent.
+	lobbyIn, lobbyOut int64
 	// awayAddr is where nothing listens: the lobby socket's answer to
 	// users named away-*.
 	awayAddr string
@@ -199,11 +202,19 @@ func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
 		}
 		rd.Feed(buf[:k], func(m profile.WSMessage) error {
 			var find struct{ Find, User string }
+			if m.Opcode == profile.WSText || m.Opcode == profile.WSBinary {
+				n.mu.Lock()
+				n.lobbyIn++
+				n.mu.Unlock()
+			}
 			switch {
 			case m.Opcode == profile.WSClose:
 				done = true
 			case json.Unmarshal(m.Payload, &find) != nil || find.User == "":
 			case strings.HasPrefix(find.User, "nomatch"):
+				n.mu.Lock()
+				n.lobbyOut++ // counted before it goes: the client's count is never ahead
+				n.mu.Unlock()
 				c.send([]byte(`{"error":"no match"}`))
 				c.mu.Lock()
 				conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
@@ -216,6 +227,7 @@ func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
 				n.tokens[token] = find.User
 				n.issued++
 				n.lobbies++
+				n.lobbyOut++
 				addr := n.gameAddr
 				if strings.HasPrefix(find.User, "away") {
 					addr = n.awayAddr
@@ -328,7 +340,7 @@ func (n *nakama) counts() (issued, refused, joins, wrong int, chats, delivered i
 func (n *nakama) reset() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered, n.lobbies = 0, 0, 0, 0, 0, 0, 0
+	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered, n.lobbies, n.lobbyIn, n.lobbyOut = 0, 0, 0, 0, 0, 0, 0, 0, 0
 	n.upgrades = map[string]int{}
 }
 

@@ -240,6 +240,16 @@ func TestLobbySocketThenGame(t *testing.T) {
 		}
 		if len(s.HTTPSteps) != 1 || s.HTTPSteps[0].Step != "lobby" || s.HTTPSteps[0].Answered != 20 {
 			t.Errorf("steps %+v; want the lobby socket answered 20 times", s.HTTPSteps)
+		} else {
+			// The lobby socket's messages are counted, with its step, and
+			// not in the game server's (above): equal to the lobby's own.
+			srv.mu.Lock()
+			in, out := srv.lobbyIn, srv.lobbyOut
+			srv.mu.Unlock()
+			if io := s.HTTPSteps[0].Socket; io == nil || io.Sent != in || io.Received != out || in != 20 || io.BytesSent == 0 || io.BytesReceived == 0 ||
+				!strings.Contains(res.stdout, fmt.Sprintf("its socket sent %d / received %d messages", in, out)) {
+				t.Errorf("the lobby socket's counts %+v; the lobby read %d messages and sent %d (want 20 each, equal)\n%s", io, in, out, res.stdout)
+			}
 		}
 		if !strings.Contains(res.stdout+res.stderr, `lobby (a socket: GET /lobby?v=2, sends 1 messages, takes`) {
 			t.Errorf("the notes do not say the lobby socket is a step:\n%s%s", res.stdout, res.stderr)

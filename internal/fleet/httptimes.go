@@ -31,13 +31,45 @@ type httpTimes struct {
 type stepTimes struct {
 	name string
 	h    *hdrhistogram.Histogram
+	io   SocketIO
 }
+
+// SocketIO is what a socket step's connections carried (the lobby's
+// socket, closed before the realtime connection), counted apart from
+// the realtime connection's messages and bytes so that these stay the
+// game server's own: messages are WebSocket text and binary messages,
+// bytes what the socket wrote and read after its upgrade (frames,
+// headers and control frames included).
+type SocketIO struct {
+	Sent          int64 `json:"messages_sent"`
+	Received      int64 `json:"messages_received"`
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
+}
+
+func (a *SocketIO) add(b SocketIO) {
+	a.Sent += b.Sent
+	a.Received += b.Received
+	a.BytesSent += b.BytesSent
+	a.BytesReceived += b.BytesReceived
+}
+
+// any says the socket carried something.
+func (a SocketIO) any() bool { return a != SocketIO{} }
 
 // record adds one answered step's duration.
 func (t *httpTimes) record(step string, d time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.of(step).h.RecordValue(clampHist(d.Microseconds()))
+}
+
+// count adds what one socket step's connection carried, answered or
+// not.
+func (t *httpTimes) count(step string, io SocketIO) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.of(step).io.add(io)
 }
 
 // of is the step's times, made when first seen (t.mu held).
@@ -65,6 +97,10 @@ type HTTPStepTimes struct {
 	// US is the histogram, lossless (HdrHistogram V2, base64), for
 	// merging shards.
 	US string `json:"us"`
+	// Socket is what a socket step's connections carried (nil for a
+	// request): not in the summary's messages and bytes, which are the
+	// realtime connections'.
+	Socket *SocketIO `json:"socket,omitempty"`
 }
 
 // summary is the steps' times, nil when no step was answered.
@@ -76,6 +112,10 @@ func (t *httpTimes) summary() ([]HTTPStepTimes, error) {
 		st, err := stepSummary(s.name, s.h)
 		if err != nil {
 			return nil, err
+		}
+		if s.io.any() {
+			st.Socket = &SocketIO{}
+			*st.Socket = s.io
 		}
 		out = append(out, st)
 	}
@@ -93,7 +133,11 @@ func stepSummary(name string, h *hdrhistogram.Histogram) (HTTPStepTimes, error) 
 
 // line is the summary's row: "answered 200, ms p50/p90/p99/max 1.2 / ...".
 func (s HTTPStepTimes) line() string {
-	return fmt.Sprintf("%d answered, ms p50/p90/p99/max %.3f / %.3f / %.3f / %.3f", s.Answered, s.MS.P50, deref(s.MS.P90), s.MS.P99, deref(s.MS.Max))
+	l := fmt.Sprintf("%d answered, ms p50/p90/p99/max %.3f / %.3f / %.3f / %.3f", s.Answered, s.MS.P50, deref(s.MS.P90), s.MS.P99, deref(s.MS.Max))
+	if io := s.Socket; io != nil {
+		l += fmt.Sprintf("; its socket sent %d / received %d messages, %d / %d bytes", io.Sent, io.Received, io.BytesSent, io.BytesReceived)
+	}
+	return l
 }
 
 // prom is each step's histogram in Prometheus buckets (seconds).
@@ -108,8 +152,14 @@ func (t *httpTimes) prom(bounds []float64, each func(step string, b map[float64]
 
 // mergeHTTPSteps adds a shard's step times to the merged ones, by step
 // name.
-func mergeHTTPSteps(into map[string]*hdrhistogram.Histogram, order *[]string, steps []HTTPStepTimes, sh Shard) error {
+func mergeHTTPSteps(into map[string]*hdrhistogram.Histogram, ios map[string]*SocketIO, order *[]string, steps []HTTPStepTimes, sh Shard) error {
 	for _, s := range steps {
+		if s.Socket != nil {
+			if ios[s.Step] == nil {
+				ios[s.Step] = &SocketIO{}
+			}
+			ios[s.Step].add(*s.Socket)
+		}
 		h, ok := into[s.Step]
 		if !ok {
 			h = newHist()
@@ -124,13 +174,14 @@ func mergeHTTPSteps(into map[string]*hdrhistogram.Histogram, order *[]string, st
 }
 
 // mergedHTTPSteps are the merged step times, in the order first seen.
-func mergedHTTPSteps(from map[string]*hdrhistogram.Histogram, order []string) ([]HTTPStepTimes, error) {
+func mergedHTTPSteps(from map[string]*hdrhistogram.Histogram, ios map[string]*SocketIO, order []string) ([]HTTPStepTimes, error) {
 	var out []HTTPStepTimes
 	for _, name := range order {
 		st, err := stepSummary(name, from[name])
 		if err != nil {
 			return nil, err
 		}
+		st.Socket = ios[name]
 		out = append(out, st)
 	}
 	return out, nil

@@ -74,7 +74,7 @@ func Merge(sums []Summary) (Summary, error) {
 		return Summary{}, fmt.Errorf("%w: no summaries", ErrMerge)
 	}
 	lat, lag, hs := newHist(), newHist(), newHist()
-	steps, stepOrder := map[string]*hdrhistogram.Histogram{}, []string(nil)
+	steps, stepIO, stepOrder := map[string]*hdrhistogram.Histogram{}, map[string]*SocketIO{}, []string(nil)
 	out := Summary{
 		LoginsFailed: map[string]int64{}, Disconnects: map[string]int64{}, FramesSent: map[string]int64{}, Undecodable: map[string]int64{},
 		Saturation: map[string]int{}, Warnings: []string{}, Notes: []string{}, Target: sums[0].Target, Flows: flowsZeroed(sums[0].Flows),
@@ -110,7 +110,7 @@ func Merge(sums []Summary) (Summary, error) {
 		if err := mergeTLS(&out, s.TLS, hs, sh); err != nil {
 			return Summary{}, err
 		}
-		if err := mergeHTTPSteps(steps, &stepOrder, s.HTTPSteps, sh); err != nil {
+		if err := mergeHTTPSteps(steps, stepIO, &stepOrder, s.HTTPSteps, sh); err != nil {
 			return Summary{}, err
 		}
 		mergeDeliveries(&out.Deliveries, s.Deliveries, k == 0)
@@ -169,7 +169,7 @@ func Merge(sums []Summary) (Summary, error) {
 		}
 		out.TLS.HandshakeUS = string(enc)
 	}
-	if out.HTTPSteps, err = mergedHTTPSteps(steps, stepOrder); err != nil {
+	if out.HTTPSteps, err = mergedHTTPSteps(steps, stepIO, stepOrder); err != nil {
 		return Summary{}, err
 	}
 	out.ProcessCPUMSPer1k = perThousand(out.ProcessCPUSeconds, out.MessagesSent+out.MessagesReceived)

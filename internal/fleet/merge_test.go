@@ -247,6 +247,9 @@ func TestMergeHTTPSteps(t *testing.T) {
 				ht.record(name, d)
 			}
 		}
+		// The lobby socket's messages: shard 0 made no lobby step but
+		// counted one that failed before its answer.
+		ht.count("lobby", SocketIO{Sent: 1 + int64(i), Received: 2 * int64(i), BytesSent: 10, BytesReceived: 20 * int64(i)})
 		st, err := ht.summary()
 		if err != nil {
 			t.Fatal(err)
@@ -266,8 +269,11 @@ func TestMergeHTTPSteps(t *testing.T) {
 	if auth.Step != "auth" || auth.Answered != 7 || auth.MS.P50 < 9.9 || auth.MS.P50 > 10.1 || deref(auth.MS.Max) < 39.9 {
 		t.Errorf("merged auth %+v (p50 %v max %v)", auth, auth.MS.P50, deref(auth.MS.Max))
 	}
-	if lobby.Step != "lobby" || lobby.Answered != 1 {
-		t.Errorf("merged lobby %+v", lobby)
+	if lobby.Step != "lobby" || lobby.Answered != 1 || lobby.Socket == nil || *lobby.Socket != (SocketIO{Sent: 3, Received: 2, BytesSent: 20, BytesReceived: 20}) {
+		t.Errorf("merged lobby %+v (socket %+v)", lobby, lobby.Socket)
+	}
+	if auth.Socket != nil || !strings.Contains(lobby.line(), "its socket sent 3 / received 2 messages, 20 / 20 bytes") || strings.Contains(auth.line(), "socket") {
+		t.Errorf("auth's socket %+v; lines %q, %q", auth.Socket, auth.line(), lobby.line())
 	}
 }
 

@@ -75,27 +75,36 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 		}
 		return upgradeReason(err)
 	}
+	// What the socket carried from here, answered or not, is counted
+	// with the step (not in the realtime connection's figures).
+	var carried SocketIO
+	defer func() { c.f.httpTimes.count(r.Step, carried) }()
 	key := profile.NewWSKey()
 	var out []byte
 	for _, m := range r.Send {
 		out = profile.AppendWSFrame(out, profile.WSText, m, key)
 	}
 	if len(out) > 0 {
-		if _, err := conn.Write(out); err != nil {
+		n, err := conn.Write(out)
+		carried.BytesSent += int64(n)
+		if err != nil {
 			return c.socketEnded(ctx, err, "")
 		}
+		carried.Sent += int64(len(r.Send))
 	}
 	missing := hs.SocketAnswer(i, nil)
 	rd := profile.WSReader{Max: maxHTTPAnswer}
 	buf := make([]byte, 4096)
 	in, total := early, 0
 	for {
+		carried.BytesReceived += int64(len(in))
 		closed := false
 		err := rd.Feed(in, func(m profile.WSMessage) error {
 			switch m.Opcode {
 			case profile.WSClose:
 				closed = true
 			case profile.WSText, profile.WSBinary:
+				carried.Received++
 				if missing = hs.SocketAnswer(i, m.Payload); missing == "" {
 					return errStepDone
 				}
@@ -108,7 +117,8 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 			// Goodbye, as a client leaving its lobby does; the server's
 			// answer is not awaited.
 			conn.SetWriteDeadline(time.Now().Add(time.Second))
-			conn.Write(profile.AppendWSFrame(nil, profile.WSClose, wsNormalClose, key))
+			n, _ := conn.Write(profile.AppendWSFrame(nil, profile.WSClose, wsNormalClose, key))
+			carried.BytesSent += int64(n)
 			return LoginResult{}
 		case err != nil:
 			return loginFail(LoginProtocolError)
