@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -67,19 +66,7 @@ func TestColyseus(t *testing.T) {
 	colyseusRooms(t, target, capPath, prof, loop)
 	// --flows all with no http step written: the recording's POST is
 	// each client's step, its answer's seat in the upgrade's path and query.
-	b, err := os.ReadFile(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	noSteps := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(b), "\nkinds:")
-	if strings.Contains(noSteps, "take:") {
-		t.Fatalf("the http block is still in:\n%s", noSteps)
-	}
-	bare := filepath.Join(t.TempDir(), "chat-no-steps.yaml")
-	if err := os.WriteFile(bare, []byte(noSteps), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res := colyseusRun(t, target, 200, "--profile", bare, "--capture", capPath, "--flows", "all", "--loop", loop)
+	res := colyseusRun(t, target, 200, "--profile", withoutSteps(t, prof), "--capture", capPath, "--flows", "all", "--loop", loop)
 	for _, want := range []string{"flows 0, 1 are one client's: each client makes the recorded requests as http steps matchmake (POST /matchmake/joinOrCreate/chat, takes", "sessionid at $.sessionId", "--flows all: replaying flows 1;"} {
 		if !strings.Contains(res.stdout+res.stderr, want) {
 			t.Errorf("the run does not say %q:\n%s%s", want, res.stdout, res.stderr)

@@ -493,16 +493,7 @@ func TestHTTPSteps(t *testing.T) {
 		// its body's user id each client's own) takes each client's
 		// token, carried in its upgrade in place of the recorded one.
 		srv.reset()
-		data, err := os.ReadFile(prof)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
-		path := filepath.Join(t.TempDir(), "no-steps.yaml")
-		if err := os.WriteFile(path, []byte(bare), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		res := replay(t, "--profile", path, "--capture", capPath, "--flows", "all", "--target", api, "--clients", "20", "--senders", "4",
+		res := replay(t, "--profile", withoutSteps(t, prof), "--capture", capPath, "--flows", "all", "--target", api, "--clients", "20", "--senders", "4",
 			"--loop", loop[1], "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
 		mustOK(t, res)
 		s := res.sum
@@ -526,19 +517,10 @@ func TestHTTPSteps(t *testing.T) {
 		} {
 			t.Run(tc.reason, func(t *testing.T) {
 				t.Parallel()
-				start := time.Now()
-				res := replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "5",
-					"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--after-logins", "500ms")
-				if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
-					t.Errorf("%s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.user, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
-				}
-				// One clear line: the reason, no stack trace.
-				if !strings.Contains(res.stderr, tc.reason) || strings.Contains(res.stderr, "goroutine ") {
-					t.Errorf("%s: stderr does not name %s in a line:\n%s", tc.user, tc.reason, res.stderr)
-				}
-				if took := time.Since(start); took > 30*time.Second {
-					t.Errorf("%s: the run took %v", tc.user, took)
-				}
+				failsEach(t, tc.user, 5, tc.reason, func() result {
+					return replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "5",
+						"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--after-logins", "500ms")
+				})
 			})
 		}
 	})
@@ -556,4 +538,51 @@ func socketFlow(t *testing.T, insp, request string) (flow, loop string) {
 		t.Fatalf("inspect shows no socket flow (%s) with a loop, taken by default:\n%s", request, insp)
 	}
 	return m[1], m[2]
+}
+
+// withoutSteps is prof with its http: block cut out, written to a
+// temporary file: replayed with --flows all, the recording's own
+// requests are each client's steps then.
+func withoutSteps(t *testing.T, prof string) string {
+	t.Helper()
+	data, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
+	if bare == string(data) || regexp.MustCompile(`(?m)^http:`).MatchString(bare) {
+		t.Fatalf("%s: no http: block before kinds: to cut out:\n%s", prof, data)
+	}
+	path := filepath.Join(t.TempDir(), "no-steps.yaml")
+	if err := os.WriteFile(path, []byte(bare), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// failsEach runs a replay in which each of n clients fails its login
+// for reason (or for reasons starting with it: a step's missing field
+// is named after it) and for nothing else: none succeeded, the run
+// exited non-zero naming the reason in a line, no stack trace, and
+// nothing hung (30 s).
+func failsEach(t *testing.T, what string, n int64, reason string, run func() result) result {
+	t.Helper()
+	start := time.Now()
+	res := run()
+	var got int64
+	for r, k := range res.sum.LoginsFailed {
+		if strings.HasPrefix(r, reason) {
+			got += k
+		}
+	}
+	if got != n || len(res.sum.LoginsFailed) != 1 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
+		t.Errorf("%s: failed %v, succeeded %d, exit %d; want %d %s and a non-zero exit\n%s", what, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, n, reason, res.stderr)
+	}
+	if !strings.Contains(res.stderr, reason) || strings.Contains(res.stderr, "goroutine ") {
+		t.Errorf("%s: stderr does not name %s in a line:\n%s", what, reason, res.stderr)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("%s: the run took %v", what, took)
+	}
+	return res
 }

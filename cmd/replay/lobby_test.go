@@ -68,6 +68,16 @@ func recordLive(t *testing.T, api, game string, client func()) string {
 	return out
 }
 
+// lobbyReplay replays capPath with prof (no step or connect written),
+// every flow, towards api: logins 2 ms apart, the game socket looped at
+// loop.
+func lobbyReplay(prof, capPath, api, loop string) func(t *testing.T, clients int, args ...string) result {
+	return func(t *testing.T, clients int, args ...string) result {
+		return replay(t, append([]string{"--profile", prof, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
+			"--loop", loop, "--login-interval", "2ms"}, args...)...)
+	}
+}
+
 // lobbySocketClient is the recorded client of the lobby socket: it asks
 // api's /lobby socket for a match, takes the game server's address and
 // a token from the answer, closes, and plays on the game server.
@@ -114,25 +124,14 @@ func lobbySocketClient(api, user, room string, chats int) error {
 func TestLobbyThenGame(t *testing.T) {
 	srv, api := startNakama(t)
 	capPath := recordLobbyClient(t, api, srv.gameAddr)
-	data, err := os.ReadFile(filepath.Join("testdata", "nakama", "chat.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	// No step and no connect written: the recording says both.
-	bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
-	prof := filepath.Join(t.TempDir(), "no-steps.yaml")
-	if err := os.WriteFile(prof, []byte(bare), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	prof := withoutSteps(t, filepath.Join("testdata", "nakama", "chat.yaml"))
 	insp := inspectProfile(t, prof, capPath)
 	if !regexp.MustCompile(`link: the value "` + regexp.QuoteMeta(srv.gameAddr) + `" answered in flow \d's response body \(GET /v2/lobby\) at \$\.match\.addr is where flow \d connected \(its address\); take: \{name: addr, json: \$\.match\.addr, recorded: \{regexp: '[^']+'\}\}; connect: "\$\{addr\}"`).MatchString(insp) {
 		t.Fatalf("inspect proposes no address link:\n%s", insp)
 	}
 	_, loop := socketFlow(t, insp, "GET /ws?")
-	run := func(t *testing.T, clients int, args ...string) result {
-		return replay(t, append([]string{"--profile", prof, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
-			"--loop", loop, "--login-interval", "2ms"}, args...)...)
-	}
+	run := lobbyReplay(prof, capPath, api, loop)
 
 	t.Run("20 clients", func(t *testing.T) {
 		srv.reset()
@@ -165,17 +164,9 @@ func TestLobbyThenGame(t *testing.T) {
 			srv.mu.Lock()
 			srv.lobbyAddr = tc.answer
 			srv.mu.Unlock()
-			start := time.Now()
-			res := run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
-			if got := res.sum.LoginsFailed[tc.reason]; got != 5 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
-				t.Errorf("lobby answering %s: failed %v, succeeded %d, exit %d; want 5 %s and a non-zero exit\n%s", tc.answer, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
-			}
-			if !strings.Contains(res.stderr, tc.reason) || strings.Contains(res.stderr, "goroutine ") {
-				t.Errorf("lobby answering %s: stderr does not name %s in a line:\n%s", tc.answer, tc.reason, res.stderr)
-			}
-			if took := time.Since(start); took > 30*time.Second {
-				t.Errorf("lobby answering %s: the run took %v", tc.answer, took)
-			}
+			failsEach(t, "lobby answering "+tc.answer, 5, tc.reason, func() result {
+				return run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
+			})
 		}
 		srv.mu.Lock()
 		srv.lobbyAddr = ""
@@ -201,15 +192,7 @@ func TestLobbySocketThenGame(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	data, err := os.ReadFile(filepath.Join("testdata", "nakama", "chat.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bare := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllString(string(data), "\nkinds:")
-	prof := filepath.Join(t.TempDir(), "no-steps.yaml")
-	if err := os.WriteFile(prof, []byte(bare), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	prof := withoutSteps(t, filepath.Join("testdata", "nakama", "chat.yaml"))
 	insp := inspectProfile(t, prof, capPath)
 	for _, re := range []string{
 		`link: the value "` + regexp.QuoteMeta(srv.gameAddr) + `" answered in flow \d's socket message #0 at \$\.match\.addr is where flow \d connected \(its address\)`,
@@ -220,10 +203,7 @@ func TestLobbySocketThenGame(t *testing.T) {
 		}
 	}
 	_, loop := socketFlow(t, insp, "GET /ws?")
-	run := func(t *testing.T, clients int, args ...string) result {
-		return replay(t, append([]string{"--profile", prof, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
-			"--loop", loop, "--login-interval", "2ms"}, args...)...)
-	}
+	run := lobbyReplay(prof, capPath, api, loop)
 	t.Run("20 clients", func(t *testing.T) {
 		srv.reset()
 		res := run(t, 20, "--senders", "4", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
@@ -277,23 +257,9 @@ func TestLobbySocketThenGame(t *testing.T) {
 			{"nomatch-%d", "lobby_missing_"},
 			{"away-%d", "connect_refused"},
 		} {
-			start := time.Now()
-			res := run(t, 5, "--user-id-format", tc.users, "--login-timeout", "10s", "--after-logins", "500ms")
-			var n int64
-			for r, k := range res.sum.LoginsFailed {
-				if strings.HasPrefix(r, tc.reason) {
-					n += k
-				}
-			}
-			if n != 5 || len(res.sum.LoginsFailed) != 1 || res.sum.LoginsSucceeded != 0 || res.code == 0 {
-				t.Errorf("users %s: failed %v, succeeded %d, exit %d; want 5 %s... and a non-zero exit\n%s", tc.users, res.sum.LoginsFailed, res.sum.LoginsSucceeded, res.code, tc.reason, res.stderr)
-			}
-			if !strings.Contains(res.stderr, tc.reason) || strings.Contains(res.stderr, "goroutine ") {
-				t.Errorf("users %s: stderr does not name %s in a line:\n%s", tc.users, tc.reason, res.stderr)
-			}
-			if took := time.Since(start); took > 30*time.Second {
-				t.Errorf("users %s: the run took %v", tc.users, took)
-			}
+			failsEach(t, "users "+tc.users, 5, tc.reason, func() result {
+				return run(t, 5, "--user-id-format", tc.users, "--login-timeout", "10s", "--after-logins", "500ms")
+			})
 		}
 	})
 }
