@@ -85,9 +85,13 @@ type httpTake struct {
 	corr   int
 }
 
+// compileHTTP compiles the HTTP steps, connect and upgrade_query, every
+// mistake at once. A take is a correlation whatever its mistakes, so
+// that a template naming it is not refused for them too.
 func (s *Spec) compileHTTP(p *Profile) error {
+	var errs specErrors
 	if len(s.HTTP) > maxHTTPSteps {
-		return bad("http", "%d steps: at most %d", len(s.HTTP), maxHTTPSteps)
+		errs.add(bad("http", "%d steps: at most %d", len(s.HTTP), maxHTTPSteps))
 	}
 	// The takes are correlations first, so that every step's templates
 	// may name the values of the steps before.
@@ -95,14 +99,12 @@ func (s *Spec) compileHTTP(p *Profile) error {
 		for j, t := range h.Take {
 			path := fmt.Sprintf("http[%d].take[%d]", i, j)
 			if !validName.MatchString(t.Name) {
-				return bad(path+".name", "%q: lower case letters, digits and _", t.Name)
+				errs.add(bad(path+".name", "%q: lower case letters, digits and _", t.Name))
 			}
 			c := corrRule{name: t.Name, http: i + 1, from: fieldRule{kind: -1}}
 			if t.Recorded != nil {
 				f, err := p.compileField(path+".recorded", t.Recorded, false)
-				if err != nil {
-					return err
-				}
+				errs.add(err)
 				c.recorded = f
 			}
 			p.corrs = append(p.corrs, c)
@@ -110,94 +112,154 @@ func (s *Spec) compileHTTP(p *Profile) error {
 	}
 	corr := len(p.corrs) - countTakes(s.HTTP)
 	for i, h := range s.HTTP {
-		path := fmt.Sprintf("http[%d]", i)
-		st := httpStep{name: h.Name, method: strings.ToUpper(h.Method), urlText: h.URL}
-		if st.name == "" {
-			st.name = "http" + strconv.Itoa(i+1)
-		} else if !validName.MatchString(st.name) {
-			return bad(path+".name", "%q: lower case letters, digits and _", h.Name)
-		} else if w, ok := reservedStepName(st.name); ok {
-			return bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", h.Name, w)
-		}
-		if st.method == "" {
-			st.method = "GET"
-			if h.Body != "" {
-				st.method = "POST"
-			}
-		}
-		var err error
-		if h.URL == "" {
-			return bad(path+".url", "give a path (/matchmake/...) or an http(s) URL")
-		}
-		if st.url, err = parseTemplate(TemplateSpec{Text: h.URL}, p.clientResolver); err != nil {
-			return bad(path+".url", "%v", err)
-		}
-		if h.Body != "" {
-			if st.body, err = parseTemplate(TemplateSpec{Text: h.Body}, p.clientResolver); err != nil {
-				return bad(path+".body", "%v", err)
-			}
-		}
-		if err := st.compileSocket(h, path, p); err != nil {
-			return err
-		}
-		for _, k := range sortedKeys(h.Headers) {
-			t, err := parseTemplate(TemplateSpec{Text: h.Headers[k]}, p.clientResolver)
-			if err != nil {
-				return bad(path+".headers."+k, "%v", err)
-			}
-			st.hdrNames, st.hdrVals = append(st.hdrNames, k), append(st.hdrVals, t)
-		}
-		for j, t := range h.Take {
-			tp := fmt.Sprintf("%s.take[%d]", path, j)
-			tk := httpTake{name: t.Name, header: t.Header, corr: corr}
-			corr++
-			n := 0
-			if t.JSON != "" {
-				n++
-				if tk.path, err = parseJSONPath(t.JSON); err != nil {
-					return bad(tp+".json", "%q: %v", t.JSON, err)
-				}
-			}
-			if t.Regexp != "" {
-				n++
-				if tk.re, err = regexp.Compile(t.Regexp); err != nil || tk.re.NumSubexp() < 1 {
-					return bad(tp+".regexp", "%q: a regular expression with one group", t.Regexp)
-				}
-			}
-			if t.Header != "" {
-				n++
-			}
-			if n != 1 {
-				return bad(tp, "give one of json, regexp or header")
-			}
-			st.takes = append(st.takes, tk)
-		}
+		st, err := p.compileHTTPStep(fmt.Sprintf("http[%d]", i), i, h, corr)
+		errs.add(err)
+		corr += len(h.Take)
 		p.http = append(p.http, st)
 	}
 	if s.Connect != "" {
 		var err error
 		if p.connect, err = parseTemplate(TemplateSpec{Text: s.Connect}, p.clientResolver); err != nil {
-			return bad("connect", "%v", err)
+			errs.add(bad("connect", "%v", err))
 		}
 	}
 	for _, k := range sortedKeys(s.UpgradeQuery) {
 		if s.Transport != string(WebSocket) {
-			return bad("upgrade_query", "only a websocket profile has an upgrade request")
+			errs.add(bad("upgrade_query", "only a websocket profile has an upgrade request"))
+			break
 		}
 		if k == "" || strings.ContainsAny(k, "&=# ") {
-			return bad("upgrade_query", "%q is not a query parameter's name", k)
+			errs.add(bad("upgrade_query", "%q is not a query parameter's name", k))
+			continue
 		}
 		q := queryEdit{name: k}
 		if v := s.UpgradeQuery[k]; v != "" {
 			t, err := parseTemplate(TemplateSpec{Text: v}, p.clientResolver)
 			if err != nil {
-				return bad("upgrade_query."+k, "%v", err)
+				errs.add(bad("upgrade_query."+k, "%v", err))
+				continue
 			}
 			q.val = t
 		}
 		p.upgradeQuery = append(p.upgradeQuery, q)
 	}
+	if len(errs) > 0 {
+		return errs
+	}
 	return nil
+}
+
+// compileHTTPStep compiles HTTP step i at path, every mistake at once;
+// its takes are the correlations from corr on.
+func (p *Profile) compileHTTPStep(path string, i int, h HTTPStepSpec, corr int) (httpStep, error) {
+	var errs specErrors
+	st := httpStep{name: h.Name, method: strings.ToUpper(h.Method), urlText: h.URL}
+	if st.name == "" {
+		st.name = "http" + strconv.Itoa(i+1)
+	} else if !validName.MatchString(st.name) {
+		errs.add(bad(path+".name", "%q: lower case letters, digits and _", h.Name))
+	} else if w, ok := reservedStepName(st.name); ok {
+		errs.add(bad(path+".name", "%q: a step's failures are labelled <step>_<reason>, and %s_... names the fleet's own failures (connect_timeout, tls_error, ...): name the step otherwise", h.Name, w))
+	}
+	if st.method == "" {
+		st.method = "GET"
+		if h.Body != "" {
+			st.method = "POST"
+		}
+	}
+	if !h.Socket && !validMethod(st.method) {
+		msg := fmt.Sprintf("%q: an HTTP method (GET, POST, PUT, ...)", h.Method)
+		if m := suggest(st.method, httpMethods); m != "" {
+			msg += " (did you mean " + m + "?)"
+		}
+		errs.add(bad(path+".method", "%s", msg))
+	}
+	var err error
+	u := h.URL
+	switch {
+	case u == "":
+		errs.add(bad(path+".url", "give a path (/matchmake/...) or an http(s) URL"))
+	case !h.Socket && !strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "${") &&
+		!strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://"):
+		errs.add(bad(path+".url", "%q: a path (/matchmake/...) or an http:// or https:// URL", u))
+	default:
+		st.url, err = parseTemplate(TemplateSpec{Text: h.URL}, p.clientResolver)
+		if err != nil {
+			errs.add(bad(path+".url", "%v", err))
+		}
+	}
+	if h.Body != "" {
+		if st.body, err = parseTemplate(TemplateSpec{Text: h.Body}, p.clientResolver); err != nil {
+			errs.add(bad(path+".body", "%v", err))
+		}
+	}
+	errs.add(st.compileSocket(h, path, p))
+	for _, k := range sortedKeys(h.Headers) {
+		if !validToken(k) {
+			errs.add(bad(path+".headers."+k, "%q is not a header's name (letters, digits and !#$%%&'*+-.^_`|~)", k))
+			continue
+		}
+		t, err := parseTemplate(TemplateSpec{Text: h.Headers[k]}, p.clientResolver)
+		if err != nil {
+			errs.add(bad(path+".headers."+k, "%v", err))
+			continue
+		}
+		st.hdrNames, st.hdrVals = append(st.hdrNames, k), append(st.hdrVals, t)
+	}
+	for j, t := range h.Take {
+		tp := fmt.Sprintf("%s.take[%d]", path, j)
+		tk := httpTake{name: t.Name, header: t.Header, corr: corr + j}
+		n := 0
+		if t.JSON != "" {
+			n++
+			if tk.path, err = parseJSONPath(t.JSON); err != nil {
+				errs.add(bad(tp+".json", "%q: %v", t.JSON, err))
+			}
+		}
+		if t.Regexp != "" {
+			n++
+			if tk.re, err = regexp.Compile(t.Regexp); err != nil || tk.re.NumSubexp() < 1 {
+				errs.add(bad(tp+".regexp", "%q: a regular expression with one group", t.Regexp))
+			}
+		}
+		if t.Header != "" {
+			n++
+		}
+		if n != 1 {
+			errs.add(bad(tp, "give one of json, regexp or header"))
+		}
+		st.takes = append(st.takes, tk)
+	}
+	if len(errs) > 0 {
+		return st, errs
+	}
+	return st, nil
+}
+
+// httpMethods are the methods a "did you mean" proposes.
+var httpMethods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
+
+// validMethod reports whether m is a method net/http sends: a known one,
+// or a token no known one is a slip away from.
+func validMethod(m string) bool {
+	return contains(httpMethods, m) || validToken(m) && suggest(m, httpMethods) == ""
+}
+
+// validToken reports whether s is an HTTP token (RFC 9110), what a
+// method or a header's name is.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // queryEdit is one upgrade_query parameter: its value for a client, or

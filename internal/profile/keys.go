@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -68,11 +69,10 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]keyError) {
 	}
 	switch {
 	case t == durationType:
-		return // Duration says itself what a duration is
+		durationValue(n, path, errs)
+		return
 	case t == sendItemType:
-		if n.Kind == yaml.MappingNode {
-			mappingKeys(n, path, sendItemKeys, nil, errs)
-		}
+		sendItemValue(n, path, errs)
 		return
 	}
 	switch t.Kind() {
@@ -156,6 +156,46 @@ func scalarType(n *yaml.Node, t reflect.Type, path string, errs *[]keyError) {
 	}
 	if want != "" && n.Tag != "!!null" {
 		*errs = append(*errs, keyError{n.Line, path, fmt.Sprintf("%q: want %s", n.Value, want)})
+	}
+}
+
+// sendItemValue checks a send list's item: a kind name, or a template's
+// keys with a single value each, and no "as" beside a kind it differs
+// from (the recorded run counts as its kind).
+func sendItemValue(n *yaml.Node, path string, errs *[]keyError) {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		return
+	case yaml.MappingNode:
+	default:
+		*errs = append(*errs, keyError{n.Line, path, "want a kind name or a template (text or hex, with as)"})
+		return
+	}
+	vals := map[string]*yaml.Node{}
+	mappingKeys(n, path, sendItemKeys, func(key string, v *yaml.Node) {
+		if v.Kind != yaml.ScalarNode {
+			*errs = append(*errs, keyError{v.Line, joinPath(path, key), "want a single value, not a list or a mapping"})
+			return
+		}
+		vals[key] = v
+	}, errs)
+	if k, as := vals["kind"], vals["as"]; k != nil && as != nil && k.Value != "" && as.Value != "" && as.Value != k.Value {
+		*errs = append(*errs, keyError{as.Line, joinPath(path, "as"), fmt.Sprintf("a send with kind %s counts as that kind: drop as", k.Value)})
+	}
+}
+
+// durationValue checks that a scalar is a duration, as Duration's
+// decoder will, so that it is named with its key path beside the rest.
+func durationValue(n *yaml.Node, path string, errs *[]keyError) {
+	if n.Kind != yaml.ScalarNode {
+		*errs = append(*errs, keyError{n.Line, path, "want a duration like 5s, not a list or a mapping"})
+		return
+	}
+	if n.Tag == "!!null" {
+		return
+	}
+	if v, err := time.ParseDuration(n.Value); err != nil || v < 0 {
+		*errs = append(*errs, keyError{n.Line, path, fmt.Sprintf("%q is not a duration like 5s", n.Value)})
 	}
 }
 

@@ -190,6 +190,7 @@ const (
 
 func compileSkips(path string, names []string) ([]skipOp, error) {
 	var out []skipOp
+	var errs specErrors
 	for i, n := range names {
 		switch n {
 		case "varint":
@@ -199,8 +200,11 @@ func compileSkips(path string, names []string) ([]skipOp, error) {
 		case "len16":
 			out = append(out, skipLen16)
 		default:
-			return nil, oneOf(fmt.Sprintf("%s.skip[%d]", path, i), n, "varint", "len8", "len16")
+			errs.add(oneOf(fmt.Sprintf("%s.skip[%d]", path, i), n, "varint", "len8", "len16"))
 		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	return out, nil
 }
@@ -380,10 +384,9 @@ func (s *Spec) compile() (*Profile, error) {
 			p.Kinds = append(p.Kinds, extra)
 		}
 	}
-	if err := s.extraKinds(p); err != nil {
-		errs.add(err)
-		return nil, errs
-	}
+	// A name extraKinds refuses is not added: what names it is checked
+	// as if it had none.
+	errs.add(s.extraKinds(p))
 	if len(p.Kinds) > MaxKinds {
 		errs.add(bad("kinds.client", "%d kinds: at most %d", len(p.Kinds), MaxKinds-3))
 		return nil, errs
@@ -399,21 +402,18 @@ func (s *Spec) compile() (*Profile, error) {
 		errs.add(s.compileIdentity(p, false))
 		return nil, errs
 	}
-	errHTTP := s.compileHTTP(p)
-	errs.add(errHTTP)
+	// The HTTP steps' takes are correlations whatever their mistakes:
+	// what names them is checked as well.
+	errs.add(s.compileHTTP(p))
 	errs.add(s.compileIdentity(p, true))
-	if errHTTP == nil {
-		if errLogin == nil {
-			errs.add(s.compileLoginSteps(p))
-		}
-		errs.add(s.compileReactions(p))
+	if errLogin == nil {
+		errs.add(s.compileLoginSteps(p))
 	}
+	errs.add(s.compileReactions(p))
 	errs.add(s.compileRooms(p))
+	errs.add(s.compileVariants(p, len(errs) == 0))
 	if len(errs) > 0 {
 		return nil, errs
-	}
-	if err := s.compileVariants(p); err != nil {
-		return nil, err
 	}
 	return p, nil
 }
@@ -462,12 +462,15 @@ func (f FramingSpec) compile(t Transport) (Framer, error) {
 	return fr, nil
 }
 
-// compileType is the framer of the framing's type.
+// compileType is the framer of the framing's type, every mistake in its
+// keys at once.
 func (f FramingSpec) compileType(t Transport, little bool) (Framer, error) {
+	var errs specErrors
+	var fr Framer
 	switch f.Type {
 	case "length":
 		if f.Size != 1 && f.Size != 2 && f.Size != 4 && f.Size != 8 {
-			return nil, bad("framing.size", "%d: 1, 2, 4 or 8", f.Size)
+			errs.add(bad("framing.size", "%d: 1, 2, 4 or 8", f.Size))
 		}
 		whole := false
 		switch f.Counts {
@@ -475,40 +478,47 @@ func (f FramingSpec) compileType(t Transport, little bool) (Framer, error) {
 		case "whole":
 			whole = true
 		default:
-			return nil, oneOf("framing.counts", f.Counts, "after", "whole")
+			errs.add(oneOf("framing.counts", f.Counts, "after", "whole"))
 		}
-		return LengthField{Offset: f.Offset, Size: f.Size, LittleEnd: little, CountsWhole: whole, Adjust: f.Adjust, Max: f.Max}, nil
+		fr = LengthField{Offset: f.Offset, Size: f.Size, LittleEnd: little, CountsWhole: whole, Adjust: f.Adjust, Max: f.Max}
 	case "varint":
-		return Varint{Offset: f.Offset, Max: f.Max}, nil
+		fr = Varint{Offset: f.Offset, Max: f.Max}
 	case "delimiter":
 		if f.Delimiter == "" {
-			return nil, bad("framing.delimiter", "a delimiter framing needs a delimiter")
+			errs.add(bad("framing.delimiter", "a delimiter framing needs a delimiter"))
 		}
-		return Delimiter{Delim: []byte(f.Delimiter), BulkPrefix: []byte(f.Bulk), Max: f.Max}, nil
+		fr = Delimiter{Delim: []byte(f.Delimiter), BulkPrefix: []byte(f.Bulk), Max: f.Max}
 	case "counted":
 		d := f.Delimiter
 		if d == "" {
 			d = "\r\n"
 		}
+		var re *regexp.Regexp
 		if f.Count == "" {
-			return nil, bad("framing.count", "a counted framing needs count: a regular expression for the lines that announce a payload")
+			errs.add(bad("framing.count", "a counted framing needs count: a regular expression for the lines that announce a payload"))
+		} else {
+			var err error
+			if re, err = regexp.Compile(f.Count); err != nil {
+				errs.add(bad("framing.count", "%v", err))
+			}
 		}
-		re, err := regexp.Compile(f.Count)
-		if err != nil {
-			return nil, bad("framing.count", "%v", err)
-		}
-		return Counted{Delim: []byte(d), Count: re, Max: f.Max}, nil
+		fr = Counted{Delim: []byte(d), Count: re, Max: f.Max}
 	case "resp":
-		return RESP{Max: f.Max}, nil
+		fr = RESP{Max: f.Max}
 	case "message", "raw":
-		return Whole{}, nil
+		fr = Whole{}
 	case "":
-		if t == UDP || t == WebSocket {
-			return Whole{}, nil
+		if t != UDP && t != WebSocket {
+			errs.add(bad("framing.type", "missing: %s", orList(framingTypes)))
 		}
-		return nil, bad("framing.type", "missing: %s", orList(framingTypes))
+		fr = Whole{}
+	default:
+		errs.add(oneOf("framing.type", f.Type, framingTypes...))
 	}
-	return nil, oneOf("framing.type", f.Type, framingTypes...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return fr, nil
 }
 
 func compileKinds(path string, ks []KindSpec) ([]kind, error) {
@@ -936,6 +946,7 @@ var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
 // compileServerIDs compiles identity.server_id and identity.server_peers
 // (after the correlations, which server_id names).
 func (p *Profile) compileServerIDs(id IdentitySpec) error {
+	var errs specErrors
 	if id.ServerID != "" {
 		for i, c := range p.corrs {
 			if c.name == id.ServerID {
@@ -943,21 +954,24 @@ func (p *Profile) compileServerIDs(id IdentitySpec) error {
 			}
 		}
 		if p.identity.serverID == 0 {
-			return bad("identity.server_id", "%q is not a correlation's name: the client's server id is a value the server hands out (correlation)", id.ServerID)
+			errs.add(bad("identity.server_id", "%q is not a correlation's name: the client's server id is a value the server hands out (correlation)%s", id.ServerID, p.corrHint(id.ServerID)))
 		}
 	}
 	if id.ServerPeers == nil {
-		return nil
+		return errsOrNil(errs)
 	}
-	if p.identity.serverID == 0 {
-		return bad("identity.server_peers", "peers' server ids need identity.server_id: the correlation each client's own arrives in")
+	if id.ServerID == "" {
+		errs.add(bad("identity.server_peers", "peers' server ids need identity.server_id: the correlation each client's own arrives in"))
 	}
 	f, err := p.compileField("identity.server_peers", id.ServerPeers, false)
-	if err != nil {
-		return err
+	switch {
+	case err != nil:
+		errs.add(err)
+	case f.value != nil:
+		errs.add(bad("identity.server_peers", "peers are found in the messages: give a regexp, or kind with offset and length"))
 	}
-	if f.value != nil {
-		return bad("identity.server_peers", "peers are found in the messages: give a regexp, or kind with offset and length")
+	if len(errs) > 0 {
+		return errs
 	}
 	p.identity.serverPeers = f
 	return nil

@@ -52,39 +52,40 @@ type instanceRule struct {
 	corr int
 }
 
+// compileRooms compiles rooms, every mistake at once.
 func (s *Spec) compileRooms(p *Profile) error {
 	r := s.Rooms
 	if r == nil {
 		return nil
 	}
+	var errs specErrors
 	switch r.AssignedBy {
 	case "", "client":
 		if r.Instance != nil {
-			return bad("rooms.instance", "only with assigned_by: server (the client picks its room otherwise)")
+			errs.add(bad("rooms.instance", "only with assigned_by: server (the client picks its room otherwise)"))
 		}
-		return nil
+		return errsOrNil(errs)
 	case "server":
 	default:
-		hint := ""
-		if m := suggest(r.AssignedBy, []string{"client", "server"}); m != "" {
-			hint = " (did you mean " + m + "?)"
+		errs.add(oneOf("rooms.assigned_by", r.AssignedBy, "client", "server"))
+		if r.Instance == nil {
+			return errs // nothing more to check: which was meant is unknown
 		}
-		return bad("rooms.assigned_by", "%q: client or server%s", r.AssignedBy, hint)
 	}
 	in := r.Instance
 	if in == nil {
-		return bad("rooms.instance", "assigned_by: server needs instance: the server kind and the regexp or json path that name the client's instance")
+		errs.add(bad("rooms.instance", "assigned_by: server needs instance: the server kind and the regexp or json path that name the client's instance"))
+		return errs
 	}
 	rule := &instanceRule{kind: -1}
 	if in.Kind != "" {
 		if rule.kind = p.serverKind(in.Kind); rule.kind < 0 {
-			return bad("rooms.instance.kind", "%q is not a server kind%s", in.Kind, p.kindHint(in.Kind, true))
+			errs.add(bad("rooms.instance.kind", "%q is not a server kind%s", in.Kind, p.kindHint(in.Kind, true)))
 		}
 	}
-	switch {
-	case in.Correlation != "":
+	if in.Correlation != "" {
 		if in.Regexp != "" || in.JSON != "" || in.Kind != "" {
-			return bad("rooms.instance", "give correlation, or kind with regexp or json, not both")
+			errs.add(bad("rooms.instance", "give correlation, or kind with regexp or json, not both"))
 		}
 		for i := range p.corrs {
 			if p.corrs[i].name == in.Correlation {
@@ -92,26 +93,41 @@ func (s *Spec) compileRooms(p *Profile) error {
 			}
 		}
 		if rule.corr == 0 {
-			return bad("rooms.instance.correlation", "%q: no correlation or http step value of that name%s", in.Correlation, p.corrHint(in.Correlation))
+			errs.add(bad("rooms.instance.correlation", "%q: no correlation or http step value of that name%s", in.Correlation, p.corrHint(in.Correlation)))
 		}
-	case in.Regexp != "" && in.JSON != "":
-		return bad("rooms.instance", "give regexp or json, not both")
-	case in.Regexp != "":
+	} else if in.Regexp == "" && in.JSON == "" {
+		errs.add(bad("rooms.instance", "give regexp (its first group) or json (a path) for the instance's name, or the correlation that holds it"))
+	}
+	if in.Correlation == "" && in.Regexp != "" && in.JSON != "" {
+		errs.add(bad("rooms.instance", "give regexp or json, not both"))
+	}
+	if in.Regexp != "" {
 		re, err := regexp.Compile(in.Regexp)
 		if err != nil || re.NumSubexp() < 1 {
-			return bad("rooms.instance.regexp", "%q: a regular expression with one group", in.Regexp)
+			errs.add(bad("rooms.instance.regexp", "%q: a regular expression with one group", in.Regexp))
 		}
 		rule.re = re
-	case in.JSON != "":
+	}
+	if in.JSON != "" {
 		path, err := parseJSONPath(in.JSON)
 		if err != nil {
-			return bad("rooms.instance.json", "%q: %v", in.JSON, err)
+			errs.add(bad("rooms.instance.json", "%q: %v", in.JSON, err))
 		}
 		rule.json = path
-	default:
-		return bad("rooms.instance", "give regexp (its first group) or json (a path) for the instance's name, or the correlation that holds it")
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	p.rooms = rule
+	return nil
+}
+
+// errsOrNil is errs as an error, nil when it holds none (a nil
+// specErrors in an error is not nil).
+func errsOrNil(errs specErrors) error {
+	if len(errs) > 0 {
+		return errs
+	}
 	return nil
 }
 

@@ -14,7 +14,7 @@ import (
 // next step or the connection. The recording's own lobby socket becomes
 // such a step (flowgroup.go).
 
-// compileSocket compiles a step's socket and send.
+// compileSocket compiles a step's socket and send, every mistake at once.
 func (st *httpStep) compileSocket(h HTTPStepSpec, path string, p *Profile) error {
 	if !h.Socket {
 		if len(h.Send) > 0 {
@@ -22,36 +22,41 @@ func (st *httpStep) compileSocket(h HTTPStepSpec, path string, p *Profile) error
 		}
 		return nil
 	}
+	var errs specErrors
 	if p.Transport != WebSocket {
-		return bad(path+".socket", "a socket step is a WebSocket: only a websocket profile has them")
+		errs.add(bad(path+".socket", "a socket step is a WebSocket: only a websocket profile has them"))
 	}
 	if h.Body != "" {
-		return bad(path+".body", "a socket step sends its messages (send), not a body")
+		errs.add(bad(path+".body", "a socket step sends its messages (send), not a body"))
 	}
 	if st.method != "GET" {
-		return bad(path+".method", "a socket step's upgrade is a GET")
+		errs.add(bad(path+".method", "a socket step's upgrade is a GET"))
 	}
-	if u := h.URL; !strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
-		return bad(path+".url", "%q: a socket step's url is a path (to --target) or a ws:// or wss:// URL", u)
+	if u := h.URL; u != "" && !strings.HasPrefix(u, "/") && !strings.HasPrefix(u, "ws://") && !strings.HasPrefix(u, "wss://") {
+		errs.add(bad(path+".url", "%q: a socket step's url is a path (to --target) or a ws:// or wss:// URL", u))
 	}
 	if len(h.Take) == 0 {
-		return bad(path+".take", "a socket step is there for the values it takes: give at least one")
+		errs.add(bad(path+".take", "a socket step is there for the values it takes: give at least one"))
 	}
 	for j, t := range h.Take {
 		if t.Header != "" {
-			return bad(fmt.Sprintf("%s.take[%d].header", path, j), "a socket step takes its values from the server's messages: json or regexp")
+			errs.add(bad(fmt.Sprintf("%s.take[%d].header", path, j), "a socket step takes its values from the server's messages: json or regexp"))
 		}
 	}
 	if len(h.Send) > maxSocketSends {
-		return bad(path+".send", "%d messages: at most %d", len(h.Send), maxSocketSends)
+		errs.add(bad(path+".send", "%d messages: at most %d", len(h.Send), maxSocketSends))
 	}
 	st.socket = true
 	for j, m := range h.Send {
 		t, err := parseTemplate(TemplateSpec{Text: m}, p.clientResolver)
 		if err != nil {
-			return bad(fmt.Sprintf("%s.send[%d]", path, j), "%v", err)
+			errs.add(bad(fmt.Sprintf("%s.send[%d]", path, j), "%v", err))
+			continue
 		}
 		st.send = append(st.send, t)
+	}
+	if len(errs) > 0 {
+		return errs
 	}
 	return nil
 }

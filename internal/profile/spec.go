@@ -549,9 +549,22 @@ func (t TemplateSpec) Bytes() ([]byte, error) {
 	case t.Hex != "":
 		b, err := hex.DecodeString(strings.Join(strings.Fields(t.Hex), ""))
 		if err != nil {
-			return nil, fmt.Errorf("hex %q: %v", t.Hex, err)
+			return nil, fmt.Errorf("hex %q: %s", t.Hex, hexWords(err))
 		}
 		return b, nil
 	}
 	return []byte(t.Text), nil
+}
+
+// hexWords says what is wrong with hex, in the profile's words rather
+// than encoding/hex's.
+func hexWords(err error) string {
+	var ib hex.InvalidByteError
+	switch {
+	case errors.As(err, &ib):
+		return fmt.Sprintf("%q is not a hex digit", rune(ib))
+	case errors.Is(err, hex.ErrLength):
+		return "an odd number of hex digits"
+	}
+	return err.Error()
 }

@@ -73,7 +73,7 @@ func parseTemplate(t TemplateSpec, resolve resolver) (*template, error) {
 		if isHex {
 			var err error
 			if b, err = hex.DecodeString(strings.Join(strings.Fields(string(lit)), "")); err != nil {
-				return fmt.Errorf("hex %q: %v", lit, err)
+				return fmt.Errorf("hex %q: %s", lit, hexWords(err))
 			}
 		}
 		out.parts = append(out.parts, tpart{lit: append([]byte(nil), b...)})

@@ -28,41 +28,47 @@ type variant struct {
 }
 
 // compileVariants compiles each variant as the file with the variant's
-// fields in place of its own.
-func (s *Spec) compileVariants(p *Profile) error {
+// fields in place of its own, every mistake of every variant at once.
+// When the file's own fields failed (baseOK false), a variant names only
+// the mistakes in the fields it gives itself: the rest are the file's,
+// named once.
+func (s *Spec) compileVariants(p *Profile, baseOK bool) error {
 	p.variant = s.Variant
 	if p.variant == "" {
 		p.variant = DefaultVariant
 	}
+	var errs specErrors
 	if len(s.Variants) > maxVariants {
-		return bad("variants", "%d variants: at most %d", len(s.Variants), maxVariants)
+		errs.add(bad("variants", "%d variants: at most %d", len(s.Variants), maxVariants))
 	}
 	seen := map[string]bool{p.variant: true}
 	for i, v := range s.Variants {
 		path := fmt.Sprintf("variants[%d]", i)
 		if !validName.MatchString(v.Name) || seen[v.Name] {
-			return bad(path+".name", "%q: a variant's name is lower case letters, digits and _, once (the file's own is %s)", v.Name, p.variant)
+			errs.add(bad(path+".name", "%q: a variant's name is lower case letters, digits and _, once (the file's own is %s)", v.Name, p.variant))
 		}
 		seen[v.Name] = true
 		var when *regexp.Regexp
 		if v.When != "" {
 			var err error
 			if when, err = regexp.Compile(v.When); err != nil {
-				return bad(path+".when", "%q: %v", v.When, err)
+				errs.add(bad(path+".when", "%q: %v", v.When, err))
 			}
 		}
 		vs := *s
 		vs.Variant, vs.Variants = v.Name, nil
+		own := map[string]bool{}
 		if v.HTTP != nil {
-			vs.HTTP = v.HTTP
+			vs.HTTP, own["http"] = v.HTTP, true
 		}
 		if v.Login != nil {
-			vs.Login = *v.Login
+			vs.Login, own["login"] = *v.Login, true
 		}
 		if v.Connect != "" {
-			vs.Connect = v.Connect
+			vs.Connect, own["connect"] = v.Connect, true
 		}
 		if v.UpgradeQuery != nil {
+			own["upgrade_query"] = true
 			vs.UpgradeQuery = map[string]string{}
 			for k, q := range s.UpgradeQuery {
 				vs.UpgradeQuery[k] = q
@@ -73,22 +79,41 @@ func (s *Spec) compileVariants(p *Profile) error {
 		}
 		vp, err := vs.compile()
 		if err != nil {
-			var all specErrors
-			if !errors.As(err, &all) {
-				all = specErrors{err}
-			}
-			var out specErrors
-			for _, e := range all {
-				var se *specError
-				if errors.As(e, &se) {
-					out.add(&specError{path + "." + se.path, se.err})
-				} else {
-					out.add(fmt.Errorf("%s: %w", path, e))
-				}
-			}
-			return out
+			errs.add(variantErrors(path, err, baseOK, own))
+			continue
 		}
 		p.variants = append(p.variants, variant{when: when, p: vp})
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// variantErrors are variant path's compile errors at their paths under
+// it; all of them when the file's own fields compiled, else only those
+// in the fields the variant gives itself (own, by top key).
+func variantErrors(path string, err error, all bool, own map[string]bool) error {
+	var errs specErrors
+	if !errors.As(err, &errs) {
+		errs = specErrors{err}
+	}
+	var out specErrors
+	for _, e := range errs {
+		var se *specError
+		switch {
+		case errors.As(e, &se):
+			top, _, _ := strings.Cut(se.path, ".")
+			top, _, _ = strings.Cut(top, "[")
+			if all || own[top] {
+				out.add(&specError{path + "." + se.path, se.err})
+			}
+		case all:
+			out.add(fmt.Errorf("%s: %w", path, e))
+		}
+	}
+	if len(out) > 0 {
+		return out
 	}
 	return nil
 }
