@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
@@ -76,6 +77,29 @@ func lobbyReplay(prof, capPath, api, loop string) func(t *testing.T, clients int
 		return replay(t, append([]string{"--profile", prof, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
 			"--loop", loop, "--login-interval", "2ms"}, args...)...)
 	}
+}
+
+// playedOnGame checks a lobby run of clients: each logged in, at its
+// one attempt, through its own lobby answer and token, and played on
+// the game server (none on the lobby's api), under its own user; the
+// server's chats and deliveries equal the fleet's. It returns the
+// fleet's summary.
+func (n *nakama) playedOnGame(t *testing.T, res result, api string, clients int) fleet.Summary {
+	t.Helper()
+	mustOK(t, res)
+	s := res.sum
+	issued, refused, joins, wrong, chats, delivered, up := n.counts()
+	n.mu.Lock()
+	lobbies := n.lobbies
+	n.mu.Unlock()
+	c := int64(clients)
+	if s.LoginsSucceeded != c || s.LoginAttempts != c || lobbies != clients || issued != clients || refused != 0 || joins != clients || wrong != 0 || up[n.gameAddr] != clients || up[api] != 0 ||
+		chats != s.MessagesSent || delivered != s.MessagesReceived || s.MessagesSent == 0 {
+		t.Fatalf("logins %d of %d attempts, failed %v; the lobby answered %d, the server issued %d tokens, refused %d upgrades, took %v (want %d on the game server %s), joined %d (%d with another user's token), chats %d of %d sent, delivered %d of %d received\n%s%s",
+			s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, lobbies, issued, refused, up, clients, n.gameAddr, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
+	}
+	t.Logf("%d clients: sent %d received %d; server chats %d delivered %d", clients, s.MessagesSent, s.MessagesReceived, chats, delivered)
+	return s
 }
 
 // lobbySocketClient is the recorded client of the lobby socket: it asks
@@ -136,24 +160,13 @@ func TestLobbyThenGame(t *testing.T) {
 	t.Run("20 clients", func(t *testing.T) {
 		srv.reset()
 		res := run(t, 20, "--senders", "4", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
-		mustOK(t, res)
-		s := res.sum
-		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
-		srv.mu.Lock()
-		lobbies := srv.lobbies
-		srv.mu.Unlock()
-		if s.LoginsSucceeded != 20 || lobbies != 20 || issued != 20 || refused != 0 || joins != 20 || wrong != 0 || up[srv.gameAddr] != 20 || up[api] != 0 ||
-			chats != s.MessagesSent || delivered != s.MessagesReceived || s.MessagesSent == 0 {
-			t.Fatalf("logins %d failed %v; the server answered %d lobby requests, issued %d tokens, refused %d upgrades, took %v (want 20 on the game server %s), joined %d (%d with another user's token), chats %d of %d sent, delivered %d of %d received\n%s%s",
-				s.LoginsSucceeded, s.LoginsFailed, lobbies, issued, refused, up, srv.gameAddr, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
-		}
+		s := srv.playedOnGame(t, res, api, 20)
 		if !strings.Contains(res.stdout+res.stderr, `connect "${addr}"`) {
 			t.Errorf("the notes do not say where the socket connects:\n%s%s", res.stdout, res.stderr)
 		}
 		if len(s.HTTPSteps) != 2 || s.HTTPSteps[0].Step != "v2" || s.HTTPSteps[0].Answered != 20 || s.HTTPSteps[1].Step != "v2_2" || s.HTTPSteps[1].Answered != 20 {
 			t.Errorf("http steps %+v; want v2 (the lobby) and v2_2 (the token) answered 20 each", s.HTTPSteps)
 		}
-		t.Logf("20 clients: sent %d received %d; server chats %d delivered %d", s.MessagesSent, s.MessagesReceived, chats, delivered)
 	})
 
 	t.Run("bad lobby", func(t *testing.T) {
@@ -207,17 +220,7 @@ func TestLobbySocketThenGame(t *testing.T) {
 	t.Run("20 clients", func(t *testing.T) {
 		srv.reset()
 		res := run(t, 20, "--senders", "4", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
-		mustOK(t, res)
-		s := res.sum
-		issued, refused, joins, wrong, chats, delivered, up := srv.counts()
-		srv.mu.Lock()
-		lobbies := srv.lobbies
-		srv.mu.Unlock()
-		if s.LoginsSucceeded != 20 || s.LoginAttempts != 20 || lobbies != 20 || issued != 20 || refused != 0 || joins != 20 || wrong != 0 || up[srv.gameAddr] != 20 || up[api] != 0 ||
-			chats != s.MessagesSent || delivered != s.MessagesReceived || s.MessagesSent == 0 {
-			t.Fatalf("logins %d of %d attempts, failed %v; the lobby answered %d, the server issued %d tokens, refused %d upgrades, took %v (want 20 on the game server %s), joined %d (%d with another user's token), chats %d of %d sent, delivered %d of %d received\n%s%s",
-				s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, lobbies, issued, refused, up, srv.gameAddr, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
-		}
+		s := srv.playedOnGame(t, res, api, 20)
 		if len(s.HTTPSteps) != 1 || s.HTTPSteps[0].Step != "lobby" || s.HTTPSteps[0].Answered != 20 {
 			t.Errorf("steps %+v; want the lobby socket answered 20 times", s.HTTPSteps)
 		} else {
@@ -234,7 +237,6 @@ func TestLobbySocketThenGame(t *testing.T) {
 		if !strings.Contains(res.stdout+res.stderr, `lobby (a socket: GET /lobby?v=2, sends 1 messages, takes`) {
 			t.Errorf("the notes do not say the lobby socket is a step:\n%s%s", res.stdout, res.stderr)
 		}
-		t.Logf("20 clients: sent %d received %d; server chats %d delivered %d", s.MessagesSent, s.MessagesReceived, chats, delivered)
 	})
 	t.Run("written step", func(t *testing.T) {
 		// docs/profiles.md's example: the same, written by hand.
@@ -244,13 +246,7 @@ func TestLobbySocketThenGame(t *testing.T) {
 		flow, _ := socketFlow(t, insp, "GET /ws?")
 		res := replay(t, "--profile", written, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "10", "--senders", "2",
 			"--loop", loop, "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
-		mustOK(t, res)
-		s := res.sum
-		issued, refused, joins, _, chats, delivered, up := srv.counts()
-		if s.LoginsSucceeded != 10 || issued != 10 || refused != 0 || joins != 10 || up[srv.gameAddr] != 10 || chats != s.MessagesSent || delivered != s.MessagesReceived {
-			t.Fatalf("logins %d failed %v; the server issued %d tokens, refused %d, took %v, joined %d, chats %d of %d sent, delivered %d of %d received\n%s%s",
-				s.LoginsSucceeded, s.LoginsFailed, issued, refused, up, joins, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
-		}
+		srv.playedOnGame(t, res, api, 10)
 	})
 	t.Run("bad lobby", func(t *testing.T) {
 		for _, tc := range []struct{ users, reason string }{
