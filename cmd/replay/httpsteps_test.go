@@ -507,20 +507,27 @@ func TestHTTPSteps(t *testing.T) {
 		}
 	})
 	t.Run("bad answers", func(t *testing.T) {
-		for _, tc := range []struct{ user, reason, timeout string }{ // at once: each waits, mostly
-			{"banned-%d", "auth_http_403", "20s"},
-			{"down-%d", "auth_http_503", "20s"},
-			{"nokey-%d", "auth_missing_token", "20s"},
-			{"loop-%d", "auth_http_redirects", "20s"},
-			{"huge-%d", "auth_http_too_large", "20s"},
-			{"slow-%d", "auth_timeout", "1s"}, // the server answers after 5 s
+		for _, tc := range []struct {
+			user, reason, timeout string
+			answered              int64 // the auth step's answers (a redirect loop and a timeout get none)
+		}{ // at once: each waits, mostly
+			{"banned-%d", "auth_http_403", "20s", 5},
+			{"down-%d", "auth_http_503", "20s", 5},
+			{"nokey-%d", "auth_missing_token", "20s", 5},
+			{"loop-%d", "auth_http_redirects", "20s", 0},
+			{"huge-%d", "auth_http_too_large", "20s", 5},
+			{"slow-%d", "auth_timeout", "1s", 0}, // the server answers after 5 s
 		} {
 			t.Run(tc.reason, func(t *testing.T) {
 				t.Parallel()
-				failsEach(t, tc.user, 5, tc.reason, func() result {
+				res := failsEach(t, tc.user, 5, tc.reason, func() result {
 					return replay(t, "--profile", prof, "--capture", capPath, "--target", api, "--clients", "5",
 						"--user-id-format", tc.user, "--login-interval", "1ms", "--login-timeout", tc.timeout, "--after-logins", "500ms")
 				})
+				// The step has its row even when it was never answered.
+				if st := res.sum.HTTPSteps; len(st) != 1 || st[0].Step != "auth" || st[0].Answered != tc.answered || st[0].MS.None() != (tc.answered == 0) {
+					t.Errorf("%s: http steps %+v; want auth answered %d", tc.user, st, tc.answered)
+				}
 			})
 		}
 	})

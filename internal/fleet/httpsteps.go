@@ -76,6 +76,7 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, *co
 				return "", nil, loginFail(LoginStopped), false
 			}
 			res.step = r.Step
+			c.f.httpTimes.failedAt(r.Step)
 			return "", nil, res, false
 		}
 	}

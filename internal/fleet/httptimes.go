@@ -72,6 +72,16 @@ func (t *httpTimes) count(step string, io SocketIO) {
 	t.of(step).io.add(io)
 }
 
+// failedAt gives a step that failed a login its row, answered or not:
+// a step no request of which was ever answered (each timed out, or its
+// server refused the connection) still shows in the summary, with 0
+// answered beside its failures.
+func (t *httpTimes) failedAt(step string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.of(step)
+}
+
 // of is the step's times, made when first seen (t.mu held).
 func (t *httpTimes) of(step string) *stepTimes {
 	for _, s := range t.steps {
@@ -89,7 +99,9 @@ func (t *httpTimes) of(step string) *stepTimes {
 
 // HTTPStepTimes is one HTTP step's times in a summary: the requests that
 // got an answer (whatever its status; the failures are counted in
-// logins_failed as <step>_http_503 and so on) and their durations.
+// logins_failed as <step>_http_503 and so on) and their durations; a
+// step that failed logins and was never answered has its row with 0
+// answered and no times (ms null).
 type HTTPStepTimes struct {
 	Step     string    `json:"step"`
 	Answered int64     `json:"answered"`
@@ -103,7 +115,7 @@ type HTTPStepTimes struct {
 	Socket *SocketIO `json:"socket,omitempty"`
 }
 
-// summary is the steps' times, nil when no step was answered.
+// summary is the steps' times, nil when no step was made.
 func (t *httpTimes) summary() ([]HTTPStepTimes, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -133,7 +145,10 @@ func stepSummary(name string, h *hdrhistogram.Histogram) (HTTPStepTimes, error) 
 
 // line is the summary's row: "answered 200, ms p50/p90/p99/max 1.2 / ...".
 func (s HTTPStepTimes) line() string {
-	l := fmt.Sprintf("%d answered, ms p50/p90/p99/max %.3f / %.3f / %.3f / %.3f", s.Answered, s.MS.P50, deref(s.MS.P90), s.MS.P99, deref(s.MS.Max))
+	l := fmt.Sprintf("%d answered", s.Answered)
+	if !s.MS.None() {
+		l += fmt.Sprintf(", ms p50/p90/p99/max %.3f / %.3f / %.3f / %.3f", s.MS.P50, deref(s.MS.P90), s.MS.P99, deref(s.MS.Max))
+	}
 	if io := s.Socket; io != nil {
 		l += fmt.Sprintf("; its socket sent %d / received %d messages, %d / %d bytes", io.Sent, io.Received, io.BytesSent, io.BytesReceived)
 	}

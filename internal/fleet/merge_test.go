@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -289,5 +290,53 @@ func TestHTTPTimesBounded(t *testing.T) {
 	}
 	if len(st) != maxHTTPStepNames || st[len(st)-1].Step != otherSteps || st[len(st)-1].Answered != 2*maxHTTPStepNames+1 {
 		t.Errorf("%d steps, last %+v", len(st), st[len(st)-1])
+	}
+}
+
+// TestHTTPStepNeverAnswered: a step that failed its logins and was never
+// answered (each request timed out) has its row, 0 answered and no
+// times, in the shard's summary, its JSON, its text and the merged one.
+func TestHTTPStepNeverAnswered(t *testing.T) {
+	var sums []Summary
+	for i, answered := range [][]time.Duration{nil, {3 * time.Millisecond}} {
+		var ht httpTimes
+		ht.record("auth", time.Millisecond)
+		ht.failedAt("lobby")
+		ht.failedAt("lobby")
+		for _, d := range answered {
+			ht.record("lobby", d)
+		}
+		st, err := ht.summary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if len(st) != 2 || st[1].Step != "lobby" || st[1].Answered != 0 || !st[1].MS.None() || st[1].line() != "0 answered" {
+				t.Fatalf("steps %+v; want lobby with 0 answered and no times", st)
+			}
+			b, err := json.Marshal(st[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"step":"lobby","answered":0,"ms":null`) {
+				t.Errorf("JSON %s", b)
+			}
+		}
+		s := shardSummary(t, fmt.Sprintf("%d/2", i), []int64{1000}, []int64{10})
+		s.HTTPSteps = st
+		sums = append(sums, s)
+	}
+	m, err := Merge(sums[:1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.HTTPSteps) != 2 || m.HTTPSteps[1].Answered != 0 || !m.HTTPSteps[1].MS.None() {
+		t.Errorf("merged one shard: %+v", m.HTTPSteps)
+	}
+	if m, err = Merge(sums); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.HTTPSteps) != 2 || m.HTTPSteps[1].Answered != 1 || m.HTTPSteps[1].MS.None() {
+		t.Errorf("merged both shards: %+v", m.HTTPSteps)
 	}
 }

@@ -181,8 +181,8 @@ func fleetFlows(summary json.RawMessage) []FlowFigures {
 // socket): the answers it got and their times, from the request to the
 // answer's last byte whatever its status, and the logins that failed at
 // it, by reason (the fleet labels them <step>_<reason>: auth_http_503).
-// A step no answer ever came to (every request timed out) has no row; its
-// failures are in the run's failed logins.
+// A step no answer ever came to (every request timed out) has its row:
+// 0 answered, no times (NaN), its failures.
 type StepFigures struct {
 	Step     string        `json:"step"`
 	Answered int64         `json:"answered"`
@@ -205,10 +205,10 @@ func fleetHTTPSteps(summary json.RawMessage) []StepFigures {
 		Steps []struct {
 			Step     string `json:"step"`
 			Answered int64  `json:"answered"`
-			MS       struct {
+			MS       *struct {
 				P50 float64 `json:"p50"`
 				P99 float64 `json:"p99"`
-			} `json:"ms"`
+			} `json:"ms"` // null: never answered
 		} `json:"http_steps"`
 		Failed map[string]int64 `json:"logins_failed"`
 	}
@@ -217,16 +217,29 @@ func fleetHTTPSteps(summary json.RawMessage) []StepFigures {
 	}
 	var out []StepFigures
 	for _, st := range s.Steps {
-		f := StepFigures{Step: st.Step, Answered: st.Answered, P50MS: Num(st.MS.P50), P99MS: Num(st.MS.P99)}
-		for label, n := range s.Failed {
-			if reason, ok := strings.CutPrefix(label, st.Step+"_"); ok && n > 0 {
-				f.Failed = append(f.Failed, ReasonCount{reason, n})
+		f := StepFigures{Step: st.Step, Answered: st.Answered, P50MS: Num(math.NaN()), P99MS: Num(math.NaN())}
+		if st.MS != nil {
+			f.P50MS, f.P99MS = Num(st.MS.P50), Num(st.MS.P99)
+		}
+		out = append(out, f)
+	}
+	// Each failure at the step whose name is the longest prefix of its
+	// label: v2_2_http_503 is step v2_2's, not v2's.
+	for label, n := range s.Failed {
+		at := -1
+		for i, st := range out {
+			if strings.HasPrefix(label, st.Step+"_") && (at < 0 || len(st.Step) > len(out[at].Step)) {
+				at = i
 			}
 		}
-		slices.SortFunc(f.Failed, func(a, b ReasonCount) int {
+		if at >= 0 && n > 0 {
+			out[at].Failed = append(out[at].Failed, ReasonCount{label[len(out[at].Step)+1:], n})
+		}
+	}
+	for i := range out {
+		slices.SortFunc(out[i].Failed, func(a, b ReasonCount) int {
 			return cmp.Or(cmp.Compare(b.Count, a.Count), strings.Compare(a.Reason, b.Reason))
 		})
-		out = append(out, f)
 	}
 	return out
 }
