@@ -246,8 +246,16 @@ func BenchmarkConsume(b *testing.B) {
 // gone cold between two of its reads, as it has between two reads of a
 // fleet's reader. One op = one delivery. Run it under
 // `valgrind --tool=cachegrind` for instructions and cache misses per
-// delivery, whatever the host's load.
+// delivery, whatever the host's load. In "/reordered" the room's casts
+// come in a new order every round (the same for all its receivers, as
+// the relay fans each out to all): under load the relay's order of a
+// room's senders changes from round to round.
 func BenchmarkConsumeRooms(b *testing.B) {
+	b.Run("same-order", func(b *testing.B) { benchConsumeRooms(b, false) })
+	b.Run("reordered", func(b *testing.B) { benchConsumeRooms(b, true) })
+}
+
+func benchConsumeRooms(b *testing.B, reorder bool) {
 	const rooms, members = 8, 32
 	cfg := baseConfig()
 	cfg.Frames = poseFrames()
@@ -271,18 +279,16 @@ func BenchmarkConsumeRooms(b *testing.B) {
 		}
 		cls[i].joined.Store(true)
 	}
-	// Each room's read, and where its stamps are: patched every round
-	// with the senders' next sequence.
+	// Each room's frames, and the read made of them: reassembled in the
+	// round's order, its stamps patched with the senders' next sequence.
 	payload := make([]byte, 96)
-	chunks := make([][]byte, rooms)
-	stamps := make([][]int, rooms)
+	frames := make([][][]byte, rooms)
 	for r := range rooms {
 		for m := range members {
-			id := cfg.userID(r*members + m)
-			stamps[r] = append(stamps[r], len(chunks[r])+wire.HeaderSize+2+len(id))
-			chunks[r] = wire.AppendDeliver(chunks[r], wire.Broadcast, id, true, 0, payload)
+			frames[r] = append(frames[r], wire.AppendDeliver(nil, wire.Broadcast, cfg.userID(r*members+m), true, 0, payload))
 		}
 	}
+	chunks := make([][]byte, rooms)
 	order := make([]int, len(cls))
 	for i := range order {
 		order[i] = i
@@ -294,8 +300,14 @@ func BenchmarkConsumeRooms(b *testing.B) {
 	for round := 1; (round-1)*len(cls)*members < b.N; round++ {
 		now := f.wallNow()
 		for r := range rooms {
-			for _, at := range stamps[r] {
-				binary.BigEndian.PutUint64(chunks[r][at:], uint64(now-now%1000+int64(round%1000)))
+			if reorder || round == 1 {
+				rng.Shuffle(members, func(i, j int) { frames[r][i], frames[r][j] = frames[r][j], frames[r][i] })
+			}
+			chunks[r] = chunks[r][:0]
+			for _, fr := range frames[r] {
+				at := wire.DeliverUserAt + int(fr[wire.DeliverUserAt-1]) // the stamp, after the id and its length
+				binary.BigEndian.PutUint64(fr[at:], uint64(now-now%1000+int64(round%1000)))
+				chunks[r] = append(chunks[r], fr...)
 			}
 		}
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
