@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"flag"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket/layers"
-
-	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
@@ -57,43 +53,17 @@ func TestInspectProfileGolden(t *testing.T) {
 // (one delivered back), a ping and BYE.
 func writeAcmeCapture(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "acme.pcap")
-	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:9000"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	tok := []byte("T0K3N-42")
-	steps := []struct {
-		ms         int
-		fromClient bool
-		b          []byte
-	}{
+	return writeTCPFlows(t, "acme.pcap", 9000, tcpFlow{end: time.Second, msgs: []tcpMsg{
 		{0, true, acmeMsg(0x01, []byte("alice001"))},
-		{2, false, acmeMsg(0x81, tok)},
-		{100, true, acmeMsg(0x02, tok, []byte("hello 00"), make([]byte, 8))},
-		{101, false, acmeMsg(0x83, []byte("hello 00"), make([]byte, 8))},
-		{200, true, acmeMsg(0x02, tok, []byte("hello 01"), make([]byte, 8))},
-		{300, true, acmeMsg(0x03, tok)},
-		{400, true, acmeMsg(0x02, tok, []byte("hello 02"), make([]byte, 8))},
-		{500, true, acmeMsg(0x04, tok)},
-	}
-	for _, s := range steps {
-		if err := conn.Data(t0.Add(time.Duration(s.ms)*time.Millisecond), s.fromClient, s.b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := conn.Close(t0.Add(time.Second), true); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		{ms(2), false, acmeMsg(0x81, tok)},
+		{ms(100), true, acmeMsg(0x02, tok, []byte("hello 00"), make([]byte, 8))},
+		{ms(101), false, acmeMsg(0x83, []byte("hello 00"), make([]byte, 8))},
+		{ms(200), true, acmeMsg(0x02, tok, []byte("hello 01"), make([]byte, 8))},
+		{ms(300), true, acmeMsg(0x03, tok)},
+		{ms(400), true, acmeMsg(0x02, tok, []byte("hello 02"), make([]byte, 8))},
+		{ms(500), true, acmeMsg(0x04, tok)},
+	}})
 }
 
 // TestProfileShow: `replay profile show NAME` prints a built-in profile's

@@ -53,30 +53,56 @@ type timedFrame struct {
 // (with a joined reply from the server) into a pcap and returns its path.
 func writeCapture(t *testing.T, frames []timedFrame) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "session.pcap")
+	var msgs []tcpMsg
+	for i, f := range frames {
+		msgs = append(msgs, tcpMsg{f.at, true, f.b})
+		if i == 0 {
+			msgs = append(msgs, tcpMsg{f.at + ms(1), false, wire.AppendJoined(nil, 0, "alice", []string{"alice"})})
+		}
+	}
+	return writeTCPFlows(t, "session.pcap", 7400, tcpFlow{msgs, frames[len(frames)-1].at + ms(1)})
+}
+
+// tcpMsg is one message of a synthetic TCP flow, at its time from the
+// capture's start.
+type tcpMsg struct {
+	at         time.Duration
+	fromClient bool
+	b          []byte
+}
+
+// tcpFlow is a synthetic TCP connection: its messages, in the order
+// written, and when the client closes it.
+type tcpFlow struct {
+	msgs []tcpMsg
+	end  time.Duration
+}
+
+// writeTCPFlows writes flows into a pcap named name in a temporary
+// folder, the i-th from 10.0.0.1:50000+i to 10.0.0.2:port, from a fixed
+// start (2026-01-02 03:04:05 UTC), and returns its path.
+func writeTCPFlows(t *testing.T, name string, port uint16, flows ...tcpFlow) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
 	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	cl, sv := netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7400")
-	conn, err := w.OpenTCP(t0, cl, sv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, f := range frames {
-		if err := conn.Data(t0.Add(f.at), true, f.b); err != nil {
+	sv := netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port)
+	for i, f := range flows {
+		conn, err := w.OpenTCP(t0, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(50000+i)), sv)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if i == 0 {
-			joined := wire.AppendJoined(nil, 0, "alice", []string{"alice"})
-			if err := conn.Data(t0.Add(f.at+ms(1)), false, joined); err != nil {
+		for _, m := range f.msgs {
+			if err := conn.Data(t0.Add(m.at), m.fromClient, m.b); err != nil {
 				t.Fatal(err)
 			}
 		}
-	}
-	if err := conn.Close(t0.Add(frames[len(frames)-1].at+ms(1)), true); err != nil {
-		t.Fatal(err)
+		if err := conn.Close(t0.Add(f.end), true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

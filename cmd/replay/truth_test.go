@@ -1,16 +1,10 @@
 package main
 
 import (
-	"net/netip"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/gopacket/gopacket/layers"
-
-	"github.com/reprise-harness/reprise/internal/capture"
 )
 
 // writeTwoFlows writes a capture of two acme flows: the first short, the
@@ -18,39 +12,22 @@ import (
 // a stream the acme framing refuses (a length over its maximum).
 func writeTwoFlows(t *testing.T, badLongest bool) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "two.pcap")
-	w, err := capture.Create(path, layers.LinkTypeEthernet, 65535)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	good := [][]byte{acmeMsg(0x01, []byte("alice001")), acmeMsg(0x02, []byte("T0K3N-42"), []byte("hello 00"), make([]byte, 8))}
 	bad := [][]byte{{0xff, 0xff, 0x02, 'x'}}
 	short, long := good, [][]byte{bad[0], bad[0], bad[0]}
 	if !badLongest {
 		short, long = bad, append(append([][]byte(nil), good...), good[1], good[1])
 	}
-	for i, msgs := range [][][]byte{short, long} {
-		conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:5000"+string(rune('0'+i))), netip.MustParseAddrPort("10.0.0.2:9000"))
-		if err != nil {
-			t.Fatal(err)
+	var flows []tcpFlow
+	for _, sent := range [][][]byte{short, long} {
+		f := tcpFlow{end: time.Second}
+		for j, m := range sent {
+			f.msgs = append(f.msgs, tcpMsg{time.Duration(j+1) * 100 * time.Millisecond, true, m})
 		}
-		for j, m := range msgs {
-			if err := conn.Data(t0.Add(time.Duration(j+1)*100*time.Millisecond), true, m); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := conn.Data(t0.Add(150*time.Millisecond), false, acmeMsg(0x81, []byte("T0K3N-42"))); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Close(t0.Add(time.Second), true); err != nil {
-			t.Fatal(err)
-		}
+		f.msgs = append(f.msgs, tcpMsg{150 * time.Millisecond, false, acmeMsg(0x81, []byte("T0K3N-42"))})
+		flows = append(flows, f)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeTCPFlows(t, "two.pcap", 9000, flows...)
 }
 
 // TestProfileCheckJudgesReplaysFlow: on a two-flow capture, inspect
