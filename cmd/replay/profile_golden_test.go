@@ -14,7 +14,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/profiles/*.golden")
+var update = flag.Bool("update", false, "rewrite testdata/profiles/*.golden and testdata/profilecheck/*.golden")
 
 // TestInspectProfileGolden: `replay inspect --profile` on a recording of
 // each shipped profile (real paho-mqtt and RESP3 sessions with mosquitto

@@ -62,7 +62,7 @@ upgrade_query: {"a=b": x, sid: "${seat"}
 			`p.yaml:18: http[0].take[0].json: "$.a..b": an empty key`,
 			`p.yaml:19: http[0].take[1].regexp: "no group": a regular expression with one group`,
 			`p.yaml:19: http[0].take[1]: give one of json, regexp or header`,
-			`p.yaml:20: http[1].url: ${tok}: not user, room, index, random or a correlation's name`,
+			`p.yaml:20: http[1].url: ${tok}: not user, room, index, random or a correlation's name (did you mean Tok?)`,
 			`p.yaml:20: http[1].take[0]: give one of json, regexp or header`,
 			`p.yaml:21: connect: ${nowhere}: not user, room, index, random or a correlation's name`,
 			`p.yaml:22: upgrade_query: "a=b" is not a query parameter's name`,

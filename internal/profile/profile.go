@@ -372,9 +372,6 @@ func (s *Spec) compile() (*Profile, error) {
 	if p.fanout, err = ParseFanout(s.Fanout); err != nil {
 		errs.add(oneOf("fanout", s.Fanout, fanoutNames[:]...))
 	}
-	if errC != nil || errS != nil {
-		return nil, errs // the rest names kinds
-	}
 	p.Kinds = KindNames{"other"}
 	for _, k := range p.client {
 		p.Kinds = append(p.Kinds, k.name)
@@ -396,16 +393,10 @@ func (s *Spec) compile() (*Profile, error) {
 	errs.add(s.compileMessages(p))
 	errs.add(s.compileFresh(p))
 	errs.add(s.compileExpects(p))
-	if len(p.corrs) < len(s.Correlation) {
-		// The rest reads the correlations, but for the identity's own
-		// keys.
-		errs.add(s.compileIdentity(p, false))
-		return nil, errs
-	}
-	// The HTTP steps' takes are correlations whatever their mistakes:
-	// what names them is checked as well.
+	// A correlation, or an HTTP step's take, is a value by its name
+	// whatever its mistakes: what names it is checked as well.
 	errs.add(s.compileHTTP(p))
-	errs.add(s.compileIdentity(p, true))
+	errs.add(s.compileIdentity(p))
 	if errLogin == nil {
 		errs.add(s.compileLoginSteps(p))
 	}
@@ -533,16 +524,20 @@ func compileKinds(path string, ks []KindSpec) ([]kind, error) {
 		case seen[k.Name]:
 			errs.add(bad(p+".name", "%q is named twice", k.Name))
 		}
-		seen[k.Name] = true
 		m, err := compileMatch(p+".match", k.Match)
 		if err != nil {
 			errs.add(err)
-			continue
+			m = &matcher{}
 		}
-		out = append(out, kind{k.Name, *m})
+		if !seen[k.Name] {
+			out = append(out, kind{k.Name, *m})
+		}
+		seen[k.Name] = true
 	}
 	if len(errs) > 0 {
-		return nil, errs
+		// Every kind named, whatever its mistakes: what names one is
+		// checked as well, and not refused for them again.
+		return out, errs
 	}
 	return out, nil
 }
@@ -729,7 +724,7 @@ func (s *Spec) compileMessages(p *Profile) error {
 	var errs specErrors
 	var err error
 	if s.Heartbeat != nil {
-		if p.heartbeat, err = s.Heartbeat.Template.Bytes(); err != nil {
+		if p.heartbeat, err = fixedBytes(s.Heartbeat.Template); err != nil {
 			errs.add(bad("heartbeat.template", "%v", err))
 		} else if len(p.heartbeat) == 0 {
 			errs.add(bad("heartbeat.template", "empty"))
@@ -740,7 +735,7 @@ func (s *Spec) compileMessages(p *Profile) error {
 		}
 	}
 	if s.Leave != nil {
-		if p.leave, err = s.Leave.Bytes(); err != nil {
+		if p.leave, err = fixedBytes(*s.Leave); err != nil {
 			errs.add(bad("leave", "%v", err))
 		}
 	}
@@ -756,14 +751,31 @@ func (s *Spec) compileMessages(p *Profile) error {
 	for i, c := range s.Correlation {
 		cr, err := p.compileCorrelation(fmt.Sprintf("correlation[%d]", i), c)
 		errs.add(err)
-		if err == nil {
-			p.corrs = append(p.corrs, *cr)
+		if err != nil {
+			// Still a value by its name: what names it is checked as
+			// well, and not refused for this correlation's mistakes.
+			cr = &corrRule{name: c.Name, from: fieldRule{kind: -1}}
 		}
+		p.corrs = append(p.corrs, *cr)
 	}
 	if len(errs) > 0 {
 		return errs
 	}
 	return nil
+}
+
+// fixedBytes are a heartbeat's or a leave's bytes: sent as written, so a
+// ${...} in its text, which would go out as written, is refused.
+func fixedBytes(t TemplateSpec) ([]byte, error) {
+	if i := strings.Index(t.Text, "${"); i >= 0 {
+		end := strings.IndexByte(t.Text[i:], '}')
+		ref := t.Text[i:]
+		if end >= 0 {
+			ref = ref[:end+1]
+		}
+		return nil, fmt.Errorf("%s: sent as written, not filled in (only a send, a login step or a reaction is a template)", ref)
+	}
+	return t.Bytes()
 }
 
 // compileCorrelation compiles one correlation, every mistake at once.
@@ -884,9 +896,8 @@ func (p *Profile) compileField(path string, f *FieldSpec, server bool) (*fieldRu
 	return r, nil
 }
 
-// compileIdentity compiles identity, every mistake at once; corrsOK says
-// the correlations compiled, which server_id names (else it waits).
-func (s *Spec) compileIdentity(p *Profile, corrsOK bool) error {
+// compileIdentity compiles identity, every mistake at once.
+func (s *Spec) compileIdentity(p *Profile) error {
 	id := s.Identity
 	var errs specErrors
 	var err error
@@ -905,9 +916,7 @@ func (s *Spec) compileIdentity(p *Profile, corrsOK bool) error {
 			errs.add(bad("identity.peers", "peers are found in the messages: give a regexp, or kind with offset and length"))
 		}
 	}
-	if corrsOK {
-		errs.add(p.compileServerIDs(id))
-	}
+	errs.add(p.compileServerIDs(id))
 	if id.Format != "" {
 		if strings.Count(id.Format, "%") != 1 || !idVerb.MatchString(id.Format) {
 			errs.add(bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format))

@@ -329,8 +329,8 @@ func TestSpecErrorsGolden(t *testing.T) {
 	}
 }
 
-// TestSpecValueErrorsBounded: a file of 30 bad kind names names 20 and
-// counts the rest, as the key check does.
+// TestSpecValueErrorsBounded: a file of 30 bad kind names (31 mistakes
+// with their number) names 20 and counts the rest, as the key check does.
 func TestSpecValueErrorsBounded(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("name: x\nframing: {type: resp}\nkinds:\n  client:\n")
@@ -339,7 +339,8 @@ func TestSpecValueErrorsBounded(t *testing.T) {
 	}
 	_, err := ParseSpec("p.yaml", []byte(b.String()))
 	lines := strings.Split(fmt.Sprint(err), "\n")
-	if len(lines) != maxKeyErrors+1 || lines[0] != `p.yaml:5: kinds.client[0].name: "K0": a kind name is lower case letters, digits and _ (up to 32)` || lines[maxKeyErrors] != "p.yaml: and 10 more" {
+	// 31 mistakes: the 30 names, and 30 kinds where at most 13 go.
+	if len(lines) != maxKeyErrors+1 || lines[0] != `p.yaml:4: kinds.client: 33 kinds: at most 13` || lines[1] != `p.yaml:5: kinds.client[0].name: "K0": a kind name is lower case letters, digits and _ (up to 32)` || lines[maxKeyErrors] != "p.yaml: and 11 more" {
 		t.Errorf("%d lines, first %q, last %q", len(lines), lines[0], lines[len(lines)-1])
 	}
 }

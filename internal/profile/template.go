@@ -130,12 +130,18 @@ func (p *Profile) clientResolver(name string) (valueSrc, int, error) {
 	case "random":
 		return srcRandom, 0, nil
 	}
+	names := []string{"user", "room", "index", "random"}
 	for i, c := range p.corrs {
 		if c.name == name {
 			return srcCorr, i, nil
 		}
+		names = append(names, c.name)
 	}
-	return 0, 0, errors.New("not user, room, index, random or a correlation's name")
+	msg := "not user, room, index, random or a correlation's name"
+	if s := suggest(name, names); s != "" {
+		msg += " (did you mean " + s + "?)"
+	}
+	return 0, 0, errors.New(msg)
 }
 
 // tvalues are the values a template is rendered with.
