@@ -187,12 +187,21 @@ func replay(t *testing.T, args ...string) result {
 	t.Helper()
 	sumPath := filepath.Join(t.TempDir(), "summary.json")
 	r := runReplay(t, append([]string{"--metrics", "", "--summary", sumPath}, args...)...)
-	if b, err := os.ReadFile(sumPath); err == nil {
-		if err := json.Unmarshal(b, &r.sum); err != nil {
+	r.sum = summaryIfWritten(t, sumPath)
+	return r
+}
+
+// summaryIfWritten reads the --summary file a run wrote; a run that
+// wrote none (it stopped before) has the zero summary.
+func summaryIfWritten(t *testing.T, path string) fleet.Summary {
+	t.Helper()
+	var s fleet.Summary
+	if b, err := os.ReadFile(path); err == nil {
+		if err := json.Unmarshal(b, &s); err != nil {
 			t.Fatalf("summary: %v\n%s", err, b)
 		}
 	}
-	return r
+	return s
 }
 
 // readSummary reads a replay --summary file.

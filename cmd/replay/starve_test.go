@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -105,11 +103,7 @@ starving:
 	if err != nil && r.code <= 0 {
 		t.Fatalf("run replay: %v\n%s", err, r.stderr)
 	}
-	if b, err := os.ReadFile(sumPath); err == nil {
-		if err := json.Unmarshal(b, &r.sum); err != nil {
-			t.Fatalf("summary: %v\n%s", err, b)
-		}
-	}
+	r.sum = summaryIfWritten(t, sumPath)
 	return r, stops
 }
 
