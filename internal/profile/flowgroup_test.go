@@ -280,3 +280,40 @@ func TestLobbySocket(t *testing.T) {
 		t.Errorf("upgrade %q", up)
 	}
 }
+
+// TestHTTPFlowsOfStreamProfiles: a plain HTTP flow (a lobby's GET) is
+// read as HTTP by any stream profile, a TCP protocol's (mqtt) as a
+// WebSocket's, so that --flows all can play it as the client's step
+// before its MQTT connection; a UDP profile reads it as its own
+// messages; an MQTT flow is never HTTP.
+func TestHTTPFlowsOfStreamProfiles(t *testing.T) {
+	lobby := Recording{
+		Client: []Segment{{Bytes: []byte("GET /v1/match?mode=pvp HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nConnection: close\r\n\r\n")}},
+		Server: []Segment{{Offset: time.Millisecond, Bytes: []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 22\r\n\r\n{\"game\":{\"port\":1883}}")}},
+	}
+	mqttConnect := Recording{Client: []Segment{{Bytes: []byte("\x10\x17\x00\x04MQTT\x04\x02\x00\x3c\x00\x0brec-client1")}}}
+	udp, err := Compile(&Spec{Name: "u", Transport: "udp", Framing: FramingSpec{Type: "raw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := Compile(&Spec{Name: "w", Transport: "websocket", Framing: FramingSpec{Type: "message"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mqtt, err := Lookup("mqtt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		p    *Profile
+		http bool
+	}{{mqtt, true}, {ws, true}, {udp, false}} {
+		m := tc.p.Messages(lobby)
+		if got := len(m.HTTP) == 1 && m.HTTP[0].Target == "/v1/match?mode=pvp" && m.HTTP[0].Status == 200; got != tc.http {
+			t.Errorf("%s (%s): the lobby's GET read as HTTP: %v, want %v (%+v)", tc.p.Name, tc.p.Transport, got, tc.http, m.HTTP)
+		}
+	}
+	if m := mqtt.Messages(mqttConnect); m.HTTP != nil || len(m.Client) != 1 {
+		t.Errorf("an MQTT CONNECT read as %+v", m)
+	}
+}

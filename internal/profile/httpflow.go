@@ -528,11 +528,21 @@ func linkIn(g FlowData, lv leaf) (Link, bool) {
 	return l, false
 }
 
+// httpFlows reports whether a recording read through p may hold plain
+// HTTP flows beside its realtime ones (a lobby, a token, a seat before
+// the connection): a WebSocket's or any TCP protocol's (an MQTT or NATS
+// client that asked a matchmaker first); not UDP, nor the reprise
+// protocol, whose flows are read as its frames.
+func (p *Profile) httpFlows() bool {
+	return !p.reprise && (p.Transport == WebSocket || p.Transport == TCP)
+}
+
 // Longest is the flow replay plays by default: the capture's longest,
-// but for a websocket profile the longest that is not plain HTTP (a
-// client keeps its matchmaking connection alive longer than its socket).
+// but for a stream profile (httpFlows) the longest that is not plain HTTP
+// (a client keeps its matchmaking connection alive longer than its
+// socket).
 func (p *Profile) Longest(c *capture.Capture) *capture.Flow {
-	if p.Transport != WebSocket {
+	if !p.httpFlows() {
 		return c.Longest()
 	}
 	var best *capture.Flow

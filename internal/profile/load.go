@@ -120,7 +120,7 @@ func Load(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		if err != nil {
 			return nil, err
 		}
-		if src.Flow < 0 && !src.Client.IsValid() && p.Transport == WebSocket && HTTPExchanges(RecordingOf(fl)) != nil {
+		if src.Flow < 0 && !src.Client.IsValid() && p.httpFlows() && HTTPExchanges(RecordingOf(fl)) != nil {
 			// The longest flow is a client's kept-alive HTTP connection:
 			// the default is its longest socket (read whole, once).
 			if all, err := readPartial(src.Capture, p.captureOptions(src)); err == nil && p.Longest(all) != nil {

@@ -54,10 +54,12 @@ func (p *Profile) Messages(r Recording) Messages {
 	var out Messages
 	var dropped []string
 	var text bool
-	if p.Transport == WebSocket {
+	if p.httpFlows() {
 		if out.HTTP = HTTPExchanges(r); out.HTTP != nil {
 			return out
 		}
+	}
+	if p.Transport == WebSocket {
 		var err error
 		if out.Deflate, err = recordedDeflate(r.Server); err != nil {
 			out.Dropped = append(out.Dropped, fmt.Sprintf("server's 101: %v", err))
