@@ -107,20 +107,27 @@ func walkKeys(n *yaml.Node, t reflect.Type, path string, errs *[]keyError) {
 			*errs = append(*errs, keyError{n.Line, path, "want a mapping"})
 			return
 		}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			walkKeys(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value), errs)
-		}
+		mappingKeys(n, path, nil, func(key string, v *yaml.Node) {
+			walkKeys(v, t.Elem(), joinPath(path, key), errs)
+		}, errs)
 	default:
 		scalarType(n, t, path, errs)
 	}
 }
 
-// mappingKeys checks a mapping's keys against known and calls each for
-// the known ones (nil: none).
+// mappingKeys checks a mapping's keys against known (nil: any key, a
+// map's) and that none is given twice, and calls each for the known ones
+// (each nil: none).
 func mappingKeys(n *yaml.Node, path string, known []string, each func(key string, v *yaml.Node), errs *[]keyError) {
+	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		if !contains(known, k.Value) {
+		if line, ok := first[k.Value]; ok {
+			*errs = append(*errs, keyError{k.Line, joinPath(path, k.Value), fmt.Sprintf("given twice (first at line %d)", line)})
+			continue
+		}
+		first[k.Value] = k.Line
+		if known != nil && !contains(known, k.Value) {
 			msg := "unknown key"
 			if s := suggest(k.Value, known); s != "" {
 				msg += " (did you mean " + s + "?)"
@@ -144,10 +151,21 @@ func scalarType(n *yaml.Node, t reflect.Type, path string, errs *[]keyError) {
 	}
 	want := ""
 	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		if n.Tag != "!!int" {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		var v int64
+		switch {
+		case n.Tag != "!!int":
 			want = "a whole number"
+		case n.Decode(&v) != nil || reflect.New(t).Elem().OverflowInt(v):
+			want = fmt.Sprintf("a whole number from %d to %d", -1<<(t.Bits()-1), 1<<(t.Bits()-1)-1)
+		}
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		var v uint64
+		switch {
+		case n.Tag != "!!int":
+			want = "a whole number"
+		case n.Decode(&v) != nil || reflect.New(t).Elem().OverflowUint(v):
+			want = fmt.Sprintf("a whole number from 0 to %d", uint64(1)<<t.Bits()-1)
 		}
 	case reflect.Bool:
 		if n.Tag != "!!bool" {

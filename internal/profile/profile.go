@@ -918,8 +918,8 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	}
 	errs.add(p.compileServerIDs(id))
 	if id.Format != "" {
-		if strings.Count(id.Format, "%") != 1 || !idVerb.MatchString(id.Format) {
-			errs.add(bad("identity.format", "%q: exactly one %%d (or %%0Nd)", id.Format))
+		if !idVerb.MatchString(id.Format) {
+			errs.add(bad("identity.format", "%q: exactly one %%d (or a padded one up to %%099d) and no other verb", id.Format))
 		}
 	}
 	p.identity.format = id.Format
@@ -950,7 +950,11 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	return nil
 }
 
-var idVerb = regexp.MustCompile(`%0?[0-9]*d`)
+// idVerb is identity.format: one %d, padded to at most 99 digits (a
+// wider pad allocates its width per id, and fmt writes a width past its
+// limit as %!(NOVERB)), and no other verb; as the fleet's
+// --user-id-format.
+var idVerb = regexp.MustCompile(`^[^%]*%(0?[1-9][0-9]?)?d[^%]*$`)
 
 // compileServerIDs compiles identity.server_id and identity.server_peers
 // (after the correlations, which server_id names).

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -480,7 +482,7 @@ func ParseSpec(name string, data []byte) (*Spec, error) {
 		if errors.Is(err, errEOF) || err.Error() == "EOF" {
 			return nil, fmt.Errorf("%s: empty profile", name)
 		}
-		return nil, fmt.Errorf("%s: %w", name, cleanYAMLError(err))
+		return nil, yamlErrors(name, err)
 	}
 	if err := s.validate(); err != nil {
 		return nil, lineErrors(name, data, err)
@@ -490,8 +492,45 @@ func ParseSpec(name string, data []byte) (*Spec, error) {
 
 var errEOF = errors.New("EOF")
 
-func cleanYAMLError(err error) error {
-	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+// yamlLine is a YAML decoder's "line N: what".
+var yamlLine = regexp.MustCompile(`^\s*line (\d+): (.*)$`)
+
+// yamlParserProblems are the YAML parser's (not its scanner's) syntax
+// errors: yaml.v3 numbers their line from 0 (the construct's start),
+// and leaves it out for the first.
+var yamlParserProblems = []string{
+	"did not find expected ',' or ']'", "did not find expected ',' or '}'",
+	"did not find expected '-' indicator", "did not find expected <document start>",
+	"did not find expected key", "did not find expected node content",
+	"did not find expected <stream-start>", "found duplicate %YAML directive",
+	"found duplicate %TAG directive", "found incompatible YAML document",
+	"found undefined tag handle",
+}
+
+// yamlErrors are the YAML decoder's errors (a syntax error, or those
+// checkKeys did not foresee) as "file:line: what" lines, the decoder's
+// own framing ("yaml: unmarshal errors:") left out.
+func yamlErrors(name string, err error) error {
+	var errs []keyError
+	for _, l := range strings.Split(strings.TrimPrefix(err.Error(), "yaml: "), "\n") {
+		if l == "unmarshal errors:" {
+			continue
+		}
+		e := keyError{msg: strings.TrimSpace(l)}
+		if m := yamlLine.FindStringSubmatch(l); m != nil {
+			e.line, _ = strconv.Atoi(m[1])
+			e.msg = m[2]
+		}
+		if contains(yamlParserProblems, e.msg) {
+			e.line++
+		}
+		errs = append(errs, e)
+	}
+	more := 0
+	if len(errs) > maxKeyErrors {
+		errs, more = errs[:maxKeyErrors], len(errs)-maxKeyErrors
+	}
+	return keyErrorsError(name, errs, more)
 }
 
 // LoadSpec reads and decodes a profile file.
