@@ -166,14 +166,19 @@ func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 
 var hugeAnswer = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
 
-// upgradeWS answers a WebSocket upgrade and hands the connection over.
-func upgradeWS(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWriter, bool) {
+// upgradeWS answers a WebSocket upgrade, with the extra header lines
+// given ("Name: value"), and hands the connection over.
+func upgradeWS(w http.ResponseWriter, r *http.Request, extra ...string) (net.Conn, *bufio.ReadWriter, bool) {
 	h := sha1.Sum([]byte(r.Header.Get("Sec-WebSocket-Key") + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"))
 	conn, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil, nil, false
 	}
-	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n", base64.StdEncoding.EncodeToString(h[:]))
+	fmt.Fprintf(rw, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n", base64.StdEncoding.EncodeToString(h[:]))
+	for _, l := range extra {
+		fmt.Fprintf(rw, "%s\r\n", l)
+	}
+	io.WriteString(rw, "\r\n")
 	rw.Flush()
 	return conn, rw, true
 }
@@ -182,9 +187,10 @@ func upgradeWS(w http.ResponseWriter, r *http.Request) (net.Conn, *bufio.ReadWri
 // {"match":{"addr":A,"token":T}} (a token for U, A the game server), then
 // the client's close awaited. A user named for a failure gets it:
 // nomatch ({"error":"no match"} and a close), away (the address of a
-// server that is not there).
+// server that is not there). Its upgrade's answer names the game server
+// too, in a header (X-Game-Server).
 func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
-	conn, rw, ok := upgradeWS(w, r)
+	conn, rw, ok := upgradeWS(w, r, "X-Game-Server: "+n.gameAddr)
 	if !ok {
 		return
 	}

@@ -248,6 +248,39 @@ func TestLobbySocketThenGame(t *testing.T) {
 			"--loop", loop, "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "2s", "--drain-deliveries", "20s")
 		srv.playedOnGame(t, res, api, 10)
 	})
+	t.Run("header take", func(t *testing.T) {
+		// The game server's address from the lobby's upgrade answer (its
+		// X-Game-Server header), the token from its message; a header the
+		// answer lacks fails each client at once with the step's reason.
+		data, err := os.ReadFile(filepath.Join("testdata", "nakama", "lobby.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flow, _ := socketFlow(t, insp, "GET /ws?")
+		for _, tc := range []struct {
+			header  string
+			clients int
+			reason  string // "" succeeds
+		}{{"X-Game-Server", 5, ""}, {"X-Nowhere", 3, "lobby_missing_addr"}} {
+			take := "{name: addr, header: " + tc.header + "}"
+			prof := strings.Replace(string(data), "{name: addr, json: $.match.addr}", take, 1)
+			if !strings.Contains(prof, take) {
+				t.Fatalf("lobby.yaml takes no addr at $.match.addr:\n%s", data)
+			}
+			path := filepath.Join(t.TempDir(), "header.yaml")
+			if err := os.WriteFile(path, []byte(prof), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			srv.reset()
+			args := []string{"--profile", path, "--capture", capPath, "--flow", flow, "--target", api, "--clients", fmt.Sprint(tc.clients),
+				"--loop", loop, "--login-interval", "2ms", "--login-timeout", "10s"}
+			if tc.reason != "" {
+				failsEach(t, tc.header, int64(tc.clients), tc.reason, func() result { return replay(t, append(args, "--after-logins", "500ms")...) })
+				continue
+			}
+			srv.playedOnGame(t, replay(t, append(args, "--after-logins", "1s", "--drain-deliveries", "20s")...), api, tc.clients)
+		}
+	})
 	t.Run("bad lobby", func(t *testing.T) {
 		for _, tc := range []struct{ users, reason string }{
 			{"nomatch-%d", "lobby_missing_"},

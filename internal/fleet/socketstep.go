@@ -1,10 +1,13 @@
 package fleet
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/http"
 	"net/url"
 	"time"
 
@@ -68,7 +71,7 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 	}
 	req = append(req, "\r\n"...)
 	req = c.withCookies(req, addr, jar) // what the steps before set, as on the upgrade
-	early, _, err := wsHandshake(conn, req, DeflateOff)
+	head, early, _, err := wsUpgrade(conn, req, DeflateOff)
 	if err != nil {
 		if ctx.Err() != nil {
 			return loginFail(LoginStopped)
@@ -80,6 +83,20 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 	var carried SocketIO
 	defer func() { c.f.httpTimes.count(r.Step, carried) }()
 	key := profile.NewWSKey()
+	// goodbye closes the step's socket as a client leaving its lobby
+	// does; the server's answer is not awaited.
+	goodbye := func() {
+		conn.SetWriteDeadline(time.Now().Add(time.Second))
+		n, _ := conn.Write(profile.AppendWSFrame(nil, profile.WSClose, wsNormalClose, key))
+		carried.BytesSent += int64(n)
+	}
+	// The header values, from the upgrade's answer, as an HTTP step
+	// takes them from its answer's.
+	if missing := hs.SocketUpgraded(i, upgradeHeader(head)); missing != "" {
+		c.f.httpTimes.record(r.Step, time.Since(start))
+		goodbye()
+		return LoginResult{code: LoginHTTPAnswer, said: missing}
+	}
 	var out []byte
 	for _, m := range r.Send {
 		out = profile.AppendWSFrame(out, profile.WSText, m, key)
@@ -93,6 +110,11 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 		carried.Sent += int64(len(r.Send))
 	}
 	missing := hs.SocketAnswer(i, nil)
+	if missing == "" { // every value was in the upgrade's answer
+		c.f.httpTimes.record(r.Step, time.Since(start))
+		goodbye()
+		return LoginResult{}
+	}
 	rd := profile.WSReader{Max: maxHTTPAnswer}
 	buf := make([]byte, 4096)
 	in, total := early, 0
@@ -114,11 +136,7 @@ func (c *client) socketStep(ctx context.Context, deadline time.Time, jar *cookie
 		switch {
 		case errors.Is(err, errStepDone):
 			c.f.httpTimes.record(r.Step, time.Since(start))
-			// Goodbye, as a client leaving its lobby does; the server's
-			// answer is not awaited.
-			conn.SetWriteDeadline(time.Now().Add(time.Second))
-			n, _ := conn.Write(profile.AppendWSFrame(nil, profile.WSClose, wsNormalClose, key))
-			carried.BytesSent += int64(n)
+			goodbye()
 			return LoginResult{}
 		case err != nil:
 			return loginFail(LoginProtocolError)
@@ -154,4 +172,15 @@ func (c *client) socketEnded(ctx context.Context, err error, missing string) Log
 		return LoginResult{code: LoginHTTPAnswer, said: missing}
 	}
 	return loginFail(LoginHTTPError)
+}
+
+// upgradeHeader reads a header of an upgrade's answer head (status line
+// and headers) by name, case-insensitively as net/http does; "" when the
+// head has none.
+func upgradeHeader(head []byte) func(string) string {
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(head)), nil)
+	if err != nil {
+		return func(string) string { return "" }
+	}
+	return resp.Header.Get
 }

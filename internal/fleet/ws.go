@@ -72,15 +72,23 @@ var zipBufs = sync.Pool{New: func() any { return new([]byte) }}
 // the bytes that came after the answer's head (the server's first
 // frames) and the permessage-deflate the server accepted, if any.
 func wsHandshake(conn net.Conn, req []byte, mode DeflateMode) ([]byte, *wsDeflate, error) {
+	_, early, z, err := wsUpgrade(conn, req, mode)
+	return early, z, err
+}
+
+// wsUpgrade is wsHandshake that also returns the server's answer's head
+// (its status line and headers, up to the blank line), for a socket
+// step that takes a header from it.
+func wsUpgrade(conn net.Conn, req []byte, mode DeflateMode) (head, early []byte, z *wsDeflate, err error) {
 	if req == nil {
-		return nil, nil, errors.New("websocket: the recording holds no upgrade request")
+		return nil, nil, nil, errors.New("websocket: the recording holds no upgrade request")
 	}
 	if mode == DeflateOff {
 		req = profile.WithoutExtensions(req)
 	}
 	out, accept := profile.WithKey(req, profile.NewWSNonce())
 	if _, err := conn.Write(out); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	buf := make([]byte, 0, 1024)
 	tmp := make([]byte, 1024)
@@ -88,26 +96,26 @@ func wsHandshake(conn net.Conn, req []byte, mode DeflateMode) ([]byte, *wsDeflat
 		n, err := conn.Read(tmp)
 		buf = append(buf, tmp[:n]...)
 		if h, herr := profile.HTTPHead(buf, maxUpgradeAnswer); herr != nil {
-			return nil, nil, herr
+			return nil, nil, nil, herr
 		} else if h > 0 {
 			if err := profile.CheckUpgradeResponse(buf[:h], accept); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			d, err := profile.AcceptedDeflate(buf[:h])
 			if err == nil && d.On && !profile.OffersDeflate(out) {
 				err = fmt.Errorf("%w it was not offered: permessage-deflate", profile.ErrExtension)
 			}
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			var z *wsDeflate
 			if d.On {
 				z = &wsDeflate{d: d, infl: d.NewInflater(true)}
 			}
-			return buf[h:], z, nil
+			return buf[:h], buf[h:], z, nil
 		}
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 }

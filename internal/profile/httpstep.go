@@ -434,6 +434,9 @@ type HTTPStepper interface {
 	// missing names the first value still missing, "" once all are in
 	// (socketstep.go).
 	SocketAnswer(i int, msg []byte) (missing string)
+	// SocketUpgraded takes socket step i's header values from its
+	// upgrade's answer; missing names the first not there.
+	SocketUpgraded(i int, header func(string) string) (missing string)
 }
 
 // HasHTTP reports whether clients of p make HTTP steps.

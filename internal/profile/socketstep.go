@@ -9,8 +9,9 @@ import (
 // Socket steps: a connection a client opens, plays and closes before
 // its realtime one, for the values the server answers there (a lobby
 // socket naming the game server's address and a token). The step
-// upgrades, sends its messages, and reads the server's messages until
-// every take has its value; the fleet then closes it and goes on to the
+// upgrades, takes its header values from the upgrade's answer (a 101's
+// header), sends its messages, and reads the server's messages until
+// every other take has its value; the fleet then closes it and goes on to the
 // next step or the connection. The recording's own lobby socket becomes
 // such a step (flowgroup.go).
 
@@ -38,11 +39,6 @@ func (st *httpStep) compileSocket(h HTTPStepSpec, path string, p *Profile) error
 	if len(h.Take) == 0 {
 		errs.add(bad(path+".take", "a socket step is there for the values it takes: give at least one"))
 	}
-	for j, t := range h.Take {
-		if t.Header != "" {
-			errs.add(bad(fmt.Sprintf("%s.take[%d].header", path, j), "a socket step takes its values from the server's messages: json or regexp"))
-		}
-	}
 	if len(h.Send) > maxSocketSends {
 		errs.add(bad(path+".send", "%d messages: at most %d", len(h.Send), maxSocketSends))
 	}
@@ -61,6 +57,27 @@ func (st *httpStep) compileSocket(h HTTPStepSpec, path string, p *Profile) error
 	return nil
 }
 
+// SocketUpgraded takes socket step i's header values from the answer
+// to its upgrade (header: the 101's header by name), as an HTTP step
+// takes them from its answer, and names the first one missing ("" when
+// every header take has its value; the step then reads messages for the
+// rest). The fleet calls it once the upgrade is answered, before
+// SocketAnswer.
+func (c *client) SocketUpgraded(i int, header func(string) string) (missing string) {
+	for _, t := range c.s.p.http[i].takes {
+		if t.header == "" {
+			continue
+		}
+		v := header(t.header)
+		if v == "" {
+			return "missing_" + t.name
+		}
+		cp := []byte(v)
+		c.vals[t.corr].Store(&cp)
+	}
+	return ""
+}
+
 // maxSocketSends bounds a socket step's messages.
 const maxSocketSends = 64
 
@@ -74,8 +91,8 @@ func (c *client) SocketAnswer(i int, msg []byte) (missing string) {
 	var doc any
 	decoded := false
 	for _, t := range st.takes {
-		if c.vals[t.corr].Load() != nil {
-			continue // found in an earlier message
+		if t.header != "" || c.vals[t.corr].Load() != nil {
+			continue // the upgrade's answer's (SocketUpgraded), or found in an earlier message
 		}
 		var v []byte
 		switch {

@@ -6,8 +6,9 @@ import (
 )
 
 // TestSocketStepSpec: a socket step is a websocket profile's GET at a
-// path or a ws(s):// URL, with messages and no body, taking json or
-// regexp values; each mistake is named where it is.
+// path or a ws(s):// URL, with messages and no body, taking json,
+// regexp or header values (the upgrade's answer's); each mistake is named
+// where it is.
 func TestSocketStepSpec(t *testing.T) {
 	ok := HTTPStepSpec{Name: "lobby", Socket: true, URL: "/lobby", Send: []string{`{"u":"${user}"}`}, Take: []TakeSpec{{Name: "addr", JSON: "$.addr"}}}
 	for _, tc := range []struct {
@@ -24,7 +25,7 @@ func TestSocketStepSpec(t *testing.T) {
 		{"post", "websocket", func(s *HTTPStepSpec) { s.Method = "POST" }, "http[0].method: a socket step's upgrade is a GET"},
 		{"http url", "websocket", func(s *HTTPStepSpec) { s.URL = "http://x/l" }, "http[0].url: \"http://x/l\": a socket step's url is a path"},
 		{"no take", "websocket", func(s *HTTPStepSpec) { s.Take = nil }, "http[0].take: a socket step is there for the values it takes"},
-		{"header take", "websocket", func(s *HTTPStepSpec) { s.Take = []TakeSpec{{Name: "addr", Header: "X-Addr"}} }, "http[0].take[0].header: a socket step takes its values from the server's messages"},
+		{"header take", "websocket", func(s *HTTPStepSpec) { s.Take = []TakeSpec{{Name: "addr", Header: "X-Addr"}} }, ""}, // from the 101's headers
 		{"bad send", "websocket", func(s *HTTPStepSpec) { s.Send = []string{"${nope}"} }, "http[0].send[0]:"},
 		{"send without socket", "websocket", func(s *HTTPStepSpec) { s.Socket = false }, "http[0].send: only a socket step sends messages"},
 	} {
