@@ -21,10 +21,10 @@ type expectRule struct {
 const maxExpects = 8
 
 func (s *Spec) compileExpects(p *Profile) error {
-	if len(s.Expects) > maxExpects {
-		return bad("expects", "%d expects: at most %d", len(s.Expects), maxExpects)
-	}
 	var errs specErrors
+	if len(s.Expects) > maxExpects {
+		errs.add(bad("expects", "%d expects: at most %d", len(s.Expects), maxExpects))
+	}
 	for i, e := range s.Expects {
 		path := fmt.Sprintf("expects[%d]", i)
 		r := expectRule{on: p.serverKind(e.On), answer: p.clientKind(e.Answer)}
@@ -32,7 +32,7 @@ func (s *Spec) compileExpects(p *Profile) error {
 			errs.add(bad(path+".on", "%q is not a server kind%s", e.On, p.kindHint(e.On, true)))
 		}
 		if r.answer <= 0 {
-			errs.add(bad(path+".answer", "%q is not a client kind (nor a reaction's as)", e.Answer))
+			errs.add(bad(path+".answer", "%q is not a client kind (nor a reaction's as)%s", e.Answer, p.kindHint(e.Answer, false)))
 		}
 		if r.on >= 0 && r.answer > 0 {
 			p.expects = append(p.expects, r)

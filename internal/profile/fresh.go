@@ -26,10 +26,10 @@ type freshRule struct {
 const maxFresh = 8
 
 func (s *Spec) compileFresh(p *Profile) error {
-	if len(s.Fresh) > maxFresh {
-		return bad("fresh", "%d fresh fields: at most %d", len(s.Fresh), maxFresh)
-	}
 	var errs specErrors
+	if len(s.Fresh) > maxFresh {
+		errs.add(bad("fresh", "%d fresh fields: at most %d", len(s.Fresh), maxFresh))
+	}
 	for i, f := range s.Fresh {
 		r, err := p.compileFreshField(fmt.Sprintf("fresh[%d]", i), f)
 		errs.add(err)

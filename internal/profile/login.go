@@ -43,12 +43,12 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 	if len(l.Send) > 0 || l.Success != "" || l.When != nil {
 		return bad("login.steps", "give send, success and when in each step, not beside steps")
 	}
+	var errs specErrors
 	if len(l.Steps) > maxLoginSteps {
-		return bad("login.steps", "%d steps: at most %d", len(l.Steps), maxLoginSteps)
+		errs.add(bad("login.steps", "%d steps: at most %d", len(l.Steps), maxLoginSteps))
 	}
 	p.loginSend = map[int]bool{}
 	seen := map[string]bool{}
-	var errs specErrors
 	for i, st := range l.Steps {
 		r, err := p.compileLoginStep(fmt.Sprintf("login.steps[%d]", i), i, i == len(l.Steps)-1, st, seen)
 		errs.add(err)

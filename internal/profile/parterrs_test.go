@@ -103,6 +103,17 @@ upgrade_query: {"a=b": x, sid: "${seat"}
 			`p.yaml:16: variants[1].login.send[0]: "helo" is not a client kind (did you mean hello?)`,
 			`p.yaml:16: variants[1].login.success: "welcom" is not a server kind (did you mean welcome?)`,
 		}},
+		// The file's own mistake (sends) is named once, not again under
+		// each variant; a variant's own fields are still checked.
+		{"variants beside a broken file", `sends: [sya]
+variants:
+  - {name: poll, connect: "${x}"}
+  - {name: ws, login: {send: [helo], success: welcome}}
+`, []string{
+			`p.yaml:12: sends[0]: "sya" is not a client kind (did you mean say?)`,
+			`p.yaml:14: variants[0].connect: ${x}: not user, room, index, random or a correlation's name`,
+			`p.yaml:15: variants[1].login.send[0]: "helo" is not a client kind (did you mean hello?)`,
+		}},
 		{"identity server ids", `correlation:
   - {name: sid, from: {kind: welcome, regexp: "id=(\\w+)"}}
 identity:
