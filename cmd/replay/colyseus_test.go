@@ -40,6 +40,7 @@ type colStats struct {
 // the chats it passed on plus the state patches it sent to joined
 // clients are exactly what the fleet received.
 func TestColyseus(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	npmCIIn(t, colDir)
 	port := freePort(t)

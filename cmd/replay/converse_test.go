@@ -161,6 +161,7 @@ func (z *natsConnz) follow(mon string, stop <-chan struct{}, done *sync.WaitGrou
 // deadline is 4 s, every client is dropped and counted by the server's
 // own reason.
 func TestNATSReactionsKeepClientsAlive(t *testing.T) {
+	t.Parallel()
 	const ping, pingMax = 250 * time.Millisecond, 40
 	addr, mon := startConverseNATS(t, ping, pingMax)
 	capPath := recordNATSSession(t, addr)

@@ -185,6 +185,7 @@ func acmeClient(t *testing.T, addr string) {
 // handed it (correlation), and the server's counts match the fleet's.
 // The same replay without the correlation is refused by the server.
 func TestDeclarativeProfile(t *testing.T) {
+	t.Parallel()
 	srv := startAcme(t)
 	capPath := filepath.Join(t.TempDir(), "acme.pcap")
 	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))

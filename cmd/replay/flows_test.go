@@ -62,6 +62,7 @@ func recordPubSub(t *testing.T, port int, topic string, msgs int) string {
 // the broker sent out, less what went to that counter and the $SYS
 // monitor; the summary lists 10 clients per flow.
 func TestFlowsPubSubMosquitto(t *testing.T) {
+	t.Parallel()
 	const msgs, clients, topic = 50, 20, "rooms/flows"
 	port, _, _ := startMosquitto(t)
 	capPath := recordPubSub(t, port, topic, msgs)
@@ -124,6 +125,7 @@ func TestFlowsPubSubMosquitto(t *testing.T) {
 // 57.4 s): all skips that flow and says why, a list is an error, as are
 // --flows with --flow and an index the capture does not have.
 func TestFlowsBundled(t *testing.T) {
+	t.Parallel()
 	capPath := filepath.Join("..", "..", "captures", "vr-session.pcap")
 	run := []string{"--capture", capPath, "--clients", "4", "--login-interval", "1ms", "--duration", "2s"}
 	t.Run("both", func(t *testing.T) {
@@ -202,6 +204,7 @@ func TestFlowsBundled(t *testing.T) {
 // broker's counts: the publishers' flow sent what mosquitto received, the
 // subscribers' flow received what mosquitto sent to the fleet.
 func TestFlowsShardsMosquitto(t *testing.T) {
+	t.Parallel()
 	const msgs, clients, shards, topic = 30, 12, 2, "rooms/shards"
 	port, _, _ := startMosquitto(t)
 	capPath := recordPubSub(t, port, topic, msgs)

@@ -51,6 +51,7 @@ func inspectPerFlow(t *testing.T, replay, fewPath string, few int, nPath string,
 // released when its connection ended): 20,000 flows cost under 4 KiB of
 // peak RSS each, text or JSON (the two read the same two captures).
 func TestInspectMemoryPerFlow(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds replay without -race and reads 20,000 flows")
 	}

@@ -50,6 +50,7 @@ func noServerMetricsNote(t *testing.T, sum report.Summary) {
 // host's CPU idle), and both reports must say the server columns are
 // absent rather than fail on scrapes.
 func TestMQTTCapacityCompare(t *testing.T) {
+	t.Parallel()
 	tcp, _, _ := startMosquitto(t)
 	target := fmt.Sprintf("127.0.0.1:%d", tcp)
 	capPath := recordThrough(t, target, python(t), filepath.Join("testdata", "mqttclient.py"), "LISTEN_PORT", "tcp", "20")

@@ -185,6 +185,7 @@ var suggestedLoop = regexp.MustCompile(`suggested --loop=(\S+)`)
 // without the PONG reaction, every client is dropped and counted by the
 // server's reason (Stale Connection).
 func TestNATSServer(t *testing.T) {
+	t.Parallel()
 	bin := needNATSServer(t)
 	rec := benchBuild(t, "natsrec", "./cmd/natsrec")
 	port, mon := startNATS(t, bin, false)

@@ -71,6 +71,7 @@ func writeAcmeCapture(t *testing.T) string {
 // as the built-in does (the golden answer of TestInspectProfileGolden);
 // reprise, Go code, has none.
 func TestProfileShow(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"mqtt", "mqtt-ws", "redis", "socketio", "nats"} {
 		out, err := exec.Command(bins["replay"], "profile", "show", name).Output()
 		if err != nil {

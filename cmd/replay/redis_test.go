@@ -62,6 +62,7 @@ func cmdCalls(t *testing.T, port int, cmd string) int64 {
 // fleet owes each client exactly the publishes made after it
 // subscribed, and none may be lost.
 func TestRedisPubSub(t *testing.T) {
+	t.Parallel()
 	port := startRedis(t)
 	needTool(t, "redis-cli")
 	capPath := recordThrough(t, fmt.Sprintf("127.0.0.1:%d", port), python(t), filepath.Join("testdata", "redisclient.py"), "LISTEN_PORT", "20")

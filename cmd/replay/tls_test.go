@@ -170,6 +170,7 @@ persistence false
 // against the fleet's; then the failures: another CA, an expired
 // certificate, TLS to a plaintext port and plaintext to a TLS port.
 func TestTLSMosquitto(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	plain, tlsPort, expired := startMosquittoTLS(t, pki)
 	py := python(t)
@@ -269,6 +270,7 @@ func startNATSTLS(t *testing.T, bin string, pki testPKI) (port, mon int) {
 // /varz counts equal the fleet's. Without --tls the server's refusal is
 // counted by its reason.
 func TestTLSNATS(t *testing.T) {
+	t.Parallel()
 	bin := needNATSServer(t)
 	pki := newTestPKI(t)
 	rec := benchBuild(t, "natsrec", "./cmd/natsrec")
@@ -319,6 +321,7 @@ func TestTLSNATS(t *testing.T) {
 // exactly. wss:// to its plain http port fails as tls_required, quoting
 // the HTTP answer.
 func TestTLSWebSocket(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	pki := newTestPKI(t)
 	plain, secure := startWSChat(t, node, "plain", &pki)

@@ -20,6 +20,7 @@ import (
 // counts equal the fleet's exactly; --ws-deflate off strips the offer
 // (the server compresses nothing) and the counts still match.
 func TestWSDeflate(t *testing.T) {
+	t.Parallel()
 	node := needTool(t, "node")
 	port, _ := startWSChat(t, node, "deflate", nil)
 	target := fmt.Sprintf("127.0.0.1:%d", port)
