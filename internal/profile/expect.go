@@ -38,10 +38,7 @@ func (s *Spec) compileExpects(p *Profile) error {
 			p.expects = append(p.expects, r)
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // expectArrived notes server message kind k: an expected one now waits

@@ -37,10 +37,7 @@ func (s *Spec) compileFresh(p *Profile) error {
 			p.fresh = append(p.fresh, r)
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileFreshField compiles one fresh field, every mistake at once.

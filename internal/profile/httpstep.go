@@ -143,10 +143,7 @@ func (s *Spec) compileHTTP(p *Profile) error {
 		}
 		p.upgradeQuery = append(p.upgradeQuery, q)
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileHTTPStep compiles HTTP step i at path, every mistake at once;

@@ -56,10 +56,7 @@ func (s *Spec) compileLoginSteps(p *Profile) error {
 			p.steps = append(p.steps, r)
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileLoginStep compiles login step i, every mistake at once; seen

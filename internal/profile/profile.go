@@ -676,10 +676,7 @@ func (s *Spec) compileLogin(p *Profile) error {
 		errs.add(err)
 		p.reason = rr
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileReason compiles login.reason, every mistake at once.
@@ -758,10 +755,7 @@ func (s *Spec) compileMessages(p *Profile) error {
 		}
 		p.corrs = append(p.corrs, *cr)
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // fixedBytes are a heartbeat's or a leave's bytes: sent as written, so a
@@ -944,10 +938,7 @@ func (s *Spec) compileIdentity(p *Profile) error {
 	default:
 		errs.add(oneOf("identity.endian", id.Endian, "big", "little"))
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // idVerb is identity.format: one %d, padded to at most 99 digits (a
@@ -971,7 +962,7 @@ func (p *Profile) compileServerIDs(id IdentitySpec) error {
 		}
 	}
 	if id.ServerPeers == nil {
-		return errsOrNil(errs)
+		return errs.err()
 	}
 	if id.ServerID == "" {
 		errs.add(bad("identity.server_peers", "peers' server ids need identity.server_id: the correlation each client's own arrives in"))

@@ -48,10 +48,7 @@ func (s *Spec) extraKinds(p *Profile) error {
 			add(fmt.Sprintf("login.steps[%d].send[%d].as", i, j), it.As)
 		}
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileReactions compiles the reactions, every mistake at once.
@@ -71,10 +68,7 @@ func (s *Spec) compileReactions(p *Profile) error {
 		p.reactOn[r.on] = append(p.reactOn[r.on], len(p.reacts))
 		p.reacts = append(p.reacts, r)
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // compileReaction compiles one reaction at path, every mistake at once.

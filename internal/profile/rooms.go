@@ -64,7 +64,7 @@ func (s *Spec) compileRooms(p *Profile) error {
 		if r.Instance != nil {
 			errs.add(bad("rooms.instance", "only with assigned_by: server (the client picks its room otherwise)"))
 		}
-		return errsOrNil(errs)
+		return errs.err()
 	case "server":
 	default:
 		errs.add(oneOf("rooms.assigned_by", r.AssignedBy, "client", "server"))
@@ -119,15 +119,6 @@ func (s *Spec) compileRooms(p *Profile) error {
 		return errs
 	}
 	p.rooms = rule
-	return nil
-}
-
-// errsOrNil is errs as an error, nil when it holds none (a nil
-// specErrors in an error is not nil).
-func errsOrNil(errs specErrors) error {
-	if len(errs) > 0 {
-		return errs
-	}
 	return nil
 }
 

@@ -51,10 +51,7 @@ func (st *httpStep) compileSocket(h HTTPStepSpec, path string, p *Profile) error
 		}
 		st.send = append(st.send, t)
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // SocketUpgraded takes socket step i's header values from the answer

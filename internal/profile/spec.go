@@ -431,6 +431,15 @@ func (e specErrors) Error() string {
 	return strings.Join(lines, "\n")
 }
 
+// err is e as an error, nil when it holds none (an empty specErrors in
+// an error is not nil).
+func (e specErrors) err() error {
+	if len(e) > 0 {
+		return e
+	}
+	return nil
+}
+
 // Unwrap is every error, for errors.Is and errors.As.
 func (e specErrors) Unwrap() []error { return e }
 

@@ -84,10 +84,7 @@ func (s *Spec) compileVariants(p *Profile, baseOK bool) error {
 		}
 		p.variants = append(p.variants, variant{when: when, p: vp})
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	return nil
+	return errs.err()
 }
 
 // variantErrors are variant path's compile errors at their paths under
