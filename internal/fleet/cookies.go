@@ -13,7 +13,12 @@ import (
 
 // A client's cookie jar, as a browser's: a cookie an HTTP step's answer
 // set goes with the client's later steps and its WebSocket upgrade (a
-// session cookie set at login and required on the upgrade). The jar is
+// session cookie set at login and required on the upgrade), and stays
+// the client's for the run: a client that connects again (its next
+// connection in turn, a login made anew) makes its steps and upgrade
+// with the cookies it was set before, as a browser that reconnects does.
+// The jar is the client's (by its index in the fleet), not one
+// connection's: made at its first step, none for a client without steps. The jar is
 // net/http/cookiejar with no public-suffix list (a load test talks to its
 // own hosts), bounded: at most maxCookies cookies a client, each at most
 // maxCookieBytes of name and value (RFC 6265 §6.1's least a user agent
@@ -58,6 +63,28 @@ func (j *cookieJar) SetCookies(u *url.URL, cookies []*http.Cookie) {
 
 // Cookies implements http.CookieJar.
 func (j *cookieJar) Cookies(u *url.URL) []*http.Cookie { return j.jar.Cookies(u) }
+
+// jarOf is client idx's jar, made when first asked for.
+func (f *Fleet) jarOf(idx int) *cookieJar {
+	if j, ok := f.jars.Load(idx); ok {
+		return j.(*cookieJar)
+	}
+	j, _ := f.jars.LoadOrStore(idx, newCookieJar())
+	f.jarsMade.Store(true)
+	return j.(*cookieJar)
+}
+
+// jarIfAny is client idx's jar, nil when it has made no step yet (a
+// fleet whose clients make none looks nothing up).
+func (f *Fleet) jarIfAny(idx int) *cookieJar {
+	if !f.jarsMade.Load() {
+		return nil
+	}
+	if j, ok := f.jars.Load(idx); ok {
+		return j.(*cookieJar)
+	}
+	return nil
+}
 
 // names are the names of the cookies the jar holds for u.
 func (j *cookieJar) names(u *url.URL) []string {

@@ -84,7 +84,11 @@ type Fleet struct {
 	tlsWarned sync.Map // LoginCode -> struct{}
 	// httpTimes are the HTTP steps' durations (httptimes.go).
 	httpTimes httpTimes
-	epoch     time.Time
+	// jars are the clients' cookie jars by client index (cookies.go):
+	// kept for the run, so a client that connects again has its cookies.
+	jars     sync.Map // int -> *cookieJar
+	jarsMade atomic.Bool
+	epoch    time.Time
 	// epochUnix is epoch on the wall clock (ns): trace stamps and their
 	// receipt are epochUnix plus the monotonic fleet clock, one clock read
 	// each instead of two.

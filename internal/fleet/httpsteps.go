@@ -32,16 +32,16 @@ const (
 var errRedirects = errors.New("too many redirects")
 
 // httpSteps runs the client's HTTP steps; it returns where to connect
-// ("" for the target) and the cookies the answers set (nil without
-// steps; the attempt's, not kept on the client: a client without steps
-// pays nothing), or why the login failed there.
+// ("" for the target) and the client's cookie jar (cookies.go: kept for
+// the run by the client's index; nil for a client that never made a
+// step, which pays nothing), or why the login failed there.
 func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, *cookieJar, LoginResult, bool) {
 	hs, ok := c.pc.(profile.HTTPStepper)
 	if !ok {
-		return "", nil, LoginResult{}, true
+		return "", c.f.jarIfAny(c.idx), LoginResult{}, true
 	}
 	if _, ok := hs.HTTPRequest(0); !ok {
-		return hs.ConnectAddr(), nil, LoginResult{}, true
+		return hs.ConnectAddr(), c.f.jarIfAny(c.idx), LoginResult{}, true
 	}
 	run := ctx
 	ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -53,7 +53,7 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, *co
 		tr.TLSClientConfig.ServerName = ""
 	}
 	defer tr.CloseIdleConnections()
-	jar := newCookieJar()
+	jar := c.f.jarOf(c.idx)
 	hc := &http.Client{Transport: tr, Jar: jar, CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 		if len(via) > maxRedirects {
 			return errRedirects
