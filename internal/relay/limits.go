@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/metrics"
 	"github.com/reprise-harness/reprise/internal/room"
@@ -251,6 +252,22 @@ func (c *client) idleBound() time.Duration {
 		return time.Duration(l)
 	}
 	return c.s.cfg.IdleTimeout
+}
+
+// bytesWaiting reports whether a TCP client's bytes sit in its socket's
+// receive queue, unread: they arrived, so it is not idle. Its loop reads
+// them when it runs; a relay starved of CPU (a busy host) gets to them
+// late, and without this check it cut clients whose heartbeats had come
+// in time (seen under load: a client heartbeating every 100 ms cut by a
+// 600 ms idle timeout). A loop reads every readable connection, so bytes
+// do not wait for long on a relay that runs; a throttled client is
+// sending, not idle. UDP sessions share one socket: judged by lastActive.
+func (c *client) bytesWaiting() bool {
+	if c.isUDP() {
+		return false
+	}
+	n, err := unix.IoctlGetInt(c.tc.fd, unix.SIOCINQ)
+	return err == nil && n > 0
 }
 
 func idleText(d time.Duration) string {

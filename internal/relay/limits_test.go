@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -221,5 +222,58 @@ func TestArrivalsSpreadAStarvedRead(t *testing.T) {
 	idle := arrivals{last: now - int64(time.Minute)}
 	if got := charge(now, 1000, 20, &idle); got > 100+250+1 {
 		t.Errorf("after a minute's silence, 1000 frames at once: %d passed, want at most the burst and a second's rate", got)
+	}
+}
+
+// TestBytesWaiting: a TCP client with bytes in its socket's receive queue
+// is not idle, however long ago its loop last read (a starved relay reads
+// late); once read, it is judged by its last activity again. A UDP session
+// has no socket of its own: never.
+func TestBytesWaiting(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	conn, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	f, err := conn.(*net.TCPConn).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := &client{tc: &tcpConn{fd: int(f.Fd())}}
+	if c.bytesWaiting() {
+		t.Fatal("bytes waiting before any was sent")
+	}
+	if _, err := peer.Write(wire.AppendHeartbeat(nil, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// Loopback queues the bytes during the write; poll in case a busy
+	// host's softirq runs it later.
+	deadline := time.Now().Add(5 * time.Second)
+	for !c.bytesWaiting() {
+		if time.Now().After(deadline) {
+			t.Fatal("a sent heartbeat never showed as waiting")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	buf := make([]byte, 64)
+	if _, err := f.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	if c.bytesWaiting() {
+		t.Error("bytes waiting after they were read")
+	}
+	if (&client{}).bytesWaiting() {
+		t.Error("a UDP session has bytes waiting")
 	}
 }

@@ -763,7 +763,7 @@ func (s *Server) sweep(ctx context.Context) {
 		s.eachClient(func(c *client) {
 			c.checkPartial(now)
 			if c.joined.Load() {
-				if bound := c.idleBound(); now-c.lastActive.Load() > int64(bound) {
+				if bound := c.idleBound(); now-c.lastActive.Load() > int64(bound) && !c.bytesWaiting() {
 					c.close(wire.ErrIdleTimeout, idleText(bound))
 				}
 			} else if now-c.unjoinedSince.Load() > join {
