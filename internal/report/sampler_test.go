@@ -19,11 +19,16 @@ func TestMain(m *testing.M) {
 
 // relayServer serves relay metrics whose byte counter grows at exactly
 // 1 Gbps of wall time, and whose connections gauge can be set.
-func relayServer(t *testing.T, fail *atomic.Bool) *httptest.Server {
+// relayServer answers like a relay's /metrics; with failed set, it
+// answers its first okScrapes scrapes and fails every later one, counting
+// them in failed.
+func relayServer(t *testing.T, okScrapes int32, failed *atomic.Int32) *httptest.Server {
 	t.Helper()
 	start := time.Now()
+	var served atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if fail != nil && fail.Load() {
+		if failed != nil && served.Add(1) > okScrapes {
+			failed.Add(1)
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
@@ -46,7 +51,7 @@ func fleetServer(t *testing.T) *httptest.Server {
 }
 
 func TestSamplerScrapesOverHTTP(t *testing.T) {
-	relay, fleet := relayServer(t, nil), fleetServer(t)
+	relay, fleet := relayServer(t, 0, nil), fleetServer(t)
 	var seen atomic.Int32
 	s, err := NewSampler(SamplerConfig{
 		Targets: []Target{
@@ -87,10 +92,13 @@ func TestSamplerScrapesOverHTTP(t *testing.T) {
 }
 
 func TestSamplerCountsFailedScrapes(t *testing.T) {
-	var fail atomic.Bool
-	relay := relayServer(t, &fail)
+	// The server counts the scrapes, not sleeps: a starved host that
+	// scrapes late changes nothing.
+	const okScrapes = 3
+	var failed atomic.Int32
+	srv := relayServer(t, okScrapes, &failed)
 	s, err := NewSampler(SamplerConfig{
-		Targets:  []Target{{Role: RoleRelay, URL: relay.URL}},
+		Targets:  []Target{{Role: RoleRelay, URL: srv.URL}},
 		Interval: 50 * time.Millisecond,
 	})
 	if err != nil {
@@ -99,16 +107,17 @@ func TestSamplerCountsFailedScrapes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan Series)
 	go func() { done <- s.Run(ctx) }()
-	time.Sleep(180 * time.Millisecond)
-	fail.Store(true)
-	time.Sleep(180 * time.Millisecond)
+	deadline := time.Now().Add(30 * time.Second)
+	for failed.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	cancel()
 	ser := <-done
 	if ser.ScrapeErrors < 2 || ser.LastError == "" {
-		t.Fatalf("scrape errors: %d %q, want the failures counted", ser.ScrapeErrors, ser.LastError)
+		t.Fatalf("scrape errors: %d %q, want the failures counted (%d failed answers)", ser.ScrapeErrors, ser.LastError, failed.Load())
 	}
-	if len(ser.Points) < 2 {
-		t.Fatalf("points before the failure: %d", len(ser.Points))
+	if len(ser.Points) < okScrapes-1 {
+		t.Fatalf("points before the failure: %d, want %d", len(ser.Points), okScrapes-1)
 	}
 }
 
@@ -155,7 +164,7 @@ func TestNewSamplerRejects(t *testing.T) {
 }
 
 func TestSamplerRunFromBaseline(t *testing.T) {
-	relay := relayServer(t, nil)
+	relay := relayServer(t, 0, nil)
 	s, err := NewSampler(SamplerConfig{Targets: []Target{{Role: RoleRelay, URL: relay.URL}}, Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
