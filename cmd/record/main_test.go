@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -68,33 +67,26 @@ func (p *proc) stop(t *testing.T, sig os.Signal) error {
 	return p.wait(t)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// startRelay runs the relay binary on a free port and returns its address.
+// startRelay runs the relay binary on a port of its own choosing (port
+// 0: a port chosen here could be taken before it binds it) and returns its
+// address.
 func startRelay(t *testing.T) string {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	start(t, "relay", "--listen", addr, "--metrics", "off")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.Dial("tcp", addr)
-		if err == nil {
-			c.Close()
-			return addr
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("relay on %s did not come up", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	return testproc.StartRelay(t, bins["relay"], "--metrics", "off").TCP
+}
+
+// startProxy runs `record proxy` on a port of its own choosing with args
+// after --listen and returns it and the address it says it listens on.
+func startProxy(t *testing.T, args ...string) (*proc, string) {
+	t.Helper()
+	rec := start(t, "record", append([]string{"proxy", "--listen", "127.0.0.1:0"}, args...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), testproc.Patience(t))
+	defer cancel()
+	m, err := rec.WaitOutput(ctx, rec.out, regexp.MustCompile(`record: proxy on (\S+) `))
+	if err != nil {
+		t.Fatalf("record proxy: %v\n%s", err, rec.out)
 	}
+	return rec, m[1]
 }
 
 // vrclient runs the sample client to completion and returns the frames it
@@ -182,10 +174,8 @@ func tsharkCount(t *testing.T, path string) int {
 
 func TestProxyRecordsClients(t *testing.T) {
 	relay := startRelay(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	out := filepath.Join(t.TempDir(), "proxy.pcap")
-	rec := start(t, "record", "proxy", "--listen", listen, "--upstream", relay, "--out", out)
-	rec.waitFor(t, "record: proxy on")
+	rec, listen := startProxy(t, "--upstream", relay, "--out", out)
 
 	var wg sync.WaitGroup
 	sent := map[string][][]byte{}
@@ -425,7 +415,7 @@ func TestFailedStartKeepsFile(t *testing.T) {
 // time at --duration, and promptly on the first SIGTERM, with a valid file.
 func TestLiveStopsWithNoPackets(t *testing.T) {
 	requireRoot(t)
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testproc.FreePort(t)) // a filter only: nothing binds it
 	t.Run("duration", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "quiet.pcap")
 		start := time.Now()

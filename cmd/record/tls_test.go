@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -39,9 +38,8 @@ func TestProxyTLSWithCA(t *testing.T) {
 		t.Fatalf("CA certificate: %v", err)
 	}
 	relay := startRelay(t)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	capPath := filepath.Join(dir, "tls.pcapng")
-	rec := start(t, "record", "proxy", "--listen", listen, "--upstream", relay, "--out", capPath, "--ca-cert", caCert, "--ca-key", caKey)
+	rec, listen := startProxy(t, "--upstream", relay, "--out", capPath, "--ca-cert", caCert, "--ca-key", caKey)
 	rec.waitFor(t, "TLS terminated with certificates minted by --ca-cert")
 
 	sent := [][]byte{wire.AppendJoin(nil, "lobby", "tls-user", nil, 0)}

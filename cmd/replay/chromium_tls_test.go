@@ -158,10 +158,9 @@ func TestChromiumWSS(t *testing.T) {
 		if b, err := exec.Command(bins["record"], "ca", "--cert", caCert, "--key", caKey).CombinedOutput(); err != nil {
 			t.Fatalf("record ca: %v\n%s", err, b)
 		}
-		listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-		rec := testproc.StartCombined(t, bins["record"], "proxy", "--listen", listen, "--upstream", fmt.Sprintf("127.0.0.1:%d", secure),
+		rec := testproc.StartCombined(t, bins["record"], "proxy", "--listen", "127.0.0.1:0", "--upstream", fmt.Sprintf("127.0.0.1:%d", secure),
 			"--ca-cert", caCert, "--ca-key", caKey, "--upstream-tls", "--tls-ca", pki.ca, "--out", out)
-		waitOutput(t, rec, "record: proxy on")
+		listen := proxyAddr(t, rec, rec.Stdout)
 		browse(t, "wss://"+listen+"/chat", "--ignore-certificate-errors-spki-list="+serverSPKI+","+spkiOf(t, caCert))
 		if err := rec.Stop(os.Interrupt, 10*time.Second); err != nil || strings.Contains(rec.Stdout.String(), "handshakes failed") {
 			t.Fatalf("record proxy: %v\n%s", err, rec.Stdout.String())

@@ -11,12 +11,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 var colDir = filepath.Join("testdata", "colyseus")
@@ -43,11 +42,10 @@ func TestColyseus(t *testing.T) {
 	t.Parallel()
 	node := needTool(t, "node")
 	npmCIIn(t, colDir)
-	port := freePort(t)
-	p := testproc.Start(t, node, filepath.Join(colDir, "server.js"), strconv.Itoa(port))
-	p.StopSignal = os.Interrupt
+	port := startServer(t, 1, func(p []int) *exec.Cmd {
+		return exec.Command(node, filepath.Join(colDir, "server.js"), strconv.Itoa(p[0]))
+	})[0]
 	target := fmt.Sprintf("127.0.0.1:%d", port)
-	waitListening(t, p, target)
 	capPath := recordThrough(t, target, node, filepath.Join(colDir, "client.js"), "LISTEN_PORT", "rec-user-01", "20")
 	prof := filepath.Join(colDir, "chat.yaml")
 	docExampleIs(t, "# Colyseus 0.16", prof)

@@ -34,17 +34,8 @@ func needNATSServer(t *testing.T) string {
 func startConverseNATS(t *testing.T, ping time.Duration, maxOut int) (addr, mon string) {
 	t.Helper()
 	bin := needNATSServer(t)
-	port, mport := freePort(t), freePort(t)
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\nping_interval: \"%v\"\nping_max: %d\nmax_connections: 10000\n", port, mport, ping, maxOut)
-	if err := os.WriteFile(conf, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, bin, "-c", conf)
-	addr, mon = fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
-	waitListening(t, p, addr)
-	waitListening(t, p, mon)
-	return addr, mon
+	port, mport := startNATSConf(t, bin, fmt.Sprintf("ping_interval: \"%v\"\nping_max: %d\nmax_connections: 10000\n", ping, maxOut))
+	return fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("127.0.0.1:%d", mport)
 }
 
 // recordNATSSession records a small NATS client session through `record
@@ -53,8 +44,7 @@ func startConverseNATS(t *testing.T, ping time.Duration, maxOut int) (addr, mon 
 func recordNATSSession(t *testing.T, upstream string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "nats.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startRecordProxy(t, listen, upstream, out)
+	p, listen := startRecordProxy(t, upstream, out)
 	if err := natsClientSession(listen); err != nil {
 		t.Fatal(err)
 	}

@@ -188,8 +188,7 @@ func TestDeclarativeProfile(t *testing.T) {
 	t.Parallel()
 	srv := startAcme(t)
 	capPath := filepath.Join(t.TempDir(), "acme.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startRecordProxy(t, listen, srv.addr(), capPath)
+	p, listen := startRecordProxy(t, srv.addr(), capPath)
 	acmeClient(t, listen)
 	if err := p.Stop(os.Interrupt, 10*time.Second); err != nil {
 		t.Fatalf("record proxy: %v", err)

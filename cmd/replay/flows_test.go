@@ -20,8 +20,7 @@ import (
 func recordPubSub(t *testing.T, port int, topic string, msgs int) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "pubsub.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	proxy := startRecordProxy(t, listen, fmt.Sprintf("127.0.0.1:%d", port), out)
+	proxy, listen := startRecordProxy(t, fmt.Sprintf("127.0.0.1:%d", port), out)
 	host, lport, _ := strings.Cut(listen, ":")
 	// -d prints the SUBACK: the publisher starts once the subscription
 	// holds, so the recorded subscriber gets every message.
@@ -214,15 +213,16 @@ func TestFlowsShardsMosquitto(t *testing.T) {
 	recv0, sent0, own0 := mon.settled(t)
 
 	dir := t.TempDir()
-	barrier := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	cmds := make([]*exec.Cmd, shards)
-	for i := range shards {
-		cmds[i] = exec.Command(bins["replay"], "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
-			"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "5ms", "--duration", "6s",
-			"--drain-deliveries", "30s", "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
-			"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
-	}
-	runShards(t, cmds)
+	runShardsAt(t, func(barrier string) []*exec.Cmd {
+		cmds := make([]*exec.Cmd, shards)
+		for i := range shards {
+			cmds[i] = exec.Command(bins["replay"], "--profile", "mqtt", "--capture", capPath, "--target", fmt.Sprintf("127.0.0.1:%d", port),
+				"--flows", "all", "--clients", strconv.Itoa(clients), "--login-interval", "5ms", "--duration", "6s",
+				"--drain-deliveries", "30s", "--shard", fmt.Sprintf("%d/%d", i, shards), "--barrier", barrier,
+				"--summary", filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		}
+		return cmds
+	})
 
 	merged := filepath.Join(dir, "merged.json")
 	if out, err := exec.Command(bins["replay"], "merge", "--summary", merged,

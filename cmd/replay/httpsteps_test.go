@@ -428,8 +428,7 @@ func nakamaSocket(sock, token, user, room string, chats int) error {
 func TestHTTPSteps(t *testing.T) {
 	srv, api := startNakama(t)
 	capPath := filepath.Join(t.TempDir(), "nakama.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startRecordProxy(t, listen, api, capPath)
+	p, listen := startRecordProxy(t, api, capPath)
 	if err := nakamaClient(listen, "rec-user-01", "lobby", 12); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
-
-	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // startMosquittoAuth starts mosquitto with two listeners: one open to
@@ -31,24 +29,17 @@ func startMosquittoAuth(t *testing.T) (open, auth int) {
 			t.Fatal(err)
 		}
 	}
-	open, auth = freePort(t), freePort(t)
-	conf := fmt.Sprintf(`per_listener_settings true
+	_, ports := startMosquittoConf(t, bin, 2, func(p []int) string {
+		return fmt.Sprintf(`per_listener_settings true
 listener %d 127.0.0.1
 allow_anonymous true
 listener %d 127.0.0.1
 allow_anonymous false
 password_file %s
 persistence false
-`, open, auth, pwfile)
-	path := filepath.Join(dir, "mosquitto.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, bin, "-c", path)
-	p.StopSignal = os.Interrupt
-	for _, port := range []int{open, auth} {
-		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	}
+`, p[0], p[1], pwfile)
+	})
+	open, auth = ports[0], ports[1]
 	return open, auth
 }
 

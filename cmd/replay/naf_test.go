@@ -44,15 +44,13 @@ type nafStats struct {
 // returns its port and count.js's.
 func startNAF(t *testing.T, node string) (port, stats int) {
 	t.Helper()
-	port, stats = freePort(t), freePort(t)
-	cmd := exec.Command(node, "-r", "./count.js", filepath.Join("node_modules", "networked-aframe", "server", "socketio-server.js"))
-	cmd.Dir = nafDir
-	cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(port), "STATS_PORT="+strconv.Itoa(stats))
-	p := testproc.StartCmd(t, cmd)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", stats))
-	return port, stats
+	ports := startServer(t, 2, func(p []int) *exec.Cmd {
+		cmd := exec.Command(node, "-r", "./count.js", filepath.Join("node_modules", "networked-aframe", "server", "socketio-server.js"))
+		cmd.Dir = nafDir
+		cmd.Env = append(os.Environ(), "PORT="+strconv.Itoa(p[0]), "STATS_PORT="+strconv.Itoa(p[1]))
+		return cmd
+	})
+	return ports[0], ports[1]
 }
 
 // nafSettled waits until the server holds no connection and returns

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/profile"
-	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // natsPing is the server's ping_interval; it closes a client that leaves
@@ -68,17 +68,15 @@ func startNATSPinging(t *testing.T, bin string, auth bool, ping time.Duration, p
 // it listens on both.
 func startNATSConf(t *testing.T, bin, conf string) (port, mon int) {
 	t.Helper()
-	port, mon = freePort(t), freePort(t)
-	conf = fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", port, mon) + conf
 	path := filepath.Join(t.TempDir(), "nats.conf")
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, bin, "-c", path)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", mon))
-	return port, mon
+	ports := startServer(t, 2, func(p []int) *exec.Cmd {
+		body := fmt.Sprintf("listen: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\n", p[0], p[1]) + conf
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return exec.Command(bin, "-c", path)
+	})
+	return ports[0], ports[1]
 }
 
 // natsSlowConsumers reads the clients the server closed as slow

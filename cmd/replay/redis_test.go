@@ -13,19 +13,25 @@ import (
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/profile"
-	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // startRedis starts redis-server on a free loopback port, without
 // persistence; args are extra settings ("--requirepass", "x").
 func startRedis(t *testing.T, args ...string) int {
 	t.Helper()
-	bin := needTool(t, "redis-server")
-	port := freePort(t)
-	p := testproc.Start(t, bin, append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", t.TempDir()}, args...)...)
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	return port
+	return startRedisOn(t, 1, func([]int) []string { return args })[0]
+}
+
+// startRedisOn starts redis-server on n free loopback ports, the first
+// its plain port; args makes the extra settings for the ports (a TLS
+// port).
+func startRedisOn(t *testing.T, n int, args func(ports []int) []string) []int {
+	t.Helper()
+	bin, dir := needTool(t, "redis-server"), t.TempDir()
+	return startServer(t, n, func(p []int) *exec.Cmd {
+		return exec.Command(bin, append([]string{"--port", strconv.Itoa(p[0]), "--bind", "127.0.0.1",
+			"--save", "", "--appendonly", "no", "--dir", dir}, args(p)...)...)
+	})
 }
 
 // redisCLI runs redis-cli against port and returns its output.
@@ -143,9 +149,11 @@ func TestRedisPubSub(t *testing.T) {
 	// replayed to its --tls-port as rediss://, every PUBLISH counted by
 	// Redis (read on its plain port, opened with the TLS one).
 	pki := newTestPKI(t)
-	tlsPort := freePort(t)
-	plainPort := startRedis(t, "--tls-port", strconv.Itoa(tlsPort), "--tls-cert-file", pki.cert, "--tls-key-file", pki.key,
-		"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "no")
+	ports := startRedisOn(t, 2, func(p []int) []string {
+		return []string{"--tls-port", strconv.Itoa(p[1]), "--tls-cert-file", pki.cert, "--tls-key-file", pki.key,
+			"--tls-ca-cert-file", pki.ca, "--tls-auth-clients", "no"}
+	})
+	plainPort, tlsPort := ports[0], ports[1]
 	pub0 = cmdCalls(t, plainPort, "publish")
 	res = replay(t, "--profile", "redis", "--capture", capPath, "--target", fmt.Sprintf("rediss://127.0.0.1:%d", tlsPort), "--tls-ca", pki.ca,
 		"--clients", "50", "--senders", "5", "--loop", suggestedLoopOf(t, "redis", capPath), "--login-interval", "2ms", "--after-logins", "2s", "--drain-deliveries", "20s")

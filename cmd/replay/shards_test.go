@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,15 +326,17 @@ func TestMergeFromPodLogs(t *testing.T) {
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	dir := t.TempDir()
-	barrier := freeLoopbackAddr(t)
-	cmds := make([]*exec.Cmd, 2)
-	for i := range cmds {
-		cmds[i] = exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
-			"--login-interval", "10ms", "--after-logins", "1s", "--heartbeat", "0", "--metrics", "",
-			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
+	shards := func(barrier string) []*exec.Cmd {
+		cmds := make([]*exec.Cmd, 2)
+		for i := range cmds {
+			cmds[i] = exec.Command(bins["replay"], "--capture", path, "--target", r.TCP, "--clients", "6", "--room-size", "3",
+				"--login-interval", "10ms", "--after-logins", "1s", "--heartbeat", "0", "--metrics", "",
+				"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier, "--summary", "-")
+		}
+		return cmds
 	}
 	// stdout and stderr in one stream, as a pod's log
-	for i, out := range runShards(t, cmds) {
+	for i, out := range runShardsAt(t, shards) {
 		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("shard-%d.log", i)), []byte(out), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -379,22 +380,21 @@ func TestMergeFromPodLogs(t *testing.T) {
 	}
 }
 
-func freeLoopbackAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // runShards runs one process per shard and returns each one's combined
 // output. When one fails, the others are killed at once (they would wait
 // at the barrier for it until --barrier-timeout) and the test fails on the
 // first failure, with that shard's output.
 func runShards(t *testing.T, cmds []*exec.Cmd) []string {
 	t.Helper()
+	outs, err := runShardsErr(cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outs
+}
+
+// runShardsErr is runShards returning the first shard's failure.
+func runShardsErr(cmds []*exec.Cmd) ([]string, error) {
 	outs := make([]strings.Builder, len(cmds))
 	type result struct {
 		i   int
@@ -424,12 +424,28 @@ func runShards(t *testing.T, cmds []*exec.Cmd) []string {
 			}
 		}
 	}
-	if first.i >= 0 {
-		t.Fatalf("shard %d: %v\n%s", first.i, first.err, testproc.Tail(outs[first.i].String(), 30))
-	}
 	texts := make([]string, len(cmds))
 	for i := range outs {
 		texts[i] = outs[i].String()
 	}
-	return texts
+	if first.i >= 0 {
+		return texts, fmt.Errorf("shard %d: %v\n%s", first.i, first.err, testproc.Tail(texts[first.i], 30))
+	}
+	return texts, nil
+}
+
+// runShardsAt runs the shards cmds makes for a barrier on 127.0.0.1 (shard
+// 0 serves it) and returns each one's combined output, as runShards. The
+// port is chosen here and bound by shard 0, another process: when another
+// process took it in between, the shards run again on another port.
+func runShardsAt(t *testing.T, cmds func(barrier string) []*exec.Cmd) []string {
+	t.Helper()
+	outs, _ := testproc.StartOnPorts(t, 1, func(p []int) ([]string, error) {
+		outs, err := runShardsErr(cmds(fmt.Sprintf("127.0.0.1:%d", p[0])))
+		if err != nil && strings.Contains(outs[0], "start barrier") && strings.Contains(outs[0], "address already in use") {
+			return nil, fmt.Errorf("%w: %w", testproc.ErrPortTaken, err)
+		}
+		return outs, err
+	})
+	return outs
 }

@@ -77,13 +77,10 @@ func startSocketIOPinging(t *testing.T, node string, ping time.Duration) int {
 // arguments (msgpack).
 func startSocketIOWith(t *testing.T, node string, ping, timeout time.Duration, extra ...string) int {
 	t.Helper()
-	port := freePort(t)
-	args := append([]string{filepath.Join(sioDir, "app.js"), strconv.Itoa(port),
-		strconv.Itoa(int(ping / time.Millisecond)), strconv.Itoa(int(timeout / time.Millisecond))}, extra...)
-	p := testproc.Start(t, node, args...)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
-	return port
+	return startServer(t, 1, func(p []int) *exec.Cmd {
+		return exec.Command(node, append([]string{filepath.Join(sioDir, "app.js"), strconv.Itoa(p[0]),
+			strconv.Itoa(int(ping / time.Millisecond)), strconv.Itoa(int(timeout / time.Millisecond))}, extra...)...)
+	})[0]
 }
 
 // sioStats are the app's own counters.

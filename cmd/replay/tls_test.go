@@ -7,7 +7,6 @@ package main
 // non-zero exit.
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -20,7 +19,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -120,14 +118,9 @@ func newTestPKI(t *testing.T) testPKI {
 func recordTLSClient(t *testing.T, pki testPKI, upstream string, client ...string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "session.pcapng")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := testproc.Start(t, bins["record"], "proxy", "--listen", listen, "--upstream", upstream, "--out", out,
+	p := testproc.Start(t, bins["record"], "proxy", "--listen", "127.0.0.1:0", "--upstream", upstream, "--out", out,
 		"--tls-cert", pki.cert, "--tls-key", pki.key, "--upstream-tls", "--tls-ca", pki.ca)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := p.WaitOutput(ctx, p.Stderr, regexp.MustCompile(`record: proxy on `)); err != nil {
-		t.Fatal(err)
-	}
+	listen := proxyAddr(t, p, p.Stderr)
 	args := append([]string{client[1], listen[strings.LastIndexByte(listen, ':')+1:]}, client[2:]...)
 	cmd := exec.Command(client[0], args...)
 	cmd.Env = append(os.Environ(), "MQTT_TLS_CA="+pki.ca)
@@ -140,11 +133,10 @@ func recordTLSClient(t *testing.T, pki testPKI, upstream string, client ...strin
 	return out
 }
 
-func startMosquittoTLS(t *testing.T, pki testPKI) (plain, tlsPort, expired int) {
+func startMosquittoTLS(t *testing.T, pki testPKI) (b *mosquittoBroker, plain, tlsPort, expired int) {
 	t.Helper()
-	bin := needTool(t, "mosquitto")
-	plain, tlsPort, expired = freePort(t), freePort(t), freePort(t)
-	conf := fmt.Sprintf(`per_listener_settings true
+	b, ports := startMosquittoConf(t, needTool(t, "mosquitto"), 3, func(p []int) string {
+		return fmt.Sprintf(`per_listener_settings true
 listener %d 127.0.0.1
 allow_anonymous true
 max_connections -1
@@ -159,9 +151,9 @@ certfile %s
 keyfile %s
 sys_interval 1
 persistence false
-`, plain, tlsPort, pki.cert, pki.key, expired, pki.expiredCert, pki.expiredKey)
-	startMosquittoConf(t, bin, conf, plain, tlsPort, expired)
-	return plain, tlsPort, expired
+`, p[0], p[1], pki.cert, pki.key, p[2], pki.expiredCert, pki.expiredKey)
+	})
+	return b, ports[0], ports[1], ports[2]
 }
 
 // TestTLSMosquitto records paho-mqtt's session over TLS (through `record
@@ -172,7 +164,7 @@ persistence false
 func TestTLSMosquitto(t *testing.T) {
 	t.Parallel()
 	pki := newTestPKI(t)
-	plain, tlsPort, expired := startMosquittoTLS(t, pki)
+	broker, plain, tlsPort, expired := startMosquittoTLS(t, pki)
 	py := python(t)
 	mon := startSysMonitor(t, plain)
 	target := fmt.Sprintf("127.0.0.1:%d", tlsPort)
@@ -182,7 +174,7 @@ func TestTLSMosquitto(t *testing.T) {
 	}
 
 	recv0, sent0, own0 := mon.settled(t)
-	mon.resetPeak()
+	mark := broker.logMark()
 	res := replay(t, "--profile", "mqtt", "--capture", capPath, "--target", target, "--tls", "--tls-ca", pki.ca,
 		"--clients", "200", "--senders", "20", "--room-size", "20", "--loop", suggestedLoopOf(t, "mqtt", capPath), "--speed", "0.5", "--login-interval", "10ms", "--after-logins", "6s", "--login-timeout", "30s",
 		"--drain-deliveries", "30s")
@@ -205,8 +197,8 @@ func TestTLSMosquitto(t *testing.T) {
 	recv1, sent1, own1 := mon.settled(t)
 	brokerRecv := recv1 - recv0
 	brokerSent := sent1 - sent0 - float64(own1-own0)
-	if peak := mon.peakConnected(); peak < 200 {
-		t.Errorf("mosquitto saw at most %v clients connected at once, want 200", peak)
+	if peak := broker.peakSince(mark); peak < 200 {
+		t.Errorf("mosquitto's log has at most %d clients connected at once, want 200", peak)
 	}
 	if !within(brokerRecv, float64(s.MessagesSent), 1) || !within(brokerSent, float64(s.MessagesReceived), 1) {
 		t.Errorf("mosquitto received %v sent %v PUBLISH; the fleet sent %d received %d (want within 1%%)", brokerRecv, brokerSent, s.MessagesSent, s.MessagesReceived)
@@ -225,9 +217,10 @@ func TestTLSMosquitto(t *testing.T) {
 
 	// OpenSSL serving TLS 1.2 at most, to a fleet that wants 1.3: the
 	// server's protocol_version alert.
-	tls12 := freePort(t)
-	ossl := testproc.Start(t, needTool(t, "openssl"), "s_server", "-accept", fmt.Sprintf("127.0.0.1:%d", tls12), "-cert", pki.cert, "-key", pki.key, "-tls1_2", "-quiet")
-	waitListening(t, ossl, fmt.Sprintf("127.0.0.1:%d", tls12))
+	ossl, ports := testproc.StartServer(t, 1, func(p []int) *exec.Cmd {
+		return exec.Command(needTool(t, "openssl"), "s_server", "-accept", fmt.Sprintf("127.0.0.1:%d", p[0]), "-cert", pki.cert, "-key", pki.key, "-tls1_2", "-quiet")
+	})
+	tls12 := ports[0]
 	t.Cleanup(func() { // s_server has no clean stop: any signal is a failed exit
 		ossl.Cmd.Process.Kill()
 		<-ossl.Done()
@@ -373,17 +366,20 @@ var wsChatDir = filepath.Join("testdata", "wschat")
 func startWSChat(t *testing.T, node, compression string, pki *testPKI) (plain, secure int) {
 	t.Helper()
 	npmCIIn(t, wsChatDir)
-	plain = freePort(t)
-	args := []string{filepath.Join(wsChatDir, "server.js"), strconv.Itoa(plain), compression}
+	n := 1
 	if pki != nil {
-		secure = freePort(t)
-		args = append(args, strconv.Itoa(secure), pki.cert, pki.key)
+		n = 2
 	}
-	p := testproc.Start(t, node, args...)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", plain))
+	ports := startServer(t, n, func(p []int) *exec.Cmd {
+		args := []string{filepath.Join(wsChatDir, "server.js"), strconv.Itoa(p[0]), compression}
+		if pki != nil {
+			args = append(args, strconv.Itoa(p[1]), pki.cert, pki.key)
+		}
+		return exec.Command(node, args...)
+	})
+	plain = ports[0]
 	if pki != nil {
-		waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", secure))
+		secure = ports[1]
 	}
 	return plain, secure
 }

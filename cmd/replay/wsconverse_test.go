@@ -301,8 +301,7 @@ func jsonWSSession(addr string) error {
 func TestJSONWebSocketReactions(t *testing.T) {
 	srv := startJSONWS(t)
 	out := filepath.Join(t.TempDir(), "ws.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	p := startRecordProxy(t, listen, srv.ln.Addr().String(), out)
+	p, listen := startRecordProxy(t, srv.ln.Addr().String(), out)
 	if err := jsonWSSession(listen); err != nil {
 		t.Fatal(err)
 	}

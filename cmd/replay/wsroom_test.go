@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -68,8 +67,7 @@ func TestWSRoomServer(t *testing.T) {
 	addr := m[1]
 
 	capPath := filepath.Join(t.TempDir(), "wsroom.pcap")
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	proxy := startRecordProxy(t, listen, addr, capPath)
+	proxy, listen := startRecordProxy(t, addr, capPath)
 	if out, err := exec.Command(bin, "client", "--url", "ws://"+listen+"/ws?room=lobby&user=alice01",
 		"--duration", "2s").CombinedOutput(); err != nil {
 		t.Fatalf("wsroom client: %v\n%s", err, out)

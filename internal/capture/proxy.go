@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -88,19 +89,35 @@ func NewProxy(cfg ProxyConfig) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy listen %q: %w", cfg.Listen, err)
 	}
-	ln, err := net.ListenTCP("tcp", laddr)
+	ln, pc, err := listenBoth(laddr)
 	if err != nil {
-		return nil, fmt.Errorf("proxy listen: %w", err)
-	}
-	// UDP on the same port the TCP listener got (it may have been 0).
-	uaddr := &net.UDPAddr{IP: laddr.IP, Port: ln.Addr().(*net.TCPAddr).Port, Zone: laddr.Zone}
-	pc, err := net.ListenUDP("udp", uaddr)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("proxy listen udp: %w", err)
+		return nil, err
 	}
 	return &Proxy{cfg: cfg, ln: ln, pc: pc, upTCP: upTCP.AddrPort(), upUDP: upUDP,
 		conns: map[io.Closer]struct{}{}, sessions: map[netip.AddrPort]*udpSession{}}, nil
+}
+
+// listenBoth binds laddr's port on TCP and UDP. Port 0 is a port the
+// kernel picks for TCP; when another socket holds that port for UDP, it
+// picks again (bounded), so `--listen 127.0.0.1:0` always gives one port
+// for both, which the proxy prints.
+func listenBoth(laddr *net.TCPAddr) (*net.TCPListener, *net.UDPConn, error) {
+	const tries = 20
+	for i := 0; ; i++ {
+		ln, err := net.ListenTCP("tcp", laddr)
+		if err != nil {
+			return nil, nil, fmt.Errorf("proxy listen: %w", err)
+		}
+		uaddr := &net.UDPAddr{IP: laddr.IP, Port: ln.Addr().(*net.TCPAddr).Port, Zone: laddr.Zone}
+		pc, err := net.ListenUDP("udp", uaddr)
+		if err == nil {
+			return ln, pc, nil
+		}
+		ln.Close()
+		if laddr.Port != 0 || i == tries-1 || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, nil, fmt.Errorf("proxy listen udp: %w", err)
+		}
+	}
 }
 
 // Addr is the address the proxy listens on (TCP and UDP).

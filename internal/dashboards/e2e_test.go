@@ -50,16 +50,21 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	began := time.Now()
 
-	relayMetrics, fleetMetrics, promAddr := freeAddr(t), freeAddr(t), freeAddr(t)
-	relayTCP := testproc.StartRelay(t, bins["relay"], "--metrics", relayMetrics, "--log-level", "warn").TCP
+	// The relay binds port 0 and says where; Prometheus is started again
+	// on another port if its port was taken (testproc.StartServer).
+	fleetMetrics := freeAddr(t)
+	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
+	relayMetrics, relayTCP := relay.Metrics, relay.TCP
 
 	cfg := writePromConfig(t, root, dir, relayMetrics, fleetMetrics)
 	if out, err := exec.Command(promtool, "check", "config", cfg).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check config on the test's config: %v\n%s", err, out)
 	}
-	testproc.Start(t, promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
-	p := prom{base: "http://" + promAddr}
+	_, ports := testproc.StartServer(t, 1, func(p []int) *exec.Cmd {
+		return exec.Command(promBin, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+			fmt.Sprintf("--web.listen-address=127.0.0.1:%d", p[0]), "--log.level=warn")
+	})
+	p := prom{base: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	if err := waitReady(ctx, p.base); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -26,9 +27,10 @@ func TestFleetDashboardShards(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	relayMetrics, promAddr, barrier := freeAddr(t), freeAddr(t), freeAddr(t)
+	barrier := freeAddr(t)
 	shards := []string{freeAddr(t), freeAddr(t)}
-	relayTCP := testproc.StartRelay(t, bins["relay"], "--metrics", relayMetrics, "--log-level", "warn").TCP
+	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
+	relayMetrics, relayTCP := relay.Metrics, relay.TCP
 
 	b, err := os.ReadFile(filepath.Join(root, "prometheus", "prometheus.yml"))
 	if err != nil {
@@ -40,9 +42,11 @@ func TestFleetDashboardShards(t *testing.T) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testproc.Start(t, promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
-		"--web.listen-address="+promAddr, "--log.level=warn")
-	p := prom{base: "http://" + promAddr}
+	_, ports := testproc.StartServer(t, 1, func(p []int) *exec.Cmd {
+		return exec.Command(promBin, "--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "tsdb"),
+			fmt.Sprintf("--web.listen-address=127.0.0.1:%d", p[0]), "--log.level=warn")
+	})
+	p := prom{base: fmt.Sprintf("http://127.0.0.1:%d", ports[0])}
 	if err := waitReady(ctx, p.base); err != nil {
 		t.Fatal(err)
 	}

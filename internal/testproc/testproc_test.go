@@ -3,9 +3,12 @@ package testproc
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -165,6 +168,59 @@ func TestServeTLS(t *testing.T) {
 		case <-ended:
 		default:
 			t.Fatal("a handler outlived the test's cleanup")
+		}
+	}
+}
+
+// TestStartServerPortTaken: a server whose port another process took
+// before it bound it (here the test holds it) exits saying the address is
+// in use; StartServer starts it again on another port, where it listens.
+func TestStartServerPortTaken(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	taken := held.Addr().(*net.TCPAddr).Port
+	var tried []int
+	p, ports := StartServer(t, 1, func(ports []int) *exec.Cmd {
+		port := ports[0]
+		if len(tried) == 0 {
+			port = taken // the first start finds its port taken
+		}
+		tried = append(tried, port)
+		return exec.Command(bins["relay"], "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--udp", "off", "--metrics", "off")
+	})
+	if len(tried) != 2 || tried[0] != taken || tried[1] != ports[0] || p.Exited() {
+		t.Fatalf("tried ports %v (taken %d), listening on %v, exited %v", tried, taken, ports, p.Exited())
+	}
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", ports[0]), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+}
+
+// TestNotListeningNamesTheCause: a server that exits because its port was
+// taken is ErrPortTaken (started again); one that exits for any other
+// reason is not (the test fails at once, not after PortTries starts).
+func TestNotListeningNamesTheCause(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	for _, tc := range []struct {
+		args  []string
+		taken bool
+	}{
+		{[]string{"--listen", held.Addr().String(), "--udp", "off", "--metrics", "off"}, true},
+		{[]string{"--no-such-flag"}, false},
+	} {
+		p := Start(t, bins["relay"], tc.args...)
+		err := WaitListening(t, p, fmt.Sprintf("127.0.0.1:%d", FreePort(t))) // never answers: the wait ends at the exit
+		if err == nil || errors.Is(err, ErrPortTaken) != tc.taken {
+			t.Errorf("%v: %v; want taken %v", tc.args, err, tc.taken)
 		}
 	}
 }
