@@ -6,10 +6,14 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/wire"
 )
 
 // lossyProxy forwards UDP between clients and a relay on loopback and drops
@@ -18,16 +22,37 @@ import (
 // network namespace does the same, but sch_netem is not in every kernel;
 // a proxy runs anywhere.) Each client gets its own upstream socket, so the
 // relay sees one source address per client, as without the proxy.
+//
+// Its losses are random but never two in a row on one client's path in
+// one direction. With independent losses of 20% each way a join round
+// trip fails 36% of the time, and a login of 7 or 8 tries in its 10 s
+// (backoff 250 ms doubling to 2 s, fewer tries when a loaded host starts
+// it late) fails in 0.36^7 of cases: 1 to 2% of runs of 24 clients lost
+// one login that way (seen 4 times in about 100 runs, each trace every
+// try's join or joined dropped). That is the network being unlucky, not
+// the retry failing. Bounded bursts make every login certain within 4
+// tries (join lost; joined lost; join lost; both pass), which is what the
+// test asserts, while the share lost stays what is asked for.
 type lossyProxy struct {
 	ln      *net.UDPConn
 	relay   *net.UDPAddr
-	loss    float64
+	drop1   float64 // chance of a drop after a datagram that passed
 	mu      sync.Mutex
 	rng     *rand.Rand
+	lost    map[lossPath]bool // the path's last datagram was dropped
 	peers   map[netip.AddrPort]*net.UDPConn
 	wg      sync.WaitGroup
 	dropped atomic.Int64
 	passed  atomic.Int64
+	start   time.Time
+	tmu     sync.Mutex
+	trace   map[netip.AddrPort][]string // each client's first datagrams, both ways
+}
+
+// lossPath is one client's datagrams in one direction.
+type lossPath struct {
+	client netip.AddrPort
+	up     bool // client to relay
 }
 
 func startLossyProxy(t *testing.T, relay string, loss float64) *lossyProxy {
@@ -40,7 +65,10 @@ func startLossyProxy(t *testing.T, relay string, loss float64) *lossyProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lossyProxy{ln: ln, relay: ra, loss: loss, rng: rand.New(rand.NewPCG(15, 20)), peers: map[netip.AddrPort]*net.UDPConn{}}
+	// Dropping with chance q only after a pass loses q/(1+q) of a path's
+	// datagrams in the long run: q = loss/(1-loss) loses loss.
+	p := &lossyProxy{ln: ln, relay: ra, drop1: loss / (1 - loss), rng: rand.New(rand.NewPCG(15, 20)), lost: map[lossPath]bool{},
+		peers: map[netip.AddrPort]*net.UDPConn{}, start: time.Now(), trace: map[netip.AddrPort][]string{}}
 	p.wg.Go(p.fromClients)
 	t.Cleanup(func() {
 		ln.Close()
@@ -56,10 +84,13 @@ func startLossyProxy(t *testing.T, relay string, loss float64) *lossyProxy {
 
 func (p *lossyProxy) addr() string { return p.ln.LocalAddr().String() }
 
-// drop decides one datagram's fate.
-func (p *lossyProxy) drop() bool {
+// drop decides the fate of one datagram on path k: never two drops in a
+// row, and the very first datagram (a join) always dropped, so the run
+// retries a join whatever the dice say.
+func (p *lossyProxy) drop(k lossPath) bool {
 	p.mu.Lock()
-	d := p.rng.Float64() < p.loss
+	d := !p.lost[k] && (p.dropped.Load()+p.passed.Load() == 0 || p.rng.Float64() < p.drop1)
+	p.lost[k] = d
 	p.mu.Unlock()
 	if d {
 		p.dropped.Add(1)
@@ -80,7 +111,9 @@ func (p *lossyProxy) fromClients() {
 		if err != nil {
 			return
 		}
-		if !p.drop() {
+		d := p.drop(lossPath{from, true})
+		p.note(from, ">", buf[:n], d)
+		if !d {
 			up.Write(buf[:n])
 		}
 	}
@@ -106,12 +139,49 @@ func (p *lossyProxy) upstream(from netip.AddrPort) (*net.UDPConn, error) {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			if err == nil && !p.drop() {
+			if err != nil {
+				continue
+			}
+			d := p.drop(lossPath{from, false})
+			p.note(from, "<", buf[:n], d)
+			if !d {
 				p.ln.WriteToUDPAddrPort(buf[:n], from)
 			}
 		}
 	})
 	return up, nil
+}
+
+// note keeps the first datagrams of client from's login in its trace.
+func (p *lossyProxy) note(from netip.AddrPort, dir string, b []byte, dropped bool) {
+	what := "?"
+	if dir == "<" && len(b) > wire.LenSize { // the relay's datagrams are bare frames
+		what = wire.Type(b[wire.LenSize]).String()
+	} else if _, fr, err := wire.SplitDatagram(b, 1<<20); err == nil && len(fr) > wire.LenSize {
+		what = wire.Type(fr[wire.LenSize]).String()
+	}
+	fate := ""
+	if dropped {
+		fate = " dropped"
+	}
+	p.tmu.Lock()
+	defer p.tmu.Unlock()
+	if tr := p.trace[from]; len(tr) < 40 {
+		p.trace[from] = append(tr, fmt.Sprintf("%v %s %s %dB%s", time.Since(p.start).Round(time.Millisecond), dir, what, len(b), fate))
+	}
+}
+
+// notJoined is the trace of each client to which no joined passed.
+func (p *lossyProxy) notJoined() []string {
+	p.tmu.Lock()
+	defer p.tmu.Unlock()
+	var out []string
+	for from, tr := range p.trace {
+		if !slices.ContainsFunc(tr, func(e string) bool { return strings.Contains(e, "< joined") && !strings.HasSuffix(e, "dropped") }) {
+			out = append(out, fmt.Sprintf("%v: %s", from, strings.Join(tr, "; ")))
+		}
+	}
+	return out
 }
 
 // TestUDPLoginsSurviveLoss: with 20% of the datagrams dropped both ways
@@ -139,7 +209,7 @@ func TestUDPLoginsSurviveLoss(t *testing.T) {
 		px.dropped.Load(), px.passed.Load(), s.LoginsSucceeded, s.UDPJoinRetries, relayMetric(t, r, "relay_udp_join_repeats_total"),
 		s.MessagesSent, s.MessagesReceived, s.MessagesLost, s.LossPercent)
 	if s.LoginsSucceeded != clients || len(s.LoginsFailed) != 0 {
-		t.Errorf("logged in %d of %d, failed %v: a lost join datagram must be sent again, not counted as a failed login", s.LoginsSucceeded, clients, s.LoginsFailed)
+		t.Errorf("logged in %d of %d, failed %v: a lost join datagram must be sent again, not counted as a failed login; clients no joined reached: %q", s.LoginsSucceeded, clients, s.LoginsFailed, px.notJoined())
 	}
 	if s.UDPJoinRetries == 0 {
 		t.Errorf("no join retries with %.0f%% of the datagrams dropped", 100*loss)
