@@ -241,6 +241,7 @@ func (d *driveFlags) drive(ctx context.Context, st *state, cc compare.Config, ru
 		// relay's /metrics.
 		defer child.stop(st)
 		cc.Fleet.Target, cc.RelayMetrics, cc.RelayProcess = child.TCP, child.MetricsURL(), child.describe()
+		cc.Fleet.ServerPIDs = []int{child.PID()} // its CPU is the server's, not other work
 	}
 	res, err := run(ctx, cc)
 	if errors.Is(err, compare.ErrBadConfig) {

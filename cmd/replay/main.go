@@ -290,7 +290,7 @@ func newRunCmd(st *state) *cobra.Command {
 					return err
 				}
 				defer child.stop(st)
-				cfg.Target = child.TCP
+				cfg.Target, cfg.ServerPIDs = child.TCP, []int{child.PID()}
 			}
 			return runFleet(cmd.Context(), st, cfg, &sf, summary, maxLoss)
 		},

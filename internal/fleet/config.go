@@ -115,6 +115,12 @@ type Config struct {
 	// SourceIPs spread connections over these local addresses.
 	SourceIPs []string
 
+	// ServerPIDs are processes on this host that serve the target (a
+	// relay child this command started): their CPU is the server's,
+	// neither the fleet's nor the host's other work, when the progress
+	// judges what limited an interval (judgeLoad), as the report does.
+	ServerPIDs []int `json:"-"`
+
 	// ProgressInterval is the period of progress lines; 0 means 5 s.
 	ProgressInterval time.Duration
 	// Out receives progress lines and warnings; nil discards them.

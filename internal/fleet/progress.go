@@ -22,6 +22,7 @@ func (f *Fleet) tick(ctx context.Context) {
 	lastTick := lastAt
 	cpu0, cpuErr := metrics.ReadCPUTimes()
 	proc0, procErr := metrics.ReadProcessUsage()
+	_, server0 := serverCPU(f.cfg.ServerPIDs, nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -54,6 +55,7 @@ func (f *Fleet) tick(ctx context.Context) {
 				proc0 = proc1
 			}
 		}
+		load.ServerS, server0 = serverCPU(f.cfg.ServerPIDs, server0)
 		fmt.Fprintf(f.cfg.Out, "%s logged in %d / attempted %d / failed %d%s | clients sent %.0f msg/s %.2f Mbit/s | clients received %.0f msg/s %.2f Mbit/s | latency p99 %s | lag p99 %s | fleet host cpu idle %.0f%%%s\n",
 			time.Since(f.started).Round(time.Second), now.LoggedIn, now.LoginAttempts, now.LoginsFailed,
 			progressReasons(" / disconnected", f.stats.disconn.snapshot()),
@@ -67,6 +69,29 @@ func (f *Fleet) tick(ctx context.Context) {
 		}
 		last, lastAt = now, time.Now()
 	}
+}
+
+// serverCPU reads the CPU seconds of the server processes pids and
+// returns what they used since prev (the last reading, by pid) and this
+// reading. A process that could not be read now or before counts 0: its
+// CPU then passes for other work, as in the report when the server's
+// /metrics is missing.
+func serverCPU(pids []int, prev map[int]float64) (used float64, now map[int]float64) {
+	if len(pids) == 0 {
+		return 0, nil
+	}
+	now = make(map[int]float64, len(pids))
+	for _, pid := range pids {
+		s, err := metrics.ReadProcessCPU(pid)
+		if err != nil {
+			continue
+		}
+		now[pid] = s
+		if p, ok := prev[pid]; ok && s >= p {
+			used += s - p
+		}
+	}
+	return used, now
 }
 
 // progressReasons renders counts by reason after label, largest first

@@ -7,10 +7,12 @@ import (
 
 // Saturation names its cause. A progress interval whose sends went out
 // late (schedule lag) or whose host had little CPU left is judged from
-// three readings: the fleet process's own CPU (/proc/self), the host's
-// busy and stolen time (/proc/stat), and the lag. Only a fleet that used
-// most of the cores it may use is saturated ("add fleet machines"); a
-// host busy with other work (the server's included, when it runs here)
+// four readings: the fleet process's own CPU (/proc/self), the server's
+// when this command started it here (Config.ServerPIDs, /proc/<pid>), the
+// host's busy and stolen time (/proc/stat), and the lag. Only a fleet that
+// used most of the cores it may use (those the server on this host left
+// it) is saturated ("add fleet machines"); a host busy with other work
+// (work neither the fleet's nor the server's, as the report counts it)
 // makes the figures unreliable, and adding fleet machines would not help.
 
 // Saturation thresholds.
@@ -33,6 +35,9 @@ type loadSample struct {
 	// summed over its CPUs; FleetS the fleet process's own.
 	HostTotalS, HostIdleS, HostStealS float64
 	FleetS                            float64
+	// ServerS is the CPU of the server on this host (a relay child), 0
+	// when it runs elsewhere or was not read.
+	ServerS float64
 	// Procs is the fleet's GOMAXPROCS; LagP99 and LagN its schedule lag.
 	Procs  int
 	LagP99 time.Duration
@@ -55,18 +60,28 @@ func judgeLoad(s loadSample) (kind, msg string) {
 	cpus := s.HostTotalS / s.WallS
 	idle := 100 * s.HostIdleS / s.HostTotalS
 	steal := 100 * s.HostStealS / s.HostTotalS
-	fleet := s.FleetS / s.WallS
-	other := max((s.HostTotalS-s.HostIdleS-s.FleetS)/s.WallS, 0)
+	fleet, server := s.FleetS/s.WallS, s.ServerS/s.WallS
+	other := max((s.HostTotalS-s.HostIdleS-s.FleetS-s.ServerS)/s.WallS, 0)
 	late := s.LagN > 0 && s.LagP99 > maxLagP99
 	if !late && idle >= minIdlePct {
 		return "", ""
 	}
-	usable := min(cpus, float64(max(s.Procs, 1)))
-	figures := fmt.Sprintf("fleet process %.2f of %.0f usable cores, other work %.2f cores, host %.0f%% idle, steal %.0f%%, send lag p99 %v",
-		fleet, usable, other, idle, steal, s.LagP99.Round(10*time.Microsecond))
+	// The cores the fleet may use: its GOMAXPROCS, of those the server
+	// beside it left.
+	usable := min(max(cpus-server, 0), float64(max(s.Procs, 1)))
+	var beside string
+	if s.ServerS > 0 {
+		beside = fmt.Sprintf(", the server beside it %.2f cores", server)
+	}
+	figures := fmt.Sprintf("fleet process %.2f of %.2f usable cores%s, other work %.2f cores, host %.0f%% idle, steal %.0f%%, send lag p99 %v",
+		fleet, usable, beside, other, idle, steal, s.LagP99.Round(10*time.Microsecond))
 	switch {
 	case fleet >= fleetFullShare*usable:
 		return loadFleet, "WARNING: the fleet is saturated (" + figures + "): add fleet machines; results understate the server"
+	case s.ServerS > 0 && other < otherBusyCores && steal < stealMinPct:
+		// Starved by the server it loads and nothing else: the report
+		// counts such an interval as the fleet's limit too.
+		return loadFleet, "WARNING: the fleet and the server share this host's cores and it has none to spare (" + figures + "): run the fleet on other machines; results understate the server"
 	case other >= otherBusyCores || steal >= stealMinPct || idle < minIdlePct:
 		return loadHostBusy, "WARNING: this host is busy with other work, not the fleet (" + figures + "): the figures are unreliable"
 	}

@@ -28,6 +28,12 @@ func TestJudgeLoad(t *testing.T) {
 		{"late with CPU to spare", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 9, FleetS: 0.5, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadLag, "CPU to spare"},
 		{"lag without sends", loadSample{WallS: 5, HostTotalS: 10, HostIdleS: 9, FleetS: 0.5, Procs: 2, LagP99: 20 * ms}, "", ""},
 		{"no reading", loadSample{}, "", ""},
+		// make demo on a quiet 2-core host: the relay child at 0.94 cores
+		// is the server, not other work (the report subtracts it too).
+		{"relay child beside the fleet", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1.5, FleetS: 8.5, ServerS: 9.4, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadFleet, "the server beside it 0.94 cores, other work 0.06 cores"},
+		{"relay child, fleet light", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1.5, FleetS: 4, ServerS: 13.9, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadFleet, "share this host's cores"},
+		{"relay child and other work", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1, FleetS: 4, ServerS: 9, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "other work 0.60 cores"},
+		{"relay child unread: its CPU is other work", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1.5, FleetS: 8.5, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "other work 1.00 cores"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -157,3 +157,19 @@ func ReadProcessUsage() (ProcessUsage, error) {
 	}
 	return ProcessUsage{CPUSeconds: stat.CPUTime(), PeakRSSBytes: int64(status.VmHWM)}, nil
 }
+
+// ReadProcessCPU reads the CPU seconds (user and system) of process pid
+// so far, from /proc/<pid>/stat: the same counter a Go server exports as
+// process_cpu_seconds_total, read here for a server child whose CPU must
+// not pass for the host's other work.
+func ReadProcessCPU(pid int) (float64, error) {
+	p, err := procfs.NewProc(pid)
+	if err != nil {
+		return 0, fmt.Errorf("open /proc/%d: %w", pid, err)
+	}
+	stat, err := p.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+	}
+	return stat.CPUTime(), nil
+}
