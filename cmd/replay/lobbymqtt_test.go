@@ -73,15 +73,10 @@ func (l *portLobby) answered() int {
 // every second) and returns its port and process.
 func startBroker(t *testing.T) (int, *testproc.Proc) {
 	t.Helper()
-	port := freePort(t)
-	path := filepath.Join(t.TempDir(), "mosquitto.conf")
-	conf := fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nmax_connections -1\nsys_interval 1\npersistence false\n", port)
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	p := testproc.Start(t, needTool(t, "mosquitto"), "-c", path)
-	p.StopSignal = os.Interrupt
-	waitListening(t, p, fmt.Sprintf("127.0.0.1:%d", port))
+	b, ports := startMosquittoConf(t, needTool(t, "mosquitto"), 1, func(p []int) string {
+		return fmt.Sprintf("listener %d 127.0.0.1\nallow_anonymous true\nmax_connections -1\nsys_interval 1\npersistence false\n", p[0])
+	})
+	port, p := ports[0], b.p
 	return port, p
 }
 
