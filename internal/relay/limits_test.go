@@ -230,21 +230,7 @@ func TestArrivalsSpreadAStarvedRead(t *testing.T) {
 // late); once read, it is judged by its last activity again. A UDP session
 // has no socket of its own: never.
 func TestBytesWaiting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer peer.Close()
-	conn, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	peer, conn := tcpPair(t)
 	f, err := conn.(*net.TCPConn).File()
 	if err != nil {
 		t.Fatal(err)

@@ -299,24 +299,32 @@ func joinConn(t *testing.T, s *Server, user string) *rclient.Conn {
 	return c
 }
 
-// TestWriteDoesNotAllocate: a loop's writev of queued chunks to a real
-// loopback connection allocates nothing in the steady state.
-func TestWriteDoesNotAllocate(t *testing.T) {
+// tcpPair is a connected loopback TCP pair: the dialling side and the
+// accepted side, both closed at the test's end.
+func tcpPair(t *testing.T) (peer, accepted net.Conn) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	peer, err := net.Dial("tcp", ln.Addr().String())
+	peer, err = net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer peer.Close()
-	nc, err := ln.Accept()
+	t.Cleanup(func() { peer.Close() })
+	accepted, err = ln.Accept()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(func() { accepted.Close() })
+	return peer, accepted
+}
+
+// TestWriteDoesNotAllocate: a loop's writev of queued chunks to a real
+// loopback connection allocates nothing in the steady state.
+func TestWriteDoesNotAllocate(t *testing.T) {
+	peer, nc := tcpPair(t)
 	go func() {
 		buf := make([]byte, 64<<10)
 		for {
