@@ -158,6 +158,21 @@ type client struct {
 	// loginSent: a login failure from now on is labelled with the login
 	// step it failed in (the reader's).
 	loginSent bool
+
+	// A client playing connections in turn (turns.go): then is the flow
+	// whose Then it plays next (nil: none), turn this connection's (0
+	// the first); a later turn's connect is where it dials ("" the
+	// target) and turnName its label (flow<index>): its login's step
+	// row and the prefix of its failures.
+	then     *profile.LoadedFlow
+	turn     int
+	connect  string
+	turnName string
+	loginAt  time.Time
+	turnDone atomic.Bool // turnOver ran
+	// leftInTurn: it left for its next connection (its deliveries are
+	// Deliveries.LeftInTurn's).
+	leftInTurn atomic.Bool
 }
 
 // firstBytes is how many of a login's first received bytes are kept.
@@ -174,6 +189,9 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 	if !ok {
 		c.loginFailed(why, res)
 		return
+	}
+	if addr == "" {
+		addr = c.connect // a later turn's server (turns.go)
 	}
 	conn, err := f.dial(ctx, c.idx, deadline, addr)
 	if err != nil {
@@ -296,6 +314,7 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 	if c.loginSent {
 		reason.step = c.pc.LoginStage()
 	}
+	reason.turn = c.turnName
 	c.f.stats.failed.add(reason.String())
 	c.f.log.Debug("login failed", zap.Int("client", c.idx), zap.Stringer("reason", reason))
 	if reason.code.IsTLS() {
@@ -317,6 +336,7 @@ func (c *client) disconnect(reason Disconnect) {
 	c.once.Do(func() {
 		c.leftRoom()
 		c.dead.Store(true)
+		c.turnOver() // it plays no next turn
 		if c.stopping.Load() {
 			return
 		}
@@ -973,11 +993,20 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	// The scheduler's TCP writes never wait, and a raw write fails once a
 	// deadline has passed: clear the login's.
 	c.conn.SetWriteDeadline(time.Time{})
+	if c.then != nil {
+		// Until its next turn's login has its result; before joined,
+		// which a disconnect (turnOver) needs.
+		c.f.turnsPending.Add(1)
+	}
 	c.joined.Store(true)
 	c.f.stats.loginOK()
 	if c.fc != nil {
 		c.fc.logins.Add(1)
 	}
+	if c.turn > 0 {
+		c.f.httpTimes.record(c.turnName, time.Since(c.loginAt))
+	}
+
 	report(res, LoginResult{})
 	if c.stopping.Load() {
 		c.leave(time.Now().Add(c.f.cfg.LeaveTimeout))
@@ -1080,7 +1109,13 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		lags = append(lags, (now-due)/1000)
 		start := len(buf)
 		var kind int
-		if st.Frame == session.Heartbeat {
+		if st.Frame < 0 {
+			if st.Frame == session.Handover {
+				// This connection's turn is over: the scheduler drops
+				// it, and it goes on to the next (nextTurn).
+				c.due = never
+				break
+			}
 			buf, kind = c.pc.AppendHeartbeat(buf, wall), hbKind
 		} else {
 			buf, kind = c.pc.AppendStep(buf, st.Frame, wall)

@@ -107,10 +107,11 @@ func (f *Fleet) deliveries() Deliveries {
 	f.mu.Lock()
 	t := f.done
 	for c := range f.live {
-		if c.joined.Load() {
+		if c.joined.Load() && !c.leftInTurn.Load() {
 			t.add(c.expected(), c.casts.Load())
 		}
 	}
+	turn := f.doneTurn
 	f.mu.Unlock()
 	var unknown int64
 	for i := range f.stats.byScheduler {
@@ -122,6 +123,9 @@ func (f *Fleet) deliveries() Deliveries {
 		UnackedAtLeaveBytes: f.stats.leaveUnsent.Load(), ClientsUnackedAtLeave: f.stats.leaveCut.Load(),
 	}
 	d.LossPercent = lossShare(d.Expected, d.Lost)
+	if turn.Connections > 0 {
+		d.LeftInTurn = &turn
+	}
 	switch {
 	case f.cfg.Shard.Sharded():
 		d.NotMeasured = fmt.Sprintf("a room spans the %d shards (clients i mod %d) and each shard counts its own senders' casts only", f.cfg.Shard.count(), f.cfg.Shard.count())
@@ -165,6 +169,21 @@ type Deliveries struct {
 	// by nobody.
 	UnackedAtLeaveBytes   int64 `json:"unacked_at_leave_bytes"`
 	ClientsUnackedAtLeave int64 `json:"clients_unacked_at_leave"`
+	// LeftInTurn are the deliveries of the connections that clients left
+	// for their next (turns.go), apart from the figures above and not
+	// judged as loss: casts sent while such a connection left reached
+	// the server before or after its leave, which only the server knows
+	// (a busy server's reads of its sockets lag by tens of ms). Nil when
+	// no client played connections in turn.
+	LeftInTurn *TurnDeliveries `json:"left_in_turn,omitempty"`
+}
+
+// TurnDeliveries are the casts owed to connections left in turn until
+// each left, and those they received until the server closed them.
+type TurnDeliveries struct {
+	Connections int64 `json:"connections"`
+	Expected    int64 `json:"expected"`
+	Received    int64 `json:"received"`
 }
 
 // Measured reports whether the expected deliveries are known.
@@ -175,7 +194,15 @@ func (d Deliveries) line() string {
 	if !d.Measured() {
 		return fmt.Sprintf("not measured: %s (received %d)", d.NotMeasured, d.Received) + d.unackedText()
 	}
-	return fmt.Sprintf("%d / %d (lost %d, %.3f%%)", d.Expected, d.Received, d.Lost, d.LossPercent) + d.unackedText()
+	return fmt.Sprintf("%d / %d (lost %d, %.3f%%)", d.Expected, d.Received, d.Lost, d.LossPercent) + d.unackedText() + d.turnText()
+}
+
+// turnText is the connections left in turn's, "" when none.
+func (d Deliveries) turnText() string {
+	if t := d.LeftInTurn; t != nil {
+		return fmt.Sprintf("; and %d / %d to %d connections left in turn (not judged: casts racing a leave)", t.Expected, t.Received, t.Connections)
+	}
+	return ""
 }
 
 // unackedText is what the leave left unacknowledged, "" when nothing.
@@ -216,4 +243,12 @@ func mergeDeliveries(out *Deliveries, d Deliveries, first bool) {
 	out.UnackedAtLeaveBytes += d.UnackedAtLeaveBytes
 	out.ClientsUnackedAtLeave += d.ClientsUnackedAtLeave
 	out.LossPercent = lossShare(out.Expected, out.Lost)
+	if t := d.LeftInTurn; t != nil {
+		if out.LeftInTurn == nil {
+			out.LeftInTurn = &TurnDeliveries{}
+		}
+		out.LeftInTurn.Connections += t.Connections
+		out.LeftInTurn.Expected += t.Expected
+		out.LeftInTurn.Received += t.Received
+	}
 }

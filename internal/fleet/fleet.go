@@ -64,9 +64,15 @@ type Fleet struct {
 	// flows are the scripts of a --flows fleet (client i plays
 	// flows[flowOf(i, weights)]); player is the first's. Nil: every
 	// client plays player.
-	flows       []profile.LoadedFlow
-	weights     []int
-	flowCnt     []flowCounters // by flows' index
+	flows   []profile.LoadedFlow
+	weights []int
+	flowCnt []flowCounters // by flows' index, then turnFlows'
+	// turnFlows are the later connections of flows played in turn
+	// (turns.go), each counted apart (its counters flowCnt[turnOf[t]])
+	// and played by the clients of flows[turnHead[j]].
+	turnFlows   []*profile.LoadedFlow
+	turnHead    []int
+	turnOf      map[*profile.LoadedFlow]int
 	profileName string
 	notes       []string
 	udp         bool
@@ -110,8 +116,15 @@ type Fleet struct {
 	// tallies their expected and received casts.
 	loopsDone int64
 	done      tally
-	// castRooms count each room's casts (deliveries.go).
-	castRooms []castRoom
+	// doneTurn are the connections left in turn's (turns.go).
+	doneTurn TurnDeliveries
+	// castRooms count each room's casts (deliveries.go): a --flows
+	// fleet whose clients play connections in turn has a set per turn
+	// (the connections of a turn are on one server; roomsPerTurn each).
+	castRooms    []castRoom
+	roomsPerTurn int
+	// runCtx is the run's (RunAt): a client's next turn logs in under it.
+	runCtx context.Context
 	// insts are the room instances the server assigned, when the
 	// profile says the server does (instances.go); nil otherwise.
 	insts *instances
@@ -122,10 +135,14 @@ type Fleet struct {
 	warnMu      sync.Mutex
 	warnings    []string
 	warnedPorts atomic.Bool
-	satCount    map[string]int // saturation warnings by kind (lag, cpu)
-	satFirst    map[string]string
-	started     time.Time
-	ended       time.Time
+	warnedTurn  atomic.Bool
+	// turnsPending counts the clients logged in that are to play a next
+	// connection and whose next login has no result yet (turns.go).
+	turnsPending atomic.Int64
+	satCount     map[string]int // saturation warnings by kind (lag, cpu)
+	satFirst     map[string]string
+	started      time.Time
+	ended        time.Time
 	// wrongProtocol holds the first bytes of the first login that got
 	// something else than the reprise protocol.
 	wrongProtocol atomic.Pointer[[]byte]
@@ -180,7 +197,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}, done: newTally(), castRooms: make([]castRoom, cfg.rooms())}
+	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}, done: newTally(), castRooms: make([]castRoom, cfg.rooms()), roomsPerTurn: cfg.rooms(), runCtx: context.Background()}
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
@@ -258,8 +275,22 @@ func (f *Fleet) loadScript() error {
 		f.flows = l.Flows
 		f.flowCnt = make([]flowCounters, len(l.Flows))
 		f.weights = make([]int, len(l.Flows))
+		turns := 1
 		for k, s := range l.Flows {
 			f.weights[k] = s.Weight
+			turns = max(turns, s.Turns())
+			for t := s.Then; t != nil; t = t.Then {
+				if f.turnOf == nil {
+					f.turnOf = map[*profile.LoadedFlow]int{}
+				}
+				f.turnOf[t] = len(f.flowCnt)
+				f.flowCnt = append(f.flowCnt, flowCounters{})
+				f.turnHead = append(f.turnHead, k)
+				f.turnFlows = append(f.turnFlows, t)
+			}
+		}
+		if turns > 1 {
+			f.castRooms = make([]castRoom, f.roomsPerTurn*turns)
 		}
 	}
 	if err := f.checkSends(); err != nil {
@@ -476,6 +507,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 		}
 		sched.Go(func() { sh.run(schedCtx) })
 	}
+	f.runCtx = runCtx // before any client logs in
 	err := f.ramp(runCtx)
 	if errors.Is(err, errStopped) {
 		err = nil // stopped at a level: the run ends now
@@ -531,7 +563,9 @@ func (f *Fleet) hold(ctx context.Context) {
 func (f *Fleet) loginsSettled(ctx context.Context) bool {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
-	for f.stats.succeed.Load()+f.stats.failed.total() < f.stats.attempts.Load() {
+	// A client still to play its next connection (turns.go) has a login
+	// to come.
+	for f.stats.succeed.Load()+f.stats.failed.total() < f.stats.attempts.Load() || f.turnsPending.Load() > 0 {
 		select {
 		case <-ctx.Done():
 			return false
@@ -731,21 +765,35 @@ func sleep(ctx context.Context, d time.Duration) bool {
 
 // newClient prepares client i: its identity, plan and own bytes.
 func (f *Fleet) newClient(i int) (*client, error) {
+	if len(f.flows) > 0 {
+		k := flowOf(i, f.weights)
+		return f.newClientOf(i, &f.flows[k], &f.flowCnt[k], 0)
+	}
+	return f.newClientOf(i, nil, nil, 0)
+}
+
+// newClientOf prepares client i's connection of turn turn (0 the first),
+// to play flow lf (nil: the fleet's one player) counted in fc.
+func (f *Fleet) newClientOf(i int, lf *profile.LoadedFlow, fc *flowCounters, turn int) (*client, error) {
 	cfg := &f.cfg
 	sender := cfg.isSender(i)
 	if f.insts != nil {
 		sender = !cfg.ReceiveOnly // until its instance is known (place)
 	}
 	player := f.player
-	var fc *flowCounters
-	if len(f.flows) > 0 {
-		k := flowOf(i, f.weights)
-		player, fc = f.flows[k].Player, &f.flowCnt[k]
+	if lf != nil {
+		player = lf.Player
 	}
 	tl := player.Timeline()
 	plan := tl.Plan(cfg.Heartbeat)
 	if !sender {
 		plan = tl.ReceiveOnlyPlan(cfg.Heartbeat)
+	}
+	var then *profile.LoadedFlow
+	if lf != nil && lf.Then != nil {
+		// It leaves this connection for the next when the recorded
+		// client did (its plan's Handover step: turns.go).
+		plan, then = plan.Until(lf.HandoverAt), lf
 	}
 	_, room, others := player.Recorded()
 	id := profile.Identity{
@@ -768,7 +816,11 @@ func (f *Fleet) newClient(i int) (*client, error) {
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sched: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[cfg.roomIndex(i)],
+		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[turn*f.roomsPerTurn+cfg.roomIndex(i)],
+		then: then, turn: turn,
+	}
+	if turn > 0 {
+		c.connect, c.turnName = lf.Connect, fmt.Sprintf("flow%d", lf.Index)
 	}
 	c.outAt.Store(-1)
 	if f.ws {
@@ -850,7 +902,13 @@ func (f *Fleet) untrack(c *client) {
 	delete(f.live, c)
 	if c.joined.Load() {
 		c.leftRoom()
-		f.done.add(c.expected(), c.casts.Load())
+		if c.leftInTurn.Load() {
+			f.doneTurn.Connections++
+			f.doneTurn.Expected += c.expected()
+			f.doneTurn.Received += c.casts.Load()
+		} else {
+			f.done.add(c.expected(), c.casts.Load())
+		}
 		if c.inst != nil {
 			c.inst.received.Add(c.casts.Load())
 		}
@@ -951,7 +1009,7 @@ func (f *Fleet) owedMissing() int64 {
 	var t tally
 	f.mu.Lock()
 	for c := range f.live {
-		if c.joined.Load() && !c.dead.Load() {
+		if c.joined.Load() && !c.dead.Load() && !c.leftInTurn.Load() {
 			t.add(c.expected(), c.casts.Load())
 		}
 	}

@@ -54,6 +54,9 @@ type FlowClients struct {
 	Logins   int64  `json:"logins_succeeded"`
 	Sent     int64  `json:"messages_sent"`
 	Received int64  `json:"messages_received"`
+	// Then says the flow is a later connection of the clients of an
+	// earlier one (flows played in turn), not clients of its own.
+	Then bool `json:"in_turn,omitempty"`
 }
 
 // flowCounters are one flow's figures in a --flows fleet; its clients
@@ -79,11 +82,18 @@ func (f *Fleet) flowClients() []FlowClients {
 		return nil
 	}
 	n := flowClients(f.cfg.Clients, f.weights)
-	out := make([]FlowClients, len(f.flows))
+	out := make([]FlowClients, len(f.flows), len(f.flowCnt))
 	for k, s := range f.flows {
 		fc := &f.flowCnt[k]
 		out[k] = FlowClients{Flow: s.Index, Client: s.Client, Clients: n[k],
 			Logins: fc.logins.Load(), Sent: fc.sent.Load(), Received: fc.received.Load()}
+	}
+	// A later connection of flows played in turn: its own row, the
+	// clients of its first flow (turns.go).
+	for j, t := range f.turnFlows {
+		fc := &f.flowCnt[f.turnOf[t]]
+		out = append(out, FlowClients{Flow: t.Index, Client: t.Client, Clients: n[f.turnHead[j]], Then: true,
+			Logins: fc.logins.Load(), Sent: fc.sent.Load(), Received: fc.received.Load()})
 	}
 	return out
 }

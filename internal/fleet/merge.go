@@ -319,7 +319,7 @@ func flowsZeroed(fl []FlowClients) []FlowClients {
 	}
 	out := make([]FlowClients, len(fl))
 	for k, f := range fl {
-		out[k] = FlowClients{Flow: f.Flow, Client: f.Client, Clients: f.Clients}
+		out[k] = FlowClients{Flow: f.Flow, Client: f.Client, Clients: f.Clients, Then: f.Then}
 	}
 	return out
 }

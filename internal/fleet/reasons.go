@@ -25,6 +25,9 @@ type LoginResult struct {
 	// (a lobby's), not to the target: its failure says nothing of the
 	// target's reach.
 	elsewhere bool
+	// turn is a later turn's label (flow<index>: turns.go), the
+	// failure's prefix.
+	turn string
 }
 
 // LoginCode is the kind of a login's result.
@@ -114,6 +117,9 @@ func (r LoginResult) String() string {
 	}
 	if r.step != "" {
 		s = r.step + "_" + s
+	}
+	if r.turn != "" {
+		s = r.turn + "_" + s
 	}
 	return s
 }

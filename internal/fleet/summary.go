@@ -334,8 +334,12 @@ func (s Summary) WriteText(w io.Writer) error {
 	}
 	row("fleet process", processLine(s.ProcessCPUSeconds, s.ProcessPeakRSSBytes, s.ProcessCPUMSPer1k))
 	for _, fc := range s.Flows {
+		who := fmt.Sprintf("%d clients", fc.Clients)
+		if fc.Then {
+			who = fmt.Sprintf("next connection of %d clients", fc.Clients)
+		}
 		row(fmt.Sprintf("flow %d (client %s)", fc.Flow, fc.Client),
-			fmt.Sprintf("%d clients, %d logins, %d messages sent, %d received", fc.Clients, fc.Logins, fc.Sent, fc.Received))
+			fmt.Sprintf("%s, %d logins, %d messages sent, %d received", who, fc.Logins, fc.Sent, fc.Received))
 	}
 	for _, in := range s.Instances {
 		row(fmt.Sprintf("room instance %q", in.Name), in.line())

@@ -79,6 +79,25 @@ type LoadedFlow struct {
 	// ALPN are the protocols the recorded TLS handshake named (the one
 	// negotiated, else those offered): a fleet with --tls offers them.
 	ALPN []string
+	// Then is the connection the same client plays next, in turn (nil:
+	// none): the recorded client left this flow's server for Then's
+	// (played on, not a lobby's step). The client plays this flow for
+	// HandoverAt after its login, leaves, and logs in with Then.
+	Then       *LoadedFlow
+	HandoverAt time.Duration
+	// Connect is where a later turn's connection goes: "" the target,
+	// ":port" the target's host at the port the recording connected to,
+	// else host:port.
+	Connect string
+}
+
+// Turns is how many connections the flow's client plays in turn.
+func (f *LoadedFlow) Turns() int {
+	n := 1
+	for t := f.Then; t != nil; t = t.Then {
+		n++
+	}
+	return n
 }
 
 // Player is the first flow's player: the one every client of a
@@ -260,6 +279,11 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 	}
 	if len(out.Flows) == 0 {
 		return nil, fmt.Errorf("%w: --flows all: none of the %d flows of %s can be replayed (%s)", capture.ErrUnusable, len(c.Flows), src.Capture, strings.Join(skipped, "; "))
+	}
+	if src.Flows.All {
+		var notes []string
+		out.Flows, notes = inTurn(out.Flows, picked, sess.by, opts.Speed)
+		out.Notes = append(out.Notes, notes...)
 	}
 	first := out.Flows[0]
 	for _, f := range out.Flows[1:] {
@@ -568,4 +592,107 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 		return nil, badf("--profile %s: use replay inspect without --profile", p.Name)
 	}
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
+}
+
+// inTurn joins, under --flows all, the flows one client played in turn
+// on different servers into one client's connections (LoadedFlow.Then):
+// a flow whose recorded client (its address's host) logged in as the
+// same user id as an earlier flow's, on another server, after that flow
+// ended, is that client's next connection, not a client of its own. The
+// client plays the earlier flow until the recorded handover (the later
+// flow's start, counted from the earlier's first message, divided by
+// speed), then connects where the recording did: the same host as the
+// first server's is --target's host (":port"), another is as recorded.
+// Flows of an HTTP session group (grouped) keep their steps and play
+// as before. The notes say what was joined.
+func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, speed float64) ([]LoadedFlow, []string) {
+	if speed <= 0 {
+		speed = 1
+	}
+	by := map[int]*capture.Flow{}
+	for _, pf := range picked {
+		by[pf.index] = pf.flow
+	}
+	userOf := func(f LoadedFlow) string {
+		if _, ok := grouped[f.Index]; ok {
+			return ""
+		}
+		u, _, _ := f.Player.Recorded()
+		if len(u) < minLinkValue || by[f.Index] == nil || len(by[f.Index].ClientFrames) == 0 {
+			return ""
+		}
+		return u
+	}
+	// Each flow's next in turn: the earliest later one of its user and
+	// client host, on another server, started after it ended.
+	next := map[int]int{} // by position in flows
+	taken := map[int]bool{}
+	for i := range flows {
+		u := userOf(flows[i])
+		if u == "" {
+			continue
+		}
+		a := by[flows[i].Index]
+		best := -1
+		for j := range flows {
+			b := by[flows[j].Index]
+			if j == i || taken[j] || userOf(flows[j]) != u || b.Server == a.Server || b.Client.Addr() != a.Client.Addr() || b.Start.Before(a.End) {
+				continue
+			}
+			if best < 0 || b.Start.Before(by[flows[best].Index].Start) {
+				best = j
+			}
+		}
+		if best >= 0 {
+			next[i], taken[best] = best, true
+		}
+	}
+	if len(next) == 0 {
+		return flows, nil
+	}
+	var notes []string
+	var out []LoadedFlow
+	for i := range flows {
+		if taken[i] {
+			continue
+		}
+		if _, ok := next[i]; !ok {
+			out = append(out, flows[i])
+			continue
+		}
+		// Build the chain from its last turn back.
+		chain := []int{i}
+		for k, ok := next[i]; ok; k, ok = next[k] {
+			chain = append(chain, k)
+		}
+		home := by[flows[i].Index].Server
+		var then *LoadedFlow
+		for n := len(chain) - 1; n >= 0; n-- {
+			f := flows[chain[n]]
+			cf := by[f.Index]
+			if n > 0 {
+				f.Connect = cf.Server.String()
+				if cf.Server.Addr() == home.Addr() {
+					f.Connect = fmt.Sprintf(":%d", cf.Server.Port())
+				}
+			}
+			if then != nil {
+				f.Then = then
+				f.HandoverAt = max(time.Duration(float64(by[then.Index].Start.Sub(cf.ClientFrames[0].Time))/speed), time.Millisecond)
+			}
+			then = &f
+		}
+		idx := make([]int, 0, len(chain))
+		desc := []string{fmt.Sprintf("flow %d on %s", then.Index, home)}
+		for f := then; f != nil; f = f.Then {
+			idx = append(idx, f.Index)
+			if f.Then != nil {
+				desc = append(desc, fmt.Sprintf("%v after its login, leaves for flow %d (connect %q)", f.HandoverAt.Round(time.Millisecond), f.Then.Index, f.Then.Connect))
+			}
+		}
+		u, _, _ := flows[i].Player.Recorded()
+		notes = append(notes, fmt.Sprintf("flows %s are one client's connections in turn (user %q, each on another server): each client plays %s", joinInts(idx), u, strings.Join(desc, ", then ")))
+		out = append(out, *then)
+	}
+	return out, notes
 }

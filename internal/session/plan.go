@@ -9,6 +9,11 @@ import (
 // script (receive-only clients, or a script played once).
 const Heartbeat = -1
 
+// Handover is the Step.Frame that ends a plan cut by Until: the client
+// leaves this connection then, for its next one. Every special frame is
+// negative, so a player tells them from script frames with one test.
+const Handover = -2
+
 // Plan is what one kind of client plays: a looping sender, a sender that
 // plays the script once, or a receive-only client. Like vegeta's Pace, it
 // is a pure function of a step number, so a client's whole future is known
@@ -22,6 +27,18 @@ type Plan struct {
 	// heartbeats follow the last frame every hb when loop is not set.
 	hb     time.Duration
 	hbBase time.Duration
+	// until, when set, cuts the plan: its last step is a Handover due
+	// then (Until).
+	until time.Duration
+}
+
+// Until is p played until d since the join, and no longer: the steps due
+// by d, then a Handover step due at d, then the end (whether p loops,
+// heartbeats, or ended before d). A client that plays one connection,
+// then another, plays the first's plan so (d > 0).
+func (p Plan) Until(d time.Duration) Plan {
+	p.until = max(d, 1)
+	return p
 }
 
 // Plan returns the sender's plan: the login part, then the loop forever,
@@ -74,6 +91,26 @@ type Step struct {
 
 // Step returns step n (from 0, the join).
 func (p Plan) Step(n int64) Step {
+	st := p.step(n)
+	if p.until > 0 && (st.End || st.Due > p.until) {
+		// Steps are due in order: the first past the cut is the
+		// handover, the rest are past the end.
+		if n > 0 && !p.past(p.step(n-1)) {
+			return Step{Frame: Handover, Due: p.until, Loops: st.Loops}
+		}
+		if n == 0 {
+			return Step{Frame: Handover, Due: p.until}
+		}
+		return Step{End: true}
+	}
+	return st
+}
+
+// past says st is past the plan's cut.
+func (p Plan) past(st Step) bool { return st.End || st.Due > p.until }
+
+// step is Step before the cut.
+func (p Plan) step(n int64) Step {
 	if n < int64(p.login) {
 		return Step{Frame: int(n), Due: p.s.at[n]}
 	}
@@ -92,6 +129,14 @@ func (p Plan) Step(n int64) Step {
 // DueBy returns how many steps are due at or before elapsed since the
 // join: the client has fallen behind if it has taken fewer.
 func (p Plan) DueBy(elapsed time.Duration) int64 {
+	if p.until > 0 && elapsed >= p.until {
+		// The steps due by the cut, and the handover.
+		return p.dueBy(p.until) + 1
+	}
+	return p.dueBy(elapsed)
+}
+
+func (p Plan) dueBy(elapsed time.Duration) int64 {
 	fr := p.s.at
 	if elapsed < 0 {
 		return 0

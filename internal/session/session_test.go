@@ -78,3 +78,50 @@ func TestReceiveOnlyPlanNoLoginFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanUntil: a plan cut at d plays the steps due by d, then a
+// Handover due at d, then ends, whether it loops, heartbeats, ends
+// before d or has no step at all; DueBy agrees with Step.
+func TestPlanUntil(t *testing.T) {
+	// Messages at 0, 50, 100 ms; loop [50, 100] (period 50 ms).
+	loop := &Loop{A: Point{Index: 1, IsIndex: true}, B: Point{Index: 2, IsIndex: true}}
+	tl, err := NewTimeline(TimelineInput{Flow: []time.Duration{ms(0), ms(50), ms(100)}, Last: 3, FirstSend: 1, Loop: loop})
+	if err != nil {
+		t.Fatal(err)
+	}
+	once, err := NewTimeline(TimelineInput{Flow: []time.Duration{ms(0), ms(50), ms(100)}, Last: 3, FirstSend: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ho := func(d time.Duration) Step { return Step{Frame: Handover, Due: d} }
+	for _, tc := range []struct {
+		name string
+		p    Plan
+		want []Step
+	}{
+		{"looping", tl.Plan(0).Until(ms(160)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 1, Due: ms(100), Loops: 1}, {Frame: 1, Due: ms(150), Loops: 2}, {Frame: Handover, Due: ms(160), Loops: 3}, {End: true}, {End: true}}},
+		{"played once, then heartbeats", once.Plan(ms(40)).Until(ms(185)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, {Frame: Heartbeat, Due: ms(140)}, {Frame: Heartbeat, Due: ms(180)}, ho(ms(185)), {End: true}}},
+		{"ended before the cut", once.Plan(0).Until(time.Second), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, ho(time.Second), {End: true}}},
+		{"cut on a step", once.Plan(0).Until(ms(50)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, ho(ms(50)), {End: true}}},
+		{"receive-only, no heartbeat", once.ReceiveOnlyPlan(0).Until(ms(70)), []Step{{Frame: 0}, ho(ms(70)), {End: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for n, want := range tc.want {
+				if got := tc.p.Step(int64(n)); got != want {
+					t.Errorf("Step(%d) = %+v, want %+v", n, got, want)
+				}
+			}
+			// DueBy counts the steps whose due has come, the handover
+			// included; never past it.
+			for _, at := range []time.Duration{0, ms(49), ms(50), ms(120), ms(500), time.Hour} {
+				var n int64
+				for n < int64(len(tc.want)) && !tc.want[n].End && tc.want[n].Due <= at {
+					n++
+				}
+				if got := tc.p.DueBy(at); got != n {
+					t.Errorf("DueBy(%v) = %d, want %d", at, got, n)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/reprise-harness/reprise/internal/fleet"
+	"github.com/reprise-harness/reprise/internal/testproc"
+	"github.com/reprise-harness/reprise/internal/wire"
+)
+
+// relayTurnClient is a recorded client's connection to one relay: it
+// joins room as user, casts chats 40 ms apart, leaves and reads until
+// the relay closes.
+func relayTurnClient(addr, user, room string, chats int) error {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := conn.Write(wire.AppendJoin(nil, room, user, nil, 0)); err != nil {
+		return err
+	}
+	buf := make([]byte, 4096)
+	if _, err := conn.Read(buf); err != nil { // joined
+		return fmt.Errorf("join %s: %w", addr, err)
+	}
+	for i := range chats {
+		time.Sleep(40 * time.Millisecond)
+		if _, err := conn.Write(wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast, Payload: fmt.Appendf(nil, "chat %d", i)})); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.Write(wire.AppendLeave(nil)); err != nil {
+		return err
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	_, err = io.Copy(io.Discard, conn) // until the relay closes
+	return err
+}
+
+// TestTwoServersInTurn: one client played on one relay, then on another
+// (a game server handing its player over): recorded live, replayed with
+// --flows all and nothing written, each fleet client plays both
+// connections in turn as one client, and each relay's own counts equal
+// the fleet's for that connection: its joins, the messages it received
+// and delivered.
+func TestTwoServersInTurn(t *testing.T) {
+	a, b := startRelay(t), startRelay(t)
+	capPath := recordLive(t, a.TCP, b.TCP, func() {
+		for _, s := range []struct{ addr, room string }{{a.TCP, "hall"}, {b.TCP, "arena"}} {
+			if err := relayTurnClient(s.addr, "rec-user-01", s.room, 6); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	// The relays' counts of the recorded client, before the fleet's.
+	baseA, baseB := countsOf(t, a), countsOf(t, b)
+	const clients = 20
+	res := replay(t, "--capture", capPath, "--flows", "all", "--target", a.TCP, "--clients", fmt.Sprint(clients),
+		"--login-interval", "5ms", "--login-timeout", "20s", "--after-logins", "1s", "--heartbeat", "0", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s := res.sum
+	if !strings.Contains(res.stdout+res.stderr, "are one client's connections in turn") {
+		t.Fatalf("the notes do not join the flows:\n%s%s", res.stdout, res.stderr)
+	}
+	if len(s.Flows) != 2 || s.Flows[0].Then || !s.Flows[1].Then {
+		t.Fatalf("flows %+v; want the first connection's and the next's\n%s", s.Flows, res.stdout)
+	}
+	if s.LoginAttempts != 2*clients || s.LoginsSucceeded != 2*clients || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 {
+		t.Fatalf("logins %d of %d attempts, failed %v, disconnects %v; want %d of %d\n%s%s",
+			s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, s.Disconnects, 2*clients, 2*clients, res.stdout, res.stderr)
+	}
+	for k, r := range []struct {
+		name string
+		srv  relayCounts
+		fc   fleet.FlowClients
+	}{{"first", countsOf(t, a).minus(baseA), s.Flows[0]}, {"next", countsOf(t, b).minus(baseB), s.Flows[1]}} {
+		// With no heartbeat, a connection sends its join, its script's
+		// sends and one leave.
+		if r.srv.joins != clients || r.fc.Logins != clients || r.srv.delivered != float64(r.fc.Received) ||
+			r.srv.received != 2*r.srv.joins+float64(r.fc.Sent) || r.fc.Sent == 0 || r.fc.Received == 0 {
+			t.Errorf("%s server (flow %d): joined %v, received %v frames, delivered %v; the fleet's connections: %d logins, %d sent (and a join and a leave each), %d received",
+				r.name, k, r.srv.joins, r.srv.received, r.srv.delivered, r.fc.Logins, r.fc.Sent, r.fc.Received)
+		}
+	}
+	if s.MessagesSent != s.Flows[0].Sent+s.Flows[1].Sent || s.MessagesReceived != s.Flows[0].Received+s.Flows[1].Received {
+		t.Errorf("sent %d, received %d: not the connections' sums %+v", s.MessagesSent, s.MessagesReceived, s.Flows)
+	}
+	// The connections that stay to the end are judged as any client's;
+	// the first connections' deliveries are reported apart (casts that
+	// raced a leave reached the server before or after it).
+	d := s.Deliveries
+	if d.Lost != 0 || d.Received != s.Flows[1].Received ||
+		d.LeftInTurn == nil || d.LeftInTurn.Connections != clients || d.LeftInTurn.Received != s.Flows[0].Received {
+		t.Errorf("deliveries %+v (left in turn %+v); want none lost of the next connections' %d, and the first connections' %d apart",
+			d, d.LeftInTurn, s.Flows[1].Received, s.Flows[0].Received)
+	}
+	var step *fleet.HTTPStepTimes
+	for i := range s.HTTPSteps {
+		if s.HTTPSteps[i].Step == fmt.Sprintf("flow%d", s.Flows[1].Flow) {
+			step = &s.HTTPSteps[i]
+		}
+	}
+	if step == nil || step.Answered != clients {
+		t.Errorf("the next connection's logins are not timed: steps %+v", s.HTTPSteps)
+	}
+	t.Logf("%d clients: first server sent %d received %d, next server sent %d received %d; deliveries %+v",
+		clients, s.Flows[0].Sent, s.Flows[0].Received, s.Flows[1].Sent, s.Flows[1].Received, s.Deliveries)
+}
+
+// relayCounts are a relay's own counts of its clients.
+type relayCounts struct{ joins, received, delivered float64 }
+
+func (r relayCounts) minus(b relayCounts) relayCounts {
+	return relayCounts{r.joins - b.joins, r.received - b.received, r.delivered - b.delivered}
+}
+
+func countsOf(t *testing.T, r *testproc.Relay) relayCounts {
+	return relayCounts{
+		joins:     relayMetric(t, r, `relay_joins_total{result="ok"}`),
+		received:  relayMetric(t, r, "relay_received_messages_total"),
+		delivered: relayMetric(t, r, "relay_delivered_messages_total"),
+	}
+}

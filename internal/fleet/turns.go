@@ -1,0 +1,73 @@
+package fleet
+
+import (
+	"time"
+)
+
+// Connections in turn: a --flows client whose recorded session played on
+// one server and then on another (a chat or lobby socket played for a
+// while, then the game server's; a game server that hands over to
+// another) plays its flows in turn, as one client. Its first connection's
+// plan is cut where the recording left it (session.Plan.Until): at that
+// Handover step the scheduler drops it and calls nextTurn, which leaves
+// the connection as at the run's end (the leave message, the close, the
+// reads drained until the server closes, bounded by --leave-timeout),
+// then logs in with the next flow's player where the recording connected
+// (LoadedFlow.Connect). The next connection is a client of its own in
+// the fleet's bookkeeping (tracked, scheduled, polled, in its turn's
+// rooms), with the same index, user id and sender role: each
+// connection's sends, receipts, latency and loss count exactly as any
+// client's, and the login of each later turn counts as a login (one more
+// attempt), timed in its own step row and with its failures labelled
+// flow<index>_<reason>. Nothing of this runs on a client that plays one
+// connection: the cost is per login, none per message.
+
+// nextTurn ends the client's connection at its plan's Handover step and
+// plays its next flow. The scheduler calls it once, having dropped the
+// client; a fleet goroutine does the leave and the login (which then
+// stays the new connection's reader), so the scheduler never waits on a
+// socket. The schedulers stop before the fleet waits for its goroutines,
+// so the goroutine is always counted before that wait.
+func (c *client) nextTurn() {
+	f := c.f
+	f.wg.Go(func() {
+		defer c.turnOver()
+		// Leaving: the reader answers nothing more, and the server's
+		// close ends the connection without a disconnect.
+		start := time.Now()
+		c.stopping.Store(true)
+		if !c.dead.Load() { // disconnected: its deliveries are judged as any client's
+			c.leftInTurn.Store(true)
+		}
+		c.leave(start.Add(f.cfg.LeaveTimeout))
+		if c.dead.Load() || f.runCtx.Err() != nil {
+			return // disconnected meanwhile (no leave), or the run ended: no next login
+		}
+		then := c.then.Then
+		n, err := f.newClientOf(c.idx, then, &f.flowCnt[f.turnOf[then]], c.turn+1)
+		if err != nil {
+			f.warnOnce(&f.warnedTurn, "WARNING: a client's next connection could not be made: "+err.Error())
+			return
+		}
+		n.loginAt = start
+		f.stats.attempts.Add(1)
+		res := make(chan LoginResult, 1)
+		n.attempt(f.runCtx, res)
+		// Its turn is over once the next one's login has its result
+		// (every path of a login reports one, bounded by its deadline).
+		select {
+		case <-res:
+		case <-f.runCtx.Done():
+		}
+	})
+}
+
+// turnOver says a client that was to play a next connection no longer
+// waits to (it handed over and the next login has its result, or its
+// connection ended first): --after-logins counts from when no client
+// does (Fleet.loginsSettled).
+func (c *client) turnOver() {
+	if c.then != nil && c.turnDone.CompareAndSwap(false, true) {
+		c.f.turnsPending.Add(-1)
+	}
+}
