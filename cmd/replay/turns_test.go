@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,26 @@ func TestTwoServersInTurn(t *testing.T) {
 	}
 	t.Logf("%d clients: first server sent %d received %d, next server sent %d received %d; deliveries %+v",
 		clients, s.Flows[0].Sent, s.Flows[0].Received, s.Flows[1].Sent, s.Flows[1].Received, s.Deliveries)
+
+	// The next server gone: each client's next login fails, counted
+	// with its connection's label; the run says so, exits non-zero and
+	// ends once every login has its result.
+	if err := b.Stop(os.Interrupt, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	res = replay(t, "--capture", capPath, "--flows", "all", "--target", a.TCP, "--clients", "5",
+		"--login-interval", "5ms", "--login-timeout", "10s", "--after-logins", "500ms", "--heartbeat", "0")
+	s = res.sum
+	want := fmt.Sprintf("flow%d_connect_refused", s.Flows[len(s.Flows)-1].Flow)
+	if s.LoginsFailed[want] != 5 || len(s.LoginsFailed) != 1 || s.LoginsSucceeded != 5 || s.LoginAttempts != 10 || res.code == 0 ||
+		!strings.Contains(res.stderr, want) || strings.Contains(res.stderr, "goroutine ") {
+		t.Errorf("next server gone: logins %d of %d, failed %v, exit %d; want 5 first logins and 5 × %s, a non-zero exit\n%s%s",
+			s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, res.code, want, res.stdout, res.stderr)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("next server gone: the run took %v", took)
+	}
 }
 
 // relayCounts are a relay's own counts of its clients.
