@@ -21,7 +21,7 @@ var ErrNothingLoggedIn = errors.New("no client logged in")
 func (s Summary) CheckLoggedIn() error {
 	switch {
 	case s.LoginsSucceeded > 0:
-		return nil
+		return s.checkTurns()
 	case s.LoginAttempts == 0:
 		return fmt.Errorf("%w: no login was attempted", ErrNothingLoggedIn)
 	}
@@ -33,6 +33,28 @@ func (s Summary) CheckLoggedIn() error {
 		why = append(why, "none failed: the run ended before any answer")
 	}
 	return fmt.Errorf("%w: %d attempts to %s (%s)", ErrNothingLoggedIn, s.LoginAttempts, s.Target, strings.Join(why, ", "))
+}
+
+// checkTurns is CheckLoggedIn's for the later connections of clients
+// playing flows in turn (turns.go): one that every client tried and none
+// reached measured nothing of its server.
+func (s Summary) checkTurns() error {
+	for _, f := range s.Flows {
+		if !f.Then || f.Logins > 0 {
+			continue
+		}
+		prefix := fmt.Sprintf("flow%d_", f.Flow)
+		var why []string
+		for _, k := range slices.Sorted(maps.Keys(s.LoginsFailed)) {
+			if strings.HasPrefix(k, prefix) {
+				why = append(why, fmt.Sprintf("%s %d", k, s.LoginsFailed[k]))
+			}
+		}
+		if len(why) > 0 {
+			return fmt.Errorf("%w: no client's next connection (flow %d) logged in (%s)", ErrNothingLoggedIn, f.Flow, strings.Join(why, ", "))
+		}
+	}
+	return nil
 }
 
 // DefaultMaxLoss is the loss share, in percent, over which a run fails

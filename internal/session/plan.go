@@ -27,9 +27,6 @@ type Plan struct {
 	// heartbeats follow the last frame every hb when loop is not set.
 	hb     time.Duration
 	hbBase time.Duration
-	// until, when set, cuts the plan: its last step is a Handover due
-	// then (Until).
-	until time.Duration
 }
 
 // Until is p played until d since the join, and no longer: the steps due
@@ -37,7 +34,11 @@ type Plan struct {
 // heartbeats, or ended before d). A client that plays one connection,
 // then another, plays the first's plan so (d > 0).
 func (p Plan) Until(d time.Duration) Plan {
-	p.until = max(d, 1)
+	// The cut lives in a copy of the timeline (its messages shared), so
+	// that a Plan stays as small as it was: every send copies one.
+	s := *p.s
+	s.until = max(d, 1)
+	p.s = &s
 	return p
 }
 
@@ -91,27 +92,11 @@ type Step struct {
 
 // Step returns step n (from 0, the join).
 func (p Plan) Step(n int64) Step {
-	st := p.step(n)
-	if p.until > 0 && (st.End || st.Due > p.until) {
-		// Steps are due in order: the first past the cut is the
-		// handover, the rest are past the end.
-		if n > 0 && !p.past(p.step(n-1)) {
-			return Step{Frame: Handover, Due: p.until, Loops: st.Loops}
-		}
-		if n == 0 {
-			return Step{Frame: Handover, Due: p.until}
-		}
-		return Step{End: true}
+	if p.s.until != 0 { // an uncut plan pays this test only
+		return p.cut(n)
 	}
-	return st
-}
-
-// past says st is past the plan's cut.
-func (p Plan) past(st Step) bool { return st.End || st.Due > p.until }
-
-// step is Step before the cut.
-func (p Plan) step(n int64) Step {
 	if n < int64(p.login) {
+
 		return Step{Frame: int(n), Due: p.s.at[n]}
 	}
 	m := n - int64(p.login)
@@ -126,12 +111,41 @@ func (p Plan) step(n int64) Step {
 	return Step{Frame: Heartbeat, Due: p.hbBase + time.Duration(m+1)*p.hb}
 }
 
+// cut is Step of a plan cut by Until.
+func (p Plan) cut(n int64) Step {
+	until := p.s.until
+	st := p.step(n)
+	if st.End || st.Due > until {
+		// Steps are due in order: the first past the cut is the
+		// handover, the rest are past the end.
+		if n > 0 && !p.past(p.step(n-1), until) {
+			return Step{Frame: Handover, Due: until, Loops: st.Loops}
+		}
+		if n == 0 {
+			return Step{Frame: Handover, Due: until}
+		}
+		return Step{End: true}
+	}
+	return st
+}
+
+// past says st is past the cut.
+func (p Plan) past(st Step, until time.Duration) bool { return st.End || st.Due > until }
+
+// step is Step before the cut.
+func (p Plan) step(n int64) Step {
+	s := *p.s
+	s.until = 0
+	p.s = &s
+	return p.Step(n)
+}
+
 // DueBy returns how many steps are due at or before elapsed since the
 // join: the client has fallen behind if it has taken fewer.
 func (p Plan) DueBy(elapsed time.Duration) int64 {
-	if p.until > 0 && elapsed >= p.until {
+	if u := p.s.until; u > 0 && elapsed >= u {
 		// The steps due by the cut, and the handover.
-		return p.dueBy(p.until) + 1
+		return p.dueBy(u) + 1
 	}
 	return p.dueBy(elapsed)
 }

@@ -30,6 +30,9 @@ type Timeline struct {
 	handshakeEnd int
 	looping      bool
 	period       time.Duration // B−A scaled, when looping
+	// until is a Plan.Until's cut (0: none), in the timeline copy that
+	// plan holds.
+	until time.Duration
 }
 
 // TimelineInput is what NewTimeline needs of a recorded flow.
