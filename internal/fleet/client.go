@@ -314,8 +314,13 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 	if c.loginSent {
 		reason.step = c.pc.LoginStage()
 	}
-	reason.turn = c.turnName
-	c.f.stats.failed.add(reason.String())
+	if c.turn > 0 {
+		// A next connection's (turns.go): not a login of its own.
+		reason.turn = c.turnName
+		c.f.stats.next.failed.add(reason.String())
+	} else {
+		c.f.stats.failed.add(reason.String())
+	}
 	c.f.log.Debug("login failed", zap.Int("client", c.idx), zap.Stringer("reason", reason))
 	if reason.code.IsTLS() {
 		c.f.tlsFailed(reason)
@@ -999,12 +1004,14 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 		c.f.turnsPending.Add(1)
 	}
 	c.joined.Store(true)
-	c.f.stats.loginOK()
+	if c.turn > 0 {
+		c.f.stats.nextOK()
+		c.f.httpTimes.record(c.turnName, time.Since(c.loginAt))
+	} else {
+		c.f.stats.loginOK()
+	}
 	if c.fc != nil {
 		c.fc.logins.Add(1)
-	}
-	if c.turn > 0 {
-		c.f.httpTimes.record(c.turnName, time.Since(c.loginAt))
 	}
 
 	report(res, LoginResult{})

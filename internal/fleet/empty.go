@@ -45,9 +45,11 @@ func (s Summary) checkTurns() error {
 		}
 		prefix := fmt.Sprintf("flow%d_", f.Flow)
 		var why []string
-		for _, k := range slices.Sorted(maps.Keys(s.LoginsFailed)) {
-			if strings.HasPrefix(k, prefix) {
-				why = append(why, fmt.Sprintf("%s %d", k, s.LoginsFailed[k]))
+		if n := s.NextConnections; n != nil {
+			for _, k := range slices.Sorted(maps.Keys(n.Failed)) {
+				if strings.HasPrefix(k, prefix) {
+					why = append(why, fmt.Sprintf("%s %d", k, n.Failed[k]))
+				}
 			}
 		}
 		if len(why) > 0 {

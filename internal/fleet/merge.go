@@ -244,6 +244,7 @@ func addCounts(out *Summary, s Summary) {
 	out.LossPercent = lossPercent(out.NumberedReceived, out.MessagesLost)
 	out.DurationS = max(out.DurationS, s.DurationS)
 	addAll(out.LoginsFailed, s.LoginsFailed)
+	mergeNext(out, s)
 	addAll(out.Disconnects, s.Disconnects)
 	addAll(out.FramesSent, s.FramesSent)
 	addAll(out.Undecodable, s.Undecodable)

@@ -28,6 +28,7 @@ type collector struct {
 	numbered, lost, joinRetries                *prometheus.Desc
 	handshake, handshakes, httpStep            *prometheus.Desc
 	expected, casts, starved, unacked          *prometheus.Desc
+	next                                       *prometheus.Desc
 }
 
 func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
@@ -56,6 +57,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 		casts:       d("replay_deliveries_received_total", "Deliveries received of the casts counted in replay_deliveries_expected_total. Loss: expected - received (per client, at least 0)."),
 		starved:     d("replay_receivers_without_deliveries", "Logged-in or gone clients owed at least one delivery that received none."),
 		unacked:     d("replay_leave_unacked_bytes_total", "Sent bytes the kernel still held unsent or unacknowledged by the server's TCP (SIOCOUTQ) when clients closed at the leave: sends counted as sent that the server may never have read."),
+		next:        d("replay_next_connections_total", "Clients' later connections when they play recorded flows in turn (--flows all), by result: ok, or flow<index>_<reason>. Not logins: replay_logins_total counts a client once, on its first connection.", "result"),
 		joinRetries: d("replay_udp_join_retries_total", "UDP join datagrams sent again because joined did not arrive in time (backoff 250 ms doubling to 2 s, until the login timeout)."),
 		handshake:   d("replay_tls_handshake_seconds", "TLS handshake durations (after the TCP connect, before the login's first message); none without --tls."),
 		handshakes:  d("replay_tls_handshakes_total", "TLS handshakes completed, by whether they resumed a session (--tls-resume).", "resumed"),
@@ -77,7 +79,7 @@ func registerMetrics(reg *prometheus.Registry, f *Fleet) error {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.loggedIn, c.requested, c.attempts, c.logins, c.sentMsgs, c.sentBytes,
 		c.sentFrames, c.recvMsgs, c.recvBytes, c.latency, c.lag, c.disconn, c.loops, c.delayed, c.shard,
-		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.httpStep, c.expected, c.casts, c.starved, c.unacked} {
+		c.numbered, c.lost, c.joinRetries, c.handshake, c.handshakes, c.httpStep, c.expected, c.casts, c.starved, c.unacked, c.next} {
 		ch <- d
 	}
 }
@@ -99,6 +101,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.logins, t.LoginsSucceeded, "ok")
 	for reason, n := range s.failed.snapshot() {
 		counter(c.logins, n, reason)
+	}
+	if len(c.f.turnFlows) > 0 {
+		counter(c.next, s.next.ok.Load(), "ok")
+		for reason, n := range s.next.failed.snapshot() {
+			counter(c.next, n, reason)
+		}
 	}
 	counter(c.sentMsgs, t.MessagesSent)
 	counter(c.sentBytes, t.BytesSent)

@@ -119,6 +119,10 @@ type stats struct {
 	leaveCut, leaveUnsent atomic.Int64
 	failed                reasons
 	disconn               reasons
+	// next counts the later connections of clients playing flows in
+	// turn (turns.go): tried, logged in, failed by flow<N>_<reason>.
+	// They are not logins: a client is one login, on its first.
+	next nextStats
 	// undecodable counts what was skipped as decoding to nothing.
 	undecodable reasons
 	// kinds name the sent kinds (the profile's); counted tells the ones
@@ -147,8 +151,21 @@ func newStats(shards, recShards int) *stats {
 	return s
 }
 
+// loginOK counts a client logged in on its first connection.
 func (s *stats) loginOK() {
 	s.succeed.Add(1)
+	s.connected()
+}
+
+// nextOK counts a client logged in on its next connection (turns.go):
+// logged in again, not one login more.
+func (s *stats) nextOK() {
+	s.next.ok.Add(1)
+	s.connected()
+}
+
+// connected counts one more connection logged in now, and the peak.
+func (s *stats) connected() {
 	n := s.loggedIn.Add(1)
 	for {
 		p := s.peak.Load()

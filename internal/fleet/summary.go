@@ -20,6 +20,10 @@ type Summary struct {
 	LoginAttempts    int64            `json:"login_attempts"`
 	LoginsSucceeded  int64            `json:"logins_succeeded"`
 	LoginsFailed     map[string]int64 `json:"logins_failed"`
+	// NextConnections are the clients' later connections when they play
+	// flows in turn (turns.go); nil otherwise. LoginsSucceeded counts
+	// each such client once, on its first connection.
+	NextConnections  *NextConnections `json:"next_connections,omitempty"`
 	PeakLoggedIn     int64            `json:"peak_logged_in"`
 	MessagesSent     int64            `json:"messages_sent"`
 	MessagesReceived int64            `json:"messages_received"`
@@ -193,6 +197,7 @@ func (f *Fleet) summary() (Summary, error) {
 		LoginAttempts:       t.LoginAttempts,
 		LoginsSucceeded:     t.LoginsSucceeded,
 		LoginsFailed:        f.stats.failed.snapshot(),
+		NextConnections:     f.nextConnections(),
 		PeakLoggedIn:        t.PeakLoggedIn,
 		MessagesSent:        t.MessagesSent,
 		MessagesReceived:    t.MessagesReceived,
@@ -296,6 +301,9 @@ func (s Summary) WriteText(w io.Writer) error {
 	row("login attempts", s.LoginAttempts)
 	row("logins succeeded", s.LoginsSucceeded)
 	row("logins failed", byReason(s.LoginsFailed))
+	if s.NextConnections != nil {
+		row("next connections", s.NextConnections.line())
+	}
 	for _, st := range s.HTTPSteps {
 		row("http step "+st.Step, st.line())
 	}

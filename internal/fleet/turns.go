@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,9 +19,11 @@ import (
 // the fleet's bookkeeping (tracked, scheduled, polled, in its turn's
 // rooms), with the same index, user id and sender role: each
 // connection's sends, receipts, latency and loss count exactly as any
-// client's, and the login of each later turn counts as a login (one more
-// attempt), timed in its own step row and with its failures labelled
-// flow<index>_<reason>. Nothing of this runs on a client that plays one
+// client's. A client is one login, on its first connection (N clients:
+// N of N logged in); each later connection is counted apart
+// (NextConnections: tried, logged in, failed by flow<index>_<reason>),
+// in its own flow row, and its login timed in its own step row
+// (flow<index>). Nothing of this runs on a client that plays one
 // connection: the cost is per login, none per message.
 
 // nextTurn ends the client's connection at its plan's Handover step and
@@ -50,7 +54,7 @@ func (c *client) nextTurn() {
 			return
 		}
 		n.loginAt = start
-		f.stats.attempts.Add(1)
+		f.stats.next.tried.Add(1)
 		res := make(chan LoginResult, 1)
 		n.attempt(f.runCtx, res)
 		// Its turn is over once the next one's login has its result
@@ -70,4 +74,47 @@ func (c *client) turnOver() {
 	if c.then != nil && c.turnDone.CompareAndSwap(false, true) {
 		c.f.turnsPending.Add(-1)
 	}
+}
+
+// nextStats count the clients' later connections (turns.go).
+type nextStats struct {
+	tried, ok atomic.Int64
+	failed    reasons
+}
+
+// NextConnections are the later connections of clients playing flows in
+// turn: how many clients went on to a next connection, how many logged
+// in there, and why the others failed (flow<index>_<reason>). They are
+// not logins: a client counts one login, on its first connection.
+type NextConnections struct {
+	Tried    int64            `json:"tried"`
+	LoggedIn int64            `json:"logged_in"`
+	Failed   map[string]int64 `json:"failed"`
+}
+
+// nextConnections is the summary's, nil when no flow is played in turn.
+func (f *Fleet) nextConnections() *NextConnections {
+	if len(f.turnFlows) == 0 {
+		return nil
+	}
+	n := &f.stats.next
+	return &NextConnections{Tried: n.tried.Load(), LoggedIn: n.ok.Load(), Failed: n.failed.snapshot()}
+}
+
+func (n *NextConnections) line() string {
+	return fmt.Sprintf("%d tried, %d logged in, failed: %s", n.Tried, n.LoggedIn, byReason(n.Failed))
+}
+
+// mergeNext adds a shard's next connections to the merged summary's.
+func mergeNext(out *Summary, s Summary) {
+	n := s.NextConnections
+	if n == nil {
+		return
+	}
+	if out.NextConnections == nil {
+		out.NextConnections = &NextConnections{Failed: map[string]int64{}}
+	}
+	out.NextConnections.Tried += n.Tried
+	out.NextConnections.LoggedIn += n.LoggedIn
+	addAll(out.NextConnections.Failed, n.Failed)
 }
