@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/profile"
 )
 
 // Connections in turn: a --flows client whose recorded session played on
@@ -15,7 +17,9 @@ import (
 // the connection as at the run's end (the leave message, the close, the
 // reads drained until the server closes, bounded by --leave-timeout),
 // then logs in with the next flow's player where the recording connected
-// (LoadedFlow.Connect). The next connection is a client of its own in
+// (LoadedFlow.Connect), carrying the values the earlier connection's
+// server handed out that the recording sent there (profile.Carry: a
+// ticket, a seat). The next connection is a client of its own in
 // the fleet's bookkeeping (tracked, scheduled, polled, in its turn's
 // rooms), with the same index, user id and sender role: each
 // connection's sends, receipts, latency and loss count exactly as any
@@ -56,6 +60,12 @@ func (c *client) nextTurn() {
 		n.loginAt = start
 		f.stats.next.tried.Add(1)
 		res := make(chan LoginResult, 1)
+		// The values this connection's server handed out that the next
+		// one sends (profile.Carry): none taken fails its login here.
+		if missing := profile.Carry(c.pc, n.pc); missing != "" {
+			n.loginFailed(LoginResult{code: LoginHTTPAnswer, said: missing}, res)
+			return
+		}
 		n.attempt(f.runCtx, res)
 		// Its turn is over once the next one's login has its result
 		// (every path of a login reports one, bounded by its deadline).

@@ -244,7 +244,7 @@ type client struct {
 // UpgradeRequest implements Client.
 func (c *client) UpgradeRequest() []byte {
 	req := c.upgrade
-	if len(c.s.p.http) > 0 {
+	if len(c.s.p.http) > 0 || c.s.p.turnTakes {
 		req = c.withTaken(req)
 	}
 	if len(c.s.p.upgradeQuery) > 0 {
@@ -384,10 +384,20 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 	ev.Frames++
 	k := p.ServerKind(m)
 	for i := range p.corrs {
-		if p.corrs[i].http > 0 {
+		cr := &p.corrs[i]
+		if cr.handed() {
 			continue
 		}
-		if v := p.corrs[i].from.take(m, k); len(v) > 0 {
+		var v []byte
+		if cr.json != nil {
+			if c.vals[i].Load() != nil {
+				continue // a value given to the next connection: the first
+			}
+			v = cr.takeJSON(m)
+		} else {
+			v = cr.from.take(m, k)
+		}
+		if len(v) > 0 {
 			if cur := c.vals[i].Load(); cur == nil || !bytes.Equal(*cur, v) {
 				cp := append([]byte(nil), v...)
 				c.vals[i].Store(&cp)

@@ -507,7 +507,7 @@ func (c *client) ConnectAddr() string {
 // this client was handed.
 func (c *client) withTaken(b []byte) []byte {
 	for i := range c.s.p.corrs {
-		if c.s.p.corrs[i].http == 0 || c.s.corrs[i] == nil {
+		if !c.s.p.corrs[i].handed() || c.s.corrs[i] == nil {
 			continue
 		}
 		if v := c.vals[i].Load(); v != nil {
@@ -523,7 +523,7 @@ func (c *client) withTaken(b []byte) []byte {
 func (s *Script) findHTTPRecorded(client []Message) {
 	for i := range s.p.corrs {
 		c := &s.p.corrs[i]
-		if c.http == 0 || c.recorded == nil {
+		if !c.handed() || c.recorded == nil {
 			continue
 		}
 		if c.recorded.value != nil {

@@ -263,6 +263,8 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 		fp := p
 		if sp := sess.by[pf.index]; sp != nil {
 			fp = sp
+		} else if sp := sess.carry[pf.index]; sp != nil {
+			fp = sp
 		}
 		pl, err := fp.compileFlow(pf.flow, src, opts)
 		if err == nil {
@@ -282,7 +284,7 @@ func loadFlows(p *Profile, src Source, opts ScriptOptions) (*Loaded, error) {
 	}
 	if src.Flows.All {
 		var notes []string
-		out.Flows, notes = inTurn(out.Flows, picked, sess.by, opts.Speed)
+		out.Flows, notes = inTurn(out.Flows, picked, sess.by, sess.next, opts.Speed)
 		out.Notes = append(out.Notes, notes...)
 	}
 	first := out.Flows[0]
@@ -323,6 +325,11 @@ type flowSessions struct {
 	by    map[int]*Profile
 	made  map[int]bool
 	notes []string
+	// carry are the flows whose profile carries values to or from
+	// another played in turn (turncarry.go), and next each giving flow's
+	// taker.
+	carry map[int]*Profile
+	next  map[int]int
 }
 
 // sessions groups the picked flows one client opened. A profile with
@@ -358,7 +365,13 @@ func (p *Profile) sessions(picked []pickedFlow, all bool, opts ScriptOptions) (f
 		flows[pf.index] = d
 		data = append(data, d)
 	}
-	for _, g := range sessionGroups(Links(data)) {
+	links := Links(data)
+	if all {
+		var turn []Link
+		turn, links = turnLinks(links, flows)
+		p.carries(turn, &out)
+	}
+	for _, g := range sessionGroups(links) {
 		if len(g.realtime) == 0 {
 			continue
 		}
@@ -605,7 +618,7 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 // first server's is --target's host (":port"), another is as recorded.
 // Flows of an HTTP session group (grouped) keep their steps and play
 // as before. The notes say what was joined.
-func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, speed float64) ([]LoadedFlow, []string) {
+func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, linked map[int]int, speed float64) ([]LoadedFlow, []string) {
 	if speed <= 0 {
 		speed = 1
 	}
@@ -623,20 +636,35 @@ func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, s
 		}
 		return u
 	}
-	// Each flow's next in turn: the earliest later one of its user and
-	// client host, on another server, started after it ended.
+	// Each flow's next in turn: the one its server's answers handed a
+	// value to (linked), else the earliest later one of its user; of
+	// its client host, on another server, started after it ended.
 	next := map[int]int{} // by position in flows
 	taken := map[int]bool{}
 	for i := range flows {
 		u := userOf(flows[i])
-		if u == "" {
+		to, hands := linked[flows[i].Index]
+		if u == "" && !hands {
 			continue
 		}
 		a := by[flows[i].Index]
+		if a == nil || len(a.ClientFrames) == 0 {
+			continue
+		}
 		best := -1
 		for j := range flows {
 			b := by[flows[j].Index]
-			if j == i || taken[j] || userOf(flows[j]) != u || b.Server == a.Server || b.Client.Addr() != a.Client.Addr() || b.Start.Before(a.End) {
+			if j == i || taken[j] || b.Server == a.Server || b.Client.Addr() != a.Client.Addr() || b.Start.Before(a.End) {
+				continue
+			}
+			if hands {
+				if flows[j].Index == to {
+					best = j
+					break
+				}
+				continue
+			}
+			if userOf(flows[j]) != u {
 				continue
 			}
 			if best < 0 || b.Start.Before(by[flows[best].Index].Start) {
@@ -690,8 +718,11 @@ func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, s
 				desc = append(desc, fmt.Sprintf("%v after its login, leaves for flow %d (connect %q)", f.HandoverAt.Round(time.Millisecond), f.Then.Index, f.Then.Connect))
 			}
 		}
-		u, _, _ := flows[i].Player.Recorded()
-		notes = append(notes, fmt.Sprintf("flows %s are one client's connections in turn (user %q, each on another server): each client plays %s", joinInts(idx), u, strings.Join(desc, ", then ")))
+		who := "each on another server"
+		if u, _, _ := flows[i].Player.Recorded(); u != "" {
+			who = fmt.Sprintf("user %q, %s", u, who)
+		}
+		notes = append(notes, fmt.Sprintf("flows %s are one client's connections in turn (%s): each client plays %s", joinInts(idx), who, strings.Join(desc, ", then ")))
 		out = append(out, *then)
 	}
 	return out, notes

@@ -86,6 +86,7 @@ type Profile struct {
 	identity    identityRule
 	corrs       []corrRule
 	http        []httpStep
+	turnTakes   bool      // a Turn take: the upgrade carries a value (turncarry.go)
 	connect     *template // where the connection goes, when the answers say
 	// upgradeQuery sets the upgrade's query parameters per client.
 	upgradeQuery []queryEdit
@@ -291,7 +292,19 @@ type corrRule struct {
 	// carried it.
 	http     int
 	recorded *fieldRule
+	// A client's connections in turn (turncarry.go): json is where a
+	// server message hands out a value this connection gives the
+	// client's next one (taken once, the first message that has it);
+	// carried says the value is the client's previous connection's,
+	// put in by the fleet before the login (Carry).
+	json    []string
+	carried bool
 }
+
+// handed reports whether the value comes from outside this connection's
+// server messages: an HTTP step's answer, or the client's previous
+// connection.
+func (c *corrRule) handed() bool { return c.http > 0 || c.carried }
 
 // hooks are the Go code a profile names (Spec.Hooks, namedHooks).
 type hooks interface {
@@ -396,6 +409,7 @@ func (s *Spec) compile() (*Profile, error) {
 	// A correlation, or an HTTP step's take, is a value by its name
 	// whatever its mistakes: what names it is checked as well.
 	errs.add(s.compileHTTP(p))
+	errs.add(s.compileTurn(p))
 	errs.add(s.compileIdentity(p))
 	if errLogin == nil {
 		errs.add(s.compileLoginSteps(p))

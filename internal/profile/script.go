@@ -395,11 +395,15 @@ func (s *Script) findCorrelations(server []Message) {
 	s.corrs = make([][]byte, len(s.p.corrs))
 	for i := range s.p.corrs {
 		c := &s.p.corrs[i]
-		if c.http > 0 {
+		if c.handed() {
 			continue // findHTTPRecorded
 		}
 		for _, m := range server {
-			if v := c.from.take(m.Bytes, m.Kind); len(v) > 0 {
+			v := c.from.take(m.Bytes, m.Kind)
+			if c.json != nil {
+				v = c.takeJSON(m.Bytes)
+			}
+			if len(v) > 0 {
 				s.corrs[i] = append([]byte(nil), v...)
 				break
 			}

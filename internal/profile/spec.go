@@ -51,6 +51,10 @@ type Spec struct {
 	// HTTP are requests before the connection, their answers' values
 	// correlations (httpstep.go).
 	HTTP []HTTPStepSpec `yaml:"http"`
+	// Turn are the values a client's connections in turn carry from one
+	// to the next: set by the loader from the recording's links
+	// (turncarry.go), not written in a file.
+	Turn TurnSpec `yaml:"-"`
 	// Connect is the address (host:port) the connection goes to, a
 	// template over the HTTP steps' values; empty: --target; a port
 	// alone (":${port}"): on --target's host.
