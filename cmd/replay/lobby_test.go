@@ -54,12 +54,18 @@ func recordLobbyClient(t *testing.T, api, game string) string {
 // no proxy in between would see).
 func recordLive(t *testing.T, api, game string, client func()) string {
 	t.Helper()
+	return recordLiveOn(t, "tcp", api, game, client)
+}
+
+// recordLiveOn is recordLive over transport proto (tcp or udp).
+func recordLiveOn(t *testing.T, proto, api, game string, client func()) string {
+	t.Helper()
 	testproc.NeedRoot(t, "live capture")
 	out := filepath.Join(t.TempDir(), "lobby.pcap")
 	_, apiPort, _ := net.SplitHostPort(api)
 	_, gamePort, _ := net.SplitHostPort(game)
 	rec := testproc.StartCombined(t, bins["record"], "live", "--iface", "lo", "--out", out,
-		"--filter", fmt.Sprintf("tcp port %s or tcp port %s", apiPort, gamePort))
+		"--filter", fmt.Sprintf("%s port %s or %s port %s", proto, apiPort, proto, gamePort))
 	waitOutput(t, rec, "capturing on lo")
 	client()
 	time.Sleep(200 * time.Millisecond) // the last packets into the capture

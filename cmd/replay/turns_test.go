@@ -46,6 +46,49 @@ func relayTurnClient(addr, user, room string, chats int) error {
 	return err
 }
 
+// relayTurnClientUDP is relayTurnClient over UDP: it joins with a
+// padded datagram, confirms its session with a heartbeat (the protocol's
+// UDP specifics), casts, and leaves.
+func relayTurnClientUDP(addr, user, room string, chats int) error {
+	conn, err := net.Dial("udp", addr)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	join := wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, 0)
+	join = wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, wire.UDPJoinPad-len(join))
+	if _, err := conn.Write(join); err != nil {
+		return err
+	}
+	buf := make([]byte, 2048)
+	var f wire.Frame
+	for f.Type != wire.TypeJoined {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return fmt.Errorf("join %s: %w", addr, err)
+		}
+		if _, err := wire.Decode(buf[:n], 1<<16, &f); err != nil {
+			return fmt.Errorf("join %s: %w", addr, err)
+		}
+	}
+	tok := f.SessionToken
+	send := func(frame []byte) error {
+		_, err := conn.Write(append(wire.AppendDatagram(nil, tok), frame...))
+		return err
+	}
+	if err := send(wire.AppendHeartbeat(nil, time.Now().UnixNano())); err != nil { // the confirmation
+		return err
+	}
+	for i := range chats {
+		time.Sleep(40 * time.Millisecond)
+		if err := send(wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast, Payload: fmt.Appendf(nil, "chat %d", i)})); err != nil {
+			return err
+		}
+	}
+	return send(wire.AppendLeave(nil))
+}
+
 // TestTwoServersInTurn: one client played on one relay, then on another
 // (a game server handing its player over): recorded live, replayed with
 // --flows all and nothing written, each fleet client plays both
@@ -182,3 +225,51 @@ var (
 	flowMsgs   = regexp.MustCompile(`\d+ messages sent, \d+ received`)
 	rowGap     = regexp.MustCompile(`  +`)
 )
+
+// TestTwoServersInTurnUDP: TestTwoServersInTurn over UDP, the
+// recorded client's session confirmed as the protocol's UDP specifics
+// say. A UDP connection's leave ends it at once (no close to drain to):
+// deliveries to a first connection that raced its leave are the relay's
+// and not the fleet's, so that connection's are at most the relay's;
+// the last connections' are equal, as are the joins and the datagrams.
+func TestTwoServersInTurnUDP(t *testing.T) {
+	a, b := startRelay(t), startRelay(t)
+	capPath := recordLiveOn(t, "udp", a.UDP, b.UDP, func() {
+		for _, s := range []struct{ addr, room string }{{a.UDP, "hall"}, {b.UDP, "arena"}} {
+			if err := relayTurnClientUDP(s.addr, "rec-user-01", s.room, 6); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	baseA, baseB := countsOf(t, a), countsOf(t, b)
+	const clients = 10
+	res := replay(t, "--capture", capPath, "--flows", "all", "--target", a.UDP, "--clients", fmt.Sprint(clients),
+		"--login-interval", "5ms", "--login-timeout", "20s", "--after-logins", "1s", "--heartbeat", "0", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s, n := res.sum, res.sum.NextConnections
+	if len(s.Flows) != 2 || !s.Flows[1].Then || s.LoginsSucceeded != clients || s.LoginAttempts != clients || len(s.LoginsFailed) != 0 ||
+		n == nil || n.Tried != clients || n.LoggedIn != clients || len(n.Failed) != 0 {
+		t.Fatalf("flows %+v, logins %d of %d, failed %v, next %+v; want %d of %d and %d of %d next\n%s%s",
+			s.Flows, s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, n, clients, clients, clients, clients, res.stdout, res.stderr)
+	}
+	for k, r := range []relayCounts{countsOf(t, a).minus(baseA), countsOf(t, b).minus(baseB)} {
+		fc := s.Flows[k]
+		t.Logf("flow %d: relay joined %v, received %v frames, delivered %v; fleet: %d logins, sent %d, received %d", fc.Flow, r.joins, r.received, r.delivered, fc.Logins, fc.Sent, fc.Received)
+		if r.joins != clients || fc.Logins != clients || fc.Sent == 0 || fc.Received == 0 ||
+			(k == 1 && r.delivered != float64(fc.Received)) || float64(fc.Received) > r.delivered {
+			t.Errorf("flow %d: relay joined %v, delivered %v; fleet %d logins, received %d", fc.Flow, r.joins, r.delivered, fc.Logins, fc.Received)
+		}
+	}
+	// Every datagram the fleet wrote (joins and their retries, the
+	// sessions' confirmations, sends, leaves) is one the relays took,
+	// but those their sockets dropped.
+	var wrote int64
+	for _, n := range s.FramesSent {
+		wrote += n
+	}
+	took := countsOf(t, a).minus(baseA).received + countsOf(t, b).minus(baseB).received
+	drops := relayMetric(t, a, "relay_udp_receive_drops_total") + relayMetric(t, b, "relay_udp_receive_drops_total")
+	if took+drops != float64(wrote) {
+		t.Errorf("the relays took %v datagrams and dropped %v; the fleet wrote %d (%v)", took, drops, wrote, s.FramesSent)
+	}
+}

@@ -607,14 +607,25 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
 
+// ended is when a flow ended for inTurn: its last packet, but a UDP
+// flow's last client message (it has no close: a datagram the server
+// sent as the client left may arrive after the client moved on).
+func ended(f *capture.Flow) time.Time {
+	if f.Transport == capture.UDP {
+		return f.ClientFrames[len(f.ClientFrames)-1].Time
+	}
+	return f.End
+}
+
 // inTurn joins, under --flows all, the flows one client played in turn
 // on different servers into one client's connections (LoadedFlow.Then):
 // a flow whose recorded client (its address's host) logged in as the
-// same user id as an earlier flow's, on another server, after that flow
-// ended, is that client's next connection, not a client of its own. The
-// client plays the earlier flow until the recorded handover (the later
-// flow's start, counted from the earlier's first message, divided by
-// speed), then connects where the recording did: the same host as the
+// same user id as an earlier flow's, on another server, after that
+// flow ended (ended), is that client's next connection, not a client of
+// its own; so is a flow the earlier one's server handed values to
+// (linked: turncarry.go). The client plays the earlier flow until the
+// recorded handover (the later flow's start, counted from the earlier's
+// first message, divided by speed), then connects where the recording did: the same host as the
 // first server's is --target's host (":port"), another is as recorded.
 // Flows of an HTTP session group (grouped) keep their steps and play
 // as before. The notes say what was joined.
@@ -654,7 +665,7 @@ func inTurn(flows []LoadedFlow, picked []pickedFlow, grouped map[int]*Profile, l
 		best := -1
 		for j := range flows {
 			b := by[flows[j].Index]
-			if j == i || taken[j] || b.Server == a.Server || b.Client.Addr() != a.Client.Addr() || b.Start.Before(a.End) {
+			if j == i || taken[j] || b.Server == a.Server || b.Client.Addr() != a.Client.Addr() || b.Start.Before(ended(a)) {
 				continue
 			}
 			if hands {
