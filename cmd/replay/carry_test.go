@@ -11,11 +11,14 @@ package main
 import (
 	"bufio"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -42,7 +45,9 @@ type handover struct {
 	forget  bool // tickets handed out are not kept (the next server refuses them)
 }
 
-func startHandover(t *testing.T) *handover {
+// startHandover starts the server's two listeners, over TLS with the
+// certificate and key given (PEM files), else plaintext.
+func startHandover(t *testing.T, tlsFiles ...string) *handover {
 	t.Helper()
 	h := &handover{tickets: map[string]string{}, key: "ticket"}
 	for s := range 2 {
@@ -50,6 +55,13 @@ func startHandover(t *testing.T) *handover {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if len(tlsFiles) == 2 {
+			cert, err := tls.LoadX509KeyPair(tlsFiles[0], tlsFiles[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}})
 		}
 		h.addr[s] = ln.Addr().String()
 		srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -163,9 +175,14 @@ func (h *handover) serve(s int, c *nkConn, in *bufio.Reader) {
 // room hall, takes its ticket from the answer, chats, closes; on the
 // next it joins arena with that ticket, chats, closes.
 func handoverClient(first, next, user string, chats int) error {
+	return handoverClientOver(func(addr string) (net.Conn, error) { return net.Dial("tcp", addr) }, first, next, user, chats)
+}
+
+// handoverClientOver is handoverClient connecting with dial.
+func handoverClientOver(dial func(string) (net.Conn, error), first, next, user string, chats int) error {
 	var ticket string
 	for s, addr := range []string{first, next} {
-		conn, err := net.Dial("tcp", addr)
+		conn, err := dial(addr)
 		if err != nil {
 			return err
 		}
@@ -300,4 +317,56 @@ func TestCarriedBetweenTurns(t *testing.T) {
 			h.mu.Unlock()
 		}
 	})
+}
+
+// TestCarriedBetweenTurnsTLS: the same over TLS on both servers, the
+// recorded client's session keys in a key log: the fleet decrypts the
+// recording, makes its own TLS connection to each server in turn
+// (--tls), and carries each client's ticket: every next join accepted,
+// each server's counts equal the fleet's, a handshake per connection.
+func TestCarriedBetweenTurnsTLS(t *testing.T) {
+	pki := newTestPKI(t)
+	h := startHandover(t, pki.cert, pki.key)
+	caPEM, err := os.ReadFile(pki.ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	keys := filepath.Join(t.TempDir(), "keys.log")
+	keyLog, err := os.Create(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capPath := recordLive(t, h.addr[0], h.addr[1], func() {
+		dial := func(addr string) (net.Conn, error) {
+			return tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", KeyLogWriter: keyLog})
+		}
+		if err := handoverClientOver(dial, h.addr[0], h.addr[1], "rec-user-01", 6); err != nil {
+			t.Fatal(err)
+		}
+	})
+	keyLog.Close()
+	const clients = 10
+	res := replay(t, "--profile", filepath.Join("testdata", "handover", "chat.yaml"), "--capture", capPath, "--tls-keylog", keys, "--flows", "all",
+		"--target", h.addr[0], "--tls", "--tls-ca", pki.ca, "--clients", fmt.Sprint(clients),
+		"--login-interval", "5ms", "--heartbeat", "0", "--login-timeout", "20s", "--after-logins", "1s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s, n := res.sum, res.sum.NextConnections
+	h.mu.Lock()
+	issued, refused, joins, chats, deliv := h.issued, h.refused, h.joins, h.chats, h.deliv
+	h.mu.Unlock()
+	if s.LoginsSucceeded != clients || s.LoginAttempts != clients || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 ||
+		n == nil || n.Tried != clients || n.LoggedIn != clients || len(n.Failed) != 0 || len(s.Flows) != 2 ||
+		issued != clients+1 || refused != 0 || joins != [2]int{clients + 1, clients + 1} || s.TLS == nil || s.TLS.Handshakes != 2*clients {
+		t.Fatalf("logins %d of %d, failed %v, disconnects %v, next %+v, tls %+v; the servers issued %d tickets, refused %d, joined %v (the recorded client's included)\n%s%s",
+			s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, s.Disconnects, n, s.TLS, issued, refused, joins, res.stdout, res.stderr)
+	}
+	for k, fc := range s.Flows {
+		// The recorded client's own chats and deliveries (it was alone in
+		// each room: none) are the servers' too.
+		if fc.Logins != clients || fc.Sent != chats[k]-6 || fc.Received != deliv[k] || fc.Received == 0 {
+			t.Errorf("flow %d: %d logins, sent %d, received %d; its server: chats %d (6 recorded), delivered %d", fc.Flow, fc.Logins, fc.Sent, fc.Received, chats[k], deliv[k])
+		}
+	}
 }
