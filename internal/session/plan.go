@@ -34,12 +34,21 @@ type Plan struct {
 // heartbeats, or ended before d). A client that plays one connection,
 // then another, plays the first's plan so (d > 0).
 func (p Plan) Until(d time.Duration) Plan {
-	// The cut lives in a copy of the timeline (its messages shared), so
-	// that a Plan stays as small as it was: every send copies one.
-	s := *p.s
-	s.until = max(d, 1)
-	p.s = &s
-	return p
+	// The cut lives in a timeline of its own, so that a Plan stays as
+	// small as it was (every send copies one), and the plan is one with
+	// no frame, no loop and a negative heartbeat interval: Step reaches
+	// the cut only where an uncut plan ends (its hb <= 0 branch), and
+	// an uncut plan pays nothing for it.
+	return Plan{s: &Timeline{cut: &cutPlan{plan: p, until: max(d, 1)}}, hb: cutHB}
+}
+
+// cutHB is the heartbeat interval that marks a plan cut by Until.
+const cutHB = -1
+
+// cutPlan is a plan cut by Until: the plan, and its cut.
+type cutPlan struct {
+	plan  Plan
+	until time.Duration
 }
 
 // Plan returns the sender's plan: the login part, then the loop forever,
@@ -71,6 +80,9 @@ func (s *Timeline) ReceiveOnlyPlan(hb time.Duration) Plan {
 // Frames is how many script frames (a prefix) the plan can ever play;
 // only those need encoding.
 func (p Plan) Frames() int {
+	if p.hb == cutHB {
+		return p.s.cut.plan.Frames()
+	}
 	if p.loop {
 		return p.s.loopEnd
 	}
@@ -92,11 +104,7 @@ type Step struct {
 
 // Step returns step n (from 0, the join).
 func (p Plan) Step(n int64) Step {
-	if p.s.until != 0 { // an uncut plan pays this test only
-		return p.cut(n)
-	}
 	if n < int64(p.login) {
-
 		return Step{Frame: int(n), Due: p.s.at[n]}
 	}
 	m := n - int64(p.login)
@@ -106,46 +114,43 @@ func (p Plan) Step(n int64) Step {
 		return Step{Frame: int(j), Due: p.s.at[j] + time.Duration(k)*p.s.period, Loops: k}
 	}
 	if p.hb <= 0 {
+		if p.hb == cutHB {
+			return p.s.cut.step(n)
+		}
 		return Step{End: true}
 	}
 	return Step{Frame: Heartbeat, Due: p.hbBase + time.Duration(m+1)*p.hb}
 }
 
-// cut is Step of a plan cut by Until.
-func (p Plan) cut(n int64) Step {
-	until := p.s.until
-	st := p.step(n)
-	if st.End || st.Due > until {
-		// Steps are due in order: the first past the cut is the
-		// handover, the rest are past the end.
-		if n > 0 && !p.past(p.step(n-1), until) {
-			return Step{Frame: Handover, Due: until, Loops: st.Loops}
-		}
-		if n == 0 {
-			return Step{Frame: Handover, Due: until}
-		}
-		return Step{End: true}
+// step is Step of the plan cut.
+func (c *cutPlan) step(n int64) Step {
+	st := c.plan.Step(n)
+	if !c.past(st) {
+		return st
 	}
-	return st
+	// Steps are due in order: the first past the cut is the handover,
+	// the rest are past the end.
+	switch {
+	case n == 0:
+		return Step{Frame: Handover, Due: c.until}
+	case !c.past(c.plan.Step(n - 1)):
+		return Step{Frame: Handover, Due: c.until, Loops: st.Loops}
+	}
+	return Step{End: true}
 }
 
 // past says st is past the cut.
-func (p Plan) past(st Step, until time.Duration) bool { return st.End || st.Due > until }
-
-// step is Step before the cut.
-func (p Plan) step(n int64) Step {
-	s := *p.s
-	s.until = 0
-	p.s = &s
-	return p.Step(n)
-}
+func (c *cutPlan) past(st Step) bool { return st.End || st.Due > c.until }
 
 // DueBy returns how many steps are due at or before elapsed since the
 // join: the client has fallen behind if it has taken fewer.
 func (p Plan) DueBy(elapsed time.Duration) int64 {
-	if u := p.s.until; u > 0 && elapsed >= u {
-		// The steps due by the cut, and the handover.
-		return p.dueBy(u) + 1
+	if p.hb == cutHB {
+		c := p.s.cut
+		if elapsed >= c.until {
+			return c.plan.dueBy(c.until) + 1 // the steps due by the cut, and the handover
+		}
+		return c.plan.dueBy(elapsed)
 	}
 	return p.dueBy(elapsed)
 }

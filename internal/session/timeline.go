@@ -30,9 +30,9 @@ type Timeline struct {
 	handshakeEnd int
 	looping      bool
 	period       time.Duration // B−A scaled, when looping
-	// until is a Plan.Until's cut (0: none), in the timeline copy that
-	// plan holds.
-	until time.Duration
+	// cut is a Plan.Until's (nil: none), in the timeline of its own
+	// that plan holds.
+	cut *cutPlan
 }
 
 // TimelineInput is what NewTimeline needs of a recorded flow.
