@@ -1106,6 +1106,13 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		st := c.plan.Step(c.next)
 		if st.End {
 			c.due = never
+			if st.Frame == session.Handover {
+				// This connection's turn ends at the cut: the scheduler
+				// then drops it, and it goes on to the next (nextTurn).
+				if due := c.start + int64(st.Due); due > now {
+					c.due = due
+				}
+			}
 			break
 		}
 		due := c.start + int64(st.Due)
@@ -1116,13 +1123,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		lags = append(lags, (now-due)/1000)
 		start := len(buf)
 		var kind int
-		if st.Frame < 0 {
-			if st.Frame == session.Handover {
-				// This connection's turn is over: the scheduler drops
-				// it, and it goes on to the next (nextTurn).
-				c.due = never
-				break
-			}
+		if st.Frame == session.Heartbeat {
 			buf, kind = c.pc.AppendHeartbeat(buf, wall), hbKind
 		} else {
 			buf, kind = c.pc.AppendStep(buf, st.Frame, wall)

@@ -9,9 +9,9 @@ import (
 // script (receive-only clients, or a script played once).
 const Heartbeat = -1
 
-// Handover is the Step.Frame that ends a plan cut by Until: the client
-// leaves this connection then, for its next one. Every special frame is
-// negative, so a player tells them from script frames with one test.
+// Handover is the Frame of the End steps of a plan cut by Until, Due
+// the cut: the client leaves this connection then, for its next one. A
+// player that tests End first pays nothing for it on any other step.
 const Handover = -2
 
 // Plan is what one kind of client plays: a looping sender, a sender that
@@ -30,8 +30,8 @@ type Plan struct {
 }
 
 // Until is p played until d since the join, and no longer: the steps due
-// by d, then a Handover step due at d, then the end (whether p loops,
-// heartbeats, or ended before d). A client that plays one connection,
+// by d, then the end, as End steps with Frame Handover due at d (whether
+// p loops, heartbeats, or ended before d). A client that plays one connection,
 // then another, plays the first's plan so (d > 0).
 func (p Plan) Until(d time.Duration) Plan {
 	// The cut lives in a timeline of its own, so that a Plan stays as
@@ -113,44 +113,43 @@ func (p Plan) Step(n int64) Step {
 		k, j := m/(b-a), a+m%(b-a)
 		return Step{Frame: int(j), Due: p.s.at[j] + time.Duration(k)*p.s.period, Loops: k}
 	}
-	if p.hb <= 0 {
-		if p.hb == cutHB {
-			return p.s.cut.step(n)
-		}
+	if p.hb > 0 {
+		return Step{Frame: Heartbeat, Due: p.hbBase + time.Duration(m+1)*p.hb}
+	}
+	if p.hb != cutHB {
 		return Step{End: true}
 	}
-	return Step{Frame: Heartbeat, Due: p.hbBase + time.Duration(m+1)*p.hb}
-}
-
-// step is Step of the plan cut.
-func (c *cutPlan) step(n int64) Step {
-	st := c.plan.Step(n)
-	if !c.past(st) {
-		return st
-	}
-	// Steps are due in order: the first past the cut is the handover,
-	// the rest are past the end.
+	// A plan cut by Until: the plan's step unless past the cut (steps
+	// are due in order: every one past it is the end, the handover).
+	// The plan's step is the above again, written here, so that Step
+	// calls nothing: a function that calls pays a stack check and a
+	// frame on every call, and every plan would pay for the cut.
+	c := p.s.cut
+	q := c.plan
+	m = n - int64(q.login)
+	st := Step{End: true}
 	switch {
-	case n == 0:
-		return Step{Frame: Handover, Due: c.until}
-	case !c.past(c.plan.Step(n - 1)):
-		return Step{Frame: Handover, Due: c.until, Loops: st.Loops}
+	case n < int64(q.login):
+		st = Step{Frame: int(n), Due: q.s.at[n]}
+	case q.loop:
+		a, b := int64(q.s.loginEnd), int64(q.s.loopEnd)
+		k, j := m/(b-a), a+m%(b-a)
+		st = Step{Frame: int(j), Due: q.s.at[j] + time.Duration(k)*q.s.period, Loops: k}
+	case q.hb > 0:
+		st = Step{Frame: Heartbeat, Due: q.hbBase + time.Duration(m+1)*q.hb}
 	}
-	return Step{End: true}
+	if st.End || st.Due > c.until {
+		return Step{End: true, Frame: Handover, Due: c.until}
+	}
+	return st
 }
-
-// past says st is past the cut.
-func (c *cutPlan) past(st Step) bool { return st.End || st.Due > c.until }
 
 // DueBy returns how many steps are due at or before elapsed since the
 // join: the client has fallen behind if it has taken fewer.
 func (p Plan) DueBy(elapsed time.Duration) int64 {
 	if p.hb == cutHB {
 		c := p.s.cut
-		if elapsed >= c.until {
-			return c.plan.dueBy(c.until) + 1 // the steps due by the cut, and the handover
-		}
-		return c.plan.dueBy(elapsed)
+		return c.plan.dueBy(min(elapsed, c.until))
 	}
 	return p.dueBy(elapsed)
 }

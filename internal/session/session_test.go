@@ -93,17 +93,17 @@ func TestPlanUntil(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ho := func(d time.Duration) Step { return Step{Frame: Handover, Due: d} }
+	ho := func(d time.Duration) Step { return Step{End: true, Frame: Handover, Due: d} }
 	for _, tc := range []struct {
 		name string
 		p    Plan
 		want []Step
 	}{
-		{"looping", tl.Plan(0).Until(ms(160)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 1, Due: ms(100), Loops: 1}, {Frame: 1, Due: ms(150), Loops: 2}, {Frame: Handover, Due: ms(160), Loops: 3}, {End: true}, {End: true}}},
-		{"played once, then heartbeats", once.Plan(ms(40)).Until(ms(185)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, {Frame: Heartbeat, Due: ms(140)}, {Frame: Heartbeat, Due: ms(180)}, ho(ms(185)), {End: true}}},
-		{"ended before the cut", once.Plan(0).Until(time.Second), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, ho(time.Second), {End: true}}},
-		{"cut on a step", once.Plan(0).Until(ms(50)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, ho(ms(50)), {End: true}}},
-		{"receive-only, no heartbeat", once.ReceiveOnlyPlan(0).Until(ms(70)), []Step{{Frame: 0}, ho(ms(70)), {End: true}}},
+		{"looping", tl.Plan(0).Until(ms(160)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 1, Due: ms(100), Loops: 1}, {Frame: 1, Due: ms(150), Loops: 2}, ho(ms(160)), ho(ms(160))}},
+		{"played once, then heartbeats", once.Plan(ms(40)).Until(ms(185)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, {Frame: Heartbeat, Due: ms(140)}, {Frame: Heartbeat, Due: ms(180)}, ho(ms(185)), ho(ms(185))}},
+		{"ended before the cut", once.Plan(0).Until(time.Second), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, {Frame: 2, Due: ms(100)}, ho(time.Second), ho(time.Second)}},
+		{"cut on a step", once.Plan(0).Until(ms(50)), []Step{{Frame: 0}, {Frame: 1, Due: ms(50)}, ho(ms(50)), ho(ms(50))}},
+		{"receive-only, no heartbeat", once.ReceiveOnlyPlan(0).Until(ms(70)), []Step{{Frame: 0}, ho(ms(70)), ho(ms(70))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for n, want := range tc.want {
@@ -111,8 +111,8 @@ func TestPlanUntil(t *testing.T) {
 					t.Errorf("Step(%d) = %+v, want %+v", n, got, want)
 				}
 			}
-			// DueBy counts the steps whose due has come, the handover
-			// included; never past it.
+			// DueBy counts the steps whose due has come, never past the
+			// cut.
 			for _, at := range []time.Duration{0, ms(49), ms(50), ms(120), ms(500), time.Hour} {
 				var n int64
 				for n < int64(len(tc.want)) && !tc.want[n].End && tc.want[n].Due <= at {
