@@ -246,6 +246,7 @@ func handoverClientOver(dial func(string) (net.Conn, error), first, next, user s
 // forgot the tickets, fails each client's next connection with one
 // reason and the run with one line.
 func TestCarriedBetweenTurns(t *testing.T) {
+	t.Parallel()
 	h := startHandover(t)
 	capPath := recordLive(t, h.addr[0], h.addr[1], func() {
 		if err := handoverClient(h.addr[0], h.addr[1], "rec-user-01", 6); err != nil {
@@ -325,6 +326,7 @@ func TestCarriedBetweenTurns(t *testing.T) {
 // (--tls), and carries each client's ticket: every next join accepted,
 // each server's counts equal the fleet's, a handshake per connection.
 func TestCarriedBetweenTurnsTLS(t *testing.T) {
+	t.Parallel()
 	pki := newTestPKI(t)
 	h := startHandover(t, pki.cert, pki.key)
 	caPEM, err := os.ReadFile(pki.ca)

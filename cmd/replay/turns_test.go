@@ -96,6 +96,7 @@ func relayTurnClientUDP(addr, user, room string, chats int) error {
 // the fleet's for that connection: its joins, the messages it received
 // and delivered.
 func TestTwoServersInTurn(t *testing.T) {
+	t.Parallel()
 	a, b := startRelay(t), startRelay(t)
 	capPath := recordLive(t, a.TCP, b.TCP, func() {
 		for _, s := range []struct{ addr, room string }{{a.TCP, "hall"}, {b.TCP, "arena"}} {
@@ -233,6 +234,7 @@ var (
 // and not the fleet's, so that connection's are at most the relay's;
 // the last connections' are equal, as are the joins and the datagrams.
 func TestTwoServersInTurnUDP(t *testing.T) {
+	t.Parallel()
 	a, b := startRelay(t), startRelay(t)
 	capPath := recordLiveOn(t, "udp", a.UDP, b.UDP, func() {
 		for _, s := range []struct{ addr, room string }{{a.UDP, "hall"}, {b.UDP, "arena"}} {
