@@ -384,20 +384,10 @@ func (c *client) handle(m []byte, now int64, ev *Events) {
 	ev.Frames++
 	k := p.ServerKind(m)
 	for i := range p.corrs {
-		cr := &p.corrs[i]
-		if cr.handed() {
+		if p.corrs[i].http > 0 {
 			continue
 		}
-		var v []byte
-		if cr.json != nil {
-			if c.vals[i].Load() != nil {
-				continue // a value given to the next connection: the first
-			}
-			v = cr.takeJSON(m)
-		} else {
-			v = cr.from.take(m, k)
-		}
-		if len(v) > 0 {
+		if v := p.corrs[i].from.take(m, k); len(v) > 0 {
 			if cur := c.vals[i].Load(); cur == nil || !bytes.Equal(*cur, v) {
 				cp := append([]byte(nil), v...)
 				c.vals[i].Store(&cp)

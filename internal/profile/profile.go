@@ -178,6 +178,9 @@ type fieldRule struct {
 	skip   []skipOp
 	length int
 	re     *regexp.Regexp
+	// json is a JSON path in the message (a value one connection gives
+	// the client's next: turncarry.go), nil for none.
+	json []string
 }
 
 // skipOp moves a field's offset past a variable-length part.
@@ -250,6 +253,9 @@ func (f *fieldRule) take(b []byte, k int) []byte {
 		}
 		return m[1]
 	}
+	if f.json != nil {
+		return takeJSON(b, f.json)
+	}
 	off := f.offset
 	if off < 0 {
 		off += len(b)
@@ -292,12 +298,9 @@ type corrRule struct {
 	// carried it.
 	http     int
 	recorded *fieldRule
-	// A client's connections in turn (turncarry.go): json is where a
-	// server message hands out a value this connection gives the
-	// client's next one (taken once, the first message that has it);
-	// carried says the value is the client's previous connection's,
-	// put in by the fleet before the login (Carry).
-	json    []string
+	// carried: the value is the client's previous connection's, put in
+	// by the fleet before the login (turncarry.go's Carry); its from
+	// takes nothing.
 	carried bool
 }
 

@@ -399,11 +399,7 @@ func (s *Script) findCorrelations(server []Message) {
 			continue // findHTTPRecorded
 		}
 		for _, m := range server {
-			v := c.from.take(m.Bytes, m.Kind)
-			if c.json != nil {
-				v = c.takeJSON(m.Bytes)
-			}
-			if len(v) > 0 {
+			if v := c.from.take(m.Bytes, m.Kind); len(v) > 0 {
 				s.corrs[i] = append([]byte(nil), v...)
 				break
 			}

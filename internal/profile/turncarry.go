@@ -15,7 +15,7 @@ import (
 // answer's JSON path, where the next flow carried it) and carried as an
 // HTTP step's take is: the earlier connection's profile takes it from
 // this client's own server messages by that path (a correlation whose
-// value it gives on), the next connection's puts it where the recording
+// value it gives on: the latest that had it), the next connection's puts it where the recording
 // carried it (a take with recorded, substituted in its upgrade and
 // messages). The fleet hands it over between the two (Carry) before the
 // next login. Only the profiles of such flows hold these: a client of
@@ -39,7 +39,7 @@ func (s *Spec) compileTurn(p *Profile) error {
 			errs.add(bad(fmt.Sprintf("turn.gives[%d].json", i), "%q: %v", t.JSON, err))
 			continue
 		}
-		p.corrs = append(p.corrs, corrRule{name: t.Name, from: fieldRule{kind: -1}, json: path})
+		p.corrs = append(p.corrs, corrRule{name: t.Name, from: fieldRule{kind: -1, json: path}})
 	}
 	for i, t := range s.Turn.Takes {
 		c := corrRule{name: t.Name, from: fieldRule{kind: -1}, carried: true}
@@ -54,11 +54,11 @@ func (s *Spec) compileTurn(p *Profile) error {
 	return errs.err()
 }
 
-// takeJSON is the value at the rule's JSON path in a server message,
-// nil when the message is not JSON or has none there. The path's last
-// key is looked for first: most messages are not decoded.
-func (c *corrRule) takeJSON(m []byte) []byte {
-	last := c.json[len(c.json)-1]
+// takeJSON is the value at path in a server message, nil when the
+// message is not JSON or has none there. The path's last key is looked
+// for first: most messages are not decoded.
+func takeJSON(m []byte, path []string) []byte {
+	last := path[len(path)-1]
 	if last[0] != '[' && !bytes.Contains(m, strconv.AppendQuote(nil, last)) {
 		return nil
 	}
@@ -66,7 +66,7 @@ func (c *corrRule) takeJSON(m []byte) []byte {
 	if json.Unmarshal(m, &doc) != nil {
 		return nil
 	}
-	v, _ := jsonAt(doc, c.json)
+	v, _ := jsonAt(doc, path)
 	return v
 }
 
@@ -88,7 +88,7 @@ func Carry(from, to Client) (missing string) {
 		}
 		var v *[]byte
 		for j := range f.s.p.corrs {
-			if fc := &f.s.p.corrs[j]; fc.json != nil && fc.name == tc.name {
+			if fc := &f.s.p.corrs[j]; fc.from.json != nil && fc.name == tc.name {
 				v = f.vals[j].Load()
 			}
 		}
