@@ -661,7 +661,7 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 	// decodes (no second pass over a slice of them); the decode is pure
 	// work on b, so the lock is held only as long as one read takes.
 	rec := c.rec
-	rec.mu.Lock()
+	rec.latMu.Lock()
 	ev.Latency = rec.latency
 	var err error
 	if c.ws {
@@ -670,7 +670,7 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 		err = c.pc.Feed(b, now, ev)
 	}
 	ev.Latency = nil
-	rec.mu.Unlock()
+	rec.latMu.Unlock()
 	cnt := c.sched.c
 	cnt.recvBytes.Add(int64(len(b)))
 	cnt.recvFrames.Add(ev.Frames)

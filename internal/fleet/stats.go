@@ -20,45 +20,55 @@ func newHist() *hdrhistogram.Histogram {
 }
 
 // counters are one scheduler's counters. Several goroutines add to them
-// (the scheduler, its clients' readers), once per write or read
-// batch, never per frame; the padding keeps schedulers off each other's cache
-// lines.
+// (the scheduler, its clients' readers: its poller), once per write or
+// read batch, never per frame. The send counters (the scheduler's) and
+// the receive counters (the readers') sit on cache lines of their own,
+// so the scheduler's writes do not take the line its poller adds to on
+// every read, and the padding at the end keeps schedulers off each
+// other's lines.
 type counters struct {
 	sentFrames [profile.MaxKinds]atomic.Int64 // by the profile's kind
 	sentBytes  atomic.Int64
-	recvMsgs   atomic.Int64 // deliver frames
-	recvFrames atomic.Int64 // every frame
-	recvBytes  atomic.Int64
 	delayed    atomic.Int64 // frames that waited in a send backlog
-	// recvNumbered counts deliveries of room-wide casts (sequence in the
-	// stamp), lost the gaps in their sequences (loss.go).
-	recvNumbered atomic.Int64
-	lost         atomic.Int64
 	// castsUnknown counts counted sends whose fan-out only the server
 	// knows (profile.FanoutServer): expected deliveries are then unknown.
 	castsUnknown atomic.Int64
 	_            [64]byte
+	recvMsgs     atomic.Int64 // deliver frames
+	recvFrames   atomic.Int64 // every frame
+	recvBytes    atomic.Int64
+	// recvNumbered counts deliveries of room-wide casts (sequence in the
+	// stamp), lost the gaps in their sequences (loss.go).
+	recvNumbered atomic.Int64
+	lost         atomic.Int64
+	_            [64]byte
 }
 
 // hists is a pair of recording counts (delivery latency and schedule
-// lag, in µs, in the histograms' layout: internal/hdrcounts) behind one
-// mutex. Readers and schedulers record into one of several of these; the
-// stats ticker moves their contents into the cumulative histograms once a
-// second, so recording never waits on a scrape. A reader lends latency
-// to the profile for one read (consume), under mu: the decoder counts
-// each stamped delivery as it decodes it.
+// lag, in µs, in the histograms' layout: internal/hdrcounts), each behind
+// a mutex of its own. Readers record latency and schedulers lag into one
+// of several of these; the stats ticker moves their contents into the
+// cumulative histograms once a second, so recording never waits on a
+// scrape. A reader lends latency to the profile for one read (consume),
+// under latMu: the decoder counts each stamped delivery as it decodes
+// it. The two locks, on cache lines of their own, keep a scheduler's lag
+// records and its poller's reads from waiting on each other (one mutex
+// for both had them contend on every read and every batch of sends).
 type hists struct {
-	mu      sync.Mutex
+	latMu   sync.Mutex
 	latency *hdrcounts.Counts
+	_       [64]byte
+	lagMu   sync.Mutex
 	lag     *hdrcounts.Counts
+	_       [64]byte
 }
 
 func newHists() *hists { return &hists{latency: hdrcounts.New(), lag: hdrcounts.New()} }
 
 func (h *hists) recordLags(us []int64) {
-	h.mu.Lock()
+	h.lagMu.Lock()
 	h.lag.Record(us)
-	h.mu.Unlock()
+	h.lagMu.Unlock()
 }
 
 // clampHist keeps a value in the histogram's range: a negative latency
@@ -180,10 +190,12 @@ func (s *stats) fold() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, h := range s.rec {
-		h.mu.Lock()
+		h.latMu.Lock()
 		h.latency.Fold(s.cumLat, s.winLat)
+		h.latMu.Unlock()
+		h.lagMu.Lock()
 		h.lag.Fold(s.cumLag, s.winLag)
-		h.mu.Unlock()
+		h.lagMu.Unlock()
 	}
 }
 
