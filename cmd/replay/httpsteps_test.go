@@ -6,7 +6,7 @@ package main
 // answers a session token, single use and bound to the user; GET
 // /ws?token=... upgrades with it (401 without a valid one); a lobby
 // (GET /v2/lobby) answers the address of the game server, another
-// listener. JSON text messages: {"join":R,"user":U} answered
+// listener (with ?via=header, in its X-Game-Server header only). JSON text messages: {"join":R,"user":U} answered
 // {"joined":R}, {"chat":T,"ts":S} sent on to the room's others as
 // {"msg":T,"ts":S}.
 
@@ -92,7 +92,7 @@ func startNakama(t *testing.T) (*nakama, string) {
 	away.Close() // nothing listens there now
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v2/account/authenticate/custom", n.authenticate)
-	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, r *http.Request) {
 		n.mu.Lock()
 		n.lobbies++
 		addr := n.lobbyAddr
@@ -102,6 +102,11 @@ func startNakama(t *testing.T) (*nakama, string) {
 		}
 		if addr == "none" { // a lobby with no match
 			io.WriteString(w, `{"match":null}`)
+			return
+		}
+		if r.URL.Query().Get("via") == "header" { // the address in a header only
+			w.Header().Set("X-Game-Server", addr)
+			io.WriteString(w, `{"match":{}}`)
 			return
 		}
 		fmt.Fprintf(w, `{"match":{"addr":%q}}`, addr)

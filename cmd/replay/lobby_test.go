@@ -193,6 +193,95 @@ func TestLobbyThenGame(t *testing.T) {
 	})
 }
 
+// TestLobbyHeaderThenGame: the lobby names the game server in an answer
+// header only (X-Game-Server), not in its body. inspect proposes the
+// header take and the connect; the profile written with them as
+// printed (a lobby step before the token's) plays every client on the
+// game server, and so does --flows all with no step or connect written.
+// A lobby naming a server that is not there fails each client with
+// connect_refused: the address is the client's own answer's, not the
+// recording's.
+func TestLobbyHeaderThenGame(t *testing.T) {
+	srv, api := startNakama(t)
+	capPath := recordLive(t, api, srv.gameAddr, func() {
+		resp, err := http.Get("http://" + api + "/v2/lobby?via=header")
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		addr := resp.Header.Get("X-Game-Server")
+		if addr != srv.gameAddr {
+			t.Fatalf("lobby answered X-Game-Server %q; want %s", addr, srv.gameAddr)
+		}
+		if err := nakamaClientAt(api, addr, "rec-user-01", "hall", 6); err != nil {
+			t.Fatal(err)
+		}
+	})
+	chat := filepath.Join("testdata", "nakama", "chat.yaml")
+	bare := withoutSteps(t, chat)
+	insp := inspectProfile(t, bare, capPath)
+	m := regexp.MustCompile(`link: the value "` + regexp.QuoteMeta(srv.gameAddr) + `" answered in flow \d's response header X-Game-Server \(GET /v2/lobby\?via=header\) is where flow \d connected \(its address\); take: (\{name: x_game_server, header: X-Game-Server, recorded: \{regexp: '[^']+'\}\}); connect: ("\$\{x_game_server\}")\n`).FindStringSubmatch(insp)
+	if m == nil {
+		t.Fatalf("inspect proposes no header take:\n%s", insp)
+	}
+	// docs/profiles.md's inspect line, with this recording's address.
+	doc, err := os.ReadFile("../../docs/profiles.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	link := regexp.MustCompile(`(?m)^  link: the value "([^"]+)" answered in flow 0's response header X-Game-Server .*$`).FindSubmatch(doc)
+	if link == nil {
+		t.Fatal("docs/profiles.md shows no header link")
+	}
+	want := strings.ReplaceAll(string(link[0]), string(link[1]), srv.gameAddr)
+	want = strings.ReplaceAll(want, regexp.QuoteMeta(string(link[1])), regexp.QuoteMeta(srv.gameAddr))
+	if !strings.Contains(insp, want) {
+		t.Fatalf("inspect does not propose the header link as docs/profiles.md shows it:\n%s\nwant\n%s", insp, want)
+	}
+	flow, loop := socketFlow(t, insp, "GET /ws?")
+
+	t.Run("as proposed", func(t *testing.T) {
+		// chat.yaml with a lobby step before its token's, taking what
+		// inspect printed, and its connect.
+		data, err := os.ReadFile(chat)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prof := strings.Replace(string(data), "\nhttp:\n", "\nconnect: "+m[2]+"\nhttp:\n  - name: lobby\n    method: GET\n    url: /v2/lobby?via=header\n    take:\n      - "+m[1]+"\n", 1)
+		path := filepath.Join(t.TempDir(), "proposed.yaml")
+		if err := os.WriteFile(path, []byte(prof), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		srv.reset()
+		res := replay(t, "--profile", path, "--capture", capPath, "--flow", flow, "--target", api, "--clients", "10", "--senders", "2",
+			"--loop", loop, "--login-interval", "2ms", "--login-timeout", "20s", "--after-logins", "1s", "--drain-deliveries", "20s")
+		srv.playedOnGame(t, res, api, 10)
+	})
+	run := lobbyReplay(bare, capPath, api, loop)
+	t.Run("flows all", func(t *testing.T) {
+		srv.reset()
+		res := run(t, 10, "--senders", "2", "--login-timeout", "20s", "--after-logins", "1s", "--drain-deliveries", "20s")
+		srv.playedOnGame(t, res, api, 10)
+		if !strings.Contains(res.stdout+res.stderr, `takes x_game_server from header X-Game-Server`) || !strings.Contains(res.stdout+res.stderr, `connect "${x_game_server}"`) {
+			t.Errorf("the notes do not say the lobby step takes the header, nor where the socket connects:\n%s%s", res.stdout, res.stderr)
+		}
+	})
+	t.Run("away", func(t *testing.T) {
+		srv.mu.Lock()
+		srv.lobbyAddr = srv.awayAddr
+		srv.mu.Unlock()
+		defer func() {
+			srv.mu.Lock()
+			srv.lobbyAddr = ""
+			srv.mu.Unlock()
+		}()
+		failsEach(t, "lobby answering "+srv.awayAddr, 5, "connect_refused", func() result {
+			return run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
+		})
+	})
+}
+
 // TestLobbySocketThenGame: one fleet client plays two realtime
 // connections in turn. The recorded client asked a lobby over a
 // WebSocket for a match, was answered the game server's address and a

@@ -160,10 +160,7 @@ func recordedSteps(g sessionGroup, flows map[int]FlowData, reserved []string, ow
 			if !keep(l) || slices.Contains(g.http, l.To) {
 				continue
 			}
-			tk := TakeSpec{Name: unique(takeNames, l.name()), JSON: l.Path}
-			if l.Recorded != "" {
-				tk.Recorded = &FieldSpec{Regexp: l.Recorded}
-			}
+			tk := l.TakeSpec(unique(takeNames, l.name()))
 			if l.Addr() && connect == "" {
 				connect = l.Connect("${" + tk.Name + "}")
 			}
@@ -365,6 +362,9 @@ func (p *Profile) withRecordedSteps(g sessionGroup, flows map[int]FlowData, own 
 		takes := make([]string, len(st.Take))
 		for j, t := range st.Take {
 			takes[j] = t.Name + " at " + t.JSON
+			if t.Header != "" {
+				takes[j] = t.Name + " from header " + t.Header
+			}
 		}
 		desc[i] = fmt.Sprintf("%s (%s %s", st.Name, st.Method, st.URL)
 		if st.Socket {

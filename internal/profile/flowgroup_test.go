@@ -1,10 +1,15 @@
 package profile
 
 import (
+	"fmt"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/testproc"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestSessionGroups: links that share a flow make one client; unlinked
@@ -316,4 +321,76 @@ func TestHTTPFlowsOfStreamProfiles(t *testing.T) {
 	if m := mqtt.Messages(mqttConnect); m.HTTP != nil || len(m.Client) != 1 {
 		t.Errorf("an MQTT CONNECT read as %+v", m)
 	}
+}
+
+// TestHeaderLinks: values an answer handed out in its headers (an HTTP
+// answer's X-Game-Server naming the game server, its X-Session sent in
+// the upgrade's query; a lobby socket's 101 naming the server too) are
+// links with header takes, the protocol's own headers (Date, Server,
+// Content-Length), a value the client sent itself (an echoed
+// X-Request-Id) and one the socket's message handed out too (X-Token:
+// the message's link) none; each proposed take, as inspect prints it, loads
+// as a profile's take, and the recorded steps take the values from the
+// headers (testdata/links-header.golden: go test -update rewrites it).
+func TestHeaderLinks(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	hdr := [][2]string{{"Date", "Sat, 28 Nov 2026 08:00:00 GMT"}, {"Server", "lobby/1.0"}, {"Content-Length", "1234"},
+		{"X-Request-Id", "req-77aa"}, {"X-Game-Server", "10.0.0.9:7351"}, {"X-Session", "s3ss10n42"}}
+	lobby := FlowData{Index: 0, Client: "10.0.0.1:5", Server: "10.0.0.9:8080", Start: t0,
+		HTTP: []HTTPExchange{{Method: "GET", Target: "/v2/lobby", Header: [][2]string{{"X-Request-Id", "req-77aa"}}, Status: 200,
+			Body: []byte(`{}`), Answer: answerHeaders(headLines(hdr))}}}
+	game := FlowData{Index: 1, Client: "10.0.0.1:6", Server: "10.0.0.9:7351", Start: t0.Add(20 * time.Millisecond),
+		Upgrade: []byte("GET /ws?session=s3ss10n42&r=req-77aa HTTP/1.1\r\nHost: 10.0.0.9:7351\r\n\r\n")}
+	sock := FlowData{Index: 2, Client: "10.0.0.2:5", Server: "10.0.0.9:8080", Start: t0,
+		Upgrade: []byte("GET /lobby?v=2 HTTP/1.1\r\nHost: 10.0.0.9:8080\r\nSec-WebSocket-Key: k\r\n\r\n"),
+		Msgs:    []Message{{Bytes: []byte(`{"find":"hall"}`)}},
+		// Its answer names a token, in its 101's header too: one link,
+		// the message's.
+		Answers:  []Message{{Offset: time.Millisecond, Bytes: []byte(`{"token":"tk0123456789"}`)}},
+		Upgraded: UpgradeAnswer(Recording{Server: []Segment{{Bytes: []byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nSec-WebSocket-Accept: abcd\r\nX-Game-Server: 10.0.0.9:7352\r\nX-Token: tk0123456789\r\n\r\n\x81\x02{}")}}})}
+	game2 := FlowData{Index: 3, Client: "10.0.0.2:6", Server: "10.0.0.9:7352", Start: t0.Add(20 * time.Millisecond),
+		Upgrade: []byte("GET /ws?token=tk0123456789 HTTP/1.1\r\nHost: 10.0.0.9:7352\r\n\r\n")}
+	flows := []FlowData{lobby, game, sock, game2}
+	links := Links(flows)
+	var b strings.Builder
+	for _, l := range links {
+		fmt.Fprintf(&b, "link: %s; take: %s\n", l, l.Take())
+		if l.Header == "" {
+			if l.Path != "$.token" {
+				t.Errorf("a link not by a header: %s", l)
+			}
+			continue
+		}
+		// The take as printed is a profile's take.
+		var tk TakeSpec
+		if err := yaml.Unmarshal([]byte(strings.SplitN(l.Take(), "; connect: ", 2)[0]), &tk); err != nil || tk != (TakeSpec{Name: tk.Name, Header: l.Header, Recorded: tk.Recorded}) {
+			t.Errorf("take %s: %+v, %v", l.Take(), tk, err)
+		}
+	}
+	byIndex := map[int]FlowData{}
+	for _, f := range flows {
+		byIndex[f.Index] = f
+	}
+	p, err := Compile(&Spec{Name: "s", Transport: "websocket", Framing: FramingSpec{Type: "message"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range sessionGroups(links) {
+		_, desc, err := p.withRecordedSteps(g, byIndex, recordedIdentity{})
+		if err != nil {
+			t.Fatalf("%s: %v", g, err)
+		}
+		fmt.Fprintf(&b, "%s: %s\n", g, strings.Join(desc, "; "))
+	}
+	testproc.Golden(t, filepath.Join("testdata", "links-header.golden"), []byte(b.String()), *update, "-update")
+}
+
+// headLines are an answer's head lines (as httpMessage cuts them) of
+// its headers.
+func headLines(hdr [][2]string) [][]byte {
+	var out [][]byte
+	for _, h := range hdr {
+		out = append(out, []byte(h[0]+": "+h[1]))
+	}
+	return out
 }

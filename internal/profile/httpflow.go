@@ -33,6 +33,9 @@ type HTTPExchange struct {
 	Body        []byte
 	// SetCookies are the cookies the answer set (name and value).
 	SetCookies [][2]string
+	// Answer are the answer's headers that may hand a value out (not
+	// the protocol's own: handedOut), as recorded, in order (bounded).
+	Answer [][2]string
 }
 
 // String is "POST /matchmake/joinOrCreate/chat -> 200 (application/json, 245 bytes)".
@@ -103,6 +106,7 @@ func HTTPExchanges(r Recording) []HTTPExchange {
 			}
 			e.ContentType = string(headerValue(hdr[1:], "Content-Type"))
 			e.SetCookies = setCookies(hdr[1:])
+			e.Answer = answerHeaders(hdr[1:])
 		}
 		out = append(out, e)
 		if !ok {
@@ -156,6 +160,55 @@ func httpMessage(b []byte) (head [][]byte, body, rest []byte, ok bool) {
 	return head, rest[:n], rest[n:], true
 }
 
+// protocolHeaders are answer headers that hand no value out: HTTP's and
+// WebSocket's own (Set-Cookie has its links: cookieLinks).
+var protocolHeaders = []string{"date", "content-length", "content-type", "content-encoding", "content-language",
+	"transfer-encoding", "connection", "keep-alive", "server", "set-cookie", "upgrade", "sec-websocket-accept",
+	"sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-version", "cache-control", "expires",
+	"last-modified", "etag", "vary", "pragma", "age", "accept-ranges", "alt-svc", "via", "strict-transport-security",
+	"x-content-type-options", "x-frame-options", "x-xss-protection", "content-security-policy", "referrer-policy"}
+
+// answerHeaders are the headers of an answer's head lines that may hand
+// a value out (bounded: maxLinks).
+func answerHeaders(lines [][]byte) [][2]string {
+	var out [][2]string
+	for _, l := range lines {
+		k, v, ok := bytes.Cut(l, []byte(":"))
+		if !ok || len(out) == maxLinks {
+			continue
+		}
+		name := string(bytes.TrimSpace(k))
+		lower := strings.ToLower(name)
+		if slices.Contains(protocolHeaders, lower) || strings.HasPrefix(lower, "access-control-") || !validToken(name) {
+			continue
+		}
+		if v := bytes.TrimSpace(v); len(v) >= minLinkValue {
+			out = append(out, [2]string{name, string(v)})
+		}
+	}
+	return out
+}
+
+// UpgradeAnswer are the headers of a WebSocket flow's recorded 101 that
+// may hand a value out (answerHeaders); nil when the server's stream
+// does not start with a 101.
+func UpgradeAnswer(r Recording) [][2]string {
+	var server []byte // the head only: a socket's stream may be long
+	i := -1
+	for _, s := range r.Server {
+		if server = append(server, s.Bytes...); len(server) > 16<<10 {
+			break
+		}
+		if i = bytes.Index(server, []byte("\r\n\r\n")); i >= 0 {
+			break
+		}
+	}
+	if i < 0 || !bytes.HasPrefix(server, []byte("HTTP/1.1 101")) {
+		return nil
+	}
+	return answerHeaders(bytes.Split(server[:i], []byte("\r\n"))[1:])
+}
+
 // setCookies are the name and value of each Set-Cookie header (bounded).
 func setCookies(lines [][]byte) [][2]string {
 	var out [][2]string
@@ -190,20 +243,26 @@ type Link struct {
 	Cookie string `json:"cookie,omitempty"`
 	// ToHTTP: the later flow is an HTTP flow too (a cookie link's).
 	ToHTTP bool `json:"to_http,omitempty"`
+	// Header names the answer's header that handed the value out (no
+	// Path): an HTTP answer's, or a socket's 101.
+	Header string `json:"header,omitempty"`
 }
 
 func (l Link) String() string {
 	if l.Cookie != "" {
 		return fmt.Sprintf("the cookie %s=%q set in flow %d's answer (%s) is sent in flow %d's %s", l.Cookie, l.Value, l.From, l.Exchange, l.To, l.Where)
 	}
-	in := fmt.Sprintf("flow %d's response body (%s)", l.From, l.Exchange)
-	if l.Socket() {
-		in = fmt.Sprintf("flow %d's %s", l.From, l.Exchange)
+	in := fmt.Sprintf("flow %d's response body (%s) at %s", l.From, l.Exchange, l.Path)
+	switch {
+	case l.Header != "":
+		in = fmt.Sprintf("flow %d's response header %s (%s)", l.From, l.Header, l.Exchange)
+	case l.Socket():
+		in = fmt.Sprintf("flow %d's %s at %s", l.From, l.Exchange, l.Path)
 	}
 	if l.Addr() {
-		return fmt.Sprintf("the value %q answered in %s at %s is where flow %d connected (its %s)", l.Value, in, l.Path, l.To, strings.TrimPrefix(l.Where, whereConnect))
+		return fmt.Sprintf("the value %q answered in %s is where flow %d connected (its %s)", l.Value, in, l.To, strings.TrimPrefix(l.Where, whereConnect))
 	}
-	return fmt.Sprintf("the value %q answered in %s at %s is sent in flow %d's %s", l.Value, in, l.Path, l.To, l.Where)
+	return fmt.Sprintf("the value %q answered in %s is sent in flow %d's %s", l.Value, in, l.To, l.Where)
 }
 
 // socketMessage starts the Exchange of a value a socket flow's server
@@ -220,14 +279,27 @@ func (l Link) Take() string {
 	if l.Cookie != "" {
 		return "none, each client's cookie jar carries it"
 	}
+	from := "json: " + l.Path
+	if l.Header != "" {
+		from = "header: " + l.Header
+	}
+	take := fmt.Sprintf("{name: %s, %s}", l.name(), from)
+	if l.Recorded != "" {
+		take = fmt.Sprintf("{name: %s, %s, recorded: {regexp: '%s'}}", l.name(), from, l.Recorded)
+	}
 	if l.Addr() {
-		take := fmt.Sprintf("{name: %s, json: %s}", l.name(), l.Path)
-		if l.Recorded != "" {
-			take = fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", l.name(), l.Path, l.Recorded)
-		}
 		return fmt.Sprintf("%s; connect: %q", take, l.Connect("${"+l.name()+"}"))
 	}
-	return fmt.Sprintf("{name: %s, json: %s, recorded: {regexp: '%s'}}", l.name(), l.Path, l.Recorded)
+	return take
+}
+
+// TakeSpec is the take that reproduces the link, named name.
+func (l Link) TakeSpec(name string) TakeSpec {
+	tk := TakeSpec{Name: name, JSON: l.Path, Header: l.Header}
+	if l.Recorded != "" {
+		tk.Recorded = &FieldSpec{Regexp: l.Recorded}
+	}
+	return tk
 }
 
 // whereConnect starts a link's Where when the value is the later flow's
@@ -250,9 +322,14 @@ func (l Link) Connect(ref string) string {
 
 var nonName = regexp.MustCompile(`[^A-Za-z0-9]+`)
 
-// name is the take's name: the JSON path's last key, lower case.
+// name is the take's name: the JSON path's last key, or the header's
+// name, lower case.
 func (l Link) name() string {
-	name := strings.ToLower(nonName.ReplaceAllString(l.Path[strings.LastIndexAny(l.Path, ".]")+1:], "_"))
+	key := l.Path[strings.LastIndexAny(l.Path, ".]")+1:]
+	if l.Header != "" {
+		key = l.Header
+	}
+	name := strings.ToLower(nonName.ReplaceAllString(key, "_"))
 	if name == "" || !validName.MatchString(name) {
 		name = "value"
 	}
@@ -272,9 +349,12 @@ type FlowData struct {
 	// Answers are a socket flow's server messages: a lobby socket's
 	// answers hand out values as an HTTP flow's do.
 	Answers []Message
-	HTTP    []HTTPExchange
-	Upgrade []byte
-	Msgs    []Message
+	// Upgraded are a socket flow's 101 headers that may hand a value
+	// out (UpgradeAnswer).
+	Upgraded [][2]string
+	HTTP     []HTTPExchange
+	Upgrade  []byte
+	Msgs     []Message
 }
 
 // minLinkValue: shorter values match by chance.
@@ -309,6 +389,8 @@ func Links(flows []FlowData) []Link {
 					}
 				}
 			}
+			sent := e.Target + string(e.Sent) + fmt.Sprint(e.Header)
+			out = headerLinks(f, e.Method+" "+e.Target, e.Answer, func(v string) bool { return strings.Contains(sent, v) }, flows, time.Time{}, out)
 		}
 		out = socketLinks(f, flows, out)
 	}
@@ -325,6 +407,10 @@ func Links(flows []FlowData) []Link {
 func socketLinks(f FlowData, flows []FlowData, out []Link) []Link {
 	if f.HTTP != nil || f.Start.IsZero() {
 		return out
+	}
+	own := func(v string) bool {
+		b := []byte(v)
+		return containsWord(f.Upgrade, b) || slices.ContainsFunc(f.Msgs, func(m Message) bool { return containsWord(m.Bytes, b) })
 	}
 	for k, m := range f.Answers {
 		var doc any
@@ -348,6 +434,43 @@ func socketLinks(f FlowData, flows []FlowData, out []Link) []Link {
 					l.From, l.Exchange, l.To = f.Index, fmt.Sprintf("%s%d", socketMessage, k), g.Index
 					out = append(out, l)
 				}
+			}
+		}
+	}
+	if req, _, ok := strings.Cut(string(f.Upgrade), " HTTP/"); ok {
+		out = headerLinks(f, req+" -> 101", f.Upgraded, own, flows, f.Start, out)
+	}
+	return out
+}
+
+// headerLinks adds the links of the values f's answer (exchange) handed
+// out in its headers hdr (the value is the whole header's): values a
+// later flow of the same client host sends, or that name where it
+// connected, as Links does for a body's (after them: a value its body
+// handed out too is the body's link). A value f's client sent itself
+// (own: a request id echoed) hands nothing out; a flow that started by
+// after is not later.
+func headerLinks(f FlowData, exchange string, hdr [][2]string, own func(string) bool, flows []FlowData, after time.Time, out []Link) []Link {
+	for _, h := range hdr {
+		if own(h[1]) {
+			continue
+		}
+		lv := leaf{value: h[1]}
+		for _, g := range flows {
+			if g.Index == f.Index || g.HTTP != nil || host(g.Client) != host(f.Client) || !after.IsZero() && !g.Start.After(after) {
+				continue
+			}
+			l, ok := addrLink(f.Server, g, lv)
+			if !ok {
+				l, ok = linkIn(g, lv)
+			}
+			// A value f's body handed out too is its body's link:
+			// one take per value.
+			if ok && len(out) < maxLinks && !slices.ContainsFunc(out, func(o Link) bool {
+				return o.From == f.Index && o.To == g.Index && o.Value == l.Value && o.Where == l.Where
+			}) {
+				l.From, l.Exchange, l.To, l.Header = f.Index, exchange, g.Index, h[0]
+				out = append(out, l)
 			}
 		}
 	}

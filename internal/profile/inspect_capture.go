@@ -170,8 +170,13 @@ func (p *Profile) Reports(path string, o InspectOptions) ([]*Report, error) {
 		if len(fl.ClientFrames) == 0 {
 			continue
 		}
-		m := p.Messages(RecordingOf(fl))
-		data = append(data, FlowData{Index: i, Client: fl.Client.String(), Server: fl.Server.String(), Start: fl.Start, HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client, Answers: m.Server})
+		rec := RecordingOf(fl)
+		m := p.Messages(rec)
+		d := FlowData{Index: i, Client: fl.Client.String(), Server: fl.Server.String(), Start: fl.Start, HTTP: m.HTTP, Upgrade: m.Upgrade, Msgs: m.Client, Answers: m.Server}
+		if m.Upgrade != nil {
+			d.Upgraded = UpgradeAnswer(rec)
+		}
+		data = append(data, d)
 		if o.Flow >= 0 && i != o.Flow {
 			continue
 		}

@@ -360,6 +360,9 @@ func (p *Profile) sessions(picked []pickedFlow, all bool, opts ScriptOptions) (f
 		if d.HTTP == nil {
 			m := p.Messages(r)
 			d.Upgrade, d.Msgs, d.Answers = m.Upgrade, m.Client, m.Server
+			if m.Upgrade != nil {
+				d.Upgraded = UpgradeAnswer(r)
+			}
 			msgs[pf.index] = m
 		}
 		flows[pf.index] = d

@@ -128,9 +128,13 @@ func turnLinks(links []Link, flows map[int]FlowData) (turn, rest []Link) {
 		}
 	}
 	for _, l := range links {
-		if on[l.From] && l.Socket() && !l.Addr() && !flows[l.To].isHTTP() {
+		switch {
+		case on[l.From] && l.Socket() && !l.Addr() && !flows[l.To].isHTTP():
 			turn = append(turn, l)
-		} else {
+		case on[l.From] && l.Header != "":
+			// A connection in turn's 101 header: carried values are
+			// taken from server messages only; this one is not carried.
+		default:
 			rest = append(rest, l)
 		}
 	}
