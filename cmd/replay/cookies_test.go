@@ -23,6 +23,7 @@ import (
 // and the socket carry the cookie as well; each client's steps share one
 // keep-alive connection.
 func TestCookieSession(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	node := needTool(t, "node")
 	pki := newTestPKI(t)
 	port, secure := startWSChat(t, node, "cookie", &pki)

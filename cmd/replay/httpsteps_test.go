@@ -431,6 +431,7 @@ func nakamaSocket(sock, token, user, room string, chats int) error {
 // lobby profile connects where the lobby's answer says. Bad answers
 // count by step and reason, and nothing hangs.
 func TestHTTPSteps(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	srv, api := startNakama(t)
 	capPath := filepath.Join(t.TempDir(), "nakama.pcap")
 	p, listen := startRecordProxy(t, api, capPath)

@@ -152,6 +152,7 @@ func lobbySocketClient(api, user, room string, chats int) error {
 // socket on the game server. A lobby with no match, or one naming a
 // server that is not there, fails each client once with its reason.
 func TestLobbyThenGame(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	srv, api := startNakama(t)
 	capPath := recordLobbyClient(t, api, srv.gameAddr)
 	// No step and no connect written: the recording says both.
@@ -294,6 +295,7 @@ func TestLobbyHeaderThenGame(t *testing.T) {
 // one naming a server that is not there, fails each client once with
 // its reason, and nothing hangs.
 func TestLobbySocketThenGame(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	srv, api := startNakama(t)
 	capPath := recordLive(t, api, srv.gameAddr, func() {
 		if err := lobbySocketClient(api, "rec-user-01", "hall", 6); err != nil {

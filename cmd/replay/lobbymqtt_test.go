@@ -92,6 +92,7 @@ func startBroker(t *testing.T) (int, *testproc.Proc) {
 // that answers only a port (connect ":${port}", --target's host) runs
 // end to end here.
 func TestLobbyThenMosquitto(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	const clients, publishes = 20, 20
 	py := python(t)
 	lobby, lobbyAddr := startPortLobby(t)

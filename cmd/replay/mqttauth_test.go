@@ -50,6 +50,7 @@ persistence false
 // not_authorized in both versions (3.1.1 return code 5, MQTT 5 reason
 // code 0x87), not bad_username_or_password (4, 0x86).
 func TestMQTTRefusedByReason(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	open, auth := startMosquittoAuth(t)
 	py := python(t)
 	client := filepath.Join("testdata", "mqttclient.py")

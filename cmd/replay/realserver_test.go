@@ -306,6 +306,7 @@ func (b *mosquittoBroker) peakSince(mark int) int {
 // received and sent within 1% of the fleet's counts, receive-only clients
 // sending no PUBLISH, and refused logins counted by CONNACK reason.
 func TestMQTTMosquitto(t *testing.T) {
+	t.Parallel() // its own servers on ports of its own, its own recordings
 	broker, ports := startMosquittoBroker(t)
 	tcp, ws, authPort := ports[0], ports[1], ports[2]
 	py := python(t)

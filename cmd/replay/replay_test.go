@@ -313,6 +313,7 @@ func TestLoopWraps(t *testing.T) {
 // TestRampTiming: login attempts due 100 ms apart with a 400 ms pause after
 // every two, read from the ramp's debug log.
 func TestRampTiming(t *testing.T) {
+	// Not parallel: it measures the login ramp's timing.
 	r := startRelay(t)
 	path := writeCapture(t, castScript())
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "5", "--receive-only",

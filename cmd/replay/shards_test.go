@@ -126,6 +126,7 @@ func matches(re *regexp.Regexp, s string) []string {
 // shards' user ids are disjoint and together the single run's (as the
 // relay saw them join), and the shards started within 50 ms of each other.
 func TestShardsMatchOneProcess(t *testing.T) {
+	// Not parallel: it asserts the shards started within 50 ms of each other.
 	const shards = 4
 	sn := newShardNet(t, shards)
 	relay, target := sn.startRelay(t, bins["relay"], "debug")

@@ -140,6 +140,7 @@ func settledStats(t *testing.T, port int) sioStats {
 // no_reply_ping (the close frame carries no reason; the profile's
 // expects names the unanswered ping).
 func TestSocketIO(t *testing.T) {
+	// Not parallel: Engine.IO closes a client whose pong is later than sioTimeout; the suite's flakiest test under load (session 5).
 	node := needTool(t, "node")
 	npmCI(t)
 	port := startSocketIO(t, node)

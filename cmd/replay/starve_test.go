@@ -119,6 +119,7 @@ starving:
 // deliveries counted (the leave read the rest; a loaded host's
 // TestMQTTMosquitto/websocket ended 3.6 % short).
 func TestMQTTStarvedDrain(t *testing.T) {
+	t.Parallel() // its own mosquitto on ports of its own; it starves only its own fleet, and its drain counts exactly however slow
 	tcp, ws, _ := startMosquitto(t)
 	py := python(t)
 	mon := startSysMonitor(t, tcp)

@@ -299,6 +299,7 @@ func jsonWSSession(addr string) error {
 // disconnect and every chat counted by the server; without it every
 // client is cut, counted by the server's close code (ws_4000).
 func TestJSONWebSocketReactions(t *testing.T) {
+	// Not parallel: its server cuts a client whose pong is late, so another test beside it would eat the margin the reaction has.
 	srv := startJSONWS(t)
 	out := filepath.Join(t.TempDir(), "ws.pcap")
 	p, listen := startRecordProxy(t, srv.ln.Addr().String(), out)
