@@ -101,6 +101,25 @@ func inspectProfile(t *testing.T, prof, capPath string) string {
 	return string(out)
 }
 
+// firstSend is inspect --profile's line naming the recorded first send.
+var firstSend = regexp.MustCompile(`first send: client message #\d+ at ([0-9.]+)s`)
+
+// firstSendS is the offset, in seconds from the flow's start, of the
+// recorded client's first send in inspect --profile's output insp: the
+// login and the handshake a receive-only client plays all come before it.
+func firstSendS(t *testing.T, insp string) float64 {
+	t.Helper()
+	m := firstSend.FindStringSubmatch(insp)
+	if m == nil {
+		t.Fatalf("inspect names no first send:\n%s", insp)
+	}
+	s, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatalf("first send %q: %v", m[1], err)
+	}
+	return s
+}
+
 // suggestedLoopOf is the --loop inspect --profile suggests for a
 // capture: a test that depends on how the recorded client closed (with
 // a DISCONNECT or without) reads the flow's own frames, never a fixed
@@ -364,10 +383,19 @@ func TestMQTTMosquitto(t *testing.T) {
 				tc.name, s.MessagesSent, s.MessagesReceived, brokerRecv, brokerSent, peak, s.LatencyMS.P50)
 
 			// Receive-only: the login and subscription, then heartbeats
-			// (PINGREQ) only.
+			// (PINGREQ) only. A receive-only client plays the recorded
+			// handshake (CONNECT, SUBSCRIBE) at its recorded offsets and
+			// sends its first heartbeat one interval after the last of
+			// them, as a keepalive counts from the last packet sent. A
+			// recording made on a loaded host puts the SUBSCRIBE late (its
+			// client sleeps 0.2 s and is scheduled whenever), so the hold
+			// is the recorded first send (an upper bound on the last
+			// handshake frame's offset) plus two intervals, never a fixed
+			// 2 s.
+			hold := time.Duration(firstSendS(t, insp)*float64(time.Second)) + 2*time.Second
 			recv0, _, _ = mon.settled(t)
 			res = replay(t, "--profile", tc.profile, "--capture", capPath, "--target", target,
-				"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--after-logins", "2s")
+				"--clients", "200", "--receive-only", "--heartbeat", "1s", "--login-interval", "2ms", "--after-logins", hold.String())
 			mustOK(t, res)
 			s = res.sum
 			recv1, _, _ = mon.settled(t)

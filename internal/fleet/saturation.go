@@ -3,6 +3,8 @@ package fleet
 import (
 	"fmt"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
 )
 
 // Saturation names its cause. A progress interval whose sends went out
@@ -15,16 +17,17 @@ import (
 // (work neither the fleet's nor the server's, as the report counts it)
 // makes the figures unreliable, and adding fleet machines would not help.
 
-// Saturation thresholds.
+// Saturation thresholds. The idle, lag and other-work ones are the
+// report's too: one source, internal/metrics load.go.
 const (
-	maxLagP99  = 5 * time.Millisecond
-	minIdlePct = 20.0
+	maxLagP99  = metrics.SaturatedLagP99
+	minIdlePct = metrics.SaturatedIdlePct
 	// fleetFullShare of the cores the fleet may use (GOMAXPROCS, at most
 	// the host's) busy in the fleet process: the fleet is the bottleneck.
 	fleetFullShare = 0.7
 	// otherBusyCores beside the fleet, or stealMinPct of the host's time
 	// stolen, is a host busy with other work.
-	otherBusyCores = 0.5
+	otherBusyCores = metrics.HostBusyCores
 	stealMinPct    = 5.0
 )
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
 )
 
 // TestJudgeLoad: only a fleet that used most of its cores is saturated; a
@@ -45,5 +47,42 @@ func TestJudgeLoad(t *testing.T) {
 				t.Errorf("a busy host blamed on the fleet: %q", msg)
 			}
 		})
+	}
+}
+
+// TestJudgeLoadThresholdsAreTheReports: the live warning turns at the
+// thresholds the report judges by (internal/metrics, one source; the
+// report's TestHealthThresholdsAreTheFleets checks its side): other work
+// just under metrics.HostBusyCores beside a relay child is the fleet's
+// and the server's limit, just over it a busy host; an interval on time
+// with just over metrics.SaturatedIdlePct idle is not judged, just under
+// it is; a lag just over metrics.SaturatedLagP99 is late.
+func TestJudgeLoadThresholdsAreTheReports(t *testing.T) {
+	const eps = 0.01
+	// 10 s on 2 cores: fleet 0.4 cores, relay child 0.9, lagging.
+	beside := func(other float64) loadSample {
+		return loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 20 - 4 - 9 - 10*other, FleetS: 4, ServerS: 9, Procs: 2, LagP99: 2 * maxLagP99, LagN: 100}
+	}
+	idle := func(pct float64) loadSample {
+		return loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 20 * pct / 100, FleetS: 1, Procs: 2}
+	}
+	lag := func(d time.Duration) loadSample {
+		return loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 18, FleetS: 1, Procs: 2, LagP99: d, LagN: 100}
+	}
+	for _, tc := range []struct {
+		name string
+		s    loadSample
+		want string
+	}{
+		{"other work just under", beside(metrics.HostBusyCores - eps), loadFleet},
+		{"other work just over", beside(metrics.HostBusyCores + eps), loadHostBusy},
+		{"idle just over", idle(metrics.SaturatedIdlePct + eps), ""},
+		{"idle just under", idle(metrics.SaturatedIdlePct - eps), loadHostBusy},
+		{"lag at the bound", lag(metrics.SaturatedLagP99), ""},
+		{"lag just over", lag(metrics.SaturatedLagP99 + time.Microsecond), loadLag},
+	} {
+		if kind, msg := judgeLoad(tc.s); kind != tc.want {
+			t.Errorf("%s: judged %q (%s), want %q", tc.name, kind, msg, tc.want)
+		}
 	}
 }

@@ -10,14 +10,20 @@ import (
 	"time"
 
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/reprise-harness/reprise/internal/metrics"
 )
 
 // Thresholds past which the load generator is said to be saturated (its
-// numbers then understate the server), from the fleet's own rule.
+// numbers then understate the server): the fleet's own rule, from one
+// source (internal/metrics load.go).
 const (
-	saturatedCPUIdlePct  = 20
-	saturatedLagP99Ms    = 5
+	saturatedCPUIdlePct  = metrics.SaturatedIdlePct
+	saturatedLagP99      = metrics.SaturatedLagP99
+	saturatedLagP99Ms    = float64(saturatedLagP99) / float64(time.Millisecond)
 	saturatedMinFraction = 0.1 // of a run's samples under the idle threshold
+	// hostBusyMinCores is how much other work makes a host busy.
+	hostBusyMinCores = metrics.HostBusyCores
 )
 
 // Param is one run parameter, shown as given.
@@ -572,11 +578,11 @@ func runWarnings(rs RunStats, fleetIdle []float64, lastErr string) []string {
 			fmtNum(rs.HostOtherCoresMax, 1), s, fmtNum(rs.SampledS, 0)))
 	}
 	if len(fleetIdle) > 0 && float64(busy) >= math.Max(2, saturatedMinFraction*float64(len(fleetIdle))) && rs.FleetSaturatedS > 0 {
-		w = append(w, fmt.Sprintf("load generator saturated: fleet host CPU idle under %d%% for %d of %d seconds; the relay's numbers are understated",
+		w = append(w, fmt.Sprintf("load generator saturated: fleet host CPU idle under %.0f%% for %d of %d seconds; the relay's numbers are understated",
 			saturatedCPUIdlePct, busy, len(fleetIdle)))
 	}
 	if lag := float64(rs.ScheduleLagP99Ms); lag > saturatedLagP99Ms {
-		w = append(w, fmt.Sprintf("load generator saturated: schedule lag p99 %.1f ms (over %d ms); sends went out late",
+		w = append(w, fmt.Sprintf("load generator saturated: schedule lag p99 %.1f ms (over %.0f ms); sends went out late",
 			lag, saturatedLagP99Ms))
 	}
 	if k := rs.KernelDrops; k != nil && k.Total() > 0 {

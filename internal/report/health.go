@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // Cause is why a warning was given: one cause, however many runs, shards
@@ -244,13 +243,9 @@ func hostBusyCores(p Point) float64 {
 	return math.Max(0, (100-p.FleetCPUIdlePct)/100-own)
 }
 
-// hostBusyMinCores is how much other work makes a host busy: half a core
-// no run of ours used.
-const hostBusyMinCores = 0.5
-
 // healthSLO is the load generator's limits the run's health is judged
 // by, whatever --slo turned off: health is apart from the answer.
-var healthSLO = SLO{MinFleetIdlePct: saturatedCPUIdlePct, MaxLagP99: saturatedLagP99Ms * time.Millisecond}
+var healthSLO = SLO{MinFleetIdlePct: saturatedCPUIdlePct, MaxLagP99: saturatedLagP99}
 
 // healthSeconds counts, over a run's samples, the seconds the fleet was
 // saturated by its own work (isSaturated by healthSLO: starved while its

@@ -82,7 +82,7 @@ func DefaultSLO() SLO {
 		MaxLoginFailPct: 1,
 		MinIdlePct:      10,
 		MinFleetIdlePct: saturatedCPUIdlePct,
-		MaxLagP99:       saturatedLagP99Ms * time.Millisecond,
+		MaxLagP99:       saturatedLagP99,
 	}
 }
 

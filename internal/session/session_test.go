@@ -79,6 +79,29 @@ func TestReceiveOnlyPlanNoLoginFrames(t *testing.T) {
 	}
 }
 
+// TestReceiveOnlyHeartbeatAfterHandshake: a receive-only client's first
+// heartbeat is one interval after the last handshake frame it plays, at
+// that frame's recorded offset (a keepalive counts from the last packet
+// sent), however late the recording put it: a SUBSCRIBE recorded 1.5 s
+// after the CONNECT gives a first heartbeat at 2.5 s, not 1 s.
+func TestReceiveOnlyHeartbeatAfterHandshake(t *testing.T) {
+	// CONNECT at 0, SUBSCRIBE at 1.5 s, the first PUBLISH (a send) at 1.7 s.
+	tl, err := NewTimeline(TimelineInput{Flow: []time.Duration{ms(0), ms(1500), ms(1700)}, Last: 3, FirstSend: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := tl.ReceiveOnlyPlan(time.Second)
+	want := []Step{{Frame: 0}, {Frame: 1, Due: ms(1500)}, {Frame: Heartbeat, Due: ms(2500)}, {Frame: Heartbeat, Due: ms(3500)}}
+	for n, w := range want {
+		if got := p.Step(int64(n)); got != w {
+			t.Errorf("Step(%d) = %+v, want %+v", n, got, w)
+		}
+	}
+	if got := p.DueBy(ms(2499)); got != 2 {
+		t.Errorf("DueBy(2.499 s) = %d, want 2 (no heartbeat before 2.5 s)", got)
+	}
+}
+
 // TestPlanUntil: a plan cut at d plays the steps due by d, then a
 // Handover due at d, then ends, whether it loops, heartbeats, ends
 // before d or has no step at all; DueBy agrees with Step.
