@@ -50,9 +50,10 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	began := time.Now()
 
-	// The relay binds port 0 and says where; Prometheus is started again
-	// on another port if its port was taken (testproc.StartServer).
-	fleetMetrics := freeAddr(t)
+	// The relay binds port 0 and says where; the fleet serves /metrics on a
+	// listener bound here (port 0) that it inherits; Prometheus is started
+	// again on another port if its port was taken (testproc.StartServer).
+	fleetMetrics, fleetLn := inheritedListener(t)
 	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
 	relayMetrics, relayTCP := relay.Metrics, relay.TCP
 
@@ -72,14 +73,13 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	summaryPath := filepath.Join(dir, "summary.json")
 	// The bundled capture and the loop points the README's demo uses.
 	capture, loop := filepath.Join(root, "captures", "vr-session.pcap"), "12s,48s"
-	fleet := testproc.Start(t, bins["replay"],
+	fleet := startReplayOn(t, fleetLn,
 		"--capture", capture,
 		"--loop", loop,
 		"--target", relayTCP,
 		"--clients", strconv.Itoa(e2eClients),
 		"--login-interval", e2eLoginInterval.String(),
 		"--duration", "60s", // stopped with Ctrl-C once the queries ran
-		"--metrics", fleetMetrics,
 		"--summary", summaryPath)
 
 	// Prometheus starts scraping a few seconds after it is ready; wait
@@ -95,7 +95,7 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	at := time.Now().Add(-1500 * time.Millisecond) // a moment whose scrapes are surely in
+	at := scrapedAt(ctx, t, p, 2)
 
 	checkMetricsLint(ctx, t, promtool, relayMetrics, fleetMetrics)
 	checkVariables(ctx, t, p, dashboards, map[string]string{"relay": relayMetrics, "fleet": fleetMetrics})
@@ -170,6 +170,34 @@ func waitValue(ctx context.Context, p prom, expr string, want float64) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s never reached %v (last %v, %v): %w", expr, want, last, lastErr, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// scrapedAt is a recent instant at which the last scrape of each of the
+// targets Prometheus scrapes succeeded (up is 1 for every one). A scrape
+// that failed (one past its 1 s timeout on a loaded host) makes every
+// series of its target stale: a gauge then has no value at that instant
+// although it had one a scrape before, so the dashboards are judged at a
+// moment whose scrapes are in, never a guessed "1.5 s ago".
+func scrapedAt(ctx context.Context, t *testing.T, p prom, targets int) time.Time {
+	t.Helper()
+	for {
+		// A moment whose scrapes have surely been written (a scrape
+		// under way is not yet).
+		at := time.Now().Add(-1500 * time.Millisecond)
+		ups, err := p.query(ctx, "up", at)
+		ok := err == nil && len(ups) == targets
+		for _, u := range ups {
+			ok = ok && u.Value == 1
+		}
+		if ok {
+			return at
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no instant with every scrape in (up %v, %v): %v", ups, err, ctx.Err())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

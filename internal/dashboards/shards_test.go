@@ -28,7 +28,12 @@ func TestFleetDashboardShards(t *testing.T) {
 	dir := t.TempDir()
 
 	barrier := freeAddr(t)
-	shards := []string{freeAddr(t), freeAddr(t)}
+	var shards []string
+	var lns []*os.File
+	for range 2 {
+		addr, f := inheritedListener(t)
+		shards, lns = append(shards, addr), append(lns, f)
+	}
 	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
 	relayMetrics, relayTCP := relay.Metrics, relay.TCP
 
@@ -51,10 +56,10 @@ func TestFleetDashboardShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	capture := filepath.Join(root, "captures", "vr-session.pcap")
-	for i, addr := range shards {
-		testproc.Start(t, bins["replay"], "--capture", capture, "--loop", "12s,48s", "--target", relayTCP,
+	for i := range shards {
+		startReplayOn(t, lns[i], "--capture", capture, "--loop", "12s,48s", "--target", relayTCP,
 			"--clients", strconv.Itoa(e2eClients), "--login-interval", e2eLoginInterval.String(), "--duration", "60s",
-			"--metrics", addr, "--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier)
+			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier)
 	}
 	if err := waitValue(ctx, p, `sum(replay_clients_logged_in{job="fleet"})`, e2eClients); err != nil {
 		t.Fatal(err)
@@ -64,7 +69,7 @@ func TestFleetDashboardShards(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal(ctx.Err())
 	}
-	at := time.Now().Add(-1500 * time.Millisecond)
+	at := scrapedAt(ctx, t, p, 3)
 	values := evalAll(ctx, t, p, dashboards, at, map[string]string{"relay": relayMetrics, "fleet": shards[0] + "|" + shards[1]})
 	for _, c := range []struct {
 		title string
