@@ -11,7 +11,8 @@
 # with N (fresh server each), VmRSS and Go heap in use (/metrics) read
 # once every login has its result and SETTLE s more; per client is
 # (X(N) - X(1)) / (N - 1). Heap bytes do not depend on the host's load.
-# CPU: per rep and build, C clients sending in rooms of M for DURATION;
+# CPU: per rep and build, C clients sending in rooms of M for DURATION
+# (the 2 s recording's messages looped, LOOP);
 # the replay's user+sys CPU (getrusage of the child) over the messages it
 # received (deliveries). With CG=1 also cachegrind instructions per
 # delivery, which do not depend on load: (Ir(long) - Ir(short)) /
@@ -31,14 +32,14 @@ cd "$(dirname "$0")/.."
 A=${A:?A=dir holding the first replay build}
 B=${B:?B=dir holding the second replay build, wsroom and record}
 REPS=${REPS:-3} N=${N:-500} C=${C:-200} M=${M:-10} DURATION=${DURATION:-15s}
-SETTLE=${SETTLE:-3} CG=${CG:-0} CGCLIENTS=${CGCLIENTS:-20} SKIP=${SKIP:-}
+SETTLE=${SETTLE:-3} LOOP=${LOOP:-200ms,1800ms} CG=${CG:-0} CGCLIENTS=${CGCLIENTS:-20} SKIP=${SKIP:-}
 OUT=${OUT:-$(mktemp -d /tmp/ws-ab.XXXXXX)}
 mkdir -p "$OUT"
 ulimit -n 20000
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) reps=$REPS N=$N C=$C M=$M duration=$DURATION out=$OUT"
-exec python3 - "$A" "$B" "$REPS" "$N" "$C" "$M" "$DURATION" "$SETTLE" "$CG" "$CGCLIENTS" "$OUT" "$SKIP" <<'PY'
+exec python3 - "$A" "$B" "$REPS" "$N" "$C" "$M" "$DURATION" "$SETTLE" "$CG" "$CGCLIENTS" "$OUT" "$SKIP" "$LOOP" <<'PY'
 import json, re, resource, socket, statistics, subprocess, sys, time, urllib.request
-A, B, reps, N, C, M, dur, settle, cg, cgclients, out, skip = sys.argv[1:13]
+A, B, reps, N, C, M, dur, settle, cg, cgclients, out, skip, loop = sys.argv[1:14]
 reps, N, C, M, settle, cgclients = int(reps), int(N), int(C), int(M), float(settle), int(cgclients)
 bins = {"A": A + "/replay", "B": B + "/replay"}
 wsroom, record = B + "/wsroom", B + "/record"
@@ -112,7 +113,7 @@ def busy(tag, rep):
     summ = f"{out}/cpu-{tag}-{rep}.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([bins[tag], "--capture", cap, *prof, "--target", addr, "--clients", str(C), "--room-size", str(M),
-                    "--login-interval", "1ms", "--duration", dur, "--metrics", "", "--progress-interval", "1h",
+                    "--loop", loop, "--login-interval", "1ms", "--duration", dur, "--metrics", "", "--progress-interval", "1h",
                     "--log-level", "warn", "--summary", summ], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     stop(srv)
@@ -126,7 +127,7 @@ def instructions(tag, d):
     summ, cgout = f"{out}/cg-{tag}-{d}.json", f"{out}/cg-{tag}-{d}.out"
     subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={cgout}",
                     bins[tag], "--capture", cap, *prof, "--target", addr, "--clients", str(cgclients), "--room-size", str(M),
-                    "--login-interval", "1ms", "--login-timeout", "60s", "--duration", d, "--metrics", "",
+                    "--loop", loop, "--login-interval", "1ms", "--login-timeout", "60s", "--duration", d, "--metrics", "",
                     "--progress-interval", "1h", "--log-level", "warn", "--summary", summ],
                    stdout=subprocess.DEVNULL, stderr=open(f"{out}/cg-{tag}-{d}.log", "w"))
     stop(srv)
