@@ -159,20 +159,9 @@ type client struct {
 	// step it failed in (the reader's).
 	loginSent bool
 
-	// A client playing connections in turn (turns.go): then is the flow
-	// whose Then it plays next (nil: none), turn this connection's (0
-	// the first); a later turn's connect is where it dials ("" the
-	// target) and turnName its label (flow<index>): its login's step
-	// row and the prefix of its failures.
-	then     *profile.LoadedFlow
-	turn     int
-	connect  string
-	turnName string
-	loginAt  time.Time
-	turnDone atomic.Bool // turnOver ran
-	// leftInTurn: it left for its next connection (its deliveries are
-	// Deliveries.LeftInTurn's).
-	leftInTurn atomic.Bool
+	// tn is a client's playing connections in turn (turns.go); nil for
+	// every other client, which pays one pointer for it.
+	tn *turnState
 }
 
 // firstBytes is how many of a login's first received bytes are kept.
@@ -191,7 +180,7 @@ func (c *client) attempt(ctx context.Context, res chan<- LoginResult) {
 		return
 	}
 	if addr == "" {
-		addr = c.connect // a later turn's server (turns.go)
+		addr = c.turnConnect() // a later turn's server (turns.go)
 	}
 	conn, err := f.dial(ctx, c.idx, deadline, addr)
 	if err != nil {
@@ -314,9 +303,9 @@ func (c *client) loginFailed(reason LoginResult, res chan<- LoginResult) {
 	if c.loginSent {
 		reason.step = c.pc.LoginStage()
 	}
-	if c.turn > 0 {
+	if c.turnIndex() > 0 {
 		// A next connection's (turns.go): not a login of its own.
-		reason.turn = c.turnName
+		reason.turn = c.tn.name
 		c.f.stats.next.failed.add(reason.String())
 	} else {
 		c.f.stats.failed.add(reason.String())
@@ -998,15 +987,15 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	// The scheduler's TCP writes never wait, and a raw write fails once a
 	// deadline has passed: clear the login's.
 	c.conn.SetWriteDeadline(time.Time{})
-	if c.then != nil {
+	if c.nextFlow() != nil {
 		// Until its next turn's login has its result; before joined,
 		// which a disconnect (turnOver) needs.
 		c.f.turnsPending.Add(1)
 	}
 	c.joined.Store(true)
-	if c.turn > 0 {
+	if c.turnIndex() > 0 {
 		c.f.stats.nextOK()
-		c.f.httpTimes.record(c.turnName, time.Since(c.loginAt))
+		c.f.httpTimes.record(c.tn.name, time.Since(c.tn.loginAt))
 	} else {
 		c.f.stats.loginOK()
 	}

@@ -107,7 +107,7 @@ func (f *Fleet) deliveries() Deliveries {
 	f.mu.Lock()
 	t := f.done
 	for c := range f.live {
-		if c.joined.Load() && !c.leftInTurn.Load() {
+		if c.joined.Load() && !c.leftInTurn() {
 			t.add(c.expected(), c.casts.Load())
 		}
 	}

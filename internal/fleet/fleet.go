@@ -817,10 +817,12 @@ func (f *Fleet) newClientOf(i int, lf *profile.LoadedFlow, fc *flowCounters, tur
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sched: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
 		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[turn*f.roomsPerTurn+cfg.roomIndex(i)],
-		then: then, turn: turn,
 	}
-	if turn > 0 {
-		c.connect, c.turnName = lf.Connect, fmt.Sprintf("flow%d", lf.Index)
+	if then != nil || turn > 0 {
+		c.tn = &turnState{then: then, turn: turn}
+		if turn > 0 {
+			c.tn.connect, c.tn.name = lf.Connect, fmt.Sprintf("flow%d", lf.Index)
+		}
 	}
 	c.outAt.Store(-1)
 	if f.ws {
@@ -902,7 +904,7 @@ func (f *Fleet) untrack(c *client) {
 	delete(f.live, c)
 	if c.joined.Load() {
 		c.leftRoom()
-		if c.leftInTurn.Load() {
+		if c.leftInTurn() {
 			f.doneTurn.Connections++
 			f.doneTurn.Expected += c.expected()
 			f.doneTurn.Received += c.casts.Load()
@@ -1009,7 +1011,7 @@ func (f *Fleet) owedMissing() int64 {
 	var t tally
 	f.mu.Lock()
 	for c := range f.live {
-		if c.joined.Load() && !c.dead.Load() && !c.leftInTurn.Load() {
+		if c.joined.Load() && !c.dead.Load() && !c.leftInTurn() {
 			t.add(c.expected(), c.casts.Load())
 		}
 	}

@@ -148,7 +148,7 @@ func (s *scheduler) run(ctx context.Context) {
 			buf, lags = c.send(now, buf, lags)
 			if c.dead.Load() || c.due == never {
 				s.h.pop()
-				if c.then != nil && !c.dead.Load() {
+				if c.nextFlow() != nil && !c.dead.Load() {
 					c.nextTurn() // its plan's handover: once a connection
 				}
 			} else {

@@ -45,19 +45,19 @@ func (c *client) nextTurn() {
 		start := time.Now()
 		c.stopping.Store(true)
 		if !c.dead.Load() { // disconnected: its deliveries are judged as any client's
-			c.leftInTurn.Store(true)
+			c.tn.left.Store(true)
 		}
 		c.leave(start.Add(f.cfg.LeaveTimeout))
 		if c.dead.Load() || f.runCtx.Err() != nil {
 			return // disconnected meanwhile (no leave), or the run ended: no next login
 		}
-		then := c.then.Then
-		n, err := f.newClientOf(c.idx, then, &f.flowCnt[f.turnOf[then]], c.turn+1)
+		then := c.tn.then.Then
+		n, err := f.newClientOf(c.idx, then, &f.flowCnt[f.turnOf[then]], c.tn.turn+1)
 		if err != nil {
 			f.warnOnce(&f.warnedTurn, "WARNING: a client's next connection could not be made: "+err.Error())
 			return
 		}
-		n.loginAt = start
+		n.tn.loginAt = start
 		f.stats.next.tried.Add(1)
 		res := make(chan LoginResult, 1)
 		// The values this connection's server handed out that the next
@@ -76,12 +76,57 @@ func (c *client) nextTurn() {
 	})
 }
 
+// turnState is what a client playing connections in turn carries: then
+// is the flow whose Then it plays next (nil: none), turn this
+// connection's (0 the first); a later turn's connect is where it dials
+// ("" the target) and name its label (flow<index>): its login's step row
+// and the prefix of its failures; loginAt when its login began.
+type turnState struct {
+	then    *profile.LoadedFlow
+	turn    int
+	connect string
+	name    string
+	loginAt time.Time
+	done    atomic.Bool // turnOver ran
+	// left: it left for its next connection (its deliveries are
+	// Deliveries.LeftInTurn's).
+	left atomic.Bool
+}
+
+// turnIndex is the client's connection in turn (0: its first, or it
+// plays one connection).
+func (c *client) turnIndex() int {
+	if c.tn == nil {
+		return 0
+	}
+	return c.tn.turn
+}
+
+// nextFlow is the flow whose Then the client plays next (nil: none).
+func (c *client) nextFlow() *profile.LoadedFlow {
+	if c.tn == nil {
+		return nil
+	}
+	return c.tn.then
+}
+
+// turnConnect is where a later turn dials ("": the target).
+func (c *client) turnConnect() string {
+	if c.tn == nil {
+		return ""
+	}
+	return c.tn.connect
+}
+
+// leftInTurn says the client left for its next connection.
+func (c *client) leftInTurn() bool { return c.tn != nil && c.tn.left.Load() }
+
 // turnOver says a client that was to play a next connection no longer
 // waits to (it handed over and the next login has its result, or its
 // connection ended first): --after-logins counts from when no client
 // does (Fleet.loginsSettled).
 func (c *client) turnOver() {
-	if c.then != nil && c.turnDone.CompareAndSwap(false, true) {
+	if c.nextFlow() != nil && c.tn.done.CompareAndSwap(false, true) {
 		c.f.turnsPending.Add(-1)
 	}
 }
