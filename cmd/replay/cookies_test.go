@@ -8,9 +8,17 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCookieSession: a recorded web-app login (POST /login, GET /me with
@@ -113,4 +121,75 @@ func TestCookieSession(t *testing.T) {
 			t.Errorf("the server: %d logins, %d without the cookie, %d upgrades; want 5, 5, 0", app.Logins, app.NoCookie, app.Upgrades)
 		}
 	})
+}
+
+// TestJarAcrossTurns: a recorded client starts a cookie session over
+// HTTP (POST /v2/session sets sid), then plays a socket on one server
+// and, after closing it, a socket on another, each upgrade bringing the
+// cookie (no token). Replayed with --flows all and the session as the
+// profile's step, each client is one client playing its two sockets in
+// turn, and both upgrades carry the cookie its own step was set, not the
+// recorded one (the next connection's address is a port alone, ":port",
+// the jar's URL the target's host): the server took every upgrade of
+// both listeners by a cookie of a session it started, none refused,
+// every join by the session's own user, its counts equal to the
+// fleet's.
+func TestJarAcrossTurns(t *testing.T) {
+	srv, api := startNakama(t)
+	capPath := recordLive(t, api, srv.gameAddr, func() {
+		jar, _ := cookiejar.New(nil)
+		hc := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+		resp, err := hc.Post("http://"+api+"/v2/session", "application/json", strings.NewReader(`{"id":"rec-user-01"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		hc.CloseIdleConnections()
+		u, _ := url.Parse("http://" + api + "/")
+		cs := jar.Cookies(u)
+		if resp.StatusCode != 200 || len(cs) != 1 {
+			t.Fatalf("session: %s, cookies %v", resp.Status, cs)
+		}
+		cookie := "Cookie: sid=" + cs[0].Value + "\r\n"
+		for _, sock := range []string{api, srv.gameAddr} {
+			if err := nakamaSocketWith(sock, "lang=en", cookie, "rec-user-01", "hall", 6, true); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	data, err := os.ReadFile(filepath.Join("testdata", "nakama", "chat.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := "\nhttp:\n  - name: session\n    method: POST\n    url: /v2/session\n    headers: {Content-Type: application/json}\n    body: '{\"id\":\"${user}\"}'\nkinds:"
+	prof := regexp.MustCompile(`(?s)\nhttp:.*?\nkinds:`).ReplaceAllLiteralString(string(data), step)
+	path := filepath.Join(t.TempDir(), "session.yaml")
+	if err := os.WriteFile(path, []byte(prof), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	srv.reset()
+	const clients = 10
+	res := replay(t, "--profile", path, "--capture", capPath, "--flows", "all", "--target", api, "--clients", fmt.Sprint(clients),
+		"--login-interval", "5ms", "--login-timeout", "20s", "--after-logins", "1s", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s := res.sum
+	if !strings.Contains(res.stdout+res.stderr, "are one client's connections in turn") {
+		t.Fatalf("the notes do not join the sockets:\n%s%s", res.stdout, res.stderr)
+	}
+	n := s.NextConnections
+	issued, refused, joins, wrong, chats, delivered, up := srv.counts()
+	srv.mu.Lock()
+	byCookie := maps.Clone(srv.cookieUps)
+	srv.mu.Unlock()
+	if s.LoginsSucceeded != clients || s.LoginAttempts != clients || n == nil || n.Tried != clients || n.LoggedIn != clients || len(n.Failed) != 0 ||
+		issued < clients || refused != 0 || wrong != 0 || joins != 2*clients ||
+		up[api] != clients || up[srv.gameAddr] != clients || byCookie[api] != clients || byCookie[srv.gameAddr] != clients ||
+		chats != s.MessagesSent || delivered != s.MessagesReceived || s.MessagesSent == 0 {
+		t.Fatalf("logins %d of %d, failed %v, next connections %+v; the server started %d sessions, refused %d upgrades, took %v (%v by a cookie; want %d on each), joined %d (%d by another user), chats %d of %d sent, delivered %d of %d received\n%s%s",
+			s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, n, issued, refused, up, byCookie, clients, joins, wrong, chats, s.MessagesSent, delivered, s.MessagesReceived, res.stdout, res.stderr)
+	}
+	// issued: the next connection makes the profile's steps again
+	// today (a new session, the same user's).
+	t.Logf("%d clients: both sockets by their own cookie (%v); the server started %d sessions; sent %d received %d", clients, byCookie, issued, s.MessagesSent, s.MessagesReceived)
 }

@@ -34,8 +34,13 @@ import (
 
 // nakama is the server; its counters are what the test checks.
 type nakama struct {
-	mu        sync.Mutex
-	tokens    map[string]string // unused token -> user
+	mu     sync.Mutex
+	tokens map[string]string // unused token -> user
+	// sessions are the cookie sessions POST /v2/session started (sid ->
+	// user, any number of upgrades); cookieUps counts the upgrades
+	// that came with one, by listener address.
+	sessions  map[string]string
+	cookieUps map[string]int
 	issued    int
 	upgrades  map[string]int // by listener address
 	refused   int            // upgrades without a valid token
@@ -74,7 +79,7 @@ func (c *nkConn) send(msg []byte) {
 // socket alone on a second (the game server the lobby names).
 func startNakama(t *testing.T) (*nakama, string) {
 	t.Helper()
-	n := &nakama{tokens: map[string]string{}, upgrades: map[string]int{}, rooms: map[string]map[*nkConn]bool{}}
+	n := &nakama{tokens: map[string]string{}, upgrades: map[string]int{}, rooms: map[string]map[*nkConn]bool{}, sessions: map[string]string{}, cookieUps: map[string]int{}}
 	api, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -111,6 +116,7 @@ func startNakama(t *testing.T) (*nakama, string) {
 		}
 		fmt.Fprintf(w, `{"match":{"addr":%q}}`, addr)
 	})
+	mux.HandleFunc("POST /v2/session", n.session)
 	mux.HandleFunc("GET /ws", n.socket)
 	mux.HandleFunc("GET /lobby", n.lobbySocket)
 	for _, ln := range []net.Listener{api, game} {
@@ -254,13 +260,19 @@ func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
 // socket takes the token (once), upgrades and serves the chat.
 func (n *nakama) socket(w http.ResponseWriter, r *http.Request) {
 	token := r.URL.Query().Get("token")
+	at := r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()
 	n.mu.Lock()
 	user, ok := n.tokens[token]
 	delete(n.tokens, token)
+	if c, err := r.Cookie("sid"); token == "" && err == nil { // a cookie session's upgrade
+		if user, ok = n.sessions[c.Value]; ok {
+			n.cookieUps[at]++
+		}
+	}
 	if !ok {
 		n.refused++
 	} else {
-		n.upgrades[r.Context().Value(http.LocalAddrContextKey).(net.Addr).String()]++
+		n.upgrades[at]++
 	}
 	n.mu.Unlock()
 	if !ok {
@@ -275,6 +287,24 @@ func (n *nakama) socket(w http.ResponseWriter, r *http.Request) {
 	defer n.conns.Done()
 	defer conn.Close()
 	n.serve(&nkConn{conn: conn}, rw.Reader, user)
+}
+
+// session starts a cookie session for the user {"id":U} names: its
+// answer sets sid, which any number of upgrades may bring (no token).
+func (n *nakama) session(w http.ResponseWriter, r *http.Request) {
+	var body struct{ ID string }
+	if json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&body) != nil || body.ID == "" {
+		http.Error(w, `{"error":"no id"}`, http.StatusBadRequest)
+		return
+	}
+	sid := make([]byte, 12)
+	rand.Read(sid)
+	n.mu.Lock()
+	n.sessions[hex.EncodeToString(sid)] = body.ID
+	n.issued++
+	n.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: "sid", Value: hex.EncodeToString(sid), Path: "/", HttpOnly: true})
+	io.WriteString(w, `{}`)
 }
 
 func (n *nakama) serve(c *nkConn, in *bufio.Reader, user string) {
@@ -351,6 +381,7 @@ func (n *nakama) counts() (issued, refused, joins, wrong int, chats, delivered i
 func (n *nakama) reset() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	clear(n.cookieUps)
 	n.issued, n.refused, n.joins, n.wrongUser, n.chats, n.delivered, n.lobbies, n.lobbyIn, n.lobbyOut = 0, 0, 0, 0, 0, 0, 0, 0, 0
 	n.upgrades = map[string]int{}
 }
@@ -382,13 +413,21 @@ func nakamaClientAt(addr, sock, user, room string, chats int) error {
 
 // nakamaSocket is the recorded client's socket on sock with its token.
 func nakamaSocket(sock, token, user, room string, chats int) error {
+	return nakamaSocketWith(sock, "lang=en&status=true&token="+token, "", user, room, chats, false)
+}
+
+// nakamaSocketWith is nakamaSocket with the upgrade's query and extra
+// header lines (each ending \r\n) given; awaitClose: after its close
+// frame, it reads until the server has closed the connection (so a
+// recording's next connection starts after this one ended).
+func nakamaSocketWith(sock, query, header, user, room string, chats int, awaitClose bool) error {
 	conn, err := net.Dial("tcp", sock)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	fmt.Fprintf(conn, "GET /ws?lang=en&status=true&token=%s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", token, sock, profile.NewWSNonce())
+	fmt.Fprintf(conn, "GET /ws?%s HTTP/1.1\r\nHost: %s\r\n%sUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n\r\n", query, sock, header, profile.NewWSNonce())
 	in := bufio.NewReader(conn)
 	status, err := in.ReadString('\n')
 	if err != nil || !strings.Contains(status, " 101 ") {
@@ -420,6 +459,11 @@ func nakamaSocket(sock, token, user, room string, chats int) error {
 	}
 	time.Sleep(100 * time.Millisecond)
 	conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, key))
+	if awaitClose {
+		if _, err := io.Copy(io.Discard, in); err != nil {
+			return fmt.Errorf("awaiting the server's close: %w", err)
+		}
+	}
 	return nil
 }
 

@@ -105,6 +105,11 @@ func (c *client) withCookies(req []byte, addr string, jar *cookieJar) []byte {
 	if err != nil {
 		host = addr
 	}
+	if host == "" { // ":port": the target's host (a lobby that answered a port)
+		if host, _, err = net.SplitHostPort(c.f.target); err != nil {
+			host = c.f.target
+		}
+	}
 	scheme := "http"
 	if c.f.tlsCfg != nil {
 		scheme = "https"

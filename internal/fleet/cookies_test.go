@@ -41,13 +41,14 @@ func TestCookieJarBounded(t *testing.T) {
 }
 
 // TestUpgradeCookies: the upgrade carries the jar's cookies for its own
-// URL (host and path, whatever port), in place of the recorded value.
+// URL (host and path, whatever port; a port alone is on the target's
+// host), in place of the recorded value.
 func TestUpgradeCookies(t *testing.T) {
 	c, jar := &client{f: &Fleet{target: "127.0.0.1:9000"}}, newCookieJar()
 	set, _ := url.Parse("http://127.0.0.1:9000/login")
 	jar.SetCookies(set, []*http.Cookie{{Name: "sid", Value: "new", Path: "/"}, {Name: "admin", Value: "1", Path: "/admin"}})
 	req := []byte("GET /chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nCookie: theme=dark; sid=old\r\n\r\n")
-	for _, addr := range []string{"", "127.0.0.1:9001"} {
+	for _, addr := range []string{"", "127.0.0.1:9001", ":9001"} { // ":9001": the target's host
 		got := string(c.withCookies(req, addr, jar))
 		want := "GET /chat?x=1 HTTP/1.1\r\nHost: 127.0.0.1:9000\r\nCookie: theme=dark; sid=new\r\n\r\n"
 		if got != want {
