@@ -145,11 +145,19 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true
 			}
 			r.adapt(n)
+			more := full || left != 0 || r.toEnd
 			if r.canYield != nil && r.canYield() {
-				r.parked = true // hand over now (the login just ended): the poller reads what is left
+				// Hand over now (the login just ended): the poller reads
+				// what is left. A socket this read emptied is marked so,
+				// or the drain would wait on this client until its next
+				// arrival (a server's keepalive, 25 s for socket.io).
+				if !more {
+					r.marker.emptied(epoch)
+				}
+				r.parked = true
 				return true
 			}
-			if full || left != 0 || r.toEnd {
+			if more {
 				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
 			// The socket is empty: park without reading it again.

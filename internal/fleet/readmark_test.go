@@ -104,6 +104,35 @@ func TestReadMarks(t *testing.T) {
 	}
 }
 
+// TestReadMarkAtHandover: a goroutine reader that hands its client to
+// the poller right after the read that emptied its socket (the login
+// just ended) leaves the client caught up, not "reading" until the
+// server next sends (the drain waited 22 s on one socket.io client for
+// its server's keepalive).
+func TestReadMarkAtHandover(t *testing.T) {
+	snd, conn, rc := tcpPair(t)
+	var epoch atomic.Int64
+	c := &client{conn: conn, raw: rc}
+	r := newStreamReader(conn, rc, func([]byte) bool { return true })
+	r.marker = &readMarker{mark: &c.readMark, epoch: &epoch}
+	r.canYield = func() bool { return true }
+	defer r.release()
+	if !r.inq {
+		t.Skip("no TCP_INQ: a goroutine reader cannot tell its socket is empty")
+	}
+	if _, err := snd.Write([]byte("joined")); err != nil {
+		t.Fatal(err)
+	}
+	waitInq(t, c, len("joined"))
+	e := epoch.Add(1)
+	if err := r.run(); err != errYield {
+		t.Fatalf("run: %v, want the handover", err)
+	}
+	if !c.caughtUp(e) {
+		t.Fatalf("a client handed over with its socket empty is not caught up (mark %d)", c.readMark.Load())
+	}
+}
+
 // inq is how many bytes c's socket holds unread.
 func inq(t *testing.T, c *client) int {
 	t.Helper()
