@@ -99,19 +99,17 @@ type client struct {
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
 	// record, the server's close_notify (the reader's).
 	tlsErr error
-	// deadline is the login's; upgrade says a login step asked for TLS in
-	// band, and pending (of pendingKinds) is the next step, sent once the
-	// handshake is done (the reader's).
-	deadline     time.Time
-	upgrade      bool
-	pending      []byte
-	pendingKinds []int
-	udp          bool
-	ws           bool       // WebSocket: messages travel in frames (ws.go)
-	wsMixed      bool       // the recorded client sent text and binary frames: pc tells which (profile.WSFramer)
-	wsKey        []byte     // the client's masking key
-	zip          *wsDeflate // permessage-deflate, when the server accepted it
-	retry        *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
+	// deadline is the login's; upgrade, once a login step asked for TLS
+	// in band, holds the next step, sent once the handshake is done (the
+	// reader's; nil for every other client, which pays one pointer).
+	deadline time.Time
+	upgrade  *inBandTLS
+	udp      bool
+	ws       bool       // WebSocket: messages travel in frames (ws.go)
+	wsMixed  bool       // the recorded client sent text and binary frames: pc tells which (profile.WSFramer)
+	wsKey    []byte     // the client's masking key
+	zip      *wsDeflate // permessage-deflate, when the server accepted it
+	retry    *joinRetry // UDP until joined: the login's re-sends (owned by the reader)
 	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
 	// WebSocket pong) with the scheduler's writes, when the profile has any
 	// (replies); the reprise profile never replies once logged in.
@@ -455,7 +453,7 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 	}
 	for {
 		reason := c.readStream(&ev, res)
-		if !c.upgrade {
+		if c.upgrade == nil {
 			return reason
 		}
 		if err := c.upgradeTLS(); err != nil {
@@ -563,6 +561,7 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 	fd := &rawFD{fd: nfd}
 	c.raw = fd
 	r.polled, r.parked = true, false
+	r.handedOver() // after c.raw's write: the drain reads c.raw once marked
 	e := &polled{r: r, fd: fd}
 	e.ended = func(why error) {
 		c.readsEnded(finish(why))
@@ -577,27 +576,34 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 	return true
 }
 
+// inBandTLS is the step a client sends once the TLS its login step asked
+// for in band is up: its bytes and their kinds.
+type inBandTLS struct {
+	pending []byte
+	kinds   []int
+}
+
 // upgradeTLS starts TLS in band on a client whose login step asked for
-// it, then sends the next step (held in pending).
+// it, then sends the next step (held in c.upgrade).
 func (c *client) upgradeTLS() error {
-	c.upgrade = false
+	u := c.upgrade
+	c.upgrade = nil
 	ctx, cancel := context.WithDeadline(context.Background(), c.deadline)
 	defer cancel()
 	if err := c.startTLS(ctx, c.deadline); err != nil {
 		return err
 	}
-	if len(c.pending) == 0 {
+	if len(u.pending) == 0 {
 		return nil
 	}
-	if _, err := c.conn.Write(c.pending); err != nil {
+	if _, err := c.conn.Write(u.pending); err != nil {
 		return err
 	}
-	for _, k := range c.pendingKinds {
+	for _, k := range u.kinds {
 		c.sched.c.sentFrames[k].Add(1)
 		c.flowSent(k)
 	}
-	c.sched.c.sentBytes.Add(int64(len(c.pending)))
-	c.pending, c.pendingKinds = nil, nil
+	c.sched.c.sentBytes.Add(int64(len(u.pending)))
 	return nil
 }
 
@@ -699,12 +705,11 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 	if ev.StartTLS && c.f.tlsCfg != nil && c.tls == nil && !c.joined.Load() {
 		// The handshake runs outside this read (readStream returns), and
 		// the next step waits for it.
-		c.upgrade = true
-		c.pending = append(c.pending[:0], ev.Reply...)
-		c.pendingKinds = c.pendingKinds[:0]
+		u := &inBandTLS{pending: append([]byte(nil), ev.Reply...)}
 		for _, r := range ev.Replies {
-			c.pendingKinds = append(c.pendingKinds, r.Kind)
+			u.kinds = append(u.kinds, r.Kind)
 		}
+		c.upgrade = u
 		return Disconnect{}, true
 	}
 	if len(ev.Reply) > 0 && !(c.stopping.Load() && c.joined.Load()) {

@@ -100,6 +100,12 @@ type streamReader struct {
 	// marker marks the client's caught-up reads for the drain
 	// (readmark.go); nil marks nothing.
 	marker *readMarker
+	// yieldMark is the mark of a read that emptied the socket and then
+	// ended run for the handover, set by handedOver once the client's
+	// descriptor is the poller's: the drain reads that descriptor once
+	// the mark says caught up (client.caughtUp), so the mark must come
+	// after it. 0: none.
+	yieldMark int64
 }
 
 // errYield ends run when the socket is empty and canYield says yes.
@@ -121,14 +127,14 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 			r.buf = getReadBuf(r.size)
 		}
 		epoch := r.marker.wake()
+		r.yieldMark = 0
 		for {
 			n, left, err := r.recv(int(fd), *r.buf)
 			switch {
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
-				r.marker.emptied(epoch)
-				return r.empty() // park until readable (or the deadline)
+				return r.empty(epoch) // park until readable (or the deadline)
 			case err != nil:
 				r.err = err
 				r.marker.ended()
@@ -148,11 +154,12 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 			more := full || left != 0 || r.toEnd
 			if r.canYield != nil && r.canYield() {
 				// Hand over now (the login just ended): the poller reads
-				// what is left. A socket this read emptied is marked so,
-				// or the drain would wait on this client until its next
-				// arrival (a server's keepalive, 25 s for socket.io).
+				// what is left. A socket this read emptied is marked so
+				// at the handover, or the drain would wait on this client
+				// until its next arrival (a server's keepalive, 25 s for
+				// socket.io).
 				if !more {
-					r.marker.emptied(epoch)
+					r.yieldMark = epoch
 				}
 				r.parked = true
 				return true
@@ -161,24 +168,40 @@ func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) boo
 				return true // more waits (or a FIN, or unknown): read again, outside the callback
 			}
 			// The socket is empty: park without reading it again.
-			r.marker.emptied(epoch)
-			return r.empty()
+			return r.empty(epoch)
 		}
 	}
 	return r
 }
 
-// empty gives the buffer back once a read found the socket empty, and
-// says whether to park in the netpoller (false) or return (the poller's
-// reads, or a reader about to hand itself over).
-func (r *streamReader) empty() bool {
+// empty gives the buffer back once a read (of epoch's wake) found the
+// socket empty, marks it so, and says whether to park in the netpoller
+// (false) or return (the poller's reads, or a reader about to hand
+// itself over, whose mark waits for handedOver).
+func (r *streamReader) empty(epoch int64) bool {
 	putReadBuf(r.buf)
 	r.buf = nil
-	if r.polled || r.canYield != nil && r.canYield() {
+	if !r.polled && r.canYield != nil && r.canYield() {
+		r.yieldMark = epoch
+		r.parked = true
+		return true
+	}
+	r.marker.emptied(epoch)
+	if r.polled {
 		r.parked = true
 		return true
 	}
 	return false
+}
+
+// handedOver is called once the client's descriptor is its poller's
+// (client.handOver): a read that emptied the socket before the handover
+// marks it now.
+func (r *streamReader) handedOver() {
+	if r.yieldMark != 0 {
+		r.marker.emptied(r.yieldMark)
+		r.yieldMark = 0
+	}
 }
 
 // recv reads into b; left is what the socket still holds after the read

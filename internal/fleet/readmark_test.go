@@ -128,6 +128,7 @@ func TestReadMarkAtHandover(t *testing.T) {
 	if err := r.run(); err != errYield {
 		t.Fatalf("run: %v, want the handover", err)
 	}
+	r.handedOver() // as client.handOver does, once c.raw is the poller's
 	if !c.caughtUp(e) {
 		t.Fatalf("a client handed over with its socket empty is not caught up (mark %d)", c.readMark.Load())
 	}
