@@ -8,7 +8,9 @@
 # both builds replay unchanged.
 #
 # Memory: per rep and build, `replay --receive-only` with 1 client and
-# with N (fresh server each), VmRSS and Go heap in use (/metrics) read
+# with N (fresh server each), VmRSS, Go heap in use and heap plus
+# goroutine stacks in use (/metrics: a client's state lives in its reader
+# goroutine's stack in one build and in the heap in another) read
 # once every login has its result and SETTLE s more; per client is
 # (X(N) - X(1)) / (N - 1). Heap bytes do not depend on the host's load.
 # CPU: per rep and build, C clients sending in rooms of M for DURATION
@@ -101,11 +103,13 @@ def held(tag, n, rep):
         if metrics(mport).get("replay_logins_total", 0) >= n: break
     time.sleep(settle)
     rss = int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{p.pid}/status").read()).group(1))
-    heap = metrics(mport).get("go_memstats_heap_inuse_bytes", 0) / 1024
+    m = metrics(mport)
+    heap = m.get("go_memstats_heap_inuse_bytes", 0) / 1024
+    stack = m.get("go_memstats_stack_inuse_bytes", 0) / 1024
     p.send_signal(2); p.wait(); stop(srv)
     ok = json.load(open(summ))["logins_succeeded"]
     if ok != n: sys.exit(f"{tag} rep {rep}: {ok} of {n} logged in; nothing measured")
-    return rss, heap
+    return rss, heap, heap + stack
 
 def busy(tag, rep):
     """CPU seconds per million deliveries for C sending clients."""
@@ -135,16 +139,16 @@ def instructions(tag, d):
     return ir, json.load(open(summ))["messages_received"]
 
 def med(xs): return statistics.median(xs)
-res = {k: {"rss": [], "heap": [], "cpu": [], "ir": []} for k in "AB"}
+res = {k: {"rss": [], "heap": [], "go": [], "cpu": [], "ir": []} for k in "AB"}
 for rep in range(reps):
     order = "AB" if rep % 2 == 0 else "BA"
     if "mem" not in skip:
         for tag in order:
-            r1, h1 = held(tag, 1, rep)
-            rn, hn = held(tag, N, rep)
-            rss, heap = (rn - r1) / (N - 1), (hn - h1) / (N - 1)
-            res[tag]["rss"].append(rss); res[tag]["heap"].append(heap)
-            print(f"mem\t{tag}\t{rep}\tRSS {r1}->{rn} KiB\theap {h1:.0f}->{hn:.0f} KiB\t{rss:.2f} KiB/client RSS\t{heap:.2f} KiB/client heap\tload {open('/proc/loadavg').read().split()[0]}", flush=True)
+            r1, h1, g1 = held(tag, 1, rep)
+            rn, hn, gn = held(tag, N, rep)
+            rss, heap, gomem = (rn - r1) / (N - 1), (hn - h1) / (N - 1), (gn - g1) / (N - 1)
+            res[tag]["rss"].append(rss); res[tag]["heap"].append(heap); res[tag]["go"].append(gomem)
+            print(f"mem\t{tag}\t{rep}\tRSS {r1}->{rn} KiB\theap {h1:.0f}->{hn:.0f} KiB\t{rss:.2f} KiB/client RSS\t{heap:.2f} KiB/client heap\t{gomem:.2f} KiB/client heap+stacks\tload {open('/proc/loadavg').read().split()[0]}", flush=True)
     if "cpu" not in skip:
         for tag in order:
             cpu, ok, recv, per = busy(tag, rep)
@@ -159,6 +163,7 @@ if cg == "1":
         print(f"cg\t{tag}\tIr 5s {ir1} ({m1} received)\tIr 15s {ir2} ({m2} received)\t{per:.0f} instructions per delivery", flush=True)
 print(f"# medians ({reps} reps, load now {' '.join(open('/proc/loadavg').read().split()[:3])}):")
 for key, unit in (("rss", "KiB RSS per idle client"), ("heap", "KiB heap per idle client"),
+                  ("go", "KiB heap+stacks per idle client"),
                   ("cpu", "CPU s per M deliveries"), ("ir", "instructions per delivery")):
     if res["A"][key] and res["B"][key]:
         a, b = med(res["A"][key]), med(res["B"][key])
