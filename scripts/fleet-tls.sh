@@ -40,34 +40,15 @@ reps, parts, dur, workload, hs_clients, hs_interval, bin_, out = sys.argv[1:9]
 reps, hs_clients = int(reps), int(hs_clients)
 rooms, members = map(int, workload.split("x"))
 
-def free_port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+sys.path.insert(0, "scripts")
+import wsroom as room  # scripts/wsroom.py
+stop = room.stop
 
 def wsroom(tls, log):
-    args = [f"{bin_}/wsroom", "--listen", "127.0.0.1:0"]
-    if tls:
-        args += ["--tls-cert", f"{out}/cert.pem", "--tls-key", f"{out}/key.pem"]
-    f = open(log, "w+")
-    p = subprocess.Popen(args, stdout=f, stderr=f)
-    for _ in range(100):
-        f.seek(0)
-        m = re.search(r"ws=(\S+)", f.read())
-        if m:
-            return p, m.group(1)
-        time.sleep(0.1)
-    p.kill(); sys.exit("wsroom did not start")
-
-def stop(p):
-    p.terminate(); p.wait()
+    return room.start(f"{bin_}/wsroom", log, (f"{out}/cert.pem", f"{out}/key.pem") if tls else None)
 
 # The recording: wsroom's scripted client (200 B at 20 Hz) through record proxy.
-srv, addr = wsroom(False, f"{out}/wsroom-record.log")
-port = free_port()
-rp = subprocess.Popen([f"{bin_}/record", "proxy", "--listen", f"127.0.0.1:{port}", "--upstream", addr, "--out", f"{out}/wsroom.pcap"],
-                      stdout=open(f"{out}/record.log", "w"), stderr=subprocess.STDOUT)
-time.sleep(0.5)
-subprocess.run([f"{bin_}/wsroom", "client", "--url", f"ws://127.0.0.1:{port}/ws?room=lobby&user=alice01", "--duration", "3s"], check=True, stdout=subprocess.DEVNULL)
-rp.send_signal(2); rp.wait(); stop(srv)
+room.record(f"{bin_}/wsroom", f"{bin_}/record", out, "3s")
 insp = subprocess.run([f"{bin_}/replay", "inspect", "--profile", "bench/wsroom.yaml", f"{out}/wsroom.pcap"], capture_output=True, text=True).stdout
 loop = re.search(r"suggested --loop=(\S+)", insp)
 loop = ["--loop", loop.group(1) if loop else "#1,#59"]

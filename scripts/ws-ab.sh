@@ -47,22 +47,12 @@ bins = {"A": A + "/replay", "B": B + "/replay"}
 wsroom, record = B + "/wsroom", B + "/record"
 prof = ["--profile", "bench/wsroom.yaml", "--heartbeat", "0"]
 
-def port():
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); p = s.getsockname()[1]; s.close(); return p
+sys.path.insert(0, "scripts")
+import wsroom as room  # scripts/wsroom.py
+port, stop = room.free_port, room.stop
 
 def server(tag):
-    log = open(f"{out}/wsroom-{tag}.log", "w+")
-    p = subprocess.Popen([wsroom, "--listen", "127.0.0.1:0"], stdout=log, stderr=log)
-    for _ in range(100):
-        log.seek(0)
-        m = re.search(r"ws=(\S+)", log.read())
-        if m:
-            return p, m.group(1)
-        time.sleep(0.1)
-    p.kill(); sys.exit("wsroom did not start: " + open(log.name).read())
-
-def stop(p):
-    p.terminate(); p.wait()
+    return room.start(wsroom, f"{out}/wsroom-{tag}.log")
 
 def metrics(mport):
     try:
@@ -79,15 +69,7 @@ def metrics(mport):
     return vals
 
 # The capture: wsroom's scripted client (200 B at 20 Hz for 2 s) through record proxy.
-cap = f"{out}/wsroom.pcap"
-srv, addr = server("record")
-rport = port()
-rec = subprocess.Popen([record, "proxy", "--listen", f"127.0.0.1:{rport}", "--upstream", addr, "--out", cap],
-                       stdout=open(f"{out}/record.log", "w"), stderr=subprocess.STDOUT)
-time.sleep(1)
-subprocess.run([wsroom, "client", "--url", f"ws://127.0.0.1:{rport}/ws?room=lobby&user=alice01", "--duration", "2s"],
-               stdout=subprocess.DEVNULL, check=True)
-rec.send_signal(2); rec.wait(); stop(srv)
+cap = room.record(wsroom, record, out, "2s")
 
 def held(tag, n, rep):
     """RSS and heap in use (KiB) of replay holding n idle clients."""

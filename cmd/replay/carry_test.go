@@ -97,78 +97,64 @@ func (h *handover) serve(s int, c *nkConn, in *bufio.Reader) {
 	}
 	defer leave()
 	c.conn.SetReadDeadline(time.Now().Add(60 * time.Second))
-	rd := profile.WSReader{Max: 1 << 16}
-	buf := make([]byte, 4096)
-	for {
-		k, err := in.Read(buf)
-		if err != nil {
-			return
+	readWSMessages(in, func(m profile.WSMessage) (stop bool) {
+		if m.Opcode == profile.WSClose {
+			// Out of the room before the close goes: nothing is
+			// delivered to it after its close's answer.
+			leave()
+			c.mu.Lock()
+			c.conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
+			c.mu.Unlock()
+			return true
 		}
-		stop := false
-		rd.Feed(buf[:k], func(m profile.WSMessage) error {
-			if m.Opcode == profile.WSClose {
-				// Out of the room before the close goes: nothing is
-				// delivered to it after its close's answer.
-				leave()
-				c.mu.Lock()
-				c.conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
-				c.mu.Unlock()
-				stop = true
-				return nil
-			}
-			var msg struct{ Join, User, Ticket, Chat, Ts *string }
-			if stop || m.Opcode != profile.WSText || json.Unmarshal(m.Payload, &msg) != nil {
-				return nil
-			}
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			switch {
-			case msg.Join != nil && msg.User != nil:
-				answer := fmt.Appendf(nil, `{"joined":%q}`, *msg.Join)
-				if s == 0 {
-					tok := make([]byte, 12)
-					rand.Read(tok)
-					ticket := hex.EncodeToString(tok)
-					if !h.forget {
-						h.tickets[ticket] = *msg.User
-					}
-					h.issued++
-					answer = fmt.Appendf(nil, `{"joined":%q,%q:%q}`, *msg.Join, h.key, ticket)
-				} else {
-					if msg.Ticket == nil || h.tickets[*msg.Ticket] != *msg.User {
-						h.refused++
-						c.send([]byte(`{"error":"bad_ticket"}`))
-						c.mu.Lock()
-						c.conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 240}, nil))
-						c.mu.Unlock()
-						stop = true
-						return nil
-					}
-					delete(h.tickets, *msg.Ticket)
-				}
-				room = *msg.Join
-				if h.rooms[s][room] == nil {
-					h.rooms[s][room] = map[*nkConn]bool{}
-				}
-				h.rooms[s][room][c] = true
-				h.joins[s]++
-				c.send(answer)
-			case msg.Chat != nil && msg.Ts != nil && room != "":
-				h.chats[s]++
-				out := fmt.Appendf(nil, `{"msg":%q,"ts":%q}`, *msg.Chat, *msg.Ts)
-				for peer := range h.rooms[s][room] {
-					if peer != c {
-						h.deliv[s]++ // counted before it goes: the client's count is never ahead
-						peer.send(out)
-					}
-				}
-			}
-			return nil
-		})
-		if stop {
-			return
+		var msg struct{ Join, User, Ticket, Chat, Ts *string }
+		if m.Opcode != profile.WSText || json.Unmarshal(m.Payload, &msg) != nil {
+			return false
 		}
-	}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		switch {
+		case msg.Join != nil && msg.User != nil:
+			answer := fmt.Appendf(nil, `{"joined":%q}`, *msg.Join)
+			if s == 0 {
+				tok := make([]byte, 12)
+				rand.Read(tok)
+				ticket := hex.EncodeToString(tok)
+				if !h.forget {
+					h.tickets[ticket] = *msg.User
+				}
+				h.issued++
+				answer = fmt.Appendf(nil, `{"joined":%q,%q:%q}`, *msg.Join, h.key, ticket)
+			} else {
+				if msg.Ticket == nil || h.tickets[*msg.Ticket] != *msg.User {
+					h.refused++
+					c.send([]byte(`{"error":"bad_ticket"}`))
+					c.mu.Lock()
+					c.conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 240}, nil))
+					c.mu.Unlock()
+					return true
+				}
+				delete(h.tickets, *msg.Ticket)
+			}
+			room = *msg.Join
+			if h.rooms[s][room] == nil {
+				h.rooms[s][room] = map[*nkConn]bool{}
+			}
+			h.rooms[s][room][c] = true
+			h.joins[s]++
+			c.send(answer)
+		case msg.Chat != nil && msg.Ts != nil && room != "":
+			h.chats[s]++
+			out := fmt.Appendf(nil, `{"msg":%q,"ts":%q}`, *msg.Chat, *msg.Ts)
+			for peer := range h.rooms[s][room] {
+				if peer != c {
+					h.deliv[s]++ // counted before it goes: the client's count is never ahead
+					peer.send(out)
+				}
+			}
+		}
+		return false
+	})
 }
 
 // handoverClient is the recorded client: on the first server it joins

@@ -210,51 +210,43 @@ func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
 	defer conn.Close()
 	c := &nkConn{conn: conn}
 	conn.SetReadDeadline(time.Now().Add(30 * time.Second))
-	rd := profile.WSReader{Max: 1 << 16}
-	buf := make([]byte, 4096)
-	for done := false; !done; {
-		k, err := rw.Read(buf)
-		if err != nil {
-			return
+	readWSMessages(rw, func(m profile.WSMessage) (done bool) {
+		var find struct{ Find, User string }
+		if m.Opcode == profile.WSText || m.Opcode == profile.WSBinary {
+			n.mu.Lock()
+			n.lobbyIn++
+			n.mu.Unlock()
 		}
-		rd.Feed(buf[:k], func(m profile.WSMessage) error {
-			var find struct{ Find, User string }
-			if m.Opcode == profile.WSText || m.Opcode == profile.WSBinary {
-				n.mu.Lock()
-				n.lobbyIn++
-				n.mu.Unlock()
+		switch {
+		case m.Opcode == profile.WSClose:
+			return true
+		case json.Unmarshal(m.Payload, &find) != nil || find.User == "":
+		case strings.HasPrefix(find.User, "nomatch"):
+			n.mu.Lock()
+			n.lobbyOut++ // counted before it goes: the client's count is never ahead
+			n.mu.Unlock()
+			c.send([]byte(`{"error":"no match"}`))
+			c.mu.Lock()
+			conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
+			c.mu.Unlock()
+		default:
+			tok := make([]byte, 12)
+			rand.Read(tok)
+			token := hex.EncodeToString(tok)
+			n.mu.Lock()
+			n.tokens[token] = find.User
+			n.issued++
+			n.lobbies++
+			n.lobbyOut++
+			addr := n.gameAddr
+			if strings.HasPrefix(find.User, "away") {
+				addr = n.awayAddr
 			}
-			switch {
-			case m.Opcode == profile.WSClose:
-				done = true
-			case json.Unmarshal(m.Payload, &find) != nil || find.User == "":
-			case strings.HasPrefix(find.User, "nomatch"):
-				n.mu.Lock()
-				n.lobbyOut++ // counted before it goes: the client's count is never ahead
-				n.mu.Unlock()
-				c.send([]byte(`{"error":"no match"}`))
-				c.mu.Lock()
-				conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
-				c.mu.Unlock()
-			default:
-				tok := make([]byte, 12)
-				rand.Read(tok)
-				token := hex.EncodeToString(tok)
-				n.mu.Lock()
-				n.tokens[token] = find.User
-				n.issued++
-				n.lobbies++
-				n.lobbyOut++
-				addr := n.gameAddr
-				if strings.HasPrefix(find.User, "away") {
-					addr = n.awayAddr
-				}
-				n.mu.Unlock()
-				c.send(fmt.Appendf(nil, `{"room":%q,"match":{"addr":%q,"token":%q}}`, find.Find, addr, token))
-			}
-			return nil
-		})
-	}
+			n.mu.Unlock()
+			c.send(fmt.Appendf(nil, `{"room":%q,"match":{"addr":%q,"token":%q}}`, find.Find, addr, token))
+		}
+		return false
+	})
 }
 
 // socket takes the token (once), upgrades and serves the chat.
@@ -314,58 +306,44 @@ func (n *nakama) serve(c *nkConn, in *bufio.Reader, user string) {
 		delete(n.rooms[room], c)
 		n.mu.Unlock()
 	}()
-	rd := profile.WSReader{Max: 1 << 16}
-	buf := make([]byte, 4096)
-	for {
-		k, err := in.Read(buf)
-		if err != nil {
-			return
+	readWSMessages(in, func(m profile.WSMessage) (stop bool) {
+		if m.Opcode == profile.WSClose {
+			c.send(nil)
+			return true
 		}
-		stop := false
-		rd.Feed(buf[:k], func(m profile.WSMessage) error {
-			if m.Opcode == profile.WSClose {
-				c.send(nil)
-				stop = true
-				return nil
-			}
-			var msg struct {
-				Join, User, Chat, Ts *string
-			}
-			if m.Opcode != profile.WSText || json.Unmarshal(m.Payload, &msg) != nil {
-				return nil
-			}
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			switch {
-			case msg.Join != nil && msg.User != nil:
-				if *msg.User != user {
-					n.wrongUser++
-					stop = true
-					return nil
-				}
-				room = *msg.Join
-				if n.rooms[room] == nil {
-					n.rooms[room] = map[*nkConn]bool{}
-				}
-				n.rooms[room][c] = true
-				n.joins++
-				go c.send(fmt.Appendf(nil, `{"joined":%q}`, room))
-			case msg.Chat != nil && room != "":
-				n.chats++
-				out := fmt.Appendf(nil, `{"msg":%q,"ts":%q}`, *msg.Chat, *msg.Ts)
-				for peer := range n.rooms[room] {
-					if peer != c {
-						n.delivered++
-						peer.send(out)
-					}
-				}
-			}
-			return nil
-		})
-		if stop {
-			return
+		var msg struct {
+			Join, User, Chat, Ts *string
 		}
-	}
+		if m.Opcode != profile.WSText || json.Unmarshal(m.Payload, &msg) != nil {
+			return false
+		}
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		switch {
+		case msg.Join != nil && msg.User != nil:
+			if *msg.User != user {
+				n.wrongUser++
+				return true
+			}
+			room = *msg.Join
+			if n.rooms[room] == nil {
+				n.rooms[room] = map[*nkConn]bool{}
+			}
+			n.rooms[room][c] = true
+			n.joins++
+			go c.send(fmt.Appendf(nil, `{"joined":%q}`, room))
+		case msg.Chat != nil && room != "":
+			n.chats++
+			out := fmt.Appendf(nil, `{"msg":%q,"ts":%q}`, *msg.Chat, *msg.Ts)
+			for peer := range n.rooms[room] {
+				if peer != c {
+					n.delivered++
+					peer.send(out)
+				}
+			}
+		}
+		return false
+	})
 }
 
 func (n *nakama) counts() (issued, refused, joins, wrong int, chats, delivered int64, upgrades map[string]int) {

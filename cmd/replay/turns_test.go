@@ -15,70 +15,53 @@ import (
 	"github.com/reprise-harness/reprise/internal/wire"
 )
 
-// relayTurnClient is a recorded client's connection to one relay: it
-// joins room as user, casts chats 40 ms apart, leaves and reads until
-// the relay closes.
-func relayTurnClient(addr, user, room string, chats int) error {
-	conn, err := net.Dial("tcp", addr)
+// relayTurnClient is a recorded client's connection to one relay over
+// proto (tcp or udp): it joins room as user, casts chats 40 ms apart and
+// leaves. Over TCP it then reads until the relay closes; over UDP (the
+// protocol's UDP specifics) its join is a padded datagram, its session
+// is confirmed by a heartbeat, and every frame goes in a datagram with
+// its session's token.
+func relayTurnClient(proto, addr, user, room string, chats int) error {
+	conn, err := net.Dial(proto, addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := conn.Write(wire.AppendJoin(nil, room, user, nil, 0)); err != nil {
-		return err
+	udp := proto == "udp"
+	join := wire.AppendJoin(nil, room, user, nil, 0)
+	if udp {
+		join = wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, 0)
+		join = wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, wire.UDPJoinPad-len(join))
 	}
-	buf := make([]byte, 4096)
-	if _, err := conn.Read(buf); err != nil { // joined
-		return fmt.Errorf("join %s: %w", addr, err)
-	}
-	for i := range chats {
-		time.Sleep(40 * time.Millisecond)
-		if _, err := conn.Write(wire.AppendSend(nil, wire.Send{Mode: wire.Broadcast, Payload: fmt.Appendf(nil, "chat %d", i)})); err != nil {
-			return err
-		}
-	}
-	if _, err := conn.Write(wire.AppendLeave(nil)); err != nil {
-		return err
-	}
-	conn.(*net.TCPConn).CloseWrite()
-	_, err = io.Copy(io.Discard, conn) // until the relay closes
-	return err
-}
-
-// relayTurnClientUDP is relayTurnClient over UDP: it joins with a
-// padded datagram, confirms its session with a heartbeat (the protocol's
-// UDP specifics), casts, and leaves.
-func relayTurnClientUDP(addr, user, room string, chats int) error {
-	conn, err := net.Dial("udp", addr)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(20 * time.Second))
-	join := wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, 0)
-	join = wire.AppendJoin(wire.AppendDatagram(nil, 0), room, user, nil, wire.UDPJoinPad-len(join))
 	if _, err := conn.Write(join); err != nil {
 		return err
 	}
-	buf := make([]byte, 2048)
+	buf := make([]byte, 4096)
 	var f wire.Frame
 	for f.Type != wire.TypeJoined {
 		n, err := conn.Read(buf)
 		if err != nil {
 			return fmt.Errorf("join %s: %w", addr, err)
 		}
+		if !udp { // joined (the frame is not read: a TCP read may hold more)
+			break
+		}
 		if _, err := wire.Decode(buf[:n], 1<<16, &f); err != nil {
 			return fmt.Errorf("join %s: %w", addr, err)
 		}
 	}
-	tok := f.SessionToken
 	send := func(frame []byte) error {
-		_, err := conn.Write(append(wire.AppendDatagram(nil, tok), frame...))
+		if udp {
+			frame = append(wire.AppendDatagram(nil, f.SessionToken), frame...)
+		}
+		_, err := conn.Write(frame)
 		return err
 	}
-	if err := send(wire.AppendHeartbeat(nil, time.Now().UnixNano())); err != nil { // the confirmation
-		return err
+	if udp {
+		if err := send(wire.AppendHeartbeat(nil, time.Now().UnixNano())); err != nil { // the confirmation
+			return err
+		}
 	}
 	for i := range chats {
 		time.Sleep(40 * time.Millisecond)
@@ -86,7 +69,26 @@ func relayTurnClientUDP(addr, user, room string, chats int) error {
 			return err
 		}
 	}
-	return send(wire.AppendLeave(nil))
+	if err := send(wire.AppendLeave(nil)); err != nil || udp {
+		return err
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	_, err = io.Copy(io.Discard, conn) // until the relay closes
+	return err
+}
+
+// recordRelayTurns records, with record live on lo, one client of the
+// relays over proto (tcp or udp) as user rec-user-01: room hall on the
+// relay at first, then room arena on the one at next, 6 casts on each.
+func recordRelayTurns(t *testing.T, proto, first, next string) string {
+	t.Helper()
+	return recordLiveOn(t, proto, first, next, func() {
+		for _, s := range []struct{ addr, room string }{{first, "hall"}, {next, "arena"}} {
+			if err := relayTurnClient(proto, s.addr, "rec-user-01", s.room, 6); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
 }
 
 // TestTwoServersInTurn: one client played on one relay, then on another
@@ -98,13 +100,7 @@ func relayTurnClientUDP(addr, user, room string, chats int) error {
 func TestTwoServersInTurn(t *testing.T) {
 	t.Parallel()
 	a, b := startRelay(t), startRelay(t)
-	capPath := recordLive(t, a.TCP, b.TCP, func() {
-		for _, s := range []struct{ addr, room string }{{a.TCP, "hall"}, {b.TCP, "arena"}} {
-			if err := relayTurnClient(s.addr, "rec-user-01", s.room, 6); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	capPath := recordRelayTurns(t, "tcp", a.TCP, b.TCP)
 	// The relays' counts of the recorded client, before the fleet's.
 	baseA, baseB := countsOf(t, a), countsOf(t, b)
 	const clients = 20
@@ -236,13 +232,7 @@ var (
 func TestTwoServersInTurnUDP(t *testing.T) {
 	t.Parallel()
 	a, b := startRelay(t), startRelay(t)
-	capPath := recordLiveOn(t, "udp", a.UDP, b.UDP, func() {
-		for _, s := range []struct{ addr, room string }{{a.UDP, "hall"}, {b.UDP, "arena"}} {
-			if err := relayTurnClientUDP(s.addr, "rec-user-01", s.room, 6); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	capPath := recordRelayTurns(t, "udp", a.UDP, b.UDP)
 	baseA, baseB := countsOf(t, a), countsOf(t, b)
 	const clients = 10
 	res := replay(t, "--capture", capPath, "--flows", "all", "--target", a.UDP, "--clients", fmt.Sprint(clients),
