@@ -43,6 +43,9 @@ type handover struct {
 	addr    [2]string
 	conns   sync.WaitGroup
 	forget  bool // tickets handed out are not kept (the next server refuses them)
+	// answer, when set, is the first server's answer to a join of room
+	// with ticket (a hostile one), in place of {"joined":R,key:T}.
+	answer func(room, ticket string) []byte
 }
 
 // startHandover starts the server's two listeners, over TLS with the
@@ -125,6 +128,9 @@ func (h *handover) serve(s int, c *nkConn, in *bufio.Reader) {
 				}
 				h.issued++
 				answer = fmt.Appendf(nil, `{"joined":%q,%q:%q}`, *msg.Join, h.key, ticket)
+				if h.answer != nil {
+					answer = h.answer(*msg.Join, ticket)
+				}
 			} else {
 				if msg.Ticket == nil || h.tickets[*msg.Ticket] != *msg.User {
 					h.refused++
@@ -230,7 +236,8 @@ func handoverClientOver(dial func(string) (net.Conn, error), first, next, user s
 // equal the fleet's for each connection. A first server that no longer
 // hands the ticket where the recording had it, or a next server that
 // forgot the tickets, fails each client's next connection with one
-// reason and the run with one line.
+// reason and the run with one line; so does a first server's answer
+// that is not JSON, and one over the message bound stops the run.
 func TestCarriedBetweenTurns(t *testing.T) {
 	t.Parallel()
 	h := startHandover(t)
@@ -302,6 +309,43 @@ func TestCarriedBetweenTurns(t *testing.T) {
 			h.mu.Lock()
 			h.forget = false
 			h.mu.Unlock()
+		}
+	})
+
+	// The first server's answer hostile to the value carried. Not JSON:
+	// each client logs in, and its next connection fails as missing the
+	// value, one reason a client, the run non-zero with one line. A
+	// ticket of 1 MiB: the answer is over the profile's message bound,
+	// refused as it arrives (never held); at the first login the run
+	// stops with one line saying so.
+	hostile := func(t *testing.T, answer func(room, ticket string) []byte) result {
+		h.reset("ticket")
+		h.mu.Lock()
+		h.answer = answer
+		h.mu.Unlock()
+		defer func() {
+			h.mu.Lock()
+			h.answer = nil
+			h.mu.Unlock()
+		}()
+		return run(5, "--login-timeout", "10s", "--after-logins", "300ms")
+	}
+	t.Run("not JSON", func(t *testing.T) {
+		// The joined answer still matches its kind; its JSON is cut.
+		res := hostile(t, func(room, ticket string) []byte { return fmt.Appendf(nil, `{"joined":%q,"ticket":"%s`, room, ticket) })
+		s, n := res.sum, res.sum.NextConnections
+		const want = "flow1_missing_ticket"
+		if res.code == 0 || s.LoginsSucceeded != 5 || n == nil || n.Failed[want] != 5 || len(n.Failed) != 1 || n.LoggedIn != 0 ||
+			!strings.Contains(lastLine(res.stderr), want) || strings.Contains(res.stderr, "goroutine ") {
+			t.Errorf("exit %d, logins %d, next %+v; want 5 logins, 5 × %s next, a non-zero exit with one line\n%s%s", res.code, s.LoginsSucceeded, n, want, res.stdout, res.stderr)
+		}
+	})
+	t.Run("1 MiB ticket", func(t *testing.T) {
+		big := strings.Repeat("t", profile.DefaultMaxMessage)
+		res := hostile(t, func(room, _ string) []byte { return fmt.Appendf(nil, `{"joined":%q,"ticket":%q}`, room, big) })
+		want := fmt.Sprintf("over the maximum %d), which is not the handover-chat protocol", profile.DefaultMaxMessage)
+		if l := lastLine(res.stderr); res.code == 0 || !strings.Contains(l, want) || !strings.Contains(l, "answered the first login with") || strings.Contains(res.stderr, "goroutine ") {
+			t.Errorf("exit %d; want a non-zero exit and one line ending %q\n%s%s", res.code, want, res.stdout, res.stderr)
 		}
 	})
 }

@@ -54,6 +54,10 @@ type nakama struct {
 	// answers ("": the game server's, "none": no match).
 	lobbies   int
 	lobbyAddr string
+	// lobbyHeader, when set, are the values the lobby answers in its
+	// X-Game-Server header (?via=header), each in a header line of its
+	// own, in place of lobbyAddr's one.
+	lobbyHeader []string
 	// lobbyIn and lobbyOut count the lobby socket's text messages, read
 	// and sent.
 	lobbyIn, lobbyOut int64
@@ -100,7 +104,7 @@ func startNakama(t *testing.T) (*nakama, string) {
 	mux.HandleFunc("GET /v2/lobby", func(w http.ResponseWriter, r *http.Request) {
 		n.mu.Lock()
 		n.lobbies++
-		addr := n.lobbyAddr
+		addr, header := n.lobbyAddr, n.lobbyHeader
 		n.mu.Unlock()
 		if addr == "" {
 			addr = n.gameAddr
@@ -110,7 +114,12 @@ func startNakama(t *testing.T) (*nakama, string) {
 			return
 		}
 		if r.URL.Query().Get("via") == "header" { // the address in a header only
-			w.Header().Set("X-Game-Server", addr)
+			if header == nil {
+				header = []string{addr}
+			}
+			for _, v := range header {
+				w.Header().Add("X-Game-Server", v)
+			}
 			io.WriteString(w, `{"match":{}}`)
 			return
 		}

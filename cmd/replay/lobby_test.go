@@ -281,6 +281,39 @@ func TestLobbyHeaderThenGame(t *testing.T) {
 			return run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
 		})
 	})
+	// A lobby hostile in its header: the value repeated (each client
+	// takes the first, as net/http's Header.Get), or longer than any
+	// address, or than an answer's bound: one reason a client, counted.
+	t.Run("hostile header", func(t *testing.T) {
+		defer func() {
+			srv.mu.Lock()
+			srv.lobbyHeader = nil
+			srv.mu.Unlock()
+		}()
+		for _, tc := range []struct {
+			name   string
+			values []string
+			reason string // "": every client plays on the game server
+		}{
+			{"repeated, the game's first", []string{srv.gameAddr, srv.awayAddr}, ""},
+			{"repeated, the dead one's first", []string{srv.awayAddr, srv.gameAddr}, "connect_refused"},
+			{"64 KiB", []string{strings.Repeat("9", 64<<10)}, "connect_bad_address"},
+			{"2 MiB", []string{strings.Repeat("9", 2<<20)}, "v2_http_too_large"}, // the step of GET /v2/lobby
+		} {
+			srv.reset()
+			srv.mu.Lock()
+			srv.lobbyHeader = tc.values
+			srv.mu.Unlock()
+			if tc.reason == "" {
+				srv.playedOnGame(t, run(t, 5, "--login-timeout", "20s", "--after-logins", "500ms", "--drain-deliveries", "20s"), api, 5)
+				continue
+			}
+			res := failsEach(t, tc.name, 5, tc.reason, func() result {
+				return run(t, 5, "--login-timeout", "10s", "--after-logins", "500ms")
+			})
+			t.Logf("%s: peak RSS %.1f MiB; failed %v; %s", tc.name, float64(res.sum.ProcessPeakRSSBytes)/(1<<20), res.sum.LoginsFailed, lastLine(res.stderr))
+		}
+	})
 }
 
 // TestLobbySocketThenGame: one fleet client plays two realtime

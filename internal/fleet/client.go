@@ -756,7 +756,7 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 			if r, ok := c.tlsAnswer(login.code); ok {
 				login = r
 			} else if login.code == LoginProtocolError {
-				c.f.wrongProtocol.CompareAndSwap(nil, &c.first)
+				c.f.wrongProtocol.CompareAndSwap(nil, &wrongAnswer{c.first, err})
 			}
 			c.loginFailed(login, res)
 			return Disconnect{}, true
@@ -1080,6 +1080,10 @@ func dialReason(err error) LoginResult {
 		return loginFail(LoginStopped)
 	case isTimeout(err):
 		return loginFail(LoginConnectTimeout)
+	}
+	var bad *net.AddrError
+	if errors.As(err, &bad) {
+		return loginFail(LoginBadAddress)
 	}
 	return loginFail(LoginConnectError)
 }

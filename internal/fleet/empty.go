@@ -53,11 +53,22 @@ func (s Summary) checkTurns() error {
 			}
 		}
 		if len(why) > 0 {
-			return fmt.Errorf("%w: no client's next connection (flow %d) logged in (%s)", ErrNothingLoggedIn, f.Flow, strings.Join(why, ", "))
+			return nextNotReached(fmt.Sprintf("no client's next connection (flow %d) logged in (%s); their first connections logged in %d of %d",
+				f.Flow, strings.Join(why, ", "), s.LoginsSucceeded, s.LoginAttempts))
 		}
 	}
 	return nil
 }
+
+// nextNotReached is checkTurns' error: a case of ErrNothingLoggedIn (the
+// run logged in nowhere it came to measure) whose line says which
+// connection did not, never "no client logged in": every client did, on
+// its first connection.
+type nextNotReached string
+
+func (e nextNotReached) Error() string { return string(e) }
+
+func (e nextNotReached) Is(target error) bool { return target == ErrNothingLoggedIn }
 
 // DefaultMaxLoss is the loss share, in percent, over which a run fails
 // (replay --max-loss), like a k6 threshold.

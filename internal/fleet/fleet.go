@@ -144,8 +144,8 @@ type Fleet struct {
 	started      time.Time
 	ended        time.Time
 	// wrongProtocol holds the first bytes of the first login that got
-	// something else than the reprise protocol.
-	wrongProtocol atomic.Pointer[[]byte]
+	// something else than the profile's protocol, and the decoder's why.
+	wrongProtocol atomic.Pointer[wrongAnswer]
 	// protoErr quotes the first protocol error after a login.
 	protoErr atomic.Pointer[string]
 	// closeLogs counts the server close reasons logged (maxCloseLogs).
@@ -180,12 +180,20 @@ var ErrTLS = errors.New("TLS")
 // profile's protocol (an HTTP server, a metrics port, another service).
 var ErrWrongProtocol = errors.New("the target does not speak the profile's protocol")
 
-// wrongProtocol is ErrWrongProtocol naming the protocol, the target and
-// what it answered.
-type wrongProtocol struct{ protocol, target, answer string }
+// wrongProtocol is ErrWrongProtocol naming the protocol, the target,
+// what it answered and why the decoder refused it (a message over the
+// profile's bound reads as garbage in its first bytes alone).
+type wrongProtocol struct{ protocol, target, answer, why string }
 
 func (e wrongProtocol) Error() string {
-	return fmt.Sprintf("the target does not speak the %s protocol: %s answered the first login with %s, which is not the %s protocol", e.protocol, e.target, e.answer, e.protocol)
+	return fmt.Sprintf("the target does not speak the %s protocol: %s answered the first login with %s (%s), which is not the %s protocol", e.protocol, e.target, e.answer, e.why, e.protocol)
+}
+
+// wrongAnswer is a first login's answer that was not the protocol: its
+// first bytes and the decoder's error.
+type wrongAnswer struct {
+	first []byte
+	err   error
 }
 
 func (wrongProtocol) Is(err error) bool { return err == ErrWrongProtocol }
@@ -723,7 +731,8 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginRes
 					return fmt.Errorf("%w: %s: first login failed %s, and the target speaks TLS (a TLS handshake with it succeeded): tls_required: give --tls (or a wss://, mqtts://, tls:// target)", ErrTLS, f.target, r)
 				}
 			case LoginProtocolError:
-				return wrongProtocol{f.profileName, f.target, quoteBytes(*f.wrongProtocol.Load())}
+				w := f.wrongProtocol.Load()
+				return wrongProtocol{f.profileName, f.target, quoteBytes(w.first), w.err.Error()}
 			}
 			*first = nil
 			if f.stats.attempts.Load() == int64(f.cfg.Shard.Clients(f.cfg.Clients)) {

@@ -22,8 +22,10 @@ import (
 // bounded in answer size, redirects and time (the login's deadline
 // covers the steps, the dial and the login).
 
-// maxHTTPAnswer bounds an HTTP step's answer body; maxRedirects the
-// redirects followed in one step.
+// maxHTTPAnswer bounds an HTTP step's answer: its head and its body
+// each (net/http's default head bound is 10 MiB, which a client logging
+// in would hold at once); maxRedirects the redirects followed in one
+// step.
 const (
 	maxHTTPAnswer = 1 << 20
 	maxRedirects  = 5
@@ -47,7 +49,8 @@ func (c *client) httpSteps(ctx context.Context, deadline time.Time) (string, *co
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	d := net.Dialer{Deadline: deadline}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: time.Until(deadline)}
+	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 1, ResponseHeaderTimeout: time.Until(deadline),
+		MaxResponseHeaderBytes: maxHTTPAnswer}
 	if c.f.tlsCfg != nil { // --tls: its trust and client certificate, the name from each URL
 		tr.TLSClientConfig = c.f.tlsCfg.Clone()
 		tr.TLSClientConfig.ServerName = ""
@@ -148,6 +151,10 @@ func httpReason(err error) LoginResult {
 		return loginFail(LoginTimeout)
 	case errors.Is(err, context.Canceled):
 		return loginFail(LoginStopped)
+	case strings.Contains(err.Error(), "response headers exceeded"):
+		// net/http's head bound (MaxResponseHeaderBytes), which it
+		// names in no error value of its own.
+		return loginFail(LoginHTTPTooLarge)
 	}
 	if r := dialReason(err); r.code != LoginConnectError {
 		return r

@@ -70,7 +70,10 @@ const (
 	LoginHTTPAnswer    // said: missing_<value>, the value the answer lacked
 	LoginHTTPError     // no answer: the connection failed or broke
 	LoginHTTPRedirects // more than maxRedirects redirects
-	LoginHTTPTooLarge  // an answer over maxHTTPAnswer
+	LoginHTTPTooLarge  // an answer (its head or its body) over maxHTTPAnswer
+	// LoginBadAddress: where to connect is no host:port (an address an
+	// answer handed out, garbage or too long), so nothing was dialled.
+	LoginBadAddress
 )
 
 var loginNames = [...]string{
@@ -86,6 +89,7 @@ var loginNames = [...]string{
 	LoginTLSRequired: "tls_required", LoginTLSClosed: "tls_handshake_closed", LoginTLSError: "tls_error",
 	LoginHTTPStatus: "http", LoginHTTPAnswer: "http_answer", LoginHTTPError: "http_error",
 	LoginHTTPRedirects: "http_redirects", LoginHTTPTooLarge: "http_too_large",
+	LoginBadAddress: "connect_bad_address",
 }
 
 // IsTLS reports a TLS failure.

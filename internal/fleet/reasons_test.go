@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -25,6 +27,9 @@ func TestReasonLabels(t *testing.T) {
 		{upgradeReason(os.ErrDeadlineExceeded), "upgrade_timeout"},
 		{LoginResult{code: LoginClosedWS, ws: 3501}, "ws_3501"},
 		{loginFail(LoginClosedByServer), "closed_by_server"},
+		{dialReason(&net.AddrError{Err: "too many colons in address", Addr: "9999"}), "connect_bad_address"},
+		{dialReason(&net.OpError{Op: "dial", Err: &net.AddrError{Err: "missing port in address", Addr: "x"}}), "connect_bad_address"},
+		{httpReason(fmt.Errorf("net/http: server response headers exceeded %d bytes; aborted", maxHTTPAnswer)), "http_too_large"},
 	}
 	for _, tt := range logins {
 		if got := tt.r.String(); got != tt.want {
@@ -50,7 +55,7 @@ func TestReasonLabels(t *testing.T) {
 		}
 	}
 	// Every code has a name.
-	for c := LoginOK; c <= LoginClosedByServer; c++ {
+	for c := LoginOK; c <= LoginBadAddress; c++ {
 		if loginNames[c] == "" {
 			t.Errorf("login code %d has no name", c)
 		}

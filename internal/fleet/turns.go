@@ -139,25 +139,39 @@ type nextStats struct {
 
 // NextConnections are the later connections of clients playing flows in
 // turn: how many clients went on to a next connection, how many logged
-// in there, and why the others failed (flow<index>_<reason>). They are
-// not logins: a client counts one login, on its first connection.
+// in there, why the others failed (flow<index>_<reason>), and how many
+// the run's end stopped before their login had its result (Ctrl-C, the
+// duration): Tried = LoggedIn + Stopped + the failures. They are not
+// logins: a client counts one login, on its first connection.
 type NextConnections struct {
 	Tried    int64            `json:"tried"`
 	LoggedIn int64            `json:"logged_in"`
 	Failed   map[string]int64 `json:"failed"`
+	Stopped  int64            `json:"stopped,omitempty"`
 }
 
 // nextConnections is the summary's, nil when no flow is played in turn.
+// It is made once every connection's goroutine has ended, so a tried
+// login with no result was stopped by the run's end.
 func (f *Fleet) nextConnections() *NextConnections {
 	if len(f.turnFlows) == 0 {
 		return nil
 	}
 	n := &f.stats.next
-	return &NextConnections{Tried: n.tried.Load(), LoggedIn: n.ok.Load(), Failed: n.failed.snapshot()}
+	out := &NextConnections{Tried: n.tried.Load(), LoggedIn: n.ok.Load(), Failed: n.failed.snapshot()}
+	out.Stopped = out.Tried - out.LoggedIn
+	for _, k := range out.Failed {
+		out.Stopped -= k
+	}
+	return out
 }
 
 func (n *NextConnections) line() string {
-	return fmt.Sprintf("%d tried, %d logged in, failed: %s", n.Tried, n.LoggedIn, byReason(n.Failed))
+	stopped := ""
+	if n.Stopped > 0 {
+		stopped = fmt.Sprintf(", %d stopped by the run's end", n.Stopped)
+	}
+	return fmt.Sprintf("%d tried, %d logged in%s, failed: %s", n.Tried, n.LoggedIn, stopped, byReason(n.Failed))
 }
 
 // mergeNext adds a shard's next connections to the merged summary's.
@@ -171,5 +185,6 @@ func mergeNext(out *Summary, s Summary) {
 	}
 	out.NextConnections.Tried += n.Tried
 	out.NextConnections.LoggedIn += n.LoggedIn
+	out.NextConnections.Stopped += n.Stopped
 	addAll(out.NextConnections.Failed, n.Failed)
 }
