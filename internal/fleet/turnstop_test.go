@@ -1,0 +1,188 @@
+package fleet
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket/layers"
+
+	"github.com/reprise-harness/reprise/internal/capture"
+	"github.com/reprise-harness/reprise/internal/profile"
+)
+
+// TestStopBetweenTurns: the run ended (replay's Ctrl-C cancels Run's
+// context) while every client has left its first connection and waits
+// on its next login, at a server that never answers. Run returns at
+// once, not at the 5 minute login timeout; each client is one login, its
+// first connection left in turn, its next tried and stopped by the
+// run's end (not failed); and no goroutine is left (TestMain's leak
+// check fails a passing package that leaves one).
+func TestStopBetweenTurns(t *testing.T) {
+	first := lineServer(t, func(c net.Conn, in *bufio.Reader) {
+		for {
+			l, err := in.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(l, "HELLO ") {
+				io.WriteString(c, "OK\n")
+			}
+		}
+	})
+	var waiting atomic.Int64
+	next := lineServer(t, func(c net.Conn, in *bufio.Reader) {
+		if _, err := in.ReadString('\n'); err != nil {
+			return
+		}
+		waiting.Add(1)
+		io.Copy(io.Discard, in) // never answers, until the client goes
+	})
+	const clients = 5
+	c := baseConfig()
+	c.Frames = nil
+	c.Capture, c.Profile = lookedUp(t)(writeTurnsCapture(t, next.port))
+	c.Flows = profile.FlowSet{All: true}
+	c.Target = first.addr
+	c.Clients = clients
+	c.LoginTimeout = 5 * time.Minute
+	c.Heartbeat = 0
+	f, err := New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type ran struct {
+		s   Summary
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		s, err := f.Run(ctx)
+		done <- ran{s, err}
+	}()
+	for end := time.Now().Add(time.Minute); waiting.Load() < clients; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			cancel()
+			r := <-done
+			t.Fatalf("%d of %d next logins reached the silent server: %v %+v", waiting.Load(), clients, r.err, r.s.NextConnections)
+		}
+	}
+	cancel()
+	var r ran
+	select {
+	case r = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return a minute after its context ended")
+	}
+	s, n := r.s, r.s.NextConnections
+	if r.err != nil || s.LoginsSucceeded != clients || s.LoginAttempts != clients || len(s.LoginsFailed) != 0 || len(s.Disconnects) != 0 ||
+		n == nil || n.Tried != clients || n.LoggedIn != 0 || n.Stopped != clients || len(n.Failed) != 0 ||
+		s.Deliveries.LeftInTurn == nil || s.Deliveries.LeftInTurn.Connections != clients {
+		t.Errorf("err %v, logins %d of %d, failed %v, disconnects %v, next %+v, left in turn %+v; want %d of %d and %d next tried, all stopped",
+			r.err, s.LoginsSucceeded, s.LoginAttempts, s.LoginsFailed, s.Disconnects, n, s.Deliveries.LeftInTurn, clients, clients, clients)
+	}
+}
+
+// testServer is a TCP server of the test's on 127.0.0.1.
+type testServer struct {
+	addr string
+	port uint16
+}
+
+// lineServer serves each connection with serve until the test ends.
+func lineServer(t *testing.T, serve func(net.Conn, *bufio.Reader)) testServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]bool{}
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns[c] = true
+			mu.Unlock()
+			wg.Go(func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return testServer{ln.Addr().String(), uint16(ln.Addr().(*net.TCPAddr).Port)}
+}
+
+// writeTurnsCapture writes one client's line-protocol session on two
+// servers in turn (user alice01: HELLO, OK, five SAYs, a close on
+// 10.0.0.2:7000, then the same on 10.0.0.2:nextPort), and its profile.
+func writeTurnsCapture(t *testing.T, nextPort uint16) (pcap, prof string) {
+	t.Helper()
+	dir := t.TempDir()
+	pcap, prof = filepath.Join(dir, "turns.pcap"), filepath.Join(dir, "turns.yaml")
+	doc := `name: lines
+framing: {type: delimiter, delimiter: "\n"}
+kinds:
+  client: [{name: hello, match: {prefix: HELLO}}, {name: say, match: {prefix: SAY}}]
+  server: [{name: ok, match: {prefix: OK}}]
+login: {send: [hello], success: ok}
+sends: [say]
+identity: {user: {regexp: "HELLO (\\S+)"}}
+`
+	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := capture.Create(pcap, layers.LinkTypeEthernet, 65535)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for k, port := range []uint16{7000, nextPort} {
+		at := t0.Add(time.Duration(k) * 200 * time.Millisecond)
+		conn, err := w.OpenTCP(at, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(50000+k)), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps := []lineStep{{0, true, "HELLO alice01\n"}, {ms(1), false, "OK\n"}}
+		for i := range 5 {
+			steps = append(steps, lineStep{ms(10 + 20*i), true, fmt.Sprintf("SAY %d\n", i)})
+		}
+		for _, st := range steps {
+			if err := conn.Data(at.Add(st.at), st.fromClient, []byte(st.b)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := conn.Close(at.Add(ms(110)), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return pcap, prof
+}
