@@ -307,6 +307,22 @@ type lineStep struct {
 // name.yaml, in a temporary directory.
 func writeLineSession(t *testing.T, name, doc string, steps []lineStep) (pcap, prof string) {
 	t.Helper()
+	return writeLineFlows(t, name, doc, lineFlow{port: 7000, steps: steps})
+}
+
+// lineFlow is one recorded TCP connection of a line-protocol client
+// (10.0.0.1:50000+its index) to 10.0.0.2:port, from start after the
+// capture's first packet.
+type lineFlow struct {
+	port  uint16
+	start time.Duration
+	steps []lineStep
+}
+
+// writeLineFlows is writeLineSession of one client's connections, in
+// the order given.
+func writeLineFlows(t *testing.T, name, doc string, flows ...lineFlow) (pcap, prof string) {
+	t.Helper()
 	dir := t.TempDir()
 	pcap, prof = filepath.Join(dir, name+".pcap"), filepath.Join(dir, name+".yaml")
 	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
@@ -317,19 +333,22 @@ func writeLineSession(t *testing.T, name, doc string, steps []lineStep) (pcap, p
 		t.Fatal(err)
 	}
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	conn, err := w.OpenTCP(t0, netip.MustParseAddrPort("10.0.0.1:50000"), netip.MustParseAddrPort("10.0.0.2:7000"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last time.Duration
-	for _, st := range steps {
-		if err := conn.Data(t0.Add(st.at), st.fromClient, []byte(st.b)); err != nil {
+	for k, fl := range flows {
+		at := t0.Add(fl.start)
+		conn, err := w.OpenTCP(at, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(50000+k)), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), fl.port))
+		if err != nil {
 			t.Fatal(err)
 		}
-		last = st.at
-	}
-	if err := conn.Close(t0.Add(last+time.Millisecond), true); err != nil {
-		t.Fatal(err)
+		var last time.Duration
+		for _, st := range fl.steps {
+			if err := conn.Data(at.Add(st.at), st.fromClient, []byte(st.b)); err != nil {
+				t.Fatal(err)
+			}
+			last = st.at
+		}
+		if err := conn.Close(at.Add(last+time.Millisecond), true); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)

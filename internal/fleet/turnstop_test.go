@@ -6,18 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket/layers"
-
-	"github.com/reprise-harness/reprise/internal/capture"
 	"github.com/reprise-harness/reprise/internal/profile"
 )
 
@@ -140,11 +134,10 @@ func lineServer(t *testing.T, serve func(net.Conn, *bufio.Reader)) testServer {
 
 // writeTurnsCapture writes one client's line-protocol session on two
 // servers in turn (user alice01: HELLO, OK, five SAYs, a close on
-// 10.0.0.2:7000, then the same on 10.0.0.2:nextPort), and its profile.
+// 10.0.0.2:7000, then the same 200 ms on, on 10.0.0.2:nextPort), and
+// its profile.
 func writeTurnsCapture(t *testing.T, nextPort uint16) (pcap, prof string) {
 	t.Helper()
-	dir := t.TempDir()
-	pcap, prof = filepath.Join(dir, "turns.pcap"), filepath.Join(dir, "turns.yaml")
 	doc := `name: lines
 framing: {type: delimiter, delimiter: "\n"}
 kinds:
@@ -154,35 +147,9 @@ login: {send: [hello], success: ok}
 sends: [say]
 identity: {user: {regexp: "HELLO (\\S+)"}}
 `
-	if err := os.WriteFile(prof, []byte(doc), 0o644); err != nil {
-		t.Fatal(err)
+	steps := []lineStep{{0, true, "HELLO alice01\n"}, {ms(1), false, "OK\n"}}
+	for i := range 5 {
+		steps = append(steps, lineStep{ms(10 + 20*i), true, fmt.Sprintf("SAY %d\n", i)})
 	}
-	w, err := capture.Create(pcap, layers.LinkTypeEthernet, 65535)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for k, port := range []uint16{7000, nextPort} {
-		at := t0.Add(time.Duration(k) * 200 * time.Millisecond)
-		conn, err := w.OpenTCP(at, netip.AddrPortFrom(netip.MustParseAddr("10.0.0.1"), uint16(50000+k)), netip.AddrPortFrom(netip.MustParseAddr("10.0.0.2"), port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		steps := []lineStep{{0, true, "HELLO alice01\n"}, {ms(1), false, "OK\n"}}
-		for i := range 5 {
-			steps = append(steps, lineStep{ms(10 + 20*i), true, fmt.Sprintf("SAY %d\n", i)})
-		}
-		for _, st := range steps {
-			if err := conn.Data(at.Add(st.at), st.fromClient, []byte(st.b)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := conn.Close(at.Add(ms(110)), true); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return pcap, prof
+	return writeLineFlows(t, "turns", doc, lineFlow{7000, 0, steps}, lineFlow{nextPort, 200 * time.Millisecond, steps})
 }
