@@ -41,10 +41,10 @@ for s in read write epoll_pwait epoll_pwait2 futex; do events+=",syscalls:sys_en
 run_one() { # WORKLOAD TAG BINARY REP
 	local w=$1 tag=$2 bin=$3 rep=$4 rooms=${1%x*} members=${1#*x}
 	local log=$OUT/relay-$w-$tag-$rep.log sum=$OUT/summary-$w-$tag-$rep.json ps=$OUT/perf-$w-$tag-$rep.txt
-	"$RELAY" --listen 127.0.0.1:0 --metrics "" --udp off --log-level warn >"$log" 2>&1 &
+	"$RELAY" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --udp off --log-level warn >"$log" 2>&1 &
 	local pid=$! line=""
 	for _ in $(seq 50); do line=$(grep -m1 '^listening' "$log" || true); [[ -n $line ]] && break; sleep 0.1; done
-	local addr; addr=$(sed -E 's/.*tcp=([^ ]+).*/\1/' <<<"$line")
+	local addr murl; addr=$(sed -E 's/.*tcp=([^ ]+).*/\1/' <<<"$line"); murl=http://$(sed -E 's/.*metrics=([^ ]+).*/\1/' <<<"$line")/metrics
 	if [[ $tag == floor ]]; then
 		perf stat -o "$ps" -e "$events" -- "$floorc" 127.0.0.1 "${addr##*:}" "$rooms" "$members" "$DURATION" "$script" 100 >"$sum" 2>/dev/null || true
 	else
@@ -52,10 +52,12 @@ run_one() { # WORKLOAD TAG BINARY REP
 			--room-size "$members" --login-interval 100us --duration "${DURATION}s" --metrics "" --progress-interval 1h \
 			--log-level warn --summary "$sum" >/dev/null 2>&1 || true
 	fi
+	local delivered; delivered=$(curl -fsS "$murl" | awk '$1=="relay_delivered_messages_total" {print $2; f=1} END {if (!f) print 0}')
 	kill "$pid"; wait "$pid" 2>/dev/null || true
-	python3 - "$w" "$tag" "$rep" "$sum" "$ps" <<'PY'
+	python3 - "$w" "$tag" "$rep" "$sum" "$ps" "$delivered" <<'PY'
 import json, sys
-w, tag, rep, sf, pf = sys.argv[1:]
+w, tag, rep, sf, pf, delivered = sys.argv[1:]
+delivered = float(delivered)
 s = json.load(open(sf))
 recv = s.get("messages_received", s.get("received")) or 0
 if not recv:
@@ -72,11 +74,11 @@ for l in open(pf):
 k = lambda n: 1000 * d.get(n, 0) / recv
 p99 = (s.get("latency_ms") or {}).get("p99", float("nan"))
 print(f"{w}\t{tag}\t{rep}\t{recv}\t{1e9*d.get('user',0)/recv:.0f}\t{1e9*d.get('sys',0)/recv:.0f}\t{k('read'):.1f}\t{k('write'):.1f}\t"
-      f"{k('epoll_pwait')+k('epoll_pwait2'):.1f}\t{k('futex'):.2f}\t{k('context-switches'):.2f}\t{p99:.1f}")
+      f"{k('epoll_pwait')+k('epoll_pwait2'):.1f}\t{k('futex'):.2f}\t{k('context-switches'):.2f}\t{p99:.1f}\t{100*recv/max(delivered,1):.1f}")
 PY
 }
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) reps=$REPS duration=${DURATION}s"
-printf 'workload\ttool\trep\treceived\tuser_ns/msg\tsys_ns/msg\treads/k\twrites/k\tepoll_waits/k\tfutex/k\tcsw/k\tp99ms\n'
+printf 'workload\ttool\trep\treceived\tuser_ns/msg\tsys_ns/msg\treads/k\twrites/k\tepoll_waits/k\tfutex/k\tcsw/k\tp99ms\treceived/delivered%%\n'
 RES=$OUT/results.tsv; : >"$RES"
 for rep in $(seq "$REPS"); do
 	tools=("A=$A"); [[ -n $B ]] && tools+=("B=$B"); [[ -n $floorc ]] && tools+=("floor=")
