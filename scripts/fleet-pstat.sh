@@ -43,7 +43,7 @@ run_one() { # WORKLOAD TAG BINARY REP
 	local log=$OUT/relay-$w-$tag-$rep.log sum=$OUT/summary-$w-$tag-$rep.json ps=$OUT/perf-$w-$tag-$rep.txt
 	"$RELAY" --listen 127.0.0.1:0 --metrics 127.0.0.1:0 --udp off --log-level warn >"$log" 2>&1 &
 	local pid=$! line=""
-	for _ in $(seq 50); do line=$(grep -m1 '^listening' "$log" || true); [[ -n $line ]] && break; sleep 0.1; done
+	for _ in $(seq 50); do line=$(grep -m1 '^listening' "$log" 2>/dev/null || true); [[ -n $line ]] && break; sleep 0.1; done
 	local addr murl; addr=$(sed -E 's/.*tcp=([^ ]+).*/\1/' <<<"$line"); murl=http://$(sed -E 's/.*metrics=([^ ]+).*/\1/' <<<"$line")/metrics
 	if [[ $tag == floor ]]; then
 		perf stat -o "$ps" -e "$events" -- "$floorc" 127.0.0.1 "${addr##*:}" "$rooms" "$members" "$DURATION" "$script" 100 >"$sum" 2>/dev/null || true
