@@ -46,6 +46,11 @@ func (f *Fleet) tick(ctx context.Context) {
 			if cpu1, err := metrics.ReadCPUTimes(); err == nil {
 				idle = metrics.IdlePercent(cpu0, cpu1)
 				load.HostTotalS, load.HostIdleS, load.HostStealS = cpu1.Total-cpu0.Total, cpu1.Idle-cpu0.Idle, cpu1.Steal-cpu0.Steal
+				if cpu1.CPUs == cpu0.CPUs {
+					// The process's and the server's CPU are read just
+					// after: all over the host readings' own span.
+					load.HostCPUs = cpu1.CPUs
+				}
 				cpu0 = cpu1
 			}
 		}

@@ -33,7 +33,14 @@ const (
 
 // loadSample is one interval's readings.
 type loadSample struct {
-	WallS float64 // the interval
+	// WallS is the interval as the loop timed it; HostCPUs the CPUs the
+	// host's seconds are summed over (0: unknown). When known, the host's
+	// CPU seconds' increase over them is the interval instead: the span the
+	// readings cover, which a progress line that stalled between a reading
+	// and the loop's clock (a blocked write to a slow terminal, a starved
+	// goroutine) does not shorten into more cores than the host has.
+	WallS    float64
+	HostCPUs int
 	// HostTotalS, HostIdleS and HostStealS are the host's CPU seconds,
 	// summed over its CPUs; FleetS the fleet process's own.
 	HostTotalS, HostIdleS, HostStealS float64
@@ -57,6 +64,9 @@ const (
 // judgeLoad says what limited an interval: "" when nothing did, else a
 // load kind and its warning.
 func judgeLoad(s loadSample) (kind, msg string) {
+	if s.HostCPUs > 0 {
+		s.WallS = s.HostTotalS / float64(s.HostCPUs)
+	}
 	if s.WallS <= 0 || s.HostTotalS <= 0 {
 		return "", ""
 	}

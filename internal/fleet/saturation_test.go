@@ -36,6 +36,11 @@ func TestJudgeLoad(t *testing.T) {
 		{"relay child, fleet light", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1.5, FleetS: 4, ServerS: 13.9, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadFleet, "share this host's cores"},
 		{"relay child and other work", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1, FleetS: 4, ServerS: 9, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "other work 0.60 cores"},
 		{"relay child unread: its CPU is other work", loadSample{WallS: 10, HostTotalS: 20, HostIdleS: 1.5, FleetS: 8.5, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "other work 1.00 cores"},
+		// The loop timed 0.5 s between its clock and the next reading, but
+		// the 2-CPU host's readings are 10 s apart (the progress line's
+		// write stalled): the figures are over the readings' span, never
+		// more cores than the host has.
+		{"stalled loop: over the readings' span", loadSample{WallS: 0.5, HostCPUs: 2, HostTotalS: 20, HostIdleS: 1, FleetS: 4, ServerS: 9, Procs: 2, LagP99: 20 * ms, LagN: 100}, loadHostBusy, "fleet process 0.40 of 1.10 usable cores, the server beside it 0.90 cores, other work 0.60 cores"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

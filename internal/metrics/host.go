@@ -21,11 +21,12 @@ type HostCollector struct {
 	cpu     *prometheus.Desc
 	netRx   *prometheus.Desc
 	netTx   *prometheus.Desc
+	cpus    *prometheus.Desc
 	scrapes *prometheus.Desc
 }
 
 // NewHostCollector returns a collector whose metrics are named
-// <prefix>_host_cpu_seconds_total{mode},
+// <prefix>_host_cpu_seconds_total{mode}, <prefix>_host_cpus,
 // <prefix>_host_network_receive_bytes_total{device} and
 // <prefix>_host_network_transmit_bytes_total{device}.
 func NewHostCollector(prefix string) (*HostCollector, error) {
@@ -37,6 +38,8 @@ func NewHostCollector(prefix string) (*HostCollector, error) {
 		fs: fs,
 		cpu: prometheus.NewDesc(prefix+"_host_cpu_seconds_total",
 			"Seconds all CPUs of the host spent in each mode (from /proc/stat).", []string{"mode"}, nil),
+		cpus: prometheus.NewDesc(prefix+"_host_cpus",
+			"CPUs the host's CPU seconds are summed over (the cpuN lines of /proc/stat, read with them): the seconds between two readings are their total's increase over this, whenever the endpoint answered.", nil, nil),
 		netRx: prometheus.NewDesc(prefix+"_host_network_receive_bytes_total",
 			"Bytes the host received on each network device (from /proc/net/dev).", []string{"device"}, nil),
 		netTx: prometheus.NewDesc(prefix+"_host_network_transmit_bytes_total",
@@ -49,6 +52,7 @@ func NewHostCollector(prefix string) (*HostCollector, error) {
 // Describe implements prometheus.Collector.
 func (c *HostCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.cpu
+	ch <- c.cpus
 	ch <- c.netRx
 	ch <- c.netTx
 	ch <- c.scrapes
@@ -75,6 +79,9 @@ func (c *HostCollector) collectCPU(ch chan<- prometheus.Metric) error {
 		{"iowait", t.Iowait}, {"irq", t.IRQ}, {"softirq", t.SoftIRQ}, {"steal", t.Steal},
 	} {
 		ch <- prometheus.MustNewConstMetric(c.cpu, prometheus.CounterValue, m.v, m.mode)
+	}
+	if n := len(stat.CPU); n > 0 {
+		ch <- prometheus.MustNewConstMetric(c.cpus, prometheus.GaugeValue, float64(n))
 	}
 	return nil
 }
@@ -105,6 +112,10 @@ type CPUTimes struct {
 	Idle, Total float64
 	// Steal is the time a hypervisor gave the host's CPUs to others.
 	Steal float64
+	// CPUs is how many CPUs the seconds are summed over (0: unknown), so
+	// the wall time between two readings is their Total's increase over
+	// CPUs: the readings' own span, whenever the reader ran.
+	CPUs int
 }
 
 // ReadCPUTimes reads the host's summed CPU seconds from /proc/stat.
@@ -119,7 +130,7 @@ func ReadCPUTimes() (CPUTimes, error) {
 	}
 	t := stat.CPUTotal
 	total := t.User + t.Nice + t.System + t.Idle + t.Iowait + t.IRQ + t.SoftIRQ + t.Steal
-	return CPUTimes{Idle: t.Idle + t.Iowait, Total: total, Steal: t.Steal}, nil
+	return CPUTimes{Idle: t.Idle + t.Iowait, Total: total, Steal: t.Steal, CPUs: len(stat.CPU)}, nil
 }
 
 // IdlePercent is the share of CPU time that was idle between two readings,

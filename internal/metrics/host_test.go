@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -28,6 +29,18 @@ func TestHostCollector(t *testing.T) {
 test_host_scrape_errors{source="net_dev"} 0
 test_host_scrape_errors{source="stat"} 0
 `), "test_host_scrape_errors"); err != nil {
+		t.Fatal(err)
+	}
+	// The CPU count the seconds are summed over, as ReadCPUTimes reads it.
+	cpu, err := ReadCPUTimes()
+	if err != nil || cpu.CPUs < 1 {
+		t.Fatalf("ReadCPUTimes: %+v, %v", cpu, err)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP test_host_cpus CPUs the host's CPU seconds are summed over (the cpuN lines of /proc/stat, read with them): the seconds between two readings are their total's increase over this, whenever the endpoint answered.
+# TYPE test_host_cpus gauge
+test_host_cpus %d
+`, cpu.CPUs)), "test_host_cpus"); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := testutil.GatherAndCount(reg, "test_host_network_receive_bytes_total"); n == 0 {

@@ -71,7 +71,9 @@ func deriveRelay(p *Point, base, prev, cur Snapshot, dt float64) {
 		p.SendGbps = delta(r.SentBytes, q.SentBytes) * 8 / 1e9 / dt
 		p.RecvGbps = delta(r.ReceivedBytes, q.ReceivedBytes) * 8 / 1e9 / dt
 		p.RelayCPUIdlePct = idlePct(r.HostCPU, q.HostCPU)
-		p.RelayProcessCPUPct = 100 * delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / dt
+		// Its CPU over the span its own readings cover (relaySpan), like
+		// the fleet's: a late answer does not make it more cores.
+		p.RelayProcessCPUPct = 100 * delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / relaySpan(prev, cur)
 		p.MsgsInPerS = delta(r.ReceivedMessages, q.ReceivedMessages) / dt
 		p.MsgsDeliveredPerS = delta(r.DeliveredMessages, q.DeliveredMessages) / dt
 		p.RelayConnections = q.Connections
@@ -95,56 +97,112 @@ func deriveFleet(p *Point, base, prev, cur Snapshot, dt float64) {
 			p.FleetDisconnects = delta(base.Fleet.Disconnects, g.Disconnects)
 		}
 		if f.ProcessCPUSeconds > 0 || g.ProcessCPUSeconds > 0 {
-			p.FleetProcessCPUPct = 100 * delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
+			p.FleetProcessCPUPct = fleetProcessCPUPct(f, g, dt)
 		}
 		lat := HistogramDelta(f.Latency, g.Latency)
 		p.LatencyP50Ms = 1000 * Quantile(0.50, lat)
 		p.LatencyP99Ms = 1000 * Quantile(0.99, lat)
 		p.ScheduleLagP99Ms = 1000 * Quantile(0.99, HistogramDelta(f.ScheduleLag, g.ScheduleLag))
 		p.FleetCPUIdlePct = idlePct(f.HostCPU, g.HostCPU)
-		p.HostOtherCores = otherCores(prev, cur, dt)
+		p.HostOtherCores = otherCores(prev, cur)
 	}
 }
 
 // otherCores is the CPU the fleet's hosts spent on work other than the
 // fleet and the server over the interval, in cores, from what /metrics
-// exported: each host's busy seconds (/proc/stat, once per host however
-// many shards read it) less the fleet processes' own CPU and, when the
-// server runs on one of those hosts, its process's CPU. NaN when a
-// reading is missing: the fleet's process CPU, a host that answered in
-// one scrape only, or the server's CPU (it may run on the host).
-func otherCores(prev, cur Snapshot, dt float64) float64 {
+// exported: each host's busy share of its CPU seconds (/proc/stat, once
+// per host however many shards read it) times its CPUs, less each fleet
+// endpoint's process CPU and, when the server runs on one of those hosts,
+// its process's CPU, each over the span its own readings cover (the host
+// total's increase over its CPUs, read in the same gather). Not over the
+// time between answers: an endpoint that read its counters and answered a
+// second later (a gather waiting on a starved collector) made a 0.08 s
+// interval of a 1 s reading, and 25 cores of other work on a 2-CPU host.
+// So the figure is at most the hosts' CPUs. NaN when a reading is
+// missing (the fleet's process CPU, a host that answered in one scrape
+// only, the server's CPU: it may run on the host), when an endpoint does
+// not export its host's CPU count (an older fleet: its span is unknown),
+// or when a host's idle went back (a busy share over 1).
+func otherCores(prev, cur Snapshot) float64 {
 	f, g := prev.Fleet, cur.Fleet
-	if len(f.Hosts) == 0 || len(f.Hosts) != len(g.Hosts) || !(g.ProcessCPUSeconds > 0) || dt <= 0 {
+	if len(f.Hosts) == 0 || len(f.Hosts) != len(g.Hosts) || !(g.ProcessCPUSeconds > 0) {
 		return math.NaN()
 	}
-	var busy float64
+	var busy, own float64
 	var hosts []HostReading // one reading per distinct host
 	for i, h := range g.Hosts {
-		cores := (h.Total - f.Hosts[i].Total) / dt
-		if cores <= 0 {
+		b := f.Hosts[i]
+		s := hostSpan(b, h)
+		share := ((h.Total - h.Idle) - (b.Total - b.Idle)) / (h.Total - b.Total)
+		if math.IsNaN(s) || share < 0 || share > 1 {
 			return math.NaN()
 		}
-		if !slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, h, cores) }) {
+		own += delta(b.ProcessCPUSeconds, h.ProcessCPUSeconds) / s
+		if !slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, h, h.CPUs) }) {
 			hosts = append(hosts, h)
-			busy += ((h.Total - h.Idle) - (f.Hosts[i].Total - f.Hosts[i].Idle)) / dt
+			busy += share * h.CPUs
 		}
 	}
-	own := delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
 	r, q := prev.Relay, cur.Relay
 	if !r.Present || !q.Present || !(q.HostCPU.Total > 0) {
 		return math.NaN()
 	}
-	cores := (g.Hosts[0].Total - f.Hosts[0].Total) / dt
-	server := HostReading{CPUTimes: q.HostCPU, At: q.At}
-	if slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, server, cores) }) {
-		rdt := roleDT(prev.At, cur.At, r.At, q.At)
-		if rdt <= 0 {
+	server := HostReading{CPUTimes: q.HostCPU, At: q.At, CPUs: q.HostCPUs}
+	if slices.ContainsFunc(hosts, func(o HostReading) bool { return sameHost(o, server, o.CPUs) }) {
+		rdt := relaySpan(prev, cur)
+		if !(rdt > 0) {
 			return math.NaN()
 		}
 		own += delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / rdt
 	}
 	return math.Max(0, busy-own)
+}
+
+// hostSpan is the seconds between two readings of one endpoint's host:
+// its CPU seconds' increase over its CPUs. NaN when the count is not
+// exported or changed, or no time passed.
+func hostSpan(before, after HostReading) float64 {
+	d := after.Total - before.Total
+	if !(after.CPUs > 0) || after.CPUs != before.CPUs || !(d > 0) {
+		return math.NaN()
+	}
+	return d / after.CPUs
+}
+
+// relaySpan is the seconds the relay's two readings cover: its host's
+// CPU seconds' increase over its CPUs, read in the same gather as its
+// counters; the time between its answers when it exports no CPU count.
+func relaySpan(prev, cur Snapshot) float64 {
+	r, q := prev.Relay, cur.Relay
+	s := hostSpan(HostReading{CPUTimes: r.HostCPU, CPUs: r.HostCPUs}, HostReading{CPUTimes: q.HostCPU, CPUs: q.HostCPUs})
+	if math.IsNaN(s) {
+		return roleDT(prev.At, cur.At, r.At, q.At)
+	}
+	return s
+}
+
+// fleetProcessCPUPct is the fleet processes' CPU in percent of one core,
+// each endpoint's over its own readings' span (hostSpan); over dt, the
+// time between the fleet's answers, when an endpoint exports no host CPU
+// count. NaN when an endpoint's figure would pass its host's CPUs.
+func fleetProcessCPUPct(f, g FleetValues, dt float64) float64 {
+	if len(f.Hosts) == 0 || len(f.Hosts) != len(g.Hosts) {
+		return 100 * delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
+	}
+	var pct float64
+	for i, h := range g.Hosts {
+		b := f.Hosts[i]
+		s := hostSpan(b, h)
+		if math.IsNaN(s) {
+			return 100 * delta(f.ProcessCPUSeconds, g.ProcessCPUSeconds) / dt
+		}
+		cores := delta(b.ProcessCPUSeconds, h.ProcessCPUSeconds) / s
+		if cores > h.CPUs {
+			return math.NaN()
+		}
+		pct += 100 * cores
+	}
+	return pct
 }
 
 // sameHost: two readings of the CPU seconds since boot are one host's,

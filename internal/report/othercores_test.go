@@ -20,17 +20,23 @@ func TestHostOtherCores(t *testing.T) {
 	// Readings at 0 s and 1 s of a 4-CPU host 3 cores busy (A), and of
 	// another 1 core busy (B); A read again 4 s later by a shard that
 	// answered late (A4: its counters 16 CPU seconds on).
-	hostA := [2]HostReading{{CPUTimes{Total: 40_000, Idle: 30_000}, at(0)}, {CPUTimes{Total: 40_004, Idle: 30_001}, at(1)}}
-	hostB := [2]HostReading{{CPUTimes{Total: 90_000, Idle: 80_000}, at(0)}, {CPUTimes{Total: 90_004, Idle: 80_003}, at(1)}}
-	hostA4 := [2]HostReading{{CPUTimes{Total: 40_016, Idle: 30_004}, at(4)}, {CPUTimes{Total: 40_020, Idle: 30_005}, at(5)}}
+	read := func(total, idle, s float64) HostReading {
+		return HostReading{CPUTimes: CPUTimes{Total: total, Idle: idle}, At: at(s), CPUs: 4}
+	}
+	hostA := [2]HostReading{read(40_000, 30_000, 0), read(40_004, 30_001, 1)}
+	hostB := [2]HostReading{read(90_000, 80_000, 0), read(90_004, 80_003, 1)}
+	hostA4 := [2]HostReading{read(40_016, 30_004, 4), read(40_020, 30_005, 5)}
 	snap := func(i int, fleetHosts []HostReading, fleetCPU float64, relay *CPUTimes) Snapshot {
-		s := Snapshot{At: at(float64(i)), Fleet: FleetValues{Present: true, At: at(float64(i)), Hosts: fleetHosts, ProcessCPUSeconds: fleetCPU}}
+		s := Snapshot{At: at(float64(i)), Fleet: FleetValues{Present: true, At: at(float64(i)), ProcessCPUSeconds: fleetCPU}}
 		for _, h := range fleetHosts {
 			s.Fleet.HostCPU.Total += h.Total
 			s.Fleet.HostCPU.Idle += h.Idle
+			// Each endpoint's own process CPU, read with its host.
+			h.ProcessCPUSeconds = fleetCPU / float64(len(fleetHosts))
+			s.Fleet.Hosts = append(s.Fleet.Hosts, h)
 		}
 		if relay != nil {
-			s.Relay = RelayValues{Present: true, At: at(float64(i)), HostCPU: *relay, ProcessCPUSeconds: 100 + float64(i)}
+			s.Relay = RelayValues{Present: true, At: at(float64(i)), HostCPU: *relay, HostCPUs: 4, ProcessCPUSeconds: 100 + float64(i)}
 		}
 		return s
 	}
@@ -127,5 +133,81 @@ func TestVerifyHostOtherCores(t *testing.T) {
 	sum.Runs[0].HostOtherCoresMax = 0.5
 	if err := VerifyPeaks(dir, sum); err == nil || !strings.Contains(err.Error(), "cores of other work") {
 		t.Errorf("a summary claiming less other work than its series passed: %v", err)
+	}
+}
+
+// TestHostOtherCoresLateAnswer: the demo's row at t = 10.25 s on a 2-CPU
+// host at load 15-22 ("at least 25.4 cores of other work"). The in-process
+// fleet read /proc/stat and its process CPU, then its gather waited 0.94 s
+// on a starved collector before it answered; the next scrape read and
+// answered at once, 1.02 s after the first reading. Over the 0.08 s
+// between the answers the host's 1.98 busy CPU seconds were 24.7 cores;
+// over the 1.02 s its readings cover they are 1.94.
+func TestHostOtherCoresLateAnswer(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	host := func(total, idle, proc, answered float64) HostReading {
+		return HostReading{CPUTimes: CPUTimes{Total: total, Idle: idle}, At: at(answered), CPUs: 2, ProcessCPUSeconds: proc}
+	}
+	snap := func(h HostReading, relayTotal, relayIdle, relayProc, relayAnswered float64) Snapshot {
+		return Snapshot{At: h.At,
+			Fleet: FleetValues{Present: true, At: h.At, HostCPU: h.CPUTimes, Hosts: []HostReading{h}, ProcessCPUSeconds: h.ProcessCPUSeconds},
+			Relay: RelayValues{Present: true, At: at(relayAnswered), HostCPU: CPUTimes{Total: relayTotal, Idle: relayIdle}, HostCPUs: 2, ProcessCPUSeconds: relayProc}}
+	}
+	// Read at 0 s, answered at 0.94 s; read and answered at 1.02 s. The
+	// relay (a child on the same host) read at -0.01 s and 1.01 s and
+	// answered at once: 0.034 s of its CPU.
+	prev := snap(host(1000, 10, 5, 0.94), 999.98, 10, 7, -0.01)
+	cur := snap(host(1002.04, 10.0612, 5.0149, 1.02), 1002.02, 10.06, 7.034, 1.01)
+	p := Derive(prev, prev, cur)
+	want := 2*(2.04-0.0612)/2.04 - 0.0149/1.02 - 0.034/1.02
+	if math.Abs(p.HostOtherCores-want) > 1e-9 || p.HostOtherCores > 2 {
+		t.Errorf("other work %v cores on a 2-CPU host, want %v", p.HostOtherCores, want)
+	}
+	if w := 100 * 0.0149 / 1.02; math.Abs(p.FleetProcessCPUPct-w) > 1e-9 {
+		t.Errorf("fleet process CPU %v %%, want %v (over its readings' 1.02 s, not the answers' 0.08 s)", p.FleetProcessCPUPct, w)
+	}
+	// The warning line says what the readings say.
+	var pts []Point
+	for i := range 4 {
+		q := p
+		q.T = float64(i + 1)
+		pts = append(pts, q)
+	}
+	sum := Analyze(Input{Runs: []Run{{Scenario: "N:N", Repeat: 1, Requested: 200, Series: Series{Points: pts}}}})
+	got := ""
+	for _, w := range sum.Runs[0].Warnings {
+		if strings.HasPrefix(w, "this host is busy") {
+			got = w
+		}
+	}
+	if wantLine := "this host is busy with other work: at least 1.9 cores beside the fleet and the relay for 4 of 4 s; the figures are unreliable"; got != wantLine {
+		t.Errorf("warning %q, want %q", got, wantLine)
+	}
+}
+
+// TestHostOtherCoresNotMeasured: a figure the readings cannot give is NaN
+// (the report then bounds it from the idle share), never a clamp.
+func TestHostOtherCoresNotMeasured(t *testing.T) {
+	h := func(total, idle, cpus float64) HostReading {
+		return HostReading{CPUTimes: CPUTimes{Total: total, Idle: idle}, CPUs: cpus, ProcessCPUSeconds: 1}
+	}
+	relay := RelayValues{Present: true, HostCPU: CPUTimes{Total: 7000, Idle: 6000}, HostCPUs: 2}
+	for _, tc := range []struct {
+		name          string
+		before, after HostReading
+	}{
+		{"an older fleet: no CPU count", h(100, 50, 0), h(102, 51, 0)},
+		{"the CPU count changed", h(100, 50, 2), h(102, 51, 4)},
+		{"idle went back", h(100, 50, 2), h(102, 49, 2)},
+		{"no time between the readings", h(100, 50, 2), h(100, 50, 2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev := Snapshot{Fleet: FleetValues{Present: true, Hosts: []HostReading{tc.before}, ProcessCPUSeconds: 1}, Relay: relay}
+			cur := Snapshot{At: time.Unix(1, 0), Fleet: FleetValues{Present: true, Hosts: []HostReading{tc.after}, ProcessCPUSeconds: 1}, Relay: relay}
+			if got := Derive(prev, prev, cur).HostOtherCores; !math.IsNaN(got) {
+				t.Errorf("other work %v cores, want NaN", got)
+			}
+		})
 	}
 }

@@ -38,6 +38,7 @@ const (
 	mFleetExpected      = "replay_deliveries_expected_total"
 	mFleetCasts         = "replay_deliveries_received_total"
 	mRelayHostCPU       = "relay_host_cpu_seconds_total"
+	mRelayHostCPUs      = "relay_host_cpus"
 	mProcessCPU         = "process_cpu_seconds_total"
 	mProcessRSS         = "process_resident_memory_bytes"
 	mFleetLoggedIn      = "replay_clients_logged_in"
@@ -52,6 +53,7 @@ const (
 	mFleetLatency       = "replay_delivery_latency_seconds"
 	mFleetScheduleLag   = "replay_schedule_lag_seconds"
 	mFleetHostCPU       = "replay_host_cpu_seconds_total"
+	mFleetHostCPUs      = "replay_host_cpus"
 	mFleetDisconnects   = "replay_disconnects_total"
 	loginSuccessLabel   = "result"
 	cpuModeLabel        = "mode"
@@ -92,8 +94,12 @@ type RelayValues struct {
 	// own (messages, bytes) and its room's (room_messages, room_bytes).
 	RateLimited, RoomRateLimited float64
 	HostCPU                      CPUTimes
-	ProcessCPUSeconds            float64
-	ProcessRSSBytes              float64 // resident memory at the scrape
+	// HostCPUs is how many CPUs HostCPU sums (0: not exported): its
+	// Total's increase over HostCPUs is the seconds between the relay's
+	// own readings, which a late answer does not stretch.
+	HostCPUs          float64
+	ProcessCPUSeconds float64
+	ProcessRSSBytes   float64 // resident memory at the scrape
 }
 
 // FleetValues are the raw counters and gauges of one fleet scrape (summed
@@ -185,10 +191,16 @@ func setAnswered(role Role, snap *Snapshot, at time.Time) {
 }
 
 // HostReading is one endpoint's reading of its host's CPU seconds and
-// when it answered (zero: unknown).
+// when it answered (zero: unknown), with the CPUs they are summed over (0:
+// not exported) and the endpoint's own process CPU, read in the same
+// gather: rates over the span the readings cover (the total's increase
+// over CPUs), not over the time between answers, which a gather that
+// waited after reading /proc/stat shortens or stretches.
 type HostReading struct {
 	CPUTimes
-	At time.Time
+	At                time.Time
+	CPUs              float64
+	ProcessCPUSeconds float64
 }
 
 func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
@@ -206,6 +218,7 @@ func addRelay(fams map[string]*dto.MetricFamily, v *RelayValues) {
 	v.RateLimited += sum(fams[mRelayRateLimited], func(m *dto.Metric) bool { return !room(m) })
 	v.RoomRateLimited += sum(fams[mRelayRateLimited], room)
 	v.HostCPU = addCPU(v.HostCPU, fams[mRelayHostCPU])
+	v.HostCPUs += sum(fams[mRelayHostCPUs], nil)
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
 	v.ProcessRSSBytes += sum(fams[mProcessRSS], nil)
 }
@@ -230,7 +243,8 @@ func addFleet(fams map[string]*dto.MetricFamily, v *FleetValues) {
 	v.ScheduleLag = mergeHistogram(v.ScheduleLag, fams[mFleetScheduleLag])
 	v.HostCPU = addCPU(v.HostCPU, fams[mFleetHostCPU])
 	if f := fams[mFleetHostCPU]; f != nil {
-		v.Hosts = append(v.Hosts, HostReading{CPUTimes: addCPU(CPUTimes{}, f)})
+		v.Hosts = append(v.Hosts, HostReading{CPUTimes: addCPU(CPUTimes{}, f),
+			CPUs: sum(fams[mFleetHostCPUs], nil), ProcessCPUSeconds: sum(fams[mProcessCPU], nil)})
 	}
 	v.Disconnects += sum(fams[mFleetDisconnects], nil)
 	v.ProcessCPUSeconds += sum(fams[mProcessCPU], nil)
