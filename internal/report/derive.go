@@ -48,7 +48,7 @@ func Derive(base, prev, cur Snapshot) Point {
 		FleetCPUIdlePct: nan, FleetProcessCPUPct: nan, RelayConnections: nan, SlowConsumerDiscards: nan,
 		FleetDisconnects: nan, RelayRSSBytes: nan, HostOtherCores: nan,
 	}
-	if dt := roleDT(prev.At, cur.At, prev.Relay.At, cur.Relay.At); dt > 0 {
+	if dt := relaySpan(prev, cur); dt > 0 {
 		deriveRelay(&p, base, prev, cur, dt)
 	}
 	if dt := roleDT(prev.At, cur.At, prev.Fleet.At, cur.Fleet.At); dt > 0 {
@@ -66,14 +66,16 @@ func roleDT(prev, cur, rolePrev, roleCur time.Time) float64 {
 	return cur.Sub(prev).Seconds()
 }
 
+// deriveRelay computes the relay's rates over dt, the span its readings
+// cover (relaySpan: its counters, process CPU and host CPU are read in one
+// gather), so a relay that answered late makes no burst of Gbps, messages
+// or cores.
 func deriveRelay(p *Point, base, prev, cur Snapshot, dt float64) {
 	if r, q := prev.Relay, cur.Relay; r.Present && q.Present {
 		p.SendGbps = delta(r.SentBytes, q.SentBytes) * 8 / 1e9 / dt
 		p.RecvGbps = delta(r.ReceivedBytes, q.ReceivedBytes) * 8 / 1e9 / dt
 		p.RelayCPUIdlePct = idlePct(r.HostCPU, q.HostCPU)
-		// Its CPU over the span its own readings cover (relaySpan), like
-		// the fleet's: a late answer does not make it more cores.
-		p.RelayProcessCPUPct = 100 * delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / relaySpan(prev, cur)
+		p.RelayProcessCPUPct = 100 * delta(r.ProcessCPUSeconds, q.ProcessCPUSeconds) / dt
 		p.MsgsInPerS = delta(r.ReceivedMessages, q.ReceivedMessages) / dt
 		p.MsgsDeliveredPerS = delta(r.DeliveredMessages, q.DeliveredMessages) / dt
 		p.RelayConnections = q.Connections

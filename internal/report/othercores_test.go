@@ -211,3 +211,43 @@ func TestHostOtherCoresNotMeasured(t *testing.T) {
 		})
 	}
 }
+
+// TestRelayRatesOverItsReadings: a relay that read its counters at 0 s
+// and 1 s and answered the first 0.9 s late: its Gbps, messages and CPU
+// are over the 1 s its readings cover (its host's CPU seconds over its
+// CPUs, read in the same gather), not ten times them over the 0.1 s
+// between its answers. A relay that exports no CPU count is timed by its
+// answers.
+func TestRelayRatesOverItsReadings(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	relay := func(total, sent, msgs, cpu, answered, cpus float64) Snapshot {
+		return Snapshot{At: at(answered), Relay: RelayValues{Present: true, At: at(answered),
+			HostCPU: CPUTimes{Total: total, Idle: total / 2}, HostCPUs: cpus,
+			SentBytes: sent, ReceivedBytes: sent / 10, DeliveredMessages: msgs, ReceivedMessages: msgs / 10, ProcessCPUSeconds: cpu}}
+	}
+	for _, tc := range []struct {
+		name string
+		cpus float64
+		span float64
+	}{{"its readings' span", 2, 1}, {"no CPU count: its answers", 0, 0.1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			prev, cur := relay(1000, 0, 0, 3, 0.9, tc.cpus), relay(1002, 1.25e8, 1000, 3.5, 1.0, tc.cpus)
+			p := Derive(prev, prev, cur)
+			for _, c := range []struct {
+				what      string
+				got, want float64
+			}{
+				{"send Gbps", p.SendGbps, 1 / tc.span},
+				{"receive Gbps", p.RecvGbps, 0.1 / tc.span},
+				{"delivered/s", p.MsgsDeliveredPerS, 1000 / tc.span},
+				{"received/s", p.MsgsInPerS, 100 / tc.span},
+				{"relay CPU %", p.RelayProcessCPUPct, 50 / tc.span},
+			} {
+				if math.Abs(c.got-c.want) > 1e-9*c.want {
+					t.Errorf("%s %v, want %v", c.what, c.got, c.want)
+				}
+			}
+		})
+	}
+}
