@@ -82,8 +82,9 @@ func EvaluateLevel(w LevelWindow, slo SLO) Level {
 		l.PastRange = pastRange(namedNum{"latency_p50_ms", l.LatencyP50Ms}, namedNum{"latency_p99_ms", l.LatencyP99Ms},
 			namedNum{"schedule_lag_p99_ms", l.ScheduleLagP99Ms})
 		l.FleetCPUIdlePct = Num(idlePct(h.Fleet.HostCPU, e.Fleet.HostCPU))
+		// Rates over the span each endpoint's readings cover, as in Derive.
 		if dt := roleDT(h.At, e.At, h.Fleet.At, e.Fleet.At); dt > 0 && e.Fleet.ProcessCPUSeconds > 0 {
-			l.FleetProcessCPUPct = Num(100 * delta(h.Fleet.ProcessCPUSeconds, e.Fleet.ProcessCPUSeconds) / dt)
+			l.FleetProcessCPUPct = Num(fleetProcessCPUPct(h.Fleet, e.Fleet, dt))
 		}
 	}
 	if s.Relay.Present && h.Relay.Present && e.Relay.Present {
@@ -93,7 +94,7 @@ func EvaluateLevel(w LevelWindow, slo SLO) Level {
 		// count each once, the larger view.
 		drops = math.Max(drops, sc)
 		l.RelayCPUIdlePct = Num(idlePct(h.Relay.HostCPU, e.Relay.HostCPU))
-		if dt := roleDT(h.At, e.At, h.Relay.At, e.Relay.At); dt > 0 {
+		if dt := relaySpan(h, e); dt > 0 {
 			l.SendGbps = Num(delta(h.Relay.SentBytes, e.Relay.SentBytes) * 8 / 1e9 / dt)
 			l.RelayProcessCPUPct = Num(100 * delta(h.Relay.ProcessCPUSeconds, e.Relay.ProcessCPUSeconds) / dt)
 		}

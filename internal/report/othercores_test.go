@@ -184,6 +184,15 @@ func TestHostOtherCoresLateAnswer(t *testing.T) {
 	if wantLine := "this host is busy with other work: at least 1.9 cores beside the fleet and the relay for 4 of 4 s; the figures are unreliable"; got != wantLine {
 		t.Errorf("warning %q, want %q", got, wantLine)
 	}
+	// And the terminal's warning, which said "at least 25.4 cores of
+	// other work" in the demo.
+	var b bytes.Buffer
+	if err := WriteWarningsText(&b, sum.WarningGroups); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "(N:N #1: 4 of 4 s from 1 s, at least 1.9 cores of other work)") {
+		t.Errorf("terminal warnings:\n%s", b.String())
+	}
 }
 
 // TestHostOtherCoresNotMeasured: a figure the readings cannot give is NaN
@@ -249,5 +258,34 @@ func TestRelayRatesOverItsReadings(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLevelRatesOverItsReadings: a capacity level's hold is timed, like a
+// sample, by the span the endpoints' readings cover: the fleet's and the
+// relay's hold snapshots read at 0 s and answered 0.9 s late, the end read
+// and answered at 5 s, on a 2-CPU host.
+func TestLevelRatesOverItsReadings(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	snap := func(total, proc, sent, answered float64) Snapshot {
+		h := HostReading{CPUTimes: CPUTimes{Total: total, Idle: total / 4}, At: at(answered), CPUs: 2, ProcessCPUSeconds: proc}
+		return Snapshot{At: at(answered),
+			Fleet: FleetValues{Present: true, At: at(answered), HostCPU: h.CPUTimes, Hosts: []HostReading{h}, ProcessCPUSeconds: proc},
+			Relay: RelayValues{Present: true, At: at(answered), HostCPU: h.CPUTimes, HostCPUs: 2, ProcessCPUSeconds: 2 * proc, SentBytes: sent}}
+	}
+	start, hold, end := snap(990, 0, 0, -5), snap(1000, 1, 0, 0.9), snap(1010, 2, 6.25e8, 5)
+	l := EvaluateLevel(LevelWindow{Clients: 10, Start: start, Hold: hold, End: end}, SLO{})
+	for _, c := range []struct {
+		what      string
+		got, want float64
+	}{
+		{"fleet CPU %", float64(l.FleetProcessCPUPct), 20},
+		{"relay CPU %", float64(l.RelayProcessCPUPct), 40},
+		{"send Gbps", float64(l.SendGbps), 1},
+	} {
+		if math.Abs(c.got-c.want) > 1e-9 {
+			t.Errorf("%s %v, want %v (over the readings' 5 s, not the answers' 4.1 s)", c.what, c.got, c.want)
+		}
 	}
 }
