@@ -463,6 +463,10 @@ func TestExitCodes(t *testing.T) {
 		{"metrics a port", []string{"--capture", path, "--metrics", "9401"}, 2, `"--metrics" flag: want host:port`},
 		{"metrics a url", []string{"--capture", path, "--metrics", "http://127.0.0.1:9401/metrics"}, 2, `"--metrics" flag: want host:port`},
 		{"barrier a port", []string{"--capture", path, "--shard", "0/2", "--barrier", "9402"}, 2, `"--barrier" flag: want host:port`},
+		// An inherited barrier listener is shard 0's, at an address the
+		// shards reach.
+		{"barrier-fd alone", []string{"--capture", path, "--target", "127.0.0.1:1", "--barrier-fd", "3"}, 2, "--barrier-fd without --barrier"},
+		{"barrier-fd on shard 1", []string{"--capture", path, "--target", "127.0.0.1:1", "--shard", "1/2", "--barrier", "127.0.0.1:1", "--barrier-fd", "3"}, 2, "--barrier-fd: only shard 0 serves the barrier (this is shard 1/2)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ type shardFlags struct {
 	barrierHold    bool
 	levels         []int
 	metricsFD      int
+	barrierFD      int
 }
 
 func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
@@ -49,27 +50,35 @@ func addShardFlags(fs *pflag.FlagSet, sf *shardFlags) {
 	// Hidden: `replay capacity --shards` has its shards wait at its levels.
 	fs.IntSliceVar(&sf.levels, "levels", nil, "client counts where the ramp waits at --barrier for the coordinator's go or stop (a capacity search's levels)")
 	fs.MarkHidden("levels")
-	// Hidden: local shards inherit their /metrics listener, bound by the
-	// process that starts them (launch.Shards), so no port is chosen in
-	// one process and bound in another.
-	fs.IntVar(&sf.metricsFD, "metrics-fd", 0, "serve /metrics on the listener inherited as this descriptor (instead of binding --metrics)")
-	fs.MarkHidden("metrics-fd")
+	// Listeners inherited from the program that starts the replay (local
+	// shards from launch.Shards, a test, a supervisor): it binds them, on
+	// port 0 if it likes, and knows the port, so no port is chosen in one
+	// process and bound in another (where something else may take it in
+	// between).
+	fs.IntVar(&sf.metricsFD, "metrics-fd", 0, "serve /metrics on the listening socket inherited as this descriptor (bound by the program that starts the replay, e.g. on port 0) instead of binding --metrics")
+	fs.IntVar(&sf.barrierFD, "barrier-fd", 0, "shard 0 serves the start barrier on the listening socket inherited as this descriptor (bound by the program that starts it, e.g. on port 0) instead of binding --barrier's port; every shard still reaches it at --barrier")
 }
 
 // metricsListener is the /metrics listener inherited as --metrics-fd;
 // nil without it.
 func (sf *shardFlags) metricsListener() (net.Listener, error) {
-	if sf.metricsFD <= 0 {
+	return inheritedListener("--metrics-fd", sf.metricsFD)
+}
+
+// inheritedListener is the listening socket inherited as descriptor fd
+// (named by its flag in errors); nil when fd is 0.
+func inheritedListener(flag string, fd int) (net.Listener, error) {
+	if fd <= 0 {
 		return nil, nil
 	}
-	f := os.NewFile(uintptr(sf.metricsFD), "metrics")
+	f := os.NewFile(uintptr(fd), flag)
 	if f == nil {
-		return nil, fmt.Errorf("--metrics-fd %d: not a descriptor", sf.metricsFD)
+		return nil, fmt.Errorf("%s %d: not a descriptor", flag, fd)
 	}
 	defer f.Close() // FileListener holds its own copy
 	ln, err := net.FileListener(f)
 	if err != nil {
-		return nil, fmt.Errorf("--metrics-fd %d: %w", sf.metricsFD, err)
+		return nil, fmt.Errorf("%s %d: not a listening socket: %w", flag, fd, err)
 	}
 	return ln, nil
 }
@@ -195,14 +204,20 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 		return t, nil
 	}
 	if sf.barrier == "" {
+		if sf.barrierFD > 0 {
+			return time.Time{}, usageError(fmt.Errorf("--barrier-fd without --barrier: give the address the shards reach it at"))
+		}
 		return time.Time{}, nil
 	}
 	host, port, err := net.SplitHostPort(sf.barrier)
 	if err != nil {
 		return time.Time{}, usageError(fmt.Errorf("--barrier %q: want host:port", sf.barrier))
 	}
+	if sf.barrierFD > 0 && (s.shard.Index != 0 || !sf.barrierServe) {
+		return time.Time{}, usageError(fmt.Errorf("--barrier-fd: only shard 0 serves the barrier (this is shard %v)", s.shard))
+	}
 	if s.shard.Index == 0 && sf.barrierServe {
-		ln, err := net.Listen("tcp", barrierListen(host, port))
+		ln, err := sf.barrierListener(host, port)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("start barrier: %w", err)
 		}
@@ -217,6 +232,15 @@ func (s *starter) start(ctx context.Context) (time.Time, error) {
 	wctx, cancel := context.WithTimeoutCause(ctx, sf.barrierTimeout, fmt.Errorf("not every shard was ready within --barrier-timeout %v", sf.barrierTimeout))
 	defer cancel()
 	return barrier.Wait(wctx, sf.barrier, s.shard.Index, s.shard.Count)
+}
+
+// barrierListener is shard 0's barrier listener: the one inherited as
+// --barrier-fd, or one bound on --barrier's port.
+func (sf *shardFlags) barrierListener(host, port string) (net.Listener, error) {
+	if sf.barrierFD > 0 {
+		return inheritedListener("--barrier-fd", sf.barrierFD)
+	}
+	return net.Listen("tcp", barrierListen(host, port))
 }
 
 // barrierListen is where shard 0 serves the barrier the shards reach at

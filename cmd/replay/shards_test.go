@@ -437,16 +437,12 @@ func runShardsErr(cmds []*exec.Cmd) ([]string, error) {
 
 // runShardsAt runs the shards cmds makes for a barrier on 127.0.0.1 (shard
 // 0 serves it) and returns each one's combined output, as runShards. The
-// port is chosen here and bound by shard 0, another process: when another
-// process took it in between, the shards run again on another port.
+// barrier's port is bound here on port 0 and shard 0 serves that listener
+// (--barrier-fd): no port is chosen here and bound in another process.
 func runShardsAt(t *testing.T, cmds func(barrier string) []*exec.Cmd) []string {
 	t.Helper()
-	outs, _ := testproc.StartOnPorts(t, 1, func(p []int) ([]string, error) {
-		outs, err := runShardsErr(cmds(fmt.Sprintf("127.0.0.1:%d", p[0])))
-		if err != nil && strings.Contains(outs[0], "start barrier") && strings.Contains(outs[0], "address already in use") {
-			return nil, fmt.Errorf("%w: %w", testproc.ErrPortTaken, err)
-		}
-		return outs, err
-	})
-	return outs
+	addr, f := testproc.Inherit(t)
+	cs := cmds(addr)
+	cs[0].Args = append(cs[0].Args, "--barrier-fd", testproc.InheritArg(cs[0], f))
+	return runShards(t, cs)
 }

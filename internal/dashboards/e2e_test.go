@@ -53,7 +53,7 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	// The relay binds port 0 and says where; the fleet serves /metrics on a
 	// listener bound here (port 0) that it inherits; Prometheus is started
 	// again on another port if its port was taken (testproc.StartServer).
-	fleetMetrics, fleetLn := inheritedListener(t)
+	fleetMetrics, fleetLn := testproc.Inherit(t)
 	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
 	relayMetrics, relayTCP := relay.Metrics, relay.TCP
 
@@ -73,7 +73,7 @@ func TestDashboardsEndToEnd(t *testing.T) {
 	summaryPath := filepath.Join(dir, "summary.json")
 	// The bundled capture and the loop points the README's demo uses.
 	capture, loop := filepath.Join(root, "captures", "vr-session.pcap"), "12s,48s"
-	fleet := startReplayOn(t, fleetLn,
+	fleet := startReplayOn(t, fleetLn, nil,
 		"--capture", capture,
 		"--loop", loop,
 		"--target", relayTCP,

@@ -55,37 +55,16 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-// inheritedListener binds a /metrics listener on 127.0.0.1 port 0 for a
-// replay to inherit (--metrics-fd 3, the file as its first ExtraFiles):
-// the port is bound here and served there, never chosen here and bound in
-// another process (another test could take it between the two). The
-// test's copy is closed at its end.
-func inheritedListener(t testing.TB) (addr string, f *os.File) {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err = l.(*net.TCPListener).File()
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = l.Addr().String()
-	// The file is a duplicate: the child serves it; this process only
-	// holds it until the end of the test.
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return addr, f
-}
-
 // startReplayOn starts replay with args serving /metrics on the inherited
-// listener f.
-func startReplayOn(t testing.TB, f *os.File, args ...string) *testproc.Proc {
+// listener f (testproc.Inherit) and, given barrier, shard 0's start
+// barrier on it (one listener at most).
+func startReplayOn(t testing.TB, f *os.File, barrier []*os.File, args ...string) *testproc.Proc {
 	t.Helper()
-	cmd := exec.Command(bins["replay"], append(args, "--metrics-fd", "3")...)
-	cmd.ExtraFiles = []*os.File{f}
+	cmd := exec.Command(bins["replay"], args...)
+	cmd.Args = append(cmd.Args, "--metrics-fd", testproc.InheritArg(cmd, f))
+	for _, b := range barrier {
+		cmd.Args = append(cmd.Args, "--barrier-fd", testproc.InheritArg(cmd, b))
+	}
 	return testproc.StartCmd(t, cmd)
 }
 

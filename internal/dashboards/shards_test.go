@@ -27,11 +27,13 @@ func TestFleetDashboardShards(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 
-	barrier := freeAddr(t)
+	// Shard 0 serves the barrier on a listener bound here (--barrier-fd),
+	// as each shard serves /metrics on one (--metrics-fd).
+	barrier, barrierLn := testproc.Inherit(t)
 	var shards []string
 	var lns []*os.File
 	for range 2 {
-		addr, f := inheritedListener(t)
+		addr, f := testproc.Inherit(t)
 		shards, lns = append(shards, addr), append(lns, f)
 	}
 	relay := testproc.StartRelay(t, bins["relay"], "--log-level", "warn")
@@ -57,9 +59,14 @@ func TestFleetDashboardShards(t *testing.T) {
 	}
 	capture := filepath.Join(root, "captures", "vr-session.pcap")
 	for i := range shards {
-		startReplayOn(t, lns[i], "--capture", capture, "--loop", "12s,48s", "--target", relayTCP,
+		args := []string{"--capture", capture, "--loop", "12s,48s", "--target", relayTCP,
 			"--clients", strconv.Itoa(e2eClients), "--login-interval", e2eLoginInterval.String(), "--duration", "60s",
-			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier)
+			"--shard", fmt.Sprintf("%d/2", i), "--barrier", barrier}
+		var inherit []*os.File
+		if i == 0 {
+			inherit = []*os.File{barrierLn}
+		}
+		startReplayOn(t, lns[i], inherit, args...)
 	}
 	if err := waitValue(ctx, p, `sum(replay_clients_logged_in{job="fleet"})`, e2eClients); err != nil {
 		t.Fatal(err)

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -151,4 +153,35 @@ func StartServer(t testing.TB, n int, cmd func(ports []int) *exec.Cmd) (*Proc, [
 		}
 		return p, nil
 	})
+}
+
+// Inherit binds a TCP listener on 127.0.0.1 port 0 for a child process to
+// inherit (an *exec.Cmd's ExtraFiles, served there as --metrics-fd or
+// --barrier-fd): the port is bound here and served there, never chosen
+// here and bound in another process (another test could take it in
+// between). The file is a duplicate the child serves; this process only
+// holds it until the test's end.
+func Inherit(t testing.TB) (addr string, f *os.File) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr = l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return addr, f
+}
+
+// InheritArg adds f to cmd's inherited files and returns its descriptor
+// in the child, as a flag's value.
+func InheritArg(cmd *exec.Cmd, f *os.File) string {
+	cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	return strconv.Itoa(2 + len(cmd.ExtraFiles))
 }
