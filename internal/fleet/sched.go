@@ -23,8 +23,7 @@ const (
 	// short buys no punctuality, and it costs a park and a wake (on a
 	// loaded host at N:N 8x32, 8 of every 22 sleeps were shorter than
 	// 25 µs and half shorter than 50: issue 34). Such a frame goes out
-	// at most sendAhead early; its lag counts as 0. The bound is taken
-	// once per wake (scheduler.run).
+	// at most sendAhead early; its lag counts as 0.
 	sendAhead = int64(50 * time.Microsecond)
 )
 
@@ -146,13 +145,7 @@ func (s *scheduler) run(ctx context.Context) {
 	for {
 		s.takeIncoming()
 		now := s.f.now()
-		// Frames due by until go out in this wake (sendAhead); the
-		// bound is the wake's, not moved on with each send, or a
-		// scheduler whose clients' due times come closer together
-		// than sendAhead would chain sends for as long as they do and
-		// hold its core from the poller's reads.
-		until := now + sendAhead
-		for len(s.h) > 0 && s.h[0].due <= max(now, until) {
+		for len(s.h) > 0 && s.h[0].due <= now+sendAhead {
 			if ctx.Err() != nil {
 				return
 			}
