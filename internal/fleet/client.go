@@ -1088,10 +1088,10 @@ func dialReason(err error) LoginResult {
 	return loginFail(LoginConnectError)
 }
 
-// send writes the due steps of a scheduled client (those due by
-// now+sendAhead), coalesced into one write on TCP, and retries its
-// backlog first (send.go). It runs on the scheduler's goroutine; buf is
-// the scheduler's scratch buffer, returned for reuse.
+// send writes the due steps of a scheduled client, coalesced into one
+// write on TCP, and retries its backlog first (send.go). It runs on the
+// scheduler's goroutine; buf is the scheduler's scratch buffer, returned for
+// reuse.
 func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 	wall := c.f.wall(now)
 	hbKind := c.f.player.HeartbeatKind()
@@ -1114,11 +1114,11 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			break
 		}
 		due := c.start + int64(st.Due)
-		if due > now+sendAhead {
+		if due > now {
 			c.due = due
 			break
 		}
-		lags = append(lags, max(now-due, 0)/1000)
+		lags = append(lags, (now-due)/1000)
 		start := len(buf)
 		var kind int
 		if st.Frame == session.Heartbeat {

@@ -16,15 +16,6 @@ const (
 	// nudgeSlack is how late past its due time a sleeping scheduler may
 	// be before a reader wakes it (see scheduler.sleepUntil).
 	nudgeSlack = int64(100 * time.Microsecond)
-	// sendAhead is how soon after now a frame counts as due now: the
-	// scheduler sends it in this turn (with the client's other due
-	// frames, in one write) rather than sleeping for it. A Go timer
-	// wakes tens of microseconds to a millisecond late, so a sleep this
-	// short buys no punctuality, and it costs a park and a wake (on a
-	// loaded host at N:N 8x32, 8 of every 22 sleeps were shorter than
-	// 25 µs and half shorter than 50: issue 34). Such a frame goes out
-	// at most sendAhead early; its lag counts as 0.
-	sendAhead = int64(50 * time.Microsecond)
 )
 
 // scheduler is a goroutine with a min-heap of its clients by next due
@@ -145,7 +136,7 @@ func (s *scheduler) run(ctx context.Context) {
 	for {
 		s.takeIncoming()
 		now := s.f.now()
-		for len(s.h) > 0 && s.h[0].due <= now+sendAhead {
+		for len(s.h) > 0 && s.h[0].due <= now {
 			if ctx.Err() != nil {
 				return
 			}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-	"time"
 )
 
 // TestNudge: a reader wakes a scheduler only once it sleeps more than
@@ -120,41 +119,4 @@ func BenchmarkContainerHeap(b *testing.B) {
 		heap.Fix(&h, 0)
 	}
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// TestSendAhead: a frame due within sendAhead of now goes out in this
-// turn, its lag counted as 0 (not negative), and the client's next due
-// time is the frame after it; a frame due later waits for its time.
-func TestSendAhead(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		early int64 // how long before the frame's due time the turn runs
-		sent  bool
-	}{
-		{"due now", 0, true},
-		{"25µs ahead", int64(25 * time.Microsecond), true},
-		{"at sendAhead", sendAhead, true},
-		{"past sendAhead", sendAhead + 1, false},
-		{"1ms ahead", int64(time.Millisecond), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c, _ := benchClient(t)
-			d1, d2 := int64(c.plan.Step(1).Due), int64(c.plan.Step(2).Due)
-			if d2-d1 <= sendAhead {
-				t.Fatalf("frames 1 and 2 due %d ns apart: the test needs more than sendAhead", d2-d1)
-			}
-			c.start = 1_000_000_000
-			now := c.start + d1 - tc.early
-			_, lags := c.send(now, nil, nil)
-			if tc.sent {
-				if c.next != 2 || c.due != c.start+d2 || len(lags) != 1 || lags[0] != 0 {
-					t.Fatalf("next %d due %d lags %v; want frame 1 sent (next 2, due %d, lags [0])", c.next, c.due, lags, c.start+d2)
-				}
-				return
-			}
-			if c.next != 1 || c.due != c.start+d1 || len(lags) != 0 {
-				t.Fatalf("next %d due %d lags %v; want nothing sent (next 1, due %d)", c.next, c.due, lags, c.start+d1)
-			}
-		})
-	}
 }
