@@ -319,20 +319,28 @@ func TestRampTiming(t *testing.T) {
 	res := replay(t, "--capture", path, "--target", r.TCP, "--clients", "5", "--receive-only",
 		"--login-interval", "100ms", "--pause-every", "2", "--pause", "400ms", "--duration", "1400ms", "--log-level", "debug")
 	mustOK(t, res)
-	var at []int
-	for _, m := range regexp.MustCompile(`login attempt.*"at_ms": (\d+)`).FindAllStringSubmatch(res.stderr, -1) {
-		v, _ := strconv.Atoi(m[1])
-		at = append(at, v)
+	var at, due, waited []int
+	for _, m := range regexp.MustCompile(`login attempt.*"at_ms": (\d+), "due_ms": (\d+), "cpu_wait_ms": (\d+)`).FindAllStringSubmatch(res.stderr, -1) {
+		a, _ := strconv.Atoi(m[1])
+		d, _ := strconv.Atoi(m[2])
+		w, _ := strconv.Atoi(m[3])
+		at, due, waited = append(at, a), append(due, d), append(waited, w)
 	}
 	want := []int{0, 100, 500, 600, 1000}
-	if len(at) != len(want) {
-		t.Fatalf("login attempts at %v ms, want %v\n%s", at, want, res.stderr)
+	if !slices.Equal(due, want) {
+		t.Fatalf("login attempts due at %v ms, want %v\n%s", due, want, res.stderr)
 	}
 	// Each attempt is due at its time on the run's clock (a late one does
-	// not push the later ones back).
+	// not push the later ones back), and goes within 60 ms of it but for
+	// the time the fleet's threads waited meanwhile for a CPU that other
+	// work held (a host busy at 10 times its cores delays a wake-up by
+	// 100 ms and more, which no schedule can make up; the fleet measures
+	// that share itself).
+	t.Logf("login attempts at %v ms, due %v, their threads' waits for a CPU %v ms", at, want, waited)
 	for i := range at {
-		if at[i] < want[i] || at[i] > want[i]+60 {
-			t.Errorf("attempt %d at %d ms, want %d (+60) (all: %v)", i, at[i], want[i], at)
+		if own := at[i] - want[i] - waited[i]; at[i] < want[i] || own > 60 {
+			t.Errorf("attempt %d at %d ms, due %d, %d ms of it waiting for a CPU: %d ms late of its own, want at most 60 (all: %v, waits %v)",
+				i, at[i], want[i], waited[i], own, at, waited)
 		}
 	}
 	if !strings.Contains(res.stderr, "ramp: pausing 400ms after 2 login attempts") {

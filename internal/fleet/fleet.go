@@ -158,8 +158,12 @@ type Fleet struct {
 	// startLate is how long after the common start this process began;
 	// cpu0 the host's CPU times then (cpuErr if unreadable).
 	startLate time.Duration
-	cpu0      metrics.CPUTimes
-	cpuErr    error
+	// startCPUWait is how long this process's threads waited for a CPU
+	// (runnable, not running) from RunAt's call to the start's wake-up:
+	// the host's share of startLate. -1 when unreadable.
+	startCPUWait time.Duration
+	cpu0         metrics.CPUTimes
+	cpuErr       error
 	// proc0 is this process's own CPU at the start (procErr if
 	// unreadable): the summary reports what the run cost the fleet.
 	proc0   metrics.ProcessUsage
@@ -474,10 +478,15 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	var bg sync.WaitGroup
 	bgCtx, bgCancel := context.WithCancel(context.Background())
 	defer func() { bgCancel(); bg.Wait() }()
+	wait0, waitErr := metrics.ReadCPUWait()
 	if !start.IsZero() && !waitStart(ctx, start) {
 		return Summary{}, ctx.Err()
 	}
 	now := time.Now()
+	f.startCPUWait = -1
+	if wait1, err := metrics.ReadCPUWait(); err == nil && waitErr == nil {
+		f.startCPUWait = wait1 - wait0
+	}
 	if start.IsZero() {
 		start = now
 	}
@@ -490,8 +499,8 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	f.cpu0, f.cpuErr = metrics.ReadCPUTimes()
 	f.proc0, f.procErr = metrics.ReadProcessUsage()
 	if f.startLate > lateStart {
-		f.warn("WARNING: shard %s began %v after the common start %s: its schedule keeps that start (its first logins are late, not shifted)",
-			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano))
+		f.warn("WARNING: shard %s began %v after the common start %s%s: its schedule keeps that start (its first logins are late, not shifted)",
+			f.cfg.Shard, f.startLate.Round(time.Millisecond), start.UTC().Format(time.RFC3339Nano), f.startWaitText())
 	}
 
 	f.printNotes()
@@ -674,7 +683,9 @@ func (f *Fleet) ramp(ctx context.Context) error {
 		if ok, err := atLevels(i); !ok {
 			return err
 		}
-		if err := f.waitUntil(ctx, f.epoch.Add(f.cfg.loginAt(i)+shift), &first); err != nil || ctx.Err() != nil {
+		due := f.cfg.loginAt(i) + shift
+		wait0 := f.debugCPUWait()
+		if err := f.waitUntil(ctx, f.epoch.Add(due), &first); err != nil || ctx.Err() != nil {
 			return err
 		}
 		c, err := f.newClient(i)
@@ -682,7 +693,17 @@ func (f *Fleet) ramp(ctx context.Context) error {
 			return err
 		}
 		f.stats.attempts.Add(1)
-		f.log.Debug("login attempt", zap.Int("client", i), zap.String("user", c.user), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()))
+		if ce := f.log.Check(zap.DebugLevel, "login attempt"); ce != nil {
+			// due_ms is the schedule, at_ms when it went: the difference
+			// less cpu_wait_ms (the threads' wait for a CPU meanwhile,
+			// the host's share) is the fleet's own lateness.
+			var waited time.Duration
+			if w := f.debugCPUWait(); wait0 > 0 && w > 0 {
+				waited = w - wait0
+			}
+			ce.Write(zap.Int("client", i), zap.String("user", c.user), zap.Int64("at_ms", time.Since(f.epoch).Milliseconds()),
+				zap.Int64("due_ms", due.Milliseconds()), zap.Int64("cpu_wait_ms", waited.Milliseconds()))
+		}
 		var res chan LoginResult
 		if f.stats.attempts.Load() == 1 {
 			res = make(chan LoginResult, 1)
@@ -746,6 +767,29 @@ func (f *Fleet) waitUntil(ctx context.Context, t time.Time, first *chan LoginRes
 // sleeping and yields in a loop instead: a timer on a busy host wakes its
 // goroutine late by a scheduler tick or more.
 const spinBefore = 3 * time.Millisecond
+
+// debugCPUWait is the process's wait for a CPU so far (ReadCPUWait)
+// when debug lines are written, else 0: a reading is a file per thread,
+// too dear for every login of a fast ramp.
+func (f *Fleet) debugCPUWait() time.Duration {
+	if !f.log.Core().Enabled(zap.DebugLevel) {
+		return 0
+	}
+	w, err := metrics.ReadCPUWait()
+	if err != nil {
+		return 0
+	}
+	return w
+}
+
+// startWaitText says how much of a late start the host kept the process
+// from running, when it was measured.
+func (f *Fleet) startWaitText() string {
+	if f.startCPUWait < 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (its threads waited %v of it for a CPU: other work held the host)", min(f.startCPUWait, f.startLate).Round(time.Millisecond))
+}
 
 // waitStart waits until start; false if ctx ended first.
 func waitStart(ctx context.Context, start time.Time) bool {

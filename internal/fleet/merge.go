@@ -22,6 +22,7 @@ type ShardResult struct {
 	LatencyMS        Quantiles      `json:"latency_ms"`
 	StartUnixNS      int64          `json:"start_unix_ns"`
 	StartLateMS      float64        `json:"start_late_ms"`
+	StartCPUWaitMS   float64        `json:"start_cpu_wait_ms"`
 	CPUIdlePct       float64        `json:"cpu_idle_pct"`
 	Saturated        bool           `json:"saturated"`
 	Saturation       map[string]int `json:"saturation"`
@@ -33,6 +34,9 @@ type ShardResult struct {
 func (r ShardResult) line() string {
 	s := fmt.Sprintf("clients %d, logged in %d, sent %d, received %d, latency p99 %.3f ms, cpu idle %.0f%%, start late %.1f ms",
 		r.ClientsRequested, r.LoginsSucceeded, r.MessagesSent, r.MessagesReceived, r.LatencyMS.P99, r.CPUIdlePct, r.StartLateMS)
+	if r.StartLateMS > 0 && r.StartCPUWaitMS > 0 {
+		s += fmt.Sprintf(" (%.1f ms of it waiting for a CPU)", min(r.StartCPUWaitMS, r.StartLateMS))
+	}
 	if r.ProcessCPUSeconds >= 0 {
 		s += fmt.Sprintf(", process CPU %.2f s, peak RSS %.1f MiB", r.ProcessCPUSeconds, float64(r.ProcessPeakRSSBytes)/(1<<20))
 	}
@@ -281,7 +285,7 @@ func shardResult(sh Shard, s Summary) ShardResult {
 	return ShardResult{
 		Shard: sh.String(), ClientsRequested: s.ClientsRequested, LoginsSucceeded: s.LoginsSucceeded,
 		MessagesSent: s.MessagesSent, MessagesReceived: s.MessagesReceived, LatencyMS: s.LatencyMS,
-		StartUnixNS: s.StartUnixNS, StartLateMS: s.StartLateMS, CPUIdlePct: s.CPUIdlePct,
+		StartUnixNS: s.StartUnixNS, StartLateMS: s.StartLateMS, StartCPUWaitMS: s.StartCPUWaitMS, CPUIdlePct: s.CPUIdlePct,
 		Saturated: fleetSaturated(sat), Saturation: sat,
 		ProcessCPUSeconds: s.ProcessCPUSeconds, ProcessPeakRSSBytes: s.ProcessPeakRSSBytes,
 	}

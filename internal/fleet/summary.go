@@ -80,6 +80,11 @@ type Summary struct {
 	// missed the start shows it here and in Warnings).
 	StartUnixNS int64   `json:"start_unix_ns"`
 	StartLateMS float64 `json:"start_late_ms"`
+	// StartCPUWaitMS is how long the process's threads waited for a CPU
+	// (runnable, not running: the kernel's run_delay) between learning
+	// the start and beginning: the host's share of a late start, which
+	// the fleet cannot make up. -1 when unreadable.
+	StartCPUWaitMS float64 `json:"start_cpu_wait_ms"`
 	// CPUIdlePct is the host's CPU idle share over the run (-1: unknown).
 	CPUIdlePct float64 `json:"cpu_idle_pct"`
 	// ProcessCPUSeconds is the fleet process's own CPU (user + system)
@@ -225,6 +230,7 @@ func (f *Fleet) summary() (Summary, error) {
 		Shard:               f.cfg.Shard.label(),
 		StartUnixNS:         f.epochUnix,
 		StartLateMS:         millis(f.startLate),
+		StartCPUWaitMS:      knownMillis(f.startCPUWait),
 		CPUIdlePct:          f.cpuIdle(),
 		ProcessCPUSeconds:   cpuS,
 		ProcessPeakRSSBytes: rss,
@@ -265,6 +271,14 @@ func processLine(cpuS float64, rss int64, per1k float64) string {
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// knownMillis is millis of a reading whose negative means unknown (-1).
+func knownMillis(d time.Duration) float64 {
+	if d < 0 {
+		return -1
+	}
+	return millis(d)
+}
 
 func nonNil(s []string) []string {
 	if s == nil {

@@ -7,6 +7,8 @@ package metrics
 
 import (
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/procfs"
@@ -183,4 +185,32 @@ func ReadProcessCPU(pid int) (float64, error) {
 		return 0, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
 	}
 	return stat.CPUTime(), nil
+}
+
+// ReadCPUWait reads how long this process's threads have been runnable
+// but waiting for a CPU, summed over its threads (the kernel's run_delay,
+// /proc/self/task/*/schedstat; threads that exited are not counted).
+// It separates the host's share of a late wake-up from the process's
+// own: a timer that fired on time finds its thread on a run queue when
+// other work holds every CPU, and that wait is counted here, while time
+// spent running or sleeping is not.
+func ReadCPUWait() (time.Duration, error) {
+	threads, err := procfs.AllThreads(os.Getpid())
+	if err != nil {
+		return 0, fmt.Errorf("list /proc/self/task: %w", err)
+	}
+	var wait uint64
+	read := 0
+	for _, t := range threads {
+		s, err := t.Schedstat()
+		if err != nil {
+			continue // the thread exited since the listing
+		}
+		wait += s.WaitingNanoseconds
+		read++
+	}
+	if read == 0 {
+		return 0, fmt.Errorf("read /proc/self/task/*/schedstat: no thread's could be read")
+	}
+	return time.Duration(wait), nil
 }

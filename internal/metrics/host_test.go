@@ -2,8 +2,11 @@ package metrics
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -64,5 +67,41 @@ func TestIdlePercent(t *testing.T) {
 	}
 	if _, err := ReadCPUTimes(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestReadCPUWait: more spinning threads than the host has CPUs wait on
+// its run queues, and ReadCPUWait counts that wait: at least a third of
+// what the spinners beyond the CPUs could not run for.
+func TestReadCPUWait(t *testing.T) {
+	cpus := runtime.NumCPU()
+	spinners := 3 * cpus
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(spinners + 1))
+	before, err := ReadCPUWait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const spin = 300 * time.Millisecond
+	var wg sync.WaitGroup
+	for range spinners {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for end := time.Now().Add(spin); time.Now().Before(end); {
+			}
+		})
+	}
+	wg.Wait()
+	after, err := ReadCPUWait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each spinner is runnable for spin of wall time and at most cpus of
+	// them run at once, so together they wait about (spinners-cpus)*spin
+	// (more when other work holds CPUs too); a third of it allows for
+	// the spinners' staggered starts.
+	want := time.Duration(spinners-cpus) * spin / 3
+	if got := after - before; got < want {
+		t.Errorf("the spinners waited %v for a CPU, want at least %v (%d spinners, %d CPUs)", got, want, spinners, cpus)
 	}
 }
