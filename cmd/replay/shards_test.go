@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,7 +128,7 @@ func matches(re *regexp.Regexp, s string) []string {
 // relay saw them join), and the shards started within 50 ms of the
 // common start, less what the host kept them waiting for a CPU.
 func TestShardsMatchOneProcess(t *testing.T) {
-	// Not parallel: it asserts the shards started within 50 ms of each other.
+	// Not parallel: not yet tried beside the parallel pool under load.
 	const shards = 4
 	sn := newShardNet(t, shards)
 	relay, target := sn.startRelay(t, bins["relay"], "debug")
@@ -231,6 +232,7 @@ func TestShardsMatchOneProcess(t *testing.T) {
 	if merged.StartSkewMS == nil {
 		t.Errorf("no start skew in the merged summary")
 	}
+	startedTogether(t, dir, shards, merged)
 	for _, r := range merged.Shards {
 		own := r.StartLateMS - max(0, min(r.StartCPUWaitMS, r.StartLateMS))
 		t.Logf("shard %s: late %.2f ms (%.2f ms of it waiting for a CPU), cpu idle %.0f%%, saturated %v",
@@ -239,6 +241,38 @@ func TestShardsMatchOneProcess(t *testing.T) {
 			t.Errorf("shard %s began %.2f ms after the common start, %.2f ms of it its own (start skew %s ms), want under 50",
 				r.Shard, r.StartLateMS, own, ptrText(merged.StartSkewMS))
 		}
+	}
+}
+
+// startedTogether checks the barrier's part of a common start: every
+// shard was given one start instant, the merged skew is the spread of
+// the instants the shards really began (that instant plus each one's own
+// lateness), and a shard that began more than 20 ms late (the fleet's
+// lateStart) says so in its warnings. How late a process wakes from its
+// sleep to that instant is the host's scheduler's: at load 18 one shard
+// woke 213 ms late (count10, session 7) though the barrier had sent the
+// instant 500 ms ahead; the figure and the warning must tell it, and do.
+func startedTogether(t *testing.T, dir string, shards int, merged fleet.Summary) {
+	t.Helper()
+	var instant int64
+	first, last := math.Inf(1), math.Inf(-1)
+	for i := range shards {
+		s, _ := readSummary(t, filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)))
+		if i == 0 {
+			instant = s.StartUnixNS
+		}
+		if s.StartUnixNS != instant || instant == 0 {
+			t.Errorf("shard %d started its clock at %d, shard 0 at %d: the barrier gave one instant", i, s.StartUnixNS, instant)
+		}
+		began := float64(s.StartUnixNS-instant)/1e6 + s.StartLateMS
+		first, last = min(first, began), max(last, began)
+		warned := slices.ContainsFunc(s.Warnings, func(w string) bool { return strings.Contains(w, "after the common start") })
+		if late := s.StartLateMS > 20; late != warned {
+			t.Errorf("shard %d began %.2f ms late, warned %v: want a warning exactly when later than 20 ms (%q)", i, s.StartLateMS, warned, s.Warnings)
+		}
+	}
+	if merged.StartSkewMS == nil || math.Abs(*merged.StartSkewMS-(last-first)) > 0.001 {
+		t.Errorf("merged start skew %s ms, the shards began %.3f ms apart", ptrText(merged.StartSkewMS), last-first)
 	}
 }
 
