@@ -249,9 +249,9 @@ func TestShardsMatchOneProcess(t *testing.T) {
 // the instants the shards really began (that instant plus each one's own
 // lateness), and a shard that began more than 20 ms late (the fleet's
 // lateStart) says so in its warnings. How late a process wakes from its
-// sleep to that instant is the host's scheduler's: at load 18 one shard
-// woke 213 ms late (count10, session 7) though the barrier had sent the
-// instant 500 ms ahead; the figure and the warning must tell it, and do.
+// sleep to that instant is largely the host's scheduler's (at load 18 one
+// shard woke 213 ms late, count10 session 7, to an instant the barrier
+// had sent 500 ms ahead): the figures and the warning must tell it.
 func startedTogether(t *testing.T, dir string, shards int, merged fleet.Summary) {
 	t.Helper()
 	var instant int64
