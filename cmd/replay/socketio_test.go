@@ -532,7 +532,12 @@ func sioDirect(t *testing.T, node string, port int) {
 		right += n
 	}
 	if app.DMs != s.FramesSent["dm"] || app.DMUnknown != 0 || right != app.DMDelivered || app.DMDelivered != app.DMs {
-		t.Errorf("the fleet sent %d direct messages; the app got %d, delivered %d (%d to the right mate), %d to no socket", s.FramesSent["dm"], app.DMs, app.DMDelivered, right, app.DMUnknown)
+		// The app's disconnect reasons and the fleet's load judgement say
+		// who dropped them: a direct message "to no socket" means the app
+		// had already let its recipient go (674 sent, 654 counted once at
+		// load ~30, untraced: issue 29).
+		t.Errorf("the fleet sent %d direct messages; the app got %d, delivered %d (%d to the right mate), %d to no socket; the app's disconnects %v, the fleet's saturation %v, warnings %q",
+			s.FramesSent["dm"], app.DMs, app.DMDelivered, right, app.DMUnknown, app.Disconnects, s.Saturation, s.Warnings)
 	}
 	if sent, recv := app.Chats+app.DMs, app.Delivered+app.DMDelivered; !within(float64(sent), float64(s.MessagesSent), 1) || !within(float64(recv), float64(s.MessagesReceived), 1) {
 		t.Errorf("the app got %d chats and direct messages and delivered %d; the fleet sent %d received %d (want within 1%%)", sent, recv, s.MessagesSent, s.MessagesReceived)
