@@ -19,6 +19,7 @@ import (
 	"github.com/reprise-harness/reprise/internal/fleet"
 	"github.com/reprise-harness/reprise/internal/launch"
 	"github.com/reprise-harness/reprise/internal/report"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // runReplay runs the replay binary with args as they are.
@@ -161,34 +162,7 @@ func TestDriveServerMetricsUnreadable(t *testing.T) {
 // ends.
 func silentServer(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
-	})
-	return ln.Addr().String()
+	return testproc.ServeTCP(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 }
 
 // TestNoLoginExits1: a target that accepts TCP and never answers makes

@@ -174,14 +174,24 @@ func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	fmt.Fprintf(w, `{"created":true,"token":%q,"refresh_token":"r"}`, n.issueToken(body.ID, false))
+}
+
+// issueToken makes a fresh token for user and records it, counting it as a
+// lobby match too when lobby is set. Callers that count other things under
+// the same lock do it before or after: the token map is all this guards.
+func (n *nakama) issueToken(user string, lobby bool) string {
 	tok := make([]byte, 12)
 	rand.Read(tok)
 	token := hex.EncodeToString(tok)
 	n.mu.Lock()
-	n.tokens[token] = body.ID
+	defer n.mu.Unlock()
+	n.tokens[token] = user
 	n.issued++
-	n.mu.Unlock()
-	fmt.Fprintf(w, `{"created":true,"token":%q,"refresh_token":"r"}`, token)
+	if lobby {
+		n.lobbies++
+	}
+	return token
 }
 
 var hugeAnswer = []byte(`{"pad":"` + strings.Repeat("x", 2<<20) + `"}`)
@@ -239,13 +249,8 @@ func (n *nakama) lobbySocket(w http.ResponseWriter, r *http.Request) {
 			conn.Write(profile.AppendWSFrame(nil, profile.WSClose, []byte{3, 232}, nil))
 			c.mu.Unlock()
 		default:
-			tok := make([]byte, 12)
-			rand.Read(tok)
-			token := hex.EncodeToString(tok)
+			token := n.issueToken(find.User, true)
 			n.mu.Lock()
-			n.tokens[token] = find.User
-			n.issued++
-			n.lobbies++
 			n.lobbyOut++
 			addr := n.gameAddr
 			if strings.HasPrefix(find.User, "away") {

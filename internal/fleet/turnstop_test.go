@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/reprise-harness/reprise/internal/profile"
+	"github.com/reprise-harness/reprise/internal/testproc"
 )
 
 // TestStopBetweenTurns: the run ended (replay's Ctrl-C cancels Run's
@@ -98,38 +99,12 @@ type testServer struct {
 // lineServer serves each connection with serve until the test ends.
 func lineServer(t *testing.T, serve func(net.Conn, *bufio.Reader)) testServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr := testproc.ServeTCP(t, func(c net.Conn) { serve(c, bufio.NewReader(c)) })
+	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	conns := map[net.Conn]bool{}
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns[c] = true
-			mu.Unlock()
-			wg.Go(func() {
-				defer c.Close()
-				serve(c, bufio.NewReader(c))
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return testServer{ln.Addr().String(), uint16(ln.Addr().(*net.TCPAddr).Port)}
+	return testServer{addr, ap.Port()}
 }
 
 // writeTurnsCapture writes one client's line-protocol session on two

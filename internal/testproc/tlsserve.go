@@ -18,6 +18,22 @@ func ServeTLS(t testing.TB, cfg *tls.Config, handle func(net.Conn)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, ln, handle)
+}
+
+// ServeTCP is ServeTLS in cleartext: a small server of the test's own
+// (hostile, silent or scripted) on 127.0.0.1, stopped with the test.
+func ServeTCP(t testing.TB, handle func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, ln, handle)
+}
+
+// serve runs ln's accept loop and the handles for ServeTLS and ServeTCP.
+func serve(t testing.TB, ln net.Listener, handle func(net.Conn)) string {
 	var (
 		mu     sync.Mutex
 		open   = map[net.Conn]struct{}{}
