@@ -5,8 +5,10 @@
 // other sockets by id: {ok, room, peers}) puts the socket in a room;
 // "chat" goes to the room's other sockets; "dm" ({to: a socket id, ...})
 // goes to that one socket, through the room of its id every socket is
-// in, and is counted by sender and receiver user ("a>b"), or as unknown
-// when no socket has that id. A client's engine transport when it
+// in, and is counted by sender and receiver user ("a>b"), or, when no
+// socket has that id, as departed (by the reason its socket went: a
+// message that crossed its recipient's leave) or unknown (an id this app
+// never issued: a wrong mapping). A client's engine transport when it
 // joined is counted (transports: websocket, or polling for one that has
 // not upgraded yet), its upgrades, and the requests Engine.IO refused.
 // GET /stats answers the app's own counters;
@@ -26,9 +28,13 @@ const pingTimeout = Number(process.argv[4] || 20000);
 const parser = process.argv[5] === "msgpack" ? { parser: require("socket.io-msgpack-parser") } : {};
 
 let stats;
+// The ids of sockets gone since the last reset, with why: bounded by the
+// connections a test makes.
+const departed = new Map();
 function reset() {
+  departed.clear();
   stats = { connected: 0, peak: 0, users: new Set(), joins: 0, chats: 0, delivered: 0, refused: {}, disconnects: {},
-    dms: 0, dmDelivered: 0, dmUnknown: 0, dmPairs: {}, transports: {}, upgrades: 0, engineErrors: {} };
+    dms: 0, dmDelivered: 0, dmUnknown: 0, dmDeparted: {}, dmPairs: {}, transports: {}, upgrades: 0, engineErrors: {} };
 }
 reset();
 
@@ -88,7 +94,9 @@ io.on("connection", (socket) => {
     stats.dms++;
     const target = msg && typeof msg.to === "string" ? io.sockets.sockets.get(msg.to) : undefined;
     if (target === undefined) {
-      stats.dmUnknown++;
+      const gone = typeof msg.to === "string" ? departed.get(msg.to) : undefined;
+      if (gone === undefined) stats.dmUnknown++;
+      else stats.dmDeparted[gone] = (stats.dmDeparted[gone] || 0) + 1;
       return;
     }
     stats.dmDelivered++;
@@ -104,6 +112,7 @@ io.on("connection", (socket) => {
     socket.to(room).emit("chat", msg);
   });
   socket.on("disconnect", (reason) => {
+    departed.set(socket.id, reason);
     stats.connected--;
     stats.disconnects[reason] = (stats.disconnects[reason] || 0) + 1;
   });
