@@ -177,9 +177,9 @@ func (n *nakama) authenticate(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"created":true,"token":%q,"refresh_token":"r"}`, n.issueToken(body.ID, false))
 }
 
-// issueToken makes a fresh token for user and records it, counting it as a
-// lobby match too when lobby is set. Callers that count other things under
-// the same lock do it before or after: the token map is all this guards.
+// issueToken makes a fresh token for user, records it and counts it
+// (issued, and lobbies too when lobby is set). What else a caller counts
+// it counts under its own hold of the lock.
 func (n *nakama) issueToken(user string, lobby bool) string {
 	tok := make([]byte, 12)
 	rand.Read(tok)
