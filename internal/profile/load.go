@@ -610,14 +610,22 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 	return capture.ReadFile(path, p.captureOptions(Source{KeyLog: keys}))
 }
 
-// ended is when a flow ended for inTurn: its last packet, but a UDP
-// flow's last client message (it has no close: a datagram the server
-// sent as the client left may arrive after the client moved on).
+// ended is when a flow ended for inTurn: its last message either way, not
+// its last packet. A UDP flow has no close (a datagram the server sent as
+// the client left may arrive after the client moved on): its last client
+// message. A TCP flow's teardown may outlast the client's move: over TLS
+// a client reads the server's close_notify as the end and dials the next
+// server, while the server's FIN and the last ACKs follow (under a slow
+// server, after the next connection's SYN).
 func ended(f *capture.Flow) time.Time {
+	last := f.ClientFrames[len(f.ClientFrames)-1].Time
 	if f.Transport == capture.UDP {
-		return f.ClientFrames[len(f.ClientFrames)-1].Time
+		return last
 	}
-	return f.End
+	if n := len(f.ServerFrames); n > 0 && f.ServerFrames[n-1].Time.After(last) {
+		last = f.ServerFrames[n-1].Time
+	}
+	return last
 }
 
 // inTurn joins, under --flows all, the flows one client played in turn

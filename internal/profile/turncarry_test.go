@@ -3,6 +3,8 @@ package profile
 import (
 	"testing"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/capture"
 )
 
 // TestTurnLinks: a value a socket's server handed out is carried in
@@ -79,5 +81,36 @@ func TestCarry(t *testing.T) {
 	}
 	if m := Carry(client(player(plain, `{"join":"x"}`, `{"joined":"x"}`)), client(player(plain, `{"join":"y"}`, `{"joined":"y"}`))); m != "" {
 		t.Errorf("plain clients: %q", m)
+	}
+}
+
+// TestEnded: a flow ends for inTurn at its last message either way, not
+// at its teardown's last packet (a TLS client dials its next server once
+// it read close_notify; the server's FIN may follow that SYN), and a UDP
+// flow at its client's last message.
+func TestEnded(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	frames := func(ms ...int) []capture.Frame {
+		var fs []capture.Frame
+		for _, m := range ms {
+			fs = append(fs, capture.Frame{Time: at(m)})
+		}
+		return fs
+	}
+	tests := []struct {
+		name string
+		flow capture.Flow
+		want int
+	}{
+		{"tcp, the server's answer last", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(0, 20), ServerFrames: frames(10, 30)}, 30},
+		{"tcp, the client's close last", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(0, 40), ServerFrames: frames(10)}, 40},
+		{"tcp, no server message", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(5)}, 5},
+		{"udp", capture.Flow{Transport: capture.UDP, End: at(90), ClientFrames: frames(0, 20), ServerFrames: frames(60)}, 20},
+	}
+	for _, tt := range tests {
+		if got := ended(&tt.flow); !got.Equal(at(tt.want)) {
+			t.Errorf("%s: ended at %v, want %d ms", tt.name, got.Sub(t0), tt.want)
+		}
 	}
 }
