@@ -265,3 +265,45 @@ func TestTwoServersInTurnUDP(t *testing.T) {
 		t.Errorf("the relays took %v datagrams and dropped %v; the fleet wrote %d (%v)", took, drops, wrote, s.FramesSent)
 	}
 }
+
+// TestFlowsSideBySideRooms: two clients recorded at once on one relay,
+// one in room hall and one in arena, are two flows played side by side
+// (--flows all: client i plays the (i mod 2)-th). The fleet's clients
+// of a flow share that flow's room and never the other's, so what each
+// is owed counts only its own room's casts: no loss, the relay's
+// deliveries equal the fleet's, and what the fleet expected equals what
+// arrived.
+func TestFlowsSideBySideRooms(t *testing.T) {
+	t.Parallel()
+	r := startRelay(t)
+	capPath := recordLiveOn(t, "tcp", r.TCP, r.TCP, func() {
+		errs := make(chan error, 2)
+		for _, room := range []string{"hall", "arena"} {
+			go func() { errs <- relayTurnClient("tcp", r.TCP, "rec-"+room, room, 20) }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+	base := countsOf(t, r)
+	const clients = 20
+	res := replay(t, "--capture", capPath, "--flows", "all", "--target", r.TCP, "--clients", fmt.Sprint(clients),
+		"--login-interval", "5ms", "--login-timeout", "20s", "--after-logins", "1s", "--heartbeat", "0", "--drain-deliveries", "20s")
+	mustOK(t, res)
+	s, srv := res.sum, countsOf(t, r).minus(base)
+	if !strings.Contains(res.stderr, "replaying flows 0, 1; client i plays the (i mod 2)-th") || len(s.Flows) != 2 {
+		t.Fatalf("flows %+v: want the two recorded clients played side by side\n%s%s", s.Flows, res.stdout, res.stderr)
+	}
+	d := s.Deliveries
+	if s.LoginsSucceeded != clients || srv.joins != clients || d.Lost != 0 || d.Expected != d.Received ||
+		float64(s.MessagesReceived) != srv.delivered || d.Received != s.MessagesReceived || d.Received == 0 {
+		t.Errorf("logins %d, the relay's joins %v; deliveries %+v; the fleet received %d, the relay delivered %v\n%s%s",
+			s.LoginsSucceeded, srv.joins, d, s.MessagesReceived, srv.delivered, res.stdout, res.stderr)
+	}
+	t.Logf("flows %+v; deliveries %+v", s.Flows, d)
+}

@@ -383,14 +383,6 @@ func (c *Config) isSender(i int) bool {
 	return i%c.RoomSize < c.roomSenders(i/c.RoomSize)
 }
 
-// roomIndex is client i's room among rooms().
-func (c *Config) roomIndex(i int) int {
-	if c.RoomSize <= 0 {
-		return 0
-	}
-	return i / c.RoomSize
-}
-
 // rooms is how many rooms --room-size makes (1 without it).
 func (c *Config) rooms() int {
 	if c.RoomSize <= 0 {

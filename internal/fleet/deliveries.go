@@ -28,6 +28,26 @@ type castRoom struct {
 	_ [56]byte
 }
 
+// roomKey is a room as the server keeps it apart from others: where the
+// connection goes ("" the target, else a later turn's LoadedFlow.Connect)
+// and the name it joins. Clients that play other flows side by side
+// (--flows all), or the same flow in another turn, share a room only
+// where their server does: a room index alone would count one flow's
+// casts as owed to another's members (hall and arena as one room).
+type roomKey struct{ connect, name string }
+
+// castRoom is key's cast count, made on first use.
+func (f *Fleet) castRoom(key roomKey) *castRoom {
+	f.roomsMu.Lock()
+	defer f.roomsMu.Unlock()
+	r := f.castRooms[key]
+	if r == nil {
+		r = new(castRoom)
+		f.castRooms[key] = r
+	}
+	return r
+}
+
 // castCount is one send batch's casts, by fan-out.
 type castCount struct{ all, others, unknown int64 }
 

@@ -118,11 +118,10 @@ type Fleet struct {
 	done      tally
 	// doneTurn are the connections left in turn's (turns.go).
 	doneTurn TurnDeliveries
-	// castRooms count each room's casts (deliveries.go): a --flows
-	// fleet whose clients play connections in turn has a set per turn
-	// (the connections of a turn are on one server; roomsPerTurn each).
-	castRooms    []castRoom
-	roomsPerTurn int
+	// castRooms count each room's casts (deliveries.go), a room as the
+	// server keeps it apart: made on first use, under roomsMu.
+	roomsMu   sync.Mutex
+	castRooms map[roomKey]*castRoom
 	// runCtx is the run's (RunAt): a client's next turn logs in under it.
 	runCtx context.Context
 	// insts are the room instances the server assigned, when the
@@ -209,7 +208,7 @@ func New(cfg Config) (*Fleet, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}, done: newTally(), castRooms: make([]castRoom, cfg.rooms()), roomsPerTurn: cfg.rooms(), runCtx: context.Background()}
+	f := &Fleet{cfg: cfg, log: cfg.Log, live: map[*client]struct{}{}, done: newTally(), castRooms: map[roomKey]*castRoom{}, runCtx: context.Background()}
 	if err := f.loadScript(); err != nil {
 		return nil, err
 	}
@@ -287,10 +286,8 @@ func (f *Fleet) loadScript() error {
 		f.flows = l.Flows
 		f.flowCnt = make([]flowCounters, len(l.Flows))
 		f.weights = make([]int, len(l.Flows))
-		turns := 1
 		for k, s := range l.Flows {
 			f.weights[k] = s.Weight
-			turns = max(turns, s.Turns())
 			for t := s.Then; t != nil; t = t.Then {
 				if f.turnOf == nil {
 					f.turnOf = map[*profile.LoadedFlow]int{}
@@ -300,9 +297,6 @@ func (f *Fleet) loadScript() error {
 				f.turnHead = append(f.turnHead, k)
 				f.turnFlows = append(f.turnFlows, t)
 			}
-		}
-		if turns > 1 {
-			f.castRooms = make([]castRoom, f.roomsPerTurn*turns)
 		}
 	}
 	if err := f.checkSends(); err != nil {
@@ -849,6 +843,10 @@ func (f *Fleet) newClientOf(i int, lf *profile.LoadedFlow, fc *flowCounters, tur
 		plan, then = plan.Until(lf.HandoverAt), lf
 	}
 	_, room, others := player.Recorded()
+	var connect string // where this connection goes: "" the target
+	if turn > 0 {
+		connect = lf.Connect
+	}
 	id := profile.Identity{
 		Index: i, Clients: cfg.Clients,
 		User:        cfg.userID(i),
@@ -869,12 +867,12 @@ func (f *Fleet) newClientOf(i int, lf *profile.LoadedFlow, fc *flowCounters, tur
 	c := &client{
 		f: f, idx: i, user: id.User, sender: sender, plan: plan, pc: pc, player: player,
 		sched: sh, rec: f.stats.rec[i%len(f.stats.rec)], udp: f.udp, ws: f.ws,
-		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: &f.castRooms[turn*f.roomsPerTurn+cfg.roomIndex(i)],
+		replies: f.ws || player.Replies() || f.tlsCfg != nil, fc: fc, room: f.castRoom(roomKey{connect, id.Room}),
 	}
 	if then != nil || turn > 0 {
 		c.tn = &turnState{then: then, turn: turn}
 		if turn > 0 {
-			c.tn.connect, c.tn.name = lf.Connect, fmt.Sprintf("flow%d", lf.Index)
+			c.tn.connect, c.tn.name = connect, fmt.Sprintf("flow%d", lf.Index)
 		}
 	}
 	c.outAt.Store(-1)
