@@ -271,8 +271,8 @@ func TestTwoServersInTurnUDP(t *testing.T) {
 // (--flows all: client i plays the (i mod 2)-th). The fleet's clients
 // of a flow share that flow's room and never the other's, so what each
 // is owed counts only its own room's casts: no loss, the relay's
-// deliveries equal the fleet's, and what the fleet expected equals what
-// arrived.
+// deliveries equal the fleet's, and what the fleet expected is what
+// arrived (less casts that raced a join).
 func TestFlowsSideBySideRooms(t *testing.T) {
 	t.Parallel()
 	r := startRelay(t)
@@ -299,8 +299,12 @@ func TestFlowsSideBySideRooms(t *testing.T) {
 	if !strings.Contains(res.stderr, "replaying flows 0, 1; client i plays the (i mod 2)-th") || len(s.Flows) != 2 {
 		t.Fatalf("flows %+v: want the two recorded clients played side by side\n%s%s", s.Flows, res.stdout, res.stderr)
 	}
+	// What a client is owed is counted from when it read its joined
+	// answer, so a cast that raced its join may arrive unowed (a
+	// surplus, never a loss); counted with the other flow's room it was
+	// twice what arrived.
 	d := s.Deliveries
-	if s.LoginsSucceeded != clients || srv.joins != clients || d.Lost != 0 || d.Expected != d.Received ||
+	if s.LoginsSucceeded != clients || srv.joins != clients || d.Lost != 0 || d.Expected > d.Received || d.Expected < d.Received*9/10 ||
 		float64(s.MessagesReceived) != srv.delivered || d.Received != s.MessagesReceived || d.Received == 0 {
 		t.Errorf("logins %d, the relay's joins %v; deliveries %+v; the fleet received %d, the relay delivered %v\n%s%s",
 			s.LoginsSucceeded, srv.joins, d, s.MessagesReceived, srv.delivered, res.stdout, res.stderr)
