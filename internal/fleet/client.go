@@ -58,26 +58,46 @@ func (r *readSizer) next(size, n int) int {
 // client is one replayed client. Its fields are set before its login and
 // then owned as noted.
 type client struct {
-	f      *Fleet
-	fc     *flowCounters // its flow's, in a --flows fleet; nil otherwise
+	// What a read touches comes first, in the struct's first two cache
+	// lines: a poller reads hundreds of clients in turn, each cold by its
+	// next read, so every line a read touches is a miss (issue 34).
+	f     *Fleet
+	pc    profile.Client // the protocol: its bytes and what the server's mean
+	sched *scheduler
+	rec   *hists
+	fc    *flowCounters // its flow's, in a --flows fleet; nil otherwise
+	// casts are the casts it received (deliveries.go).
+	casts    atomic.Int64
+	joined   atomic.Bool
+	dead     atomic.Bool // disconnected: the scheduler drops it, stop skips its leave
+	stopping atomic.Bool // the fleet is stopping: read errors are expected
+	ws       bool        // WebSocket: messages travel in frames (ws.go)
+	// plainPastTLS: a plaintext client went past the login step where
+	// the profile starts TLS in band, and the server sent nothing since
+	// (the reader's).
+	plainPastTLS bool
+	lastErr      atomic.Pointer[string] // the server's last error reason
+	// readMark says how far its reader caught up, for the drain
+	// (readmark.go): stored twice a wake.
+	readMark atomic.Int64
+	// ev is its reads' scratch: its reader goroutine's, then, once
+	// handed over, its poller's (one for all its clients).
+	ev *profile.Events
+
 	idx    int
 	user   string
 	sender bool
 	plan   session.Plan
-	pc     profile.Client // the protocol: its bytes and what the server's mean
 	// player is the script the client plays (its flow's, with --flows).
 	player profile.Player
-	sched  *scheduler
-	rec    *hists
 	// room counts its room's casts; inAt and outAt are its count when the
 	// client began and stopped receiving them (outAt -1 until then), and
-	// ownOthers the client's own casts that its room's others receive;
-	// casts the casts it received (deliveries.go).
+	// ownOthers the client's own casts that its room's others receive
+	// (deliveries.go).
 	room        *castRoom
 	inst        *instance // the server-assigned one, if any (instances.go)
 	inAt, outAt atomic.Int64
 	ownOthers   atomic.Int64
-	casts       atomic.Int64
 
 	conn net.Conn
 	raw  syscall.RawConn // TCP: the scheduler's non-blocking writes (send.go)
@@ -92,10 +112,6 @@ type client struct {
 	tlsOn bool
 	sock  *tlsSock
 	recs  *tlsRecords
-	// plainPastTLS: a plaintext client went past the login step where
-	// the profile starts TLS in band, and the server sent nothing since
-	// (the reader's).
-	plainPastTLS bool
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
 	// record, the server's close_notify (the reader's).
 	tlsErr error
@@ -105,7 +121,6 @@ type client struct {
 	deadline time.Time
 	upgrade  *inBandTLS
 	udp      bool
-	ws       bool       // WebSocket: messages travel in frames (ws.go)
 	wsMixed  bool       // the recorded client sent text and binary frames: pc tells which (profile.WSFramer)
 	wsKey    []byte     // the client's masking key
 	zip      *wsDeflate // permessage-deflate, when the server accepted it
@@ -130,9 +145,6 @@ type client struct {
 	hmu        sync.Mutex
 	handedOver bool
 	toSched    bool
-	// readMark says how far its reader caught up, for the drain
-	// (readmark.go).
-	readMark atomic.Int64
 
 	// Owned by the scheduler once the client is scheduled.
 	start int64     // fleet clock (ns) at which step 0 was due: the joined time
@@ -144,12 +156,8 @@ type client struct {
 	backlog    []byte
 	stuckSince int64
 
-	loops    atomic.Int64
-	joined   atomic.Bool
-	dead     atomic.Bool            // disconnected: the scheduler drops it, stop skips its leave
-	stopping atomic.Bool            // the fleet is stopping: read errors are expected
-	lastErr  atomic.Pointer[string] // the server's last error reason
-	once     sync.Once
+	loops atomic.Int64
+	once  sync.Once
 	// first holds the first bytes received before joined (the reader's
 	// only), quoted when the target turns out not to speak the protocol.
 	first []byte
@@ -471,13 +479,20 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 // step asks for TLS in band (c.upgrade).
 func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconnect {
 	var reason Disconnect
+	c.ev = ev
 	take := func(b []byte) bool {
-		c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
+		if c.plainPastTLS {
+			c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
+		}
 		if !c.joined.Load() && len(c.first) < firstBytes {
 			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
 		}
-		var done bool
-		reason, done = c.consume(b, ev, res)
+		// Written only when the reads end: a store each read to a cold
+		// line of its own (the captured reason) cost a miss (issue 34).
+		r, done := c.consume(b, c.ev, res)
+		if done {
+			reason = r
+		}
 		return !done
 	}
 	handle := take
@@ -494,7 +509,7 @@ func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconne
 	}
 	r := newStreamReader(c.conn, c.raw, handle)
 	if c.raw != nil {
-		r.marker = &readMarker{mark: &c.readMark, epoch: &c.f.readEpoch}
+		r.marker = readMarker{mark: &c.readMark, epoch: &c.f.readEpoch}
 	}
 	defer func() {
 		if !c.handedOver {
@@ -561,7 +576,8 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 	fd := &rawFD{fd: nfd}
 	c.raw = fd
 	r.polled, r.parked = true, false
-	r.handedOver() // after c.raw's write: the drain reads c.raw once marked
+	c.ev = &c.sched.poll.ev // the poller's reads share its scratch, warm for each
+	r.handedOver()          // after c.raw's write: the drain reads c.raw once marked
 	e := &polled{r: r, fd: fd}
 	e.ended = func(why error) {
 		c.readsEnded(finish(why))

@@ -35,8 +35,9 @@ const (
 	markDone    int64 = math.MaxInt64
 )
 
-// readMarker is a stream reader's link to its client's mark; nil marks
-// nothing.
+// readMarker is a stream reader's link to its client's mark; the zero
+// value marks nothing. A value in the reader, not an object of its own:
+// one cold line fewer a read (issue 34).
 type readMarker struct {
 	mark  *atomic.Int64
 	epoch *atomic.Int64
@@ -45,7 +46,7 @@ type readMarker struct {
 // wake is called as a read callback begins: the mark to set once the
 // socket is empty.
 func (m *readMarker) wake() int64 {
-	if m == nil {
+	if m.mark == nil {
 		return 0
 	}
 	e := m.epoch.Load() + 1
@@ -56,14 +57,14 @@ func (m *readMarker) wake() int64 {
 // emptied marks a read that left the socket empty, with wake's mark
 // (the epoch loaded before the read).
 func (m *readMarker) emptied(e int64) {
-	if m != nil {
+	if m.mark != nil {
 		m.mark.Store(e)
 	}
 }
 
 // ended marks a reader whose reads are over.
 func (m *readMarker) ended() {
-	if m != nil {
+	if m.mark != nil {
 		m.mark.Store(markDone)
 	}
 }

@@ -33,7 +33,7 @@ func TestReadMarks(t *testing.T) {
 		got = append(got, b...)
 		return true
 	})
-	r.marker = &readMarker{mark: &c.readMark, epoch: &epoch}
+	r.marker = readMarker{mark: &c.readMark, epoch: &epoch}
 	// The test is the poller: run returns once a read emptied the
 	// socket.
 	r.polled = true
@@ -114,7 +114,7 @@ func TestReadMarkAtHandover(t *testing.T) {
 	var epoch atomic.Int64
 	c := &client{conn: conn, raw: rc}
 	r := newStreamReader(conn, rc, func([]byte) bool { return true })
-	r.marker = &readMarker{mark: &c.readMark, epoch: &epoch}
+	r.marker = readMarker{mark: &c.readMark, epoch: &epoch}
 	r.canYield = func() bool { return true }
 	defer r.release()
 	if !r.inq {
