@@ -5,6 +5,10 @@
 # the whole process of each tool, each against a fresh relay, interleaved
 # per rep. Counts of calls are steadier than CPU seconds on a loaded host
 # (a host without a PMU, as the project's VMs, has no cycle counters).
+# sent/write is frames sent a write(2): on time, the bundled capture's
+# schedule gives about 1.15; a tool whose sends wait for its reads (the
+# floor's one loop on a starved host) bundles more, and pays fewer writes
+# for sending late (docs/performance.md, session 9).
 # The fleet's figures include its start (reading the capture: about
 # 0.3 s of CPU, some 30 ns a message at 8x32 over 12 s), which
 # floor-ratio.sh's figure (the summary's fleet_process_cpu_seconds,
@@ -73,12 +77,16 @@ for l in open(pf):
             d[f[1].replace("syscalls:sys_enter_", "")] = v
 k = lambda n: 1000 * d.get(n, 0) / recv
 p99 = (s.get("latency_ms") or {}).get("p99", float("nan"))
+# Frames a write: the schedule's own bundling when on time (about 1.15
+# for the bundled capture); more means sends waited and went out together.
+sent = s.get("messages_sent", s.get("sent")) or 0
 print(f"{w}\t{tag}\t{rep}\t{recv}\t{1e9*d.get('user',0)/recv:.0f}\t{1e9*d.get('sys',0)/recv:.0f}\t{k('read'):.1f}\t{k('write'):.1f}\t"
-      f"{k('epoll_pwait')+k('epoll_pwait2'):.1f}\t{k('futex'):.2f}\t{k('context-switches'):.2f}\t{p99:.1f}\t{100*recv/max(delivered,1):.1f}")
+      f"{k('epoll_pwait')+k('epoll_pwait2'):.1f}\t{k('futex'):.2f}\t{k('context-switches'):.2f}\t{p99:.1f}\t{100*recv/max(delivered,1):.1f}\t"
+      f"{sent/max(d.get('write',0),1):.2f}")
 PY
 }
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg) reps=$REPS duration=${DURATION}s"
-printf 'workload\ttool\trep\treceived\tuser_ns/msg\tsys_ns/msg\treads/k\twrites/k\tepoll_waits/k\tfutex/k\tcsw/k\tp99ms\treceived/delivered%%\n'
+printf 'workload\ttool\trep\treceived\tuser_ns/msg\tsys_ns/msg\treads/k\twrites/k\tepoll_waits/k\tfutex/k\tcsw/k\tp99ms\treceived/delivered%%\tsent/write\n'
 RES=$OUT/results.tsv; : >"$RES"
 for rep in $(seq "$REPS"); do
 	tools=("A=$A"); [[ -n $B ]] && tools+=("B=$B"); [[ -n $floorc ]] && tools+=("floor=")
@@ -91,8 +99,8 @@ import sys, statistics as st, collections
 rows = collections.defaultdict(list)
 for l in open(sys.argv[1]):
     f = l.rstrip("\n").split("\t"); rows[(f[0], f[1])].append(f)
-print("medians: workload tool n user_ns/msg sys_ns/msg cpu_ns/msg reads/k writes/k epoll_waits/k futex/k csw/k")
+print("medians: workload tool n user_ns/msg sys_ns/msg cpu_ns/msg reads/k writes/k epoll_waits/k futex/k csw/k sent/write")
 for (w, t), fs in sorted(rows.items()):
     m = lambda i: st.median(float(x[i]) for x in fs)
-    print(f"{w}\t{t}\tn={len(fs)}\t{m(4):.0f}\t{m(5):.0f}\t{st.median(float(x[4])+float(x[5]) for x in fs):.0f}\t{m(6):.1f}\t{m(7):.1f}\t{m(8):.1f}\t{m(9):.2f}\t{m(10):.2f}")
+    print(f"{w}\t{t}\tn={len(fs)}\t{m(4):.0f}\t{m(5):.0f}\t{st.median(float(x[4])+float(x[5]) for x in fs):.0f}\t{m(6):.1f}\t{m(7):.1f}\t{m(8):.1f}\t{m(9):.2f}\t{m(10):.2f}\t{m(13):.2f}")
 PY
