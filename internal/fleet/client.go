@@ -448,6 +448,7 @@ func (c *client) leftUnsent() {
 func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 	defer func() { c.confirming.stop() }()
 	var ev profile.Events
+	c.ev = &ev // until a poller takes the client (handOver)
 	if len(early) > 0 {
 		if reason, done := c.consume(early, &ev, res); done {
 			return reason
@@ -460,7 +461,7 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 		}
 	}
 	for {
-		reason := c.readStream(&ev, res)
+		reason := c.readStream(res)
 		if c.upgrade == nil {
 			return reason
 		}
@@ -477,9 +478,8 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 
 // readStream reads a stream connection until it ends, or until a login
 // step asks for TLS in band (c.upgrade).
-func (c *client) readStream(ev *profile.Events, res chan<- LoginResult) Disconnect {
+func (c *client) readStream(res chan<- LoginResult) Disconnect {
 	var reason Disconnect
-	c.ev = ev
 	take := func(b []byte) bool {
 		if c.plainPastTLS {
 			c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there

@@ -618,6 +618,9 @@ func (p *Profile) ReadCapture(path string, keys *capture.KeyLog) (*capture.Captu
 // server, while the server's FIN and the last ACKs follow (under a slow
 // server, after the next connection's SYN).
 func ended(f *capture.Flow) time.Time {
+	if len(f.ClientFrames) == 0 { // inTurn links no such flow; its close, then
+		return f.End
+	}
 	last := f.ClientFrames[len(f.ClientFrames)-1].Time
 	if f.Transport == capture.UDP {
 		return last

@@ -106,6 +106,7 @@ func TestEnded(t *testing.T) {
 		{"tcp, the server's answer last", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(0, 20), ServerFrames: frames(10, 30)}, 30},
 		{"tcp, the client's close last", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(0, 40), ServerFrames: frames(10)}, 40},
 		{"tcp, no server message", capture.Flow{Transport: capture.TCP, End: at(90), ClientFrames: frames(5)}, 5},
+		{"tcp, no client message: its close", capture.Flow{Transport: capture.TCP, End: at(90), ServerFrames: frames(10)}, 90},
 		{"udp", capture.Flow{Transport: capture.UDP, End: at(90), ClientFrames: frames(0, 20), ServerFrames: frames(60)}, 20},
 	}
 	for _, tt := range tests {
