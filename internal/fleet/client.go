@@ -83,6 +83,8 @@ type client struct {
 	// ev is its reads' scratch: its reader goroutine's, then, once
 	// handed over, its poller's (one for all its clients).
 	ev *profile.Events
+	// readRes is where its reads tell the login's result (readStream's).
+	readRes chan<- LoginResult
 
 	idx    int
 	user   string
@@ -101,6 +103,9 @@ type client struct {
 
 	conn net.Conn
 	raw  syscall.RawConn // TCP: the scheduler's non-blocking writes (send.go)
+	// readReason is why its reads ended, when they ended for what they
+	// read (take's; readStream's answer).
+	readReason Disconnect
 	// tls is the connection's TLS layer (nil: plaintext) and wire what it
 	// writes its records to (tls.go). Set by the login, before the
 	// client reaches a scheduler.
@@ -479,35 +484,24 @@ func (c *client) read(res chan<- LoginResult, early []byte) Disconnect {
 // readStream reads a stream connection until it ends, or until a login
 // step asks for TLS in band (c.upgrade).
 func (c *client) readStream(res chan<- LoginResult) Disconnect {
-	var reason Disconnect
-	take := func(b []byte) bool {
-		if c.plainPastTLS {
-			c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
-		}
-		if !c.joined.Load() && len(c.first) < firstBytes {
-			c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
-		}
-		// Written only when the reads end: a store each read to a cold
-		// line of its own (the captured reason) cost a miss (issue 34).
-		r, done := c.consume(b, c.ev, res)
-		if done {
-			reason = r
-		}
-		return !done
-	}
-	handle := take
+	c.readRes, c.readReason = res, Disconnect{}
+	var handle func([]byte) bool // nil: the reader calls c.take itself
 	if c.tls != nil {
 		// The socket's bytes are records: read as a plain connection's
 		// (raw, into a lent buffer), then opened (tls.go's openTLS).
 		// Records the login's blocking reads left in the tls.Conn are
 		// opened first: no readiness would wake the reader for them.
 		c.wire.feeding = true
+		take := c.take
 		handle = func(b []byte) bool { return c.openTLS(b, take) }
 		if !handle(nil) {
-			return c.tlsEnded(reason, res)
+			return c.tlsEnded(c.readReason, res)
 		}
 	}
 	r := newStreamReader(c.conn, c.raw, handle)
+	if handle == nil {
+		r.cl = c
+	}
 	if c.raw != nil {
 		r.marker = readMarker{mark: &c.readMark, epoch: &c.f.readEpoch}
 	}
@@ -526,7 +520,7 @@ func (c *client) readStream(res chan<- LoginResult) Disconnect {
 			r.canYield = nil // the goroutine reads on unless the poller takes it
 			c.handedOver = c.handOver(r, func(err error) Disconnect {
 				if err == nil {
-					return c.tlsEnded(reason, res)
+					return c.tlsEnded(c.readReason, res)
 				}
 				return c.readEnded(err, res)
 			})
@@ -541,13 +535,32 @@ func (c *client) readStream(res chan<- LoginResult) Disconnect {
 			continue
 		}
 		if err == nil {
-			return c.tlsEnded(reason, res)
+			return c.tlsEnded(c.readReason, res)
 		}
 		if c.retry != nil && !c.joined.Load() && isTimeout(err) && c.retry.again(time.Now()) && c.resendJoin() {
 			continue
 		}
 		return c.readEnded(err, res)
 	}
+}
+
+// take consumes one read's bytes (valid during the call) for its reader,
+// and says whether to read on. A method the reader calls itself, not a
+// closure: the closure's object was one more cold line a read (issue 34).
+func (c *client) take(b []byte) bool {
+	if c.plainPastTLS {
+		c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
+	}
+	if !c.joined.Load() && len(c.first) < firstBytes {
+		c.first = append(c.first, b[:min(len(b), firstBytes-len(c.first))]...)
+	}
+	// Written only when the reads end: a store each read to a cold line
+	// of its own (the captured reason) cost a miss (issue 34).
+	r, done := c.consume(b, c.ev, c.readRes)
+	if done {
+		c.readReason = r
+	}
+	return !done
 }
 
 // canPoll says a client's reads go to its scheduler's poller once it is

@@ -75,6 +75,9 @@ type poller struct {
 type polled struct {
 	r  *streamReader
 	fd *rawFD
+	// fdn is fd's number, for the reads: the poller's copy, not one more
+	// cold line a read (issue 34). Set by register.
+	fdn int
 	// ended ends the client once its reads ended, why (nil: the fleet
 	// stopped them): its reason, its disconnect, the descriptor's close
 	// (client.handOver).
@@ -313,7 +316,7 @@ func (p *poller) register(e *polled) {
 	}
 	p.gens[e.slot]++
 	p.slots[e.slot] = e
-	e.in = true
+	e.in, e.fdn = true, e.fd.fd
 	if err := p.set.Add(e.fd.fd, unix.EPOLLIN|unix.EPOLLRDHUP, e.slot, p.gens[e.slot]); err != nil {
 		p.end(e, err)
 	}
@@ -324,7 +327,7 @@ func (p *poller) register(e *polled) {
 func (p *poller) readClient(e *polled) {
 	r := e.r
 	for range maxPollReads {
-		r.readFD(uintptr(e.fd.fd))
+		r.readFD(uintptr(e.fdn))
 		switch {
 		case r.stop:
 			p.end(e, nil)

@@ -76,9 +76,13 @@ func putReadBuf(p *[]byte) {
 // most.
 type streamReader struct {
 	// What a read touches first (issue 34: one cold line fewer a read).
-	size   int
-	sizer  readSizer
-	buf    *[]byte // lent while the socket has bytes; nil while waiting
+	size  int
+	sizer readSizer
+	buf   *[]byte // lent while the socket has bytes; nil while waiting
+	// cl, when set, takes each read's bytes (client.take), called
+	// directly: a closure's object was one more cold line a read (issue
+	// 34). Otherwise handle does.
+	cl     *client
 	handle func([]byte) bool
 	inq    bool // TCP_INQ is on: reads say what is left
 	stop   bool // handle said stop
@@ -113,10 +117,10 @@ type streamReader struct {
 // errYield ends run when the socket is empty and canYield says yes.
 var errYield = errors.New("fleet: reader handed to the poller")
 
-// newStreamReader reads conn; handle gets each read's bytes (valid during
-// the call) and returns false to stop reading. It runs inside the
-// RawConn's callback, so it must not close conn (Close would wait for the
-// callback to return).
+// newStreamReader reads conn; handle (or, when nil, the client the caller
+// sets as cl) gets each read's bytes (valid during the call) and returns
+// false to stop reading. It runs inside the RawConn's callback, so it
+// must not close conn (Close would wait for the callback to return).
 func newStreamReader(conn io.Reader, rc syscall.RawConn, handle func([]byte) bool) *streamReader {
 	r := &streamReader{conn: conn, rc: rc, size: readBuf, handle: handle}
 	if rc != nil {
@@ -154,7 +158,7 @@ func (r *streamReader) readFD(fd uintptr) bool {
 			return true
 		}
 		full := n == len(*r.buf)
-		if !r.handle((*r.buf)[:n]) {
+		if !r.take((*r.buf)[:n]) {
 			r.stop = true
 			r.marker.ended()
 			return true
@@ -179,6 +183,15 @@ func (r *streamReader) readFD(fd uintptr) bool {
 		// The socket is empty: park without reading it again.
 		return r.empty(epoch)
 	}
+}
+
+// take hands one read's bytes on (cl, else handle) and says whether to
+// read on.
+func (r *streamReader) take(b []byte) bool {
+	if r.cl != nil {
+		return r.cl.take(b)
+	}
+	return r.handle(b)
 }
 
 // empty gives the buffer back once a read (of epoch's wake) found the
@@ -278,7 +291,7 @@ func (r *streamReader) run() error {
 			}
 			n, err := r.conn.Read(*r.buf)
 			if n > 0 {
-				if !r.handle((*r.buf)[:n]) {
+				if !r.take((*r.buf)[:n]) {
 					return nil
 				}
 				r.adapt(n)
