@@ -1,0 +1,8 @@
+//go:build amd64 || arm64
+
+package prefetch
+
+// Lines asks for each non-zero address's cache line.
+//
+//go:noescape
+func Lines(a *Addrs)
