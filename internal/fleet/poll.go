@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/reprise-harness/reprise/internal/epoll"
+	"github.com/reprise-harness/reprise/internal/prefetch"
 	"github.com/reprise-harness/reprise/internal/profile"
 )
 
@@ -55,8 +57,13 @@ type poller struct {
 	handed atomic.Int64
 
 	// The poller goroutine's own.
-	slots    []*polled // by the id in their epoll events; nil when free
-	gens     []int32
+	slots []*polled // by the id in their epoll events; nil when free
+	gens  []int32
+	// hot holds, by slot, where a read of the client begins in memory
+	// (hotLines): the poller's own table, warm, from which the next
+	// clients' lines are asked for while one is read (issue 34).
+	hot      []prefetch.Addrs
+	evs      []readyEv // a batch's events, by slot
 	free     []int32
 	spare    []post
 	again    []*polled // read maxPollReads times, not empty yet
@@ -88,6 +95,20 @@ type polled struct {
 	in, again bool
 	drainBy   time.Time
 }
+
+// readyEv is one event of a batch: a slot, its generation then, and
+// whether it said hang-up or error. The batch's events are gathered
+// first, touching only the poller's own tables, so that each client's
+// lines can be asked for before its turn (prefetchAhead).
+type readyEv struct {
+	slot, gen int32
+	hup       bool
+}
+
+// prefetchAhead is how many clients ahead of the one read the poller asks
+// for the lines of: one read (a system call and its messages) takes a few
+// microseconds, many times a miss.
+const prefetchAhead = 2
 
 // post is what another goroutine asks of the poller about a client.
 type post struct {
@@ -213,7 +234,7 @@ func (p *poller) turn(uintptr) bool {
 		p.fail(err)
 		return true
 	}
-	ready := p.scratch[:0]
+	evs := p.evs[:0]
 	woken := false
 	for _, ev := range p.set.Events[:n] {
 		if ev.Fd == epoll.WakeID {
@@ -221,37 +242,56 @@ func (p *poller) turn(uintptr) bool {
 			woken = true
 			continue
 		}
-		if int(ev.Fd) >= len(p.slots) || p.gens[ev.Fd] != ev.Pad {
-			continue
-		}
-		if e := p.slots[ev.Fd]; e != nil {
-			e.r.toEnd = e.r.toEnd || ev.Events&(unix.EPOLLERR|unix.EPOLLHUP|unix.EPOLLRDHUP) != 0
-			if !e.again {
-				ready = append(ready, e)
-			}
+		if int(ev.Fd) < len(p.slots) && p.gens[ev.Fd] == ev.Pad {
+			evs = append(evs, readyEv{ev.Fd, ev.Pad, ev.Events&(unix.EPOLLERR|unix.EPOLLHUP|unix.EPOLLRDHUP) != 0})
 		}
 	}
+	p.evs = evs
 	if woken && p.takeInbox() {
 		p.done = true
 		return true
 	}
-	// Clients left from the last batch go after the new ones.
-	for _, e := range p.again {
-		e.again = false
-	}
-	ready = append(ready, p.again...)
+	// Clients left from the last batch go after the new ones, and one
+	// with a new event too is read there, once (its again flag stays set
+	// until then).
+	again := append(p.scratch[:0], p.again...)
 	clear(p.again)
 	p.again = p.again[:0]
-	for i, e := range ready {
-		if e.in {
-			p.readClient(e)
+	for i := range min(prefetchAhead, len(evs)) {
+		prefetch.Lines(&p.hot[evs[i].slot])
+	}
+	read := 0
+	for i, x := range evs {
+		if j := i + prefetchAhead; j < len(evs) {
+			prefetch.Lines(&p.hot[evs[j].slot])
 		}
-		if i%yieldEvery == yieldEvery-1 {
-			runtime.Gosched()
+		e := p.slots[x.slot]
+		if e == nil || p.gens[x.slot] != x.gen {
+			continue // ended meanwhile (the inbox), its slot free or taken again
+		}
+		e.r.toEnd = e.r.toEnd || x.hup
+		if e.in && !e.again {
+			p.readClient(e)
+			if read++; read%yieldEvery == 0 {
+				runtime.Gosched()
+			}
 		}
 	}
-	clear(ready)
-	p.scratch = ready[:0]
+	for _, e := range again { // just read: warm
+		if e.again {
+			e.again = false
+		} else {
+			continue // ended meanwhile
+		}
+		if e.in {
+			p.readClient(e)
+			if read++; read%yieldEvery == 0 {
+				runtime.Gosched()
+			}
+		}
+	}
+	clear(again)
+	p.scratch = again[:0]
 	if len(p.again) > 0 || n == len(p.set.Events) || woken {
 		// More waits for certain, or the inbox was taken: read again
 		// after run's yield and expire (a drain taken now needs its
@@ -313,13 +353,35 @@ func (p *poller) register(e *polled) {
 		e.slot = int32(len(p.slots))
 		p.slots = append(p.slots, nil)
 		p.gens = append(p.gens, 0)
+		p.hot = append(p.hot, prefetch.Addrs{})
 	}
 	p.gens[e.slot]++
 	p.slots[e.slot] = e
 	e.in, e.fdn = true, e.fd.fd
+	p.hot[e.slot] = hotLines(e)
 	if err := p.set.Add(e.fd.fd, unix.EPOLLIN|unix.EPOLLRDHUP, e.slot, p.gens[e.slot]); err != nil {
 		p.end(e, err)
 	}
+}
+
+// hotLines are the cache lines a read of e touches first, in the order
+// it touches them: its entry, its reader's fields, its client's first
+// lines and the profile's (profile.HotLines). Addresses of objects that
+// live as long as the client; a prefetch of a stale one is only a hint
+// wasted.
+func hotLines(e *polled) prefetch.Addrs {
+	r := e.r
+	a := prefetch.Addrs{uintptr(unsafe.Pointer(e)), uintptr(unsafe.Pointer(r)), uintptr(unsafe.Pointer(r)) + 64}
+	c := r.cl
+	if c == nil {
+		return a
+	}
+	a[3], a[4] = uintptr(unsafe.Pointer(c)), uintptr(unsafe.Pointer(c))+64
+	if h, ok := c.pc.(profile.HotLines); ok {
+		var more [prefetch.Max - 5]uintptr
+		copy(a[5:], h.HotLines(more[:0]))
+	}
+	return a
 }
 
 // readClient reads e's socket until it is empty, at most maxPollReads

@@ -105,6 +105,15 @@ type Client interface {
 	Feed(b []byte, now int64, ev *Events) error
 }
 
+// HotLines is a Client that says where a read of it begins in memory: it
+// appends the addresses of the cache lines its Feed touches first (its
+// own state, not the bytes read), for a fleet that asks the CPU for them
+// while it reads another client (internal/prefetch, issue 34). The
+// addresses are a hint, for as long as the client lives.
+type HotLines interface {
+	HotLines(dst []uintptr) []uintptr
+}
+
 // ErrNotProtocol is what Feed returns for bytes before the login's answer
 // that are not the protocol's (the target speaks something else).
 var ErrNotProtocol = errors.New("not the protocol's answer")

@@ -155,7 +155,16 @@ type roomSeqs struct {
 	x    *senderIndex // the table as last loaded: its slots stay valid
 	seqs []uint16     // by slot: seq+1 of the last delivery in order, 0 none yet
 	more *seqTracker  // senders past the room table's capacity; nil until one is
+	// small holds seqs while the room has at most smallRoom senders:
+	// inline, so that they share the receiver's lines rather than being
+	// an array of their own, one more cold line at each read (issue
+	// 34). A larger room's grow seqs on the heap. (A roomSeqs is never
+	// copied once seqs points here.)
+	small [smallRoom]uint16
 }
+
+// smallRoom is how many senders' sequences a roomSeqs holds inline.
+const smallRoom = 32
 
 // see accounts one numbered delivery from sender; it returns the change
 // in lost messages (a gap: positive; a late arrival: -1), as
@@ -196,7 +205,11 @@ func (r *roomSeqs) seeSlow(sender []byte, k idKey, seq uint16) int64 {
 		}
 		return r.more.see(sender, int64(seq))
 	}
-	if int(s) >= len(r.seqs) { // a sender new to this receiver (another may have numbered it)
+	switch {
+	case int(s) < len(r.seqs):
+	case r.seqs == nil && int(s) < len(r.small):
+		r.seqs = r.small[:]
+	default: // a sender new to this receiver (another may have numbered it)
 		r.seqs = append(r.seqs, make([]uint16, int(s)+1-len(r.seqs)+len(r.seqs)/2)...)
 	}
 	return seqStep(&r.seqs[s], seq)

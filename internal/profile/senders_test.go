@@ -161,11 +161,41 @@ func TestRoomSeqsNoAlloc(t *testing.T) { checkSeeNoAlloc(t, &roomSeqs{t: &sender
 
 // TestRoomSeqsSize: a receiver's loss tracking stays small while idle
 // (an idle receive-only client holds one; issue 22's bound is 8 KiB a
-// client): 48 bytes (the seqTracker it replaced was 80), its per-sender
-// state allocated as senders appear.
+// client): 112 bytes, a room of up to 32 senders' sequences inline, a
+// larger room's allocated as senders appear.
 func TestRoomSeqsSize(t *testing.T) {
-	if n := unsafe.Sizeof(roomSeqs{}); n != 48 {
-		t.Errorf("roomSeqs is %d bytes, want 48", n)
+	if n := unsafe.Sizeof(roomSeqs{}); n != 112 {
+		t.Errorf("roomSeqs is %d bytes, want 112", n)
+	}
+}
+
+// TestRoomSeqsInline: a room's first 32 senders are tracked in the
+// receiver's own lines, and a 33rd moves them all to the heap with
+// nothing lost: every sender's next delivery in order is no gap, and
+// one skipped is one lost.
+func TestRoomSeqsInline(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	r := &roomSeqs{t: &senderTable{}}
+	id := func(i int) []byte { return []byte(fmt.Sprintf("user-%03d", i)) }
+	for i := range smallRoom {
+		r.see(id(i), stampSeq(base, 1))
+	}
+	if &r.seqs[0] != &r.small[0] {
+		t.Fatalf("%d senders: sequences not inline", smallRoom)
+	}
+	r.see(id(smallRoom), stampSeq(base, 1))
+	if &r.seqs[0] == &r.small[0] || len(r.seqs) <= smallRoom {
+		t.Fatalf("%d senders: sequences still inline (len %d)", smallRoom+1, len(r.seqs))
+	}
+	var lost int64
+	for i := range smallRoom + 1 {
+		lost += r.see(id(i), stampSeq(base, 2))
+	}
+	if lost != 0 {
+		t.Errorf("in-order deliveries after the move counted %d lost", lost)
+	}
+	if got := r.see(id(5), stampSeq(base, 4)); got != 1 {
+		t.Errorf("a skipped sequence counted %d lost, want 1", got)
 	}
 }
 
