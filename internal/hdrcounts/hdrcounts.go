@@ -30,10 +30,24 @@ const (
 
 // Counts counts values. The zero value is not ready: use New. Not safe
 // for concurrent use: its owner lends it under a lock.
+//
+// Add does not count a value at once: it keeps the value's index in a
+// small buffer of its own (warm), and Settle counts the buffer's in one
+// tight loop, where the increments' misses overlap; counted where the
+// decoder finds each value, every increment was a miss of its own behind
+// the decode's work (issue 34: the counts' increments were about 3 % of
+// the fleet's CPU beside busy loops). A full buffer counts at once.
 type Counts struct {
-	c []int64
-	n int64 // values counted since the last Fold
+	c    []int64
+	n    int64 // values counted since the last Fold
+	np   int   // indexes pending in pend
+	pend [pendMax]uint16
 }
+
+// pendMax is how many values Add keeps before Settle: more than a read
+// of deliveries usually holds. (The layout's indexes fit in its uint16s:
+// TestLayout.)
+const pendMax = 256
 
 // New returns empty counts.
 func New() *Counts {
@@ -48,8 +62,8 @@ func Clamp(v int64) int64 { return min(max(v, 0), Max) }
 
 // index is v's index in the counts (0 <= v <= Max).
 func index(v int64) int {
-	b := 64 - bits.LeadingZeros64(uint64(v)|(1<<subBits-1)) - subBits
-	return (b+1)<<halfBits + int(v>>uint(b)) - 1<<halfBits
+	b := bits.Len64(uint64(v)|(1<<subBits-1)) - subBits
+	return b<<halfBits + int(v>>uint(b))
 }
 
 // value is a value whose index is i (the lowest of its bucket).
@@ -62,11 +76,27 @@ func value(i int) int64 {
 	return int64(sub) << uint(b)
 }
 
-// Add counts one value, clamped to the range. Small enough to inline in
-// a decoder's loop.
+// Add counts one value, clamped to the range (pending until Settle).
+// Small enough to inline in a decoder's loop, inside
+// profile.Events.latency (cost 63 of the inliner's 80: that one is at 80).
 func (h *Counts) Add(v int64) {
-	h.c[index(Clamp(v))]++
+	i := index(Clamp(v))
+	if h.np < pendMax {
+		h.pend[h.np] = uint16(i)
+		h.np++
+	} else {
+		h.c[i]++
+	}
 	h.n++
+}
+
+// Settle counts the values Add kept; the lender calls it once a read.
+func (h *Counts) Settle() {
+	c := h.c
+	for _, i := range h.pend[:h.np] {
+		c[i]++
+	}
+	h.np = 0
 }
 
 // Record counts each value, clamped to the range.
@@ -86,6 +116,7 @@ func (h *Counts) Fold(hs ...interface{ RecordValues(v, n int64) error }) {
 	if h.n == 0 {
 		return
 	}
+	h.Settle()
 	for i, n := range h.c {
 		if n != 0 {
 			v := value(i)

@@ -17,8 +17,8 @@ func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(Min, Max, Digit
 // and at random.
 func TestLayout(t *testing.T) {
 	ref := newHist()
-	if got, want := len(New().c), len(ref.Export().Counts); got != want {
-		t.Fatalf("%d counts, hdrhistogram has %d", got, want)
+	if got, want := len(New().c), len(ref.Export().Counts); got != want || got > 1<<16 {
+		t.Fatalf("%d counts, hdrhistogram has %d (and Add's pending indexes hold up to 1<<16)", got, want)
 	}
 	var vs []int64
 	for i := range len(New().c) {
@@ -84,5 +84,41 @@ func BenchmarkAdd(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		h.Add(vs[i%len(vs)])
+	}
+}
+
+// TestSettle: values Add keeps pending are counted once, whether a
+// Settle, a full buffer (counted at once) or a Fold counts them.
+func TestSettle(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		n      int
+		settle int // Settle after this many Adds (0: never)
+	}{
+		{"a few, folded", 10, 0},
+		{"a few, settled", 10, 5},
+		{"a buffer's worth", pendMax, pendMax},
+		{"past a full buffer", 3*pendMax + 7, 0},
+		{"past a full buffer, settled between", 3*pendMax + 7, pendMax + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, ref := New(), newHist()
+			for i := range tc.n {
+				v := int64(1 + i*37%90_000)
+				h.Add(v)
+				ref.RecordValue(v)
+				if tc.settle > 0 && (i+1)%tc.settle == 0 {
+					h.Settle()
+				}
+			}
+			if h.Total() != int64(tc.n) {
+				t.Errorf("total %d, want %d", h.Total(), tc.n)
+			}
+			got := newHist()
+			h.Fold(got)
+			if !slices.Equal(got.Export().Counts, ref.Export().Counts) {
+				t.Errorf("folded %d values, want %d, count for count", got.TotalCount(), ref.TotalCount())
+			}
+		})
 	}
 }
