@@ -271,23 +271,16 @@ func (p *poller) turn(uintptr) bool {
 		}
 		e.r.toEnd = e.r.toEnd || x.hup
 		if e.in && !e.again {
-			p.readClient(e)
-			if read++; read%yieldEvery == 0 {
-				runtime.Gosched()
-			}
+			read = p.readYielding(e, read)
 		}
 	}
 	for _, e := range again { // just read: warm
-		if e.again {
-			e.again = false
-		} else {
+		if !e.again {
 			continue // ended meanwhile
 		}
+		e.again = false
 		if e.in {
-			p.readClient(e)
-			if read++; read%yieldEvery == 0 {
-				runtime.Gosched()
-			}
+			read = p.readYielding(e, read)
 		}
 	}
 	clear(again)
@@ -308,6 +301,17 @@ func (p *poller) turn(uintptr) bool {
 		runtime.Gosched()
 	}
 	return false
+}
+
+// readYielding reads e as the batch's read-th client, and lets the other
+// goroutines of its core run after every yieldEvery reads; it returns
+// the count with e's read.
+func (p *poller) readYielding(e *polled, read int) int {
+	p.readClient(e)
+	if read++; read%yieldEvery == 0 {
+		runtime.Gosched()
+	}
+	return read
 }
 
 // takeInbox acts on what other goroutines posted; it reports whether the
