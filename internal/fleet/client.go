@@ -58,51 +58,78 @@ func (r *readSizer) next(size, n int) int {
 // client is one replayed client. Its fields are set before its login and
 // then owned as noted.
 type client struct {
-	// What a read touches comes first, in the struct's first two cache
-	// lines: a poller reads hundreds of clients in turn, each cold by its
-	// next read, so every line a read touches is a miss (issue 34).
-	f     *Fleet
-	pc    profile.Client // the protocol: its bytes and what the server's mean
-	sched *scheduler
-	rec   *hists
-	fc    *flowCounters // its flow's, in a --flows fleet; nil otherwise
-	// casts are the casts it received (deliveries.go).
-	casts    atomic.Int64
+	// The first five cache lines are laid out by who touches them: a
+	// poller reads hundreds of clients in turn and a scheduler sends for
+	// hundreds, each cold by its next turn, so every line a read or a
+	// send touches is a miss; and a line one core writes while the other
+	// reads it moves between them at each access (issue 34).
+	//
+	// Line 0: read by the reader and the scheduler alike, written by
+	// neither once the client is scheduled.
+	f        *Fleet
+	pc       profile.Client // the protocol: its bytes and what the server's mean
+	sched    *scheduler
+	rec      *hists
+	fc       *flowCounters // its flow's, in a --flows fleet; nil otherwise
 	joined   atomic.Bool
 	dead     atomic.Bool // disconnected: the scheduler drops it, stop skips its leave
 	stopping atomic.Bool // the fleet is stopping: read errors are expected
 	ws       bool        // WebSocket: messages travel in frames (ws.go)
-	// plainPastTLS: a plaintext client went past the login step where
-	// the profile starts TLS in band, and the server sent nothing since
-	// (the reader's).
-	plainPastTLS bool
-	lastErr      atomic.Pointer[string] // the server's last error reason
+	udp      bool
+	// replies: the profile answers some of what it reads, so the reader
+	// writes too (under wmu).
+	replies bool
+	// tlsOn says the client speaks TLS (set with tls, never cleared).
+	tlsOn bool
+
+	// Line 1: the reader's, written at each read.
+	// casts are the casts it received (deliveries.go).
+	casts atomic.Int64
 	// readMark says how far its reader caught up, for the drain
 	// (readmark.go): stored twice a wake.
 	readMark atomic.Int64
+	lastErr  atomic.Pointer[string] // the server's last error reason
 	// ev is its reads' scratch: its reader goroutine's, then, once
 	// handed over, its poller's (one for all its clients).
 	ev *profile.Events
 	// readRes is where its reads tell the login's result (readStream's).
 	readRes chan<- LoginResult
+	idx     int
+	// plainPastTLS: a plaintext client went past the login step where
+	// the profile starts TLS in band, and the server sent nothing since
+	// (the reader's).
+	plainPastTLS bool
+	sender       bool
+	inst         *instance // the server-assigned one, if any (instances.go)
 
-	idx    int
-	user   string
-	sender bool
-	plan   session.Plan
+	// Lines 2 and 3: what a send reads and writes, owned by the
+	// scheduler once the client is scheduled.
+	plan  session.Plan
+	start int64 // fleet clock (ns) at which step 0 was due: the joined time
+	next  int64 // next step
+	due   int64 // fleet clock of step next
 	// player is the script the client plays (its flow's, with --flows).
 	player profile.Player
-	// room counts its room's casts; inAt and outAt are its count when the
-	// client began and stopped receiving them (outAt -1 until then), and
-	// ownOthers the client's own casts that its room's others receive
-	// (deliveries.go).
-	room        *castRoom
-	inst        *instance // the server-assigned one, if any (instances.go)
-	inAt, outAt atomic.Int64
-	ownOthers   atomic.Int64
-
-	conn net.Conn
+	// room counts its room's casts (deliveries.go).
+	room *castRoom
 	raw  syscall.RawConn // TCP: the scheduler's non-blocking writes (send.go)
+	// backlog holds bytes the kernel did not take yet (TCP), nil when
+	// empty.
+	backlog []byte
+
+	// Line 4: the scheduler's, touched by sends of room-wide casts
+	// (ownOthers) and of loops (loops). ownOthers is the client's own
+	// casts that its room's others receive; inAt and outAt are the room's
+	// count when the client began and stopped receiving its casts (outAt
+	// -1 until then; deliveries.go).
+	ownOthers   atomic.Int64
+	loops       atomic.Int64
+	stuckSince  int64 // fleet clock of the backlog's last progress
+	inAt, outAt atomic.Int64
+	wdl         time.Time // current write deadline (UDP)
+
+	user string
+	conn net.Conn
 	// readReason is why its reads ended, when they ended for what they
 	// read (take's; readStream's answer).
 	readReason Disconnect
@@ -111,12 +138,10 @@ type client struct {
 	// client reaches a scheduler.
 	tls  *tls.Conn
 	wire *tlsWire
-	// tlsOn says the client speaks TLS (set with tls, never cleared);
-	// sock is its conn then; recs its record layer once it dropped the
-	// tls.Conn (tlsdetach.go: the reader's, then under wmu).
-	tlsOn bool
-	sock  *tlsSock
-	recs  *tlsRecords
+	// sock is a TLS client's conn; recs its record layer once it dropped
+	// the tls.Conn (tlsdetach.go: the reader's, then under wmu).
+	sock *tlsSock
+	recs *tlsRecords
 	// tlsErr ended the reads of a TLS connection: an alert, a bad
 	// record, the server's close_notify (the reader's).
 	tlsErr error
@@ -125,7 +150,6 @@ type client struct {
 	// reader's; nil for every other client, which pays one pointer).
 	deadline time.Time
 	upgrade  *inBandTLS
-	udp      bool
 	wsMixed  bool       // the recorded client sent text and binary frames: pc tells which (profile.WSFramer)
 	wsKey    []byte     // the client's masking key
 	zip      *wsDeflate // permessage-deflate, when the server accepted it
@@ -133,12 +157,10 @@ type client struct {
 	// wmu orders the reader's replies after the login (an MQTT PUBACK, a
 	// WebSocket pong) with the scheduler's writes, when the profile has any
 	// (replies); the reprise profile never replies once logged in.
-	wmu     sync.Mutex
-	replies bool
-	rw      *rawWriter // the reader's, for replies (under wmu)
-	wsr     *profile.WSReader
-	// wsScratch holds replies while feedWS frames them (the reader's).
-	wsScratch []byte
+	wmu       sync.Mutex
+	rw        *rawWriter // the reader's, for replies (under wmu)
+	wsr       *profile.WSReader
+	wsScratch []byte // holds replies while feedWS frames them (the reader's)
 	// confirming re-sends the UDP session's confirmation until the relay
 	// answers (set and stopped by the reader).
 	confirming *confirmer
@@ -151,18 +173,7 @@ type client struct {
 	handedOver bool
 	toSched    bool
 
-	// Owned by the scheduler once the client is scheduled.
-	start int64     // fleet clock (ns) at which step 0 was due: the joined time
-	next  int64     // next step
-	due   int64     // fleet clock of step next
-	wdl   time.Time // current write deadline (UDP)
-	// backlog holds bytes the kernel did not take yet (TCP), nil when
-	// empty; stuckSince is the fleet clock of its last progress.
-	backlog    []byte
-	stuckSince int64
-
-	loops atomic.Int64
-	once  sync.Once
+	once sync.Once
 	// first holds the first bytes received before joined (the reader's
 	// only), quoted when the target turns out not to speak the protocol.
 	first []byte
@@ -1164,8 +1175,8 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 		}
 		c.next++
 		frames++
-		if st.Loops > 0 {
-			c.loops.Store(st.Loops)
+		if st.Loops > 0 && c.loops.Load() != st.Loops {
+			c.loops.Store(st.Loops) // a store (an exchange) only as a loop ends
 		}
 		if c.udp {
 			casts.flush(c)

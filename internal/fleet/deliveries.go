@@ -22,10 +22,31 @@ import (
 // castRoom counts a room's casts: the counted sends whose fan-out reaches
 // its members (FanoutAll, FanoutOthers), counted before they are written
 // so that a member that joined after the count never misses one it was
-// counted for. Padded: the senders of a room on several cores add to it.
+// counted for. The count is kept in shards, one a scheduler (modulo
+// castShards), each on a line of its own: a room's senders are spread
+// over the schedulers, and one count they all added to moved between
+// the cores at nearly every send (issue 34). Reads (a join, a leave,
+// the tally) sum the shards.
 type castRoom struct {
-	n atomic.Int64
-	_ [56]byte
+	by [castShards]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+// castShards is how many shards a room's count has.
+const castShards = 4
+
+// add counts n casts sent by the scheduler of index shard.
+func (r *castRoom) add(shard int, n int64) { r.by[shard%castShards].n.Add(n) }
+
+// count is the room's casts so far.
+func (r *castRoom) count() int64 {
+	var n int64
+	for i := range r.by {
+		n += r.by[i].n.Load()
+	}
+	return n
 }
 
 // roomKey is a room as the server keeps it apart from others: where the
@@ -65,7 +86,7 @@ func (k *castCount) add(f profile.Fanout) {
 // flush adds a batch's casts to the client's room, before its write.
 func (k castCount) flush(c *client) {
 	if n := k.all + k.others; n > 0 {
-		c.room.n.Add(n)
+		c.room.add(c.sched.shard, n)
 		if k.others > 0 {
 			c.ownOthers.Add(k.others)
 		}
@@ -78,17 +99,17 @@ func (k castCount) flush(c *client) {
 // joinedRoom notes the room's casts when the client starts receiving
 // them: at joined, or over UDP at the relay's confirmation (before it the
 // relay sends the session nothing).
-func (c *client) joinedRoom() { c.inAt.Store(c.room.n.Load()) }
+func (c *client) joinedRoom() { c.inAt.Store(c.room.count()) }
 
 // leftRoom notes the room's casts when the client stops receiving: its
 // disconnect or its leave (once).
-func (c *client) leftRoom() { c.outAt.CompareAndSwap(-1, c.room.n.Load()) }
+func (c *client) leftRoom() { c.outAt.CompareAndSwap(-1, c.room.count()) }
 
 // expected is what a logged-in client should have received so far.
 func (c *client) expected() int64 {
 	out := c.outAt.Load()
 	if out < 0 {
-		out = c.room.n.Load()
+		out = c.room.count()
 	}
 	return max(out-c.inAt.Load()-c.ownOthers.Load(), 0)
 }

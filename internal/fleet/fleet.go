@@ -231,7 +231,9 @@ func New(cfg Config) (*Fleet, error) {
 	f.stats = newStats(n, 4*n)
 	f.stats.setProtocol(f.player)
 	for i := range n {
-		f.scheds = append(f.scheds, newScheduler(f, &f.stats.byScheduler[i], f.stats.rec[i]))
+		s := newScheduler(f, &f.stats.byScheduler[i], f.stats.rec[i])
+		s.shard = i
+		f.scheds = append(f.scheds, s)
 	}
 	if err := f.bind(); err != nil {
 		f.stopMetrics()

@@ -127,7 +127,7 @@ func (f *Fleet) instanceCounts() []InstanceCount {
 	defer f.insts.mu.Unlock()
 	out := make([]InstanceCount, 0, len(f.insts.order))
 	for _, in := range f.insts.order {
-		out = append(out, InstanceCount{Name: in.name, Clients: in.clients, Senders: in.senders, Sent: in.room.n.Load(), Received: in.received.Load()})
+		out = append(out, InstanceCount{Name: in.name, Clients: in.clients, Senders: in.senders, Sent: in.room.count(), Received: in.received.Load()})
 	}
 	return out
 }
