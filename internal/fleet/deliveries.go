@@ -22,23 +22,23 @@ import (
 // castRoom counts a room's casts: the counted sends whose fan-out reaches
 // its members (FanoutAll, FanoutOthers), counted before they are written
 // so that a member that joined after the count never misses one it was
-// counted for. The count is kept in shards, one a scheduler (modulo
-// castShards), each on a line of its own: a room's senders are spread
+// counted for. The count is striped, a stripe a scheduler (modulo
+// castStripes), each on a line of its own: a room's senders are spread
 // over the schedulers, and one count they all added to moved between
 // the cores at nearly every send (issue 34). Reads (a join, a leave,
-// the tally) sum the shards.
+// the tally) sum the stripes.
 type castRoom struct {
-	by [castShards]struct {
+	by [castStripes]struct {
 		n atomic.Int64
 		_ [56]byte
 	}
 }
 
-// castShards is how many shards a room's count has.
-const castShards = 4
+// castStripes is how many stripes a room's count has.
+const castStripes = 4
 
-// add counts n casts sent by the scheduler of index shard.
-func (r *castRoom) add(shard int, n int64) { r.by[shard%castShards].n.Add(n) }
+// add counts n casts sent by the scheduler of index sched.
+func (r *castRoom) add(sched int, n int64) { r.by[sched%castStripes].n.Add(n) }
 
 // count is the room's casts so far.
 func (r *castRoom) count() int64 {
@@ -86,7 +86,7 @@ func (k *castCount) add(f profile.Fanout) {
 // flush adds a batch's casts to the client's room, before its write.
 func (k castCount) flush(c *client) {
 	if n := k.all + k.others; n > 0 {
-		c.room.add(c.sched.shard, n)
+		c.room.add(c.sched.index, n)
 		if k.others > 0 {
 			c.ownOthers.Add(k.others)
 		}

@@ -232,7 +232,7 @@ func New(cfg Config) (*Fleet, error) {
 	f.stats.setProtocol(f.player)
 	for i := range n {
 		s := newScheduler(f, &f.stats.byScheduler[i], f.stats.rec[i])
-		s.shard = i
+		s.index = i
 		f.scheds = append(f.scheds, s)
 	}
 	if err := f.bind(); err != nil {

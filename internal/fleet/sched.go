@@ -58,9 +58,9 @@ type scheduler struct {
 	ends []int
 	// sealed holds a TLS client's turn as records (tls.go's seal).
 	sealed []byte
-	// shard is its index among the fleet's schedulers: the shard of the
-	// rooms' cast counts it adds to (castRoom).
-	shard int
+	// index is its place among the fleet's schedulers: the stripe of
+	// the rooms' cast counts it adds to (castRoom).
+	index int
 }
 
 func newScheduler(f *Fleet, c *counters, rec *hists) *scheduler {

@@ -61,9 +61,9 @@ func TestClientLines(t *testing.T) {
 	}
 }
 
-// TestCastRoomShards: a room's count is the sum of what every scheduler
-// added, whichever shard each went to (indexes past castShards share).
-func TestCastRoomShards(t *testing.T) {
+// TestCastRoomStripes: a room's count is the sum of what every scheduler
+// added, whichever stripe each went to (indexes past castStripes share).
+func TestCastRoomStripes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		adds [][2]int64 // scheduler index, casts
@@ -72,7 +72,7 @@ func TestCastRoomShards(t *testing.T) {
 		{"none", nil, 0},
 		{"one scheduler", [][2]int64{{0, 3}, {0, 4}}, 7},
 		{"two schedulers", [][2]int64{{0, 3}, {1, 5}}, 8},
-		{"more schedulers than shards", [][2]int64{{0, 1}, {castShards, 2}, {castShards + 1, 4}, {2*castShards - 1, 8}}, 15},
+		{"more schedulers than stripes", [][2]int64{{0, 1}, {castStripes, 2}, {castStripes + 1, 4}, {2*castStripes - 1, 8}}, 15},
 	} {
 		var r castRoom
 		for _, a := range tc.adds {
@@ -83,6 +83,6 @@ func TestCastRoomShards(t *testing.T) {
 		}
 	}
 	if n := unsafe.Sizeof(castRoom{}.by[0]); n != 64 {
-		t.Errorf("a castRoom shard is %d bytes, want a line (64)", n)
+		t.Errorf("a castRoom stripe is %d bytes, want a line (64)", n)
 	}
 }
