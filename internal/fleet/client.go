@@ -64,8 +64,8 @@ type client struct {
 	// send touches is a miss; and a line one core writes while the other
 	// reads it moves between them at each access (issue 34).
 	//
-	// Line 0: read by the reader and the scheduler alike, written by
-	// neither once the client is scheduled.
+	// Line 0: read by the reader and the scheduler alike, written only
+	// at the client's login and its end (joined, dead, stopping).
 	f        *Fleet
 	pc       profile.Client // the protocol: its bytes and what the server's mean
 	sched    *scheduler
@@ -82,7 +82,9 @@ type client struct {
 	// tlsOn says the client speaks TLS (set with tls, never cleared).
 	tlsOn bool
 
-	// Line 1: the reader's, written at each read.
+	// Line 1: the reader's, written at each read (casts, readMark);
+	// idx, sender and inst, set when the client is made and read by
+	// neither side's hot path, fill the line.
 	// casts are the casts it received (deliveries.go).
 	casts atomic.Int64
 	// readMark says how far its reader caught up, for the drain

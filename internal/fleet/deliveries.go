@@ -38,7 +38,7 @@ type castRoom struct {
 const castStripes = 4
 
 // add counts n casts sent by the scheduler of index sched.
-func (r *castRoom) add(sched int, n int64) { r.by[sched%castStripes].n.Add(n) }
+func (r *castRoom) add(sched int, n int64) { r.by[uint(sched)%castStripes].n.Add(n) }
 
 // count is the room's casts so far.
 func (r *castRoom) count() int64 {
