@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/reprise-harness/reprise/internal/uring"
 )
 
 // openFDs counts the process's open descriptors.
@@ -76,9 +78,11 @@ func newPollPeer(t *testing.T, p *poller, stopAt int) *pollPeer {
 // stop, errDisconnected when asked (postEnd), the deadline when a drain
 // (postDrain) outlives it, EOF when the peer closes during a drain.
 // Every slot is free and every descriptor closed after.
-func TestPoller(t *testing.T) {
+func TestPoller(t *testing.T) { forReadModes(t, testPoller) }
+
+func testPoller(t *testing.T, plain bool) {
 	fds := openFDs(t)
-	p, stop := startPoller(t)
+	p, stop := startPoller(t, plain)
 
 	const peers = 12
 	var pp []*pollPeer
@@ -184,13 +188,42 @@ func TestPoller(t *testing.T) {
 	}
 }
 
-// startPoller runs a new poller until stop, which returns once its loop
-// has; the test's end stops it too if the test did not.
-func startPoller(t *testing.T) (p *poller, stop func()) {
+// forReadModes runs test with the pollers' two ways of reading: a batch
+// of sockets in one io_uring call (skipped where the kernel has none),
+// and a read(2) each (plain).
+func forReadModes(t *testing.T, test func(t *testing.T, plain bool)) {
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "io_uring", true: "read(2)"}[plain], func(t *testing.T) {
+			if !plain {
+				skipWithoutRing(t)
+			}
+			test(t, plain)
+		})
+	}
+}
+
+// skipWithoutRing skips a test of the io_uring reads where the kernel
+// has none for this process.
+func skipWithoutRing(t *testing.T) {
 	t.Helper()
-	p, err := newPoller()
+	r, err := uring.New(1)
+	if err != nil {
+		t.Skipf("no io_uring here: %v", err)
+	}
+	r.Close()
+}
+
+// startPoller runs a new poller (reading with read(2) when plain) until
+// stop, which returns once its loop has; the test's end stops it too if
+// the test did not.
+func startPoller(t *testing.T, plain bool) (p *poller, stop func()) {
+	t.Helper()
+	p, why, err := newPoller(plain)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if (p.ring == nil) != plain {
+		t.Fatalf("a poller with plain %v has a ring %v (%v)", plain, p.ring != nil, why)
 	}
 	done := make(chan struct{})
 	go func() { p.run(); close(done) }()
@@ -202,9 +235,11 @@ func startPoller(t *testing.T) (p *poller, stop func()) {
 
 // TestPollerRefused: a descriptor epoll cannot watch (a regular file) is
 // ended at once with the error, and closed.
-func TestPollerRefused(t *testing.T) {
+func TestPollerRefused(t *testing.T) { forReadModes(t, testPollerRefused) }
+
+func testPollerRefused(t *testing.T, plain bool) {
 	fds := openFDs(t)
-	p, stop := startPoller(t)
+	p, stop := startPoller(t, plain)
 	f, err := os.Open("/proc/self/stat")
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +291,9 @@ func TestRawFDClose(t *testing.T) {
 // schedulers' pollers, with no goroutine of their own while they play,
 // every delivery counted and none lost; they leave through their
 // pollers, and every descriptor is closed after the run.
-func TestFleetPolled(t *testing.T) {
+func TestFleetPolled(t *testing.T) { forReadModes(t, testFleetPolled) }
+
+func testFleetPolled(t *testing.T, plain bool) {
 	// The fleet's own goroutines are two a core (a scheduler and its
 	// poller) and a few more; n is well past them on any core count.
 	n := int64(24 + 4*runtime.GOMAXPROCS(0))
@@ -264,6 +301,7 @@ func TestFleetPolled(t *testing.T) {
 	c.Clients = int(n)
 	c.Loop = "100ms,300ms"
 	c.Duration = 0 // until the goroutines are counted
+	c.PlainReads = plain
 	fds := openFDs(t)
 	goroutines := runtime.NumGoroutine()
 	f, err := New(c)
@@ -303,6 +341,11 @@ func TestFleetPolled(t *testing.T) {
 	}
 	if s.ClientsPolled != n {
 		t.Errorf("summary: %d clients polled, want %d", s.ClientsPolled, n)
+	}
+	for _, sh := range f.scheds {
+		if (sh.poll.ring == nil) != plain {
+			t.Errorf("plain reads %v, and a poller's ring %v", plain, sh.poll.ring != nil)
+		}
 	}
 	// None lost, and every delivery owed received. A few more may come:
 	// casts sent while a receiver's join confirmation was on its way,
@@ -353,7 +396,7 @@ func BenchmarkReadPath(b *testing.B) {
 			var p *poller
 			if mode == "poller" {
 				var err error
-				if p, err = newPoller(); err != nil {
+				if p, _, err = newPoller(false); err != nil {
 					b.Fatal(err)
 				}
 				go p.run()

@@ -139,50 +139,69 @@ func (r *streamReader) readFD(fd uintptr) bool {
 	if r.buf == nil {
 		r.buf = getReadBuf(r.size)
 	}
-	epoch := r.marker.wake()
-	r.yieldMark = 0
+	epoch := r.wake()
 	for {
 		n, left, err := r.recv(int(fd), *r.buf)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err == syscall.EAGAIN:
-			return r.empty(epoch) // park until readable (or the deadline)
-		case err != nil:
-			r.err = err
-			r.marker.ended()
-			return true
-		case n == 0:
-			r.err = io.EOF
-			r.marker.ended()
-			return true
+		if err != syscall.EINTR {
+			return r.finish(*r.buf, epoch, n, left, err)
 		}
-		full := n == len(*r.buf)
-		if !r.take((*r.buf)[:n]) {
-			r.stop = true
-			r.marker.ended()
-			return true
-		}
-		r.adapt(n)
-		more := full || left != 0 || r.toEnd
-		if r.canYield != nil && r.canYield() {
-			// Hand over now (the login just ended): the poller reads
-			// what is left. A socket this read emptied is marked so
-			// at the handover, or the drain would wait on this client
-			// until its next arrival (a server's keepalive, 25 s for
-			// socket.io).
-			if !more {
-				r.yieldMark = epoch
-			}
-			r.parked = true
-			return true
-		}
-		if more {
-			return true // more waits (or a FIN, or unknown): read again, outside the callback
-		}
-		// The socket is empty: park without reading it again.
-		return r.empty(epoch)
 	}
+}
+
+// wake begins one read of the socket: the read mark's epoch for it
+// (readMarker.wake).
+func (r *streamReader) wake() (epoch int64) {
+	r.yieldMark = 0
+	return r.marker.wake()
+}
+
+// finish acts on one read into b begun at epoch (n bytes, left what the
+// socket still holds, -1 unknown) and returns what readFD returns: false
+// to park (a goroutine's reader that emptied its socket), true to come
+// back (more waits, or an interrupted read), or to end (r.stop, r.err)
+// or be handed over (r.parked). The poller's batched reads (poll.go)
+// call it for each read of a batch, b a piece of the poller's own
+// buffer.
+func (r *streamReader) finish(b []byte, epoch int64, n, left int, err error) bool {
+	switch {
+	case err == syscall.EINTR:
+		return true // read again
+	case err == syscall.EAGAIN:
+		return r.empty(epoch) // park until readable (or the deadline)
+	case err != nil:
+		r.err = err
+		r.marker.ended()
+		return true
+	case n == 0:
+		r.err = io.EOF
+		r.marker.ended()
+		return true
+	}
+	full := n == len(b)
+	if !r.take(b[:n]) {
+		r.stop = true
+		r.marker.ended()
+		return true
+	}
+	r.adapt(n)
+	more := full || left != 0 || r.toEnd
+	if r.canYield != nil && r.canYield() {
+		// Hand over now (the login just ended): the poller reads
+		// what is left. A socket this read emptied is marked so
+		// at the handover, or the drain would wait on this client
+		// until its next arrival (a server's keepalive, 25 s for
+		// socket.io).
+		if !more {
+			r.yieldMark = epoch
+		}
+		r.parked = true
+		return true
+	}
+	if more {
+		return true // more waits (or a FIN, or unknown): read again, outside the callback
+	}
+	// The socket is empty: park without reading it again.
+	return r.empty(epoch)
 }
 
 // take hands one read's bytes on (cl, else handle) and says whether to
