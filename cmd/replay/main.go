@@ -163,7 +163,7 @@ func addFleetFlags(fs *pflag.FlagSet, ff *fleetFlags) {
 	fs.DurationVar(&c.DrainTimeout, "drain-deliveries", c.DrainTimeout, fmt.Sprintf("after the last send, wait for deliveries in flight until none came for %v, at most this long", fleet.DrainQuiet))
 	fs.Var(cli.Addr{P: &c.Metrics, Listen: true, Off: true}, "metrics", `HTTP address of /metrics ("off" or "": none)`)
 	fs.DurationVar(&c.ProgressInterval, "progress-interval", c.ProgressInterval, "period of the progress line")
-	fs.BoolVar(&c.PlainReads, "plain-reads", false, "read each socket with its own read(2) rather than a batch of them in one io_uring call (used where the kernel allows it)")
+	fs.BoolVar(&c.PlainSyscalls, "plain-syscalls", false, "read and write each socket with its own read(2) and write(2) rather than batches of them in one io_uring call (used where the kernel allows it)")
 	fs.StringVar(&ff.sourceIPs, "source-ips", "", "comma-separated local addresses to spread connections over (past ~28k ports per address)")
 	addRelayFlags(fs, &ff.relay)
 }

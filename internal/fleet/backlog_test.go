@@ -152,12 +152,14 @@ func TestStuckClientDoesNotStallShard(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			stuckRun(t, tt.writeTimeout, tt.backlog, tt.reason)
+			forSyscallModes(t, func(t *testing.T, plain bool) {
+				stuckRun(t, tt.writeTimeout, tt.backlog, tt.reason, plain)
+			})
 		})
 	}
 }
 
-func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason string) {
+func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason string, plain bool) {
 	stuck := "replay-0"
 	r := startStallRelay(t, stuck)
 	c := baseConfig()
@@ -170,6 +172,7 @@ func stuckRun(t *testing.T, writeTimeout time.Duration, backlog int, reason stri
 	c.LoginInterval = time.Millisecond
 	c.WriteTimeout = writeTimeout
 	c.SendBacklog = backlog
+	c.PlainSyscalls = plain
 	// The run lasts 4 s, and past that until 1 s after the stuck client
 	// was given up: the kernel takes megabytes before its backlog even
 	// starts, which a fleet a loaded host slows (lag p50 1.5 s at load

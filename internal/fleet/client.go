@@ -1205,7 +1205,7 @@ func (c *client) send(now int64, buf []byte, lags []int64) ([]byte, []int64) {
 			c.sched.sealed = c.seal(c.sched.sealed[:0], buf)
 			sealedEnds(ends, len(buf), len(c.sched.sealed))
 			c.sendTCP(c.sched.w, c.sched.sealed, ends, now)
-		} else {
+		} else if !c.sched.pend(c, buf, ends, now) {
 			c.sendTCP(c.sched.w, buf, ends, now)
 		}
 		if len(c.backlog) > 0 {

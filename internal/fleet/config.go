@@ -137,10 +137,11 @@ type Config struct {
 	// socket the server does not drain (send.go); past it the client is
 	// disconnected as send_backlog_full. 0 means 64 KiB.
 	SendBacklog int
-	// PlainReads has the pollers read each ready socket with its own
-	// read(2), as where the kernel has no io_uring (or forbids it); by
-	// default they read a turn's sockets in one io_uring call.
-	PlainReads bool
+	// PlainSyscalls has the pollers read each ready socket with its own
+	// read(2), and the schedulers write each client's turn with its own
+	// write(2), as where the kernel has no io_uring (or forbids it); by
+	// default each batches up to ringBatch sockets in one io_uring call.
+	PlainSyscalls bool
 	// LeaveTimeout bounds the leave: after its goodbye and half-close a
 	// client reads until the server closes (so it has read every byte the
 	// client sent), at most this long for the whole fleet; 0 means 5 s.

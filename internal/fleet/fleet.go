@@ -514,12 +514,16 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 	schedCtx, schedCancel := context.WithCancel(context.Background())
 	var sched, polls sync.WaitGroup
 	for _, sh := range f.scheds {
-		if p, why, err := newPoller(f.cfg.PlainReads); err == nil {
+		if p, why, err := newPoller(f.cfg.PlainSyscalls); err == nil {
 			if why != nil && sh.index == 0 {
 				f.log.Debug("pollers read each socket with read(2)", zap.NamedError("why", why))
 			}
 			sh.poll = p
 			polls.Go(p.run)
+			if p.ring != nil {
+				sh.ring, _ = newRing() // nil: a write(2) each
+
+			}
 		}
 		sched.Go(func() { sh.run(schedCtx) })
 	}

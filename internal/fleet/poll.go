@@ -178,20 +178,28 @@ func newPoller(plain bool) (p *poller, why error, err error) {
 		return nil, nil, err
 	}
 	if plain {
-		return p, errPlainReads, nil
+		return p, errPlainSyscalls, nil
 	}
-	if p.ring, why = uring.New(ringBatch); why == nil && p.ring.Entries() < ringBatch {
-		p.ring.Close()
-		why = fmt.Errorf("io_uring: a ring of %d entries, not %d", p.ring.Entries(), ringBatch)
-	}
-	if why != nil {
-		p.ring = nil
-	}
+	p.ring, why = newRing()
 	return p, why, nil
 }
 
-// errPlainReads is why a poller reads with read(2) when told to.
-var errPlainReads = errors.New("plain reads asked for (--plain-reads)")
+// newRing makes a ring for batches of ringBatch sockets (uring.Recv,
+// uring.Send).
+func newRing() (*uring.Ring, error) {
+	r, err := uring.New(ringBatch)
+	if err != nil {
+		return nil, err
+	}
+	if r.Entries() < ringBatch {
+		r.Close()
+		return nil, fmt.Errorf("io_uring: a ring of %d entries, not %d", r.Entries(), ringBatch)
+	}
+	return r, nil
+}
+
+// errPlainSyscalls is why a poller reads with read(2) when told to.
+var errPlainSyscalls = errors.New("plain system calls asked for (--plain-syscalls)")
 
 // newEpollPoller is newPoller's epoll set and descriptor.
 func newEpollPoller() (*poller, error) {

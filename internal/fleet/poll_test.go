@@ -78,7 +78,7 @@ func newPollPeer(t *testing.T, p *poller, stopAt int) *pollPeer {
 // stop, errDisconnected when asked (postEnd), the deadline when a drain
 // (postDrain) outlives it, EOF when the peer closes during a drain.
 // Every slot is free and every descriptor closed after.
-func TestPoller(t *testing.T) { forReadModes(t, testPoller) }
+func TestPoller(t *testing.T) { forSyscallModes(t, testPoller) }
 
 func testPoller(t *testing.T, plain bool) {
 	fds := openFDs(t)
@@ -188,12 +188,12 @@ func testPoller(t *testing.T, plain bool) {
 	}
 }
 
-// forReadModes runs test with the pollers' two ways of reading: a batch
-// of sockets in one io_uring call (skipped where the kernel has none),
-// and a read(2) each (plain).
-func forReadModes(t *testing.T, test func(t *testing.T, plain bool)) {
+// forSyscallModes runs test with the two ways the pollers read and the
+// schedulers write: a batch of sockets in one io_uring call (skipped
+// where the kernel has none), and a system call each (plain).
+func forSyscallModes(t *testing.T, test func(t *testing.T, plain bool)) {
 	for _, plain := range []bool{false, true} {
-		t.Run(map[bool]string{false: "io_uring", true: "read(2)"}[plain], func(t *testing.T) {
+		t.Run(map[bool]string{false: "io_uring", true: "plain"}[plain], func(t *testing.T) {
 			if !plain {
 				skipWithoutRing(t)
 			}
@@ -235,7 +235,7 @@ func startPoller(t *testing.T, plain bool) (p *poller, stop func()) {
 
 // TestPollerRefused: a descriptor epoll cannot watch (a regular file) is
 // ended at once with the error, and closed.
-func TestPollerRefused(t *testing.T) { forReadModes(t, testPollerRefused) }
+func TestPollerRefused(t *testing.T) { forSyscallModes(t, testPollerRefused) }
 
 func testPollerRefused(t *testing.T, plain bool) {
 	fds := openFDs(t)
@@ -291,7 +291,7 @@ func TestRawFDClose(t *testing.T) {
 // schedulers' pollers, with no goroutine of their own while they play,
 // every delivery counted and none lost; they leave through their
 // pollers, and every descriptor is closed after the run.
-func TestFleetPolled(t *testing.T) { forReadModes(t, testFleetPolled) }
+func TestFleetPolled(t *testing.T) { forSyscallModes(t, testFleetPolled) }
 
 func testFleetPolled(t *testing.T, plain bool) {
 	// The fleet's own goroutines are two a core (a scheduler and its
@@ -301,7 +301,7 @@ func testFleetPolled(t *testing.T, plain bool) {
 	c.Clients = int(n)
 	c.Loop = "100ms,300ms"
 	c.Duration = 0 // until the goroutines are counted
-	c.PlainReads = plain
+	c.PlainSyscalls = plain
 	fds := openFDs(t)
 	goroutines := runtime.NumGoroutine()
 	f, err := New(c)
@@ -343,8 +343,8 @@ func testFleetPolled(t *testing.T, plain bool) {
 		t.Errorf("summary: %d clients polled, want %d", s.ClientsPolled, n)
 	}
 	for _, sh := range f.scheds {
-		if (sh.poll.ring == nil) != plain {
-			t.Errorf("plain reads %v, and a poller's ring %v", plain, sh.poll.ring != nil)
+		if (sh.poll.ring == nil) != plain || (sh.ring == nil) != plain {
+			t.Errorf("plain system calls %v, and a poller's ring %v, its scheduler's %v", plain, sh.poll.ring != nil, sh.ring != nil)
 		}
 	}
 	// None lost, and every delivery owed received. A few more may come:

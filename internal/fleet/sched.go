@@ -3,9 +3,13 @@ package fleet
 import (
 	"context"
 	"math"
+	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/reprise-harness/reprise/internal/uring"
 )
 
 const (
@@ -61,6 +65,11 @@ type scheduler struct {
 	// index is its place among the fleet's schedulers: the stripe of
 	// the rooms' cast counts it adds to (castRoom).
 	index int
+	// ring, when the kernel has io_uring, writes the turn's plain TCP
+	// sends up to ringBatch clients at a time (sends); nil: a write(2)
+	// each. Set by Run before the first login, closed by run.
+	ring  *uring.Ring
+	sends sendBatch
 }
 
 func newScheduler(f *Fleet, c *counters, rec *hists) *scheduler {
@@ -134,6 +143,9 @@ func (s *scheduler) drainRetries(now int64) bool {
 func (s *scheduler) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	if s.ring != nil {
+		defer s.ring.Close()
+	}
 	buf := make([]byte, 0, 64<<10)
 	lags := make([]int64, 0, 1024)
 	for {
@@ -141,6 +153,7 @@ func (s *scheduler) run(ctx context.Context) {
 		now := s.f.now()
 		for len(s.h) > 0 && s.h[0].due <= now {
 			if ctx.Err() != nil {
+				s.flushSends(now) // counted as sent already
 				return
 			}
 			c := s.h[0].c
@@ -152,7 +165,8 @@ func (s *scheduler) run(ctx context.Context) {
 			if c.dead.Load() || c.due == never {
 				s.h.pop()
 				if c.nextFlow() != nil && !c.dead.Load() {
-					c.nextTurn() // its plan's handover: once a connection
+					s.flushSends(now) // its last sends first
+					c.nextTurn()      // its plan's handover: once a connection
 				}
 			} else {
 				s.h.fixFirst()
@@ -163,6 +177,7 @@ func (s *scheduler) run(ctx context.Context) {
 			}
 			now = s.f.now()
 		}
+		s.flushSends(now)
 		if len(lags) > 0 {
 			s.rec.recordLags(lags)
 			lags = lags[:0]
@@ -184,6 +199,153 @@ func (s *scheduler) run(ctx context.Context) {
 		case <-timer.C:
 		}
 		s.sleepUntil.Store(never)
+	}
+}
+
+// sendBatch is a scheduler's plain TCP sends of its turn to clients its
+// poller owns (their descriptors are rawFDs), held until ringBatch of
+// them wait or the turn ends, then written in one io_uring call
+// (uring.Send): a write(2) a client paid a system call's entry and the
+// file layers above the socket (issue 34). The bytes are copied into one
+// buffer of the scheduler's, warm; what a socket does not take goes to
+// its client's backlog, as sendTCP's would.
+type sendBatch struct {
+	cs   []*client
+	offs []int // where each client's bytes begin in buf (and end: the next's, or len)
+	// ends are the end offsets of the clients' frames (relative to each
+	// client's bytes), endAt where each client's begin in ends.
+	ends  []int
+	endAt []int
+	buf   []byte
+	fds   []*rawFD
+	nfds  []int32
+	bufs  [][]byte
+	res   []int32
+	held  []bool // a reference to the descriptor was taken
+}
+
+// pend holds c's turn (b, its frames ending at ends) for the batch, and
+// writes the batch once full; false when c's sends are not batched
+// (no ring, a TLS or UDP client, replies, a backlog, a goroutine's
+// descriptor), and the caller writes them itself.
+func (s *scheduler) pend(c *client, b []byte, ends []int, now int64) bool {
+	if s.ring == nil || c.replies || len(c.backlog) > 0 || len(b) == 0 {
+		return false
+	}
+	fd, ok := c.raw.(*rawFD)
+	if !ok {
+		return false
+	}
+	sb := &s.sends
+	for _, p := range sb.cs {
+		if p == c { // a second turn in a row (maxBatch): the first goes out first
+			s.flushSends(now)
+			break
+		}
+	}
+	sb.cs = append(sb.cs, c)
+	sb.fds = append(sb.fds, fd)
+	sb.offs = append(sb.offs, len(sb.buf))
+	sb.buf = append(sb.buf, b...)
+	sb.endAt = append(sb.endAt, len(sb.ends))
+	sb.ends = append(sb.ends, ends...)
+	if len(sb.cs) == ringBatch {
+		s.flushSends(now)
+	}
+	return true
+}
+
+// flushSends writes the held sends, one io_uring call for all, and acts
+// on each client's result at fleet clock now as sendTCP does.
+func (s *scheduler) flushSends(now int64) {
+	sb := &s.sends
+	n := len(sb.cs)
+	if n == 0 {
+		return
+	}
+	sb.nfds, sb.bufs, sb.res, sb.held = sb.nfds[:0], sb.bufs[:0], sb.res[:0], sb.held[:0]
+	for i, fd := range sb.fds {
+		held := fd.acquire() // no close (and reuse of the number) under the write
+		sb.held = append(sb.held, held)
+		if held {
+			sb.nfds = append(sb.nfds, int32(fd.fd))
+			sb.bufs = append(sb.bufs, sb.bytes(i))
+			sb.res = append(sb.res, 0)
+		}
+	}
+	s.ring.Send(sb.nfds, sb.bufs, sb.res) // an error turned it to write(2): the results stand
+	k := 0
+	for i, c := range sb.cs {
+		var res int32 = -int32(syscall.EBADF)
+		if sb.held[i] {
+			sb.fds[i].release()
+			res, k = sb.res[k], k+1
+		}
+		s.sent(c, sb.bytes(i), sb.ends[sb.endAt[i]:sb.endEnd(i)], res, now)
+	}
+	clear(sb.cs)
+	clear(sb.fds)
+	clear(sb.bufs)
+	sb.cs, sb.fds, sb.offs, sb.ends, sb.endAt, sb.buf = sb.cs[:0], sb.fds[:0], sb.offs[:0], sb.ends[:0], sb.endAt[:0], sb.buf[:0]
+}
+
+// bytes is the i-th client's bytes.
+func (sb *sendBatch) bytes(i int) []byte {
+	end := len(sb.buf)
+	if i+1 < len(sb.offs) {
+		end = sb.offs[i+1]
+	}
+	return sb.buf[sb.offs[i]:end]
+}
+
+// endEnd is where the i-th client's frame ends end in ends.
+func (sb *sendBatch) endEnd(i int) int {
+	if i+1 < len(sb.endAt) {
+		return sb.endAt[i+1]
+	}
+	return len(sb.ends)
+}
+
+// sent acts on a batched write of b to c (res: the bytes taken, or the
+// negated errno; -EBADF: the descriptor was closed already), as sendTCP
+// on a write of its own: the bytes counted, a failure disconnects, and
+// what the socket did not take waits in the backlog, retried a
+// backlogRetry apart (the client's next due time stays as it is).
+func (s *scheduler) sent(c *client, b []byte, ends []int, res int32, now int64) {
+	var n int
+	var err error
+	switch e := syscall.Errno(-res); {
+	case res >= 0:
+		n = int(res)
+	case e == syscall.EAGAIN || e == syscall.EINTR:
+	case e == syscall.EBADF:
+		err = net.ErrClosed
+	default:
+		err = e
+	}
+	if n > 0 {
+		s.c.sentBytes.Add(int64(n))
+	}
+	if err != nil {
+		c.disconnect(disconnectBy(writeFailure(err)))
+		return
+	}
+	if n == len(b) {
+		return
+	}
+	delayed := 0
+	for _, e := range ends {
+		if e > n {
+			delayed++
+		}
+	}
+	s.c.delayed.Add(int64(delayed))
+	c.stuckSince = now
+	c.queue(b[n:])
+	if len(c.backlog) > 0 {
+		s.mu.Lock()
+		s.retry = append(s.retry, c)
+		s.mu.Unlock()
 	}
 }
 

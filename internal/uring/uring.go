@@ -1,16 +1,17 @@
-// Package uring reads many non-blocking sockets in one system call,
-// through a Linux io_uring: an event loop that knows which sockets are
-// readable (internal/epoll) hands their reads over as one batch, and each
-// read does no less than read(2) would, nothing after the call returns.
-// A read(2) a socket pays a system call's entry and exit and the file
-// layers above the socket (about 250 ns of a 550 ns read of 3 KB on the
-// project's machine kind, issue 34); a batch pays one entry for all.
+// Package uring reads or writes many non-blocking sockets in one system
+// call, through a Linux io_uring: an event loop that knows which sockets
+// are readable (internal/epoll), or a scheduler with a turn's sends for
+// many sockets, hands them over as one batch, and each read or write does
+// no less than read(2) or write(2) would, nothing after the call returns.
+// A system call a socket pays an entry and exit and the file layers above
+// the socket (about 250 ns of a 550 ns read of 3 KB on the project's
+// machine kind, issue 34); a batch pays one entry for all.
 //
 // It is not an io_uring library: no operation outlives the call that
-// submitted it (each read is MSG_DONTWAIT and completes or fails with
-// EAGAIN at once, as New checks on the kernel it runs on), so no buffer
-// is ever written by the kernel after Recv returns, and there is nothing
-// to cancel at Close. No writes, no timers, no registered buffers.
+// submitted it (each is MSG_DONTWAIT and completes or fails with EAGAIN
+// at once, as New checks on the kernel it runs on), so the kernel never
+// touches a buffer after Recv or Send returns, and there is nothing to
+// cancel at Close. No timers, no registered buffers, no waiting.
 //
 // Where the kernel has no io_uring, or forbids it (a container's seccomp
 // profile, kernel.io_uring_disabled), New fails and the caller reads with
@@ -32,6 +33,7 @@ import (
 // The kernel's ABI (include/uapi/linux/io_uring.h).
 const (
 	opAsyncCancel = 14
+	opSend        = 26
 	opRecv        = 27
 
 	setupClamp     = 1 << 4
@@ -172,8 +174,9 @@ func (r *Ring) mapRings(p *params) error {
 	return nil
 }
 
-// probe reads an empty socket and then one holding 3 bytes, through the
-// ring: both must complete within the call, with EAGAIN and 3.
+// probe reads an empty socket, writes 3 bytes to its peer and reads them,
+// through the ring: each must complete within the call, with EAGAIN, 3
+// and 3.
 func (r *Ring) probe() error {
 	sp, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -184,22 +187,22 @@ func (r *Ring) probe() error {
 	r.done = make([]bool, 1)
 	var b [8]byte
 	res := []int32{0}
-	if err := r.recv([]int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain {
+	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain {
 		return fmt.Errorf("probe: a read of an empty socket did not complete within its call (%v)", err)
 	}
 	if res[0] != -int32(unix.EAGAIN) {
 		return fmt.Errorf("probe: a read of an empty socket returned %d, not EAGAIN", res[0])
 	}
-	if _, err := unix.Write(sp[1], []byte("abc")); err != nil {
-		return fmt.Errorf("probe: %w", err)
+	if err := r.submit(opSend, []int32{int32(sp[1])}, [][]byte{[]byte("abc")}, res); err != nil || r.plain || res[0] != 3 {
+		return fmt.Errorf("probe: a write of 3 bytes returned %d (%v)", res[0], err)
 	}
-	if err := r.recv([]int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain || res[0] != 3 || string(b[:3]) != "abc" {
+	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain || res[0] != 3 || string(b[:3]) != "abc" {
 		return fmt.Errorf("probe: a read of 3 bytes returned %d (%v)", res[0], err)
 	}
 	return nil
 }
 
-// Entries is the most reads one Recv takes.
+// Entries is the most sockets one Recv or Send takes.
 func (r *Ring) Entries() int { return r.entries }
 
 // Recv reads fds[i] into bufs[i] (each non-empty), for every i, in one
@@ -209,27 +212,40 @@ func (r *Ring) Entries() int { return r.entries }
 // res is complete even then (the reads it could not make were made with
 // read(2)).
 func (r *Ring) Recv(fds []int32, bufs [][]byte, res []int32) error {
+	return r.batch(opRecv, fds, bufs, res)
+}
+
+// Send writes bufs[i] (each non-empty) to fds[i], for every i, in one
+// system call, as Recv reads: res[i] is the bytes the socket took (fewer
+// than len(bufs[i]) when its buffer filled) or the negated errno (-EAGAIN:
+// no room at all, -EPIPE: the connection is shut; never a SIGPIPE).
+func (r *Ring) Send(fds []int32, bufs [][]byte, res []int32) error {
+	return r.batch(opSend, fds, bufs, res)
+}
+
+// batch is Recv or Send.
+func (r *Ring) batch(op uint8, fds []int32, bufs [][]byte, res []int32) error {
 	if len(fds) > r.entries || len(bufs) != len(fds) || len(res) != len(fds) {
-		return fmt.Errorf("uring: a batch of %d reads (%d buffers, %d results) for a ring of %d", len(fds), len(bufs), len(res), r.entries)
+		return fmt.Errorf("uring: a batch of %d (%d buffers, %d results) for a ring of %d", len(fds), len(bufs), len(res), r.entries)
 	}
 	if len(fds) == 0 {
 		return nil
 	}
 	if r.plain {
-		readEach(fds, bufs, res, nil)
+		eachPlain(op, fds, bufs, res, nil)
 		return nil
 	}
-	return r.recv(fds, bufs, res)
+	return r.submit(op, fds, bufs, res)
 }
 
-// recv is Recv on the ring.
-func (r *Ring) recv(fds []int32, bufs [][]byte, res []int32) error {
+// submit is batch on the ring.
+func (r *Ring) submit(op uint8, fds []int32, bufs [][]byte, res []int32) error {
 	n := len(fds)
 	tail := atomic.LoadUint32(r.sqTail)
 	mask := *r.sqMask
 	for i, fd := range fds {
 		b := bufs[i]
-		r.sqes[(tail+uint32(i))&mask] = sqe{opcode: opRecv, fd: fd, addr: uint64(uintptr(unsafe.Pointer(&b[0]))), len: uint32(len(b)), opFlags: unix.MSG_DONTWAIT, userData: uint64(i)}
+		r.sqes[(tail+uint32(i))&mask] = sqe{opcode: op, fd: fd, addr: uint64(uintptr(unsafe.Pointer(&b[0]))), len: uint32(len(b)), opFlags: unix.MSG_DONTWAIT | unix.MSG_NOSIGNAL, userData: uint64(i)}
 	}
 	atomic.StoreUint32(r.sqTail, tail+uint32(n))
 	done := r.done[:n]
@@ -240,7 +256,7 @@ func (r *Ring) recv(fds []int32, bufs [][]byte, res []int32) error {
 		return nil // the usual case: every read completed in the call
 	}
 	// The kernel did not do as New found: take back what it did not
-	// submit, wait for what it did (cancelled), read the rest plainly.
+	// submit, wait for what it did (cancelled), do the rest plainly.
 	r.plain = true
 	if submitted < n {
 		atomic.StoreUint32(r.sqTail, atomic.LoadUint32(r.sqHead))
@@ -248,9 +264,9 @@ func (r *Ring) recv(fds []int32, bufs [][]byte, res []int32) error {
 	if werr := r.settle(done, res, submitted); werr != nil {
 		err = errors.Join(err, werr)
 	}
-	readEach(fds, bufs, res, done)
+	eachPlain(op, fds, bufs, res, done)
 	if err == nil {
-		err = fmt.Errorf("uring: %d of %d reads submitted, %d completed within the call", submitted, n, got)
+		err = fmt.Errorf("uring: %d of %d submitted, %d completed within the call", submitted, n, got)
 	}
 	return err
 }
@@ -339,15 +355,20 @@ func (r *Ring) settle(done []bool, res []int32, submitted int) error {
 // cancelTag marks a cancel's completion, which reap passes over.
 const cancelTag = 1 << 63
 
-// readEach reads with read(2) each fd not done.
-func readEach(fds []int32, bufs [][]byte, res []int32, done []bool) {
+// eachPlain reads (opRecv, read(2)) or writes (opSend, write(2)) each fd
+// not done.
+func eachPlain(op uint8, fds []int32, bufs [][]byte, res []int32, done []bool) {
+	call := uintptr(unix.SYS_READ)
+	if op == opSend {
+		call = unix.SYS_WRITE
+	}
 	for i, fd := range fds {
 		if done != nil && done[i] {
 			continue
 		}
 		b := bufs[i]
 		for {
-			m, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+			m, _, e := unix.RawSyscall(call, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 			if e == unix.EINTR {
 				continue
 			}

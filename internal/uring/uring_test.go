@@ -3,9 +3,11 @@ package uring
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -236,6 +238,56 @@ func BenchmarkRecv(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(fds)), "ns/read")
+		})
+	}
+}
+
+func TestSend(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		name := map[bool]string{false: "ring", true: "write(2) after a failure"}[plain]
+		t.Run(name, func(t *testing.T) {
+			r := newRing(t, 16)
+			r.plain = plain
+			// The reading ends' descriptors are written to here; their
+			// peers (w) read.
+			peers, fds := pairs(t, 3)
+			const ok, reset, full = 0, 1, 2
+			if err := peers[reset].(*net.TCPConn).SetLinger(0); err != nil {
+				t.Fatal(err)
+			}
+			peers[reset].Close() // a reset, at once on loopback
+			if err := unix.SetsockoptInt(int(fds[full]), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+				t.Fatal(err)
+			}
+			chunk := make([]byte, 64<<10)
+			for {
+				if _, err := unix.Write(int(fds[full]), chunk); err == unix.EAGAIN {
+					break
+				} else if err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitOne(t, fds[reset]) // the reset arrived: readable (an error)
+			msg := []byte("hello, batch")
+			bufs := [][]byte{msg, msg, msg}
+			res := make([]int32, 3)
+			if err := r.Send(fds, bufs, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[ok] != int32(len(msg)) {
+				t.Errorf("a writable socket took %d bytes, want %d", res[ok], len(msg))
+			}
+			if e := unix.Errno(-res[reset]); res[reset] >= 0 || (e != unix.ECONNRESET && e != unix.EPIPE) {
+				t.Errorf("a reset connection: %d, want -ECONNRESET or -EPIPE", res[reset])
+			}
+			if res[full] != -int32(unix.EAGAIN) {
+				t.Errorf("a full socket: %d, want -EAGAIN", res[full])
+			}
+			got := make([]byte, len(msg))
+			peers[ok].SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.ReadFull(peers[ok], got); err != nil || !bytes.Equal(got, msg) {
+				t.Errorf("the peer read %q (%v), want %q", got, err, msg)
+			}
 		})
 	}
 }
