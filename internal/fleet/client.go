@@ -560,7 +560,10 @@ func (c *client) readStream(res chan<- LoginResult) Disconnect {
 // take consumes one read's bytes (valid during the call) for its reader,
 // and says whether to read on. A method the reader calls itself, not a
 // closure: the closure's object was one more cold line a read (issue 34).
-func (c *client) take(b []byte) bool {
+func (c *client) take(b []byte) bool { return c.takeAt(b, 0) }
+
+// takeAt is take of bytes read at mono, the fleet clock (0: now).
+func (c *client) takeAt(b []byte, mono int64) bool {
 	if c.plainPastTLS {
 		c.plainPastTLS = false // the server answered after the starttls step: it did not want TLS there
 	}
@@ -569,7 +572,11 @@ func (c *client) take(b []byte) bool {
 	}
 	// Written only when the reads end: a store each read to a cold line
 	// of its own (the captured reason) cost a miss (issue 34).
-	r, done := c.consume(b, c.ev, c.readRes)
+	if mono == 0 {
+		mono = c.f.now()
+	}
+	c.f.nudge(mono)
+	r, done := c.consumeAt(b, mono, c.ev, c.readRes)
 	if done {
 		c.readReason = r
 	}

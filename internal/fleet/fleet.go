@@ -518,6 +518,7 @@ func (f *Fleet) RunAt(ctx context.Context, start time.Time) (Summary, error) {
 			if why != nil && sh.index == 0 {
 				f.log.Debug("pollers read each socket with read(2)", zap.NamedError("why", why))
 			}
+			p.clock = f.now
 			sh.poll = p
 			polls.Go(p.run)
 			if p.ring != nil {

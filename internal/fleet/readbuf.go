@@ -99,6 +99,11 @@ type streamReader struct {
 	// a socket that reported a hang-up or an error: a reset after the
 	// last bytes leaves TCP_INQ at 0 and raises no further event).
 	toEnd bool
+	// at is the fleet clock at which the poller's batched read of these
+	// bytes was made (readRound), 0 for a read now: the deliveries'
+	// latency ends when the bytes were read, not when their turn in the
+	// round to be handled came.
+	at int64
 	// marker marks the client's caught-up reads for the drain
 	// (readmark.go); the zero value marks nothing.
 	marker readMarker
@@ -208,7 +213,7 @@ func (r *streamReader) finish(b []byte, epoch int64, n, left int, err error) boo
 // read on.
 func (r *streamReader) take(b []byte) bool {
 	if r.cl != nil {
-		return r.cl.take(b)
+		return r.cl.takeAt(b, r.at)
 	}
 	return r.handle(b)
 }
