@@ -25,9 +25,10 @@ const (
 // scheduler is a goroutine with a min-heap of its clients by next due
 // time. It sleeps until the earliest due time, sends what is due
 // (coalesced into one non-blocking write per client on TCP, see send.go;
-// the writes of up to ringBatch clients in one io_uring call where the
-// kernel has it, see sendBatch) and measures how late each send was. There is one scheduler per core, never
-// a timer per client, and it never waits on a socket.
+// the writes of up to sendBatchMax clients in one io_uring call where
+// the kernel has it, see sendBatch) and measures how late each send was.
+// There is one scheduler per core, never a timer per client, and it
+// never waits on a socket.
 type scheduler struct {
 	f    *Fleet
 	c    *counters
@@ -67,8 +68,8 @@ type scheduler struct {
 	// the rooms' cast counts it adds to (castRoom).
 	index int
 	// ring, when the kernel has io_uring, writes the turn's plain TCP
-	// sends up to ringBatch clients at a time (sends); nil: a write(2)
-	// each. Set by Run before the first login, closed by run.
+	// sends up to sendBatchMax clients at a time (sends); nil: a
+	// write(2) each. Set by Run before the first login, closed by run.
 	ring  *uring.Ring
 	sends sendBatch
 }
@@ -308,7 +309,7 @@ func (sb *sendBatch) bytes(i int) []byte {
 	return sb.buf[sb.offs[i]:end]
 }
 
-// endEnd is where the i-th client's frame ends end in ends.
+// endEnd is where the i-th client's frame ends stop in ends.
 func (sb *sendBatch) endEnd(i int) int {
 	if i+1 < len(sb.endAt) {
 		return sb.endAt[i+1]
