@@ -105,24 +105,28 @@ type Ring struct {
 	cqHead, cqTail, cqMask *uint32
 	cqes                   []cqe
 
-	// plain: the ring met a read that did not complete within its call;
-	// every read is read(2) from then on.
+	// plain: the ring met an operation that did not complete within its
+	// call; every read is read(2), and every write write(2), from then on.
 	plain bool
-	done  []bool // Recv's scratch: which of the batch completed
+	done  []bool // batch's scratch: which of the batch completed
+	// probeBuf is probe's buffer: on the heap (a field of the Ring), so
+	// that no read the kernel might still hold could point into a stack
+	// the runtime moves.
+	probeBuf []byte
 }
 
 // ErrUnavailable wraps why a Ring cannot be made here.
 var ErrUnavailable = errors.New("io_uring unavailable")
 
-// New makes a ring for batches of up to entries reads and checks that a
-// MSG_DONTWAIT read of an empty socket completes within its call.
+// New makes a ring for batches of up to entries reads or writes, and
+// checks that MSG_DONTWAIT ones complete within their call (probe).
 func New(entries int) (*Ring, error) {
 	p := params{flags: setupClamp | setupSubmitAll, cqEntries: 0}
 	fd, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
 	if e != 0 {
 		return nil, fmt.Errorf("%w: io_uring_setup: %v", ErrUnavailable, e)
 	}
-	r := &Ring{fd: int(fd), entries: int(p.sqEntries)}
+	r := &Ring{fd: int(fd), entries: int(p.sqEntries), probeBuf: make([]byte, 16)}
 	if err := r.mapRings(&p); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -185,18 +189,19 @@ func (r *Ring) probe() error {
 	defer unix.Close(sp[0])
 	defer unix.Close(sp[1])
 	r.done = make([]bool, 1)
-	var b [8]byte
+	b, abc := r.probeBuf[:8], r.probeBuf[8:11]
+	copy(abc, "abc")
 	res := []int32{0}
-	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain {
+	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b}, res); err != nil || r.plain {
 		return fmt.Errorf("probe: a read of an empty socket did not complete within its call (%v)", err)
 	}
 	if res[0] != -int32(unix.EAGAIN) {
 		return fmt.Errorf("probe: a read of an empty socket returned %d, not EAGAIN", res[0])
 	}
-	if err := r.submit(opSend, []int32{int32(sp[1])}, [][]byte{[]byte("abc")}, res); err != nil || r.plain || res[0] != 3 {
+	if err := r.submit(opSend, []int32{int32(sp[1])}, [][]byte{abc}, res); err != nil || r.plain || res[0] != 3 {
 		return fmt.Errorf("probe: a write of 3 bytes returned %d (%v)", res[0], err)
 	}
-	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b[:]}, res); err != nil || r.plain || res[0] != 3 || string(b[:3]) != "abc" {
+	if err := r.submit(opRecv, []int32{int32(sp[0])}, [][]byte{b}, res); err != nil || r.plain || res[0] != 3 || string(b[:3]) != "abc" {
 		return fmt.Errorf("probe: a read of 3 bytes returned %d (%v)", res[0], err)
 	}
 	return nil
@@ -253,7 +258,7 @@ func (r *Ring) submit(op uint8, fds []int32, bufs [][]byte, res []int32) error {
 	submitted, err := r.enter(n, 0, 0)
 	got := r.reap(done, res)
 	if err == nil && submitted == n && got == n {
-		return nil // the usual case: every read completed in the call
+		return nil // the usual case: every one completed in the call
 	}
 	// The kernel did not do as New found: take back what it did not
 	// submit, wait for what it did (cancelled), do the rest plainly.
