@@ -344,15 +344,7 @@ func (s *scheduler) sent(c *client, b []byte, ends []int, res int32, now int64) 
 	if n == len(b) {
 		return
 	}
-	delayed := 0
-	for _, e := range ends {
-		if e > n {
-			delayed++
-		}
-	}
-	s.c.delayed.Add(int64(delayed))
-	c.stuckSince = now
-	c.queue(b[n:])
+	c.tookPart(b, ends, n, now)
 	if len(c.backlog) > 0 {
 		s.mu.Lock()
 		s.retry = append(s.retry, c)

@@ -116,6 +116,13 @@ func (c *client) sendTCP(w *rawWriter, b []byte, ends []int, now int64) {
 	if !ok || n == len(b) {
 		return
 	}
+	c.tookPart(b, ends, n, now)
+}
+
+// tookPart keeps what the kernel did not take of a turn's write (b, its
+// frames ending at ends, n bytes taken) in the backlog, counting the
+// frames that wait behind it, at fleet clock now.
+func (c *client) tookPart(b []byte, ends []int, n int, now int64) {
 	delayed := 0
 	for _, e := range ends {
 		if e > n {

@@ -64,66 +64,74 @@ func newRing(t testing.TB, entries int) *Ring {
 	return r
 }
 
-func TestRecv(t *testing.T) {
+// bothWays runs test on a ring of entries, and on one that met a failure
+// (plain: read(2) and write(2) from then on).
+func bothWays(t *testing.T, entries int, test func(t *testing.T, r *Ring)) {
 	for _, plain := range []bool{false, true} {
-		name := map[bool]string{false: "ring", true: "read(2) after a failure"}[plain]
-		t.Run(name, func(t *testing.T) {
-			r := newRing(t, 64)
+		t.Run(map[bool]string{false: "ring", true: "plain after a failure"}[plain], func(t *testing.T) {
+			r := newRing(t, entries)
 			r.plain = plain
-			w, fds := pairs(t, 40)
-			// By connection: what it was sent, whether its peer then
-			// closed, and what its read returns (a 4 KiB buffer).
-			type conn struct {
-				send  []byte
-				close bool
-				want  int32
-			}
-			cases := make([]conn, len(fds))
-			for i := range cases {
-				switch i % 4 {
-				case 0: // nothing: EAGAIN
-					cases[i] = conn{want: -int32(unix.EAGAIN)}
-				case 1: // a few bytes
-					cases[i] = conn{send: bytes.Repeat([]byte{byte(i)}, 1+i), want: int32(1 + i)}
-				case 2: // more than the buffer: a full read
-					cases[i] = conn{send: bytes.Repeat([]byte{byte(i)}, 5000), want: 4096}
-				case 3: // the peer closed: end of stream
-					cases[i] = conn{close: true}
-				}
-			}
-			for i, c := range cases {
-				if c.send != nil {
-					if _, err := w[i].Write(c.send); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if c.close {
-					w[i].Close()
-				}
-			}
-			waitReadable(t, fds)
-			bufs := make([][]byte, len(fds))
-			for i := range bufs {
-				bufs[i] = make([]byte, 4096)
-			}
-			res := make([]int32, len(fds))
-			if err := r.Recv(fds, bufs, res); err != nil {
-				t.Fatal(err)
-			}
-			for i, c := range cases {
-				if res[i] != c.want {
-					t.Errorf("connection %d: read %d, want %d", i, res[i], c.want)
-					continue
-				}
-				if c.want > 0 && !bytes.Equal(bufs[i][:c.want], c.send[:c.want]) {
-					t.Errorf("connection %d: read other bytes than were sent", i)
-				}
-			}
-			if plain != r.plain {
-				t.Errorf("plain %v after a good batch, want %v", r.plain, plain)
-			}
+			test(t, r)
 		})
 	}
+}
+
+func TestRecv(t *testing.T) {
+	bothWays(t, 64, func(t *testing.T, r *Ring) {
+		plain := r.plain
+		w, fds := pairs(t, 40)
+		// By connection: what it was sent, whether its peer then
+		// closed, and what its read returns (a 4 KiB buffer).
+		type conn struct {
+			send  []byte
+			close bool
+			want  int32
+		}
+		cases := make([]conn, len(fds))
+		for i := range cases {
+			switch i % 4 {
+			case 0: // nothing: EAGAIN
+				cases[i] = conn{want: -int32(unix.EAGAIN)}
+			case 1: // a few bytes
+				cases[i] = conn{send: bytes.Repeat([]byte{byte(i)}, 1+i), want: int32(1 + i)}
+			case 2: // more than the buffer: a full read
+				cases[i] = conn{send: bytes.Repeat([]byte{byte(i)}, 5000), want: 4096}
+			case 3: // the peer closed: end of stream
+				cases[i] = conn{close: true}
+			}
+		}
+		for i, c := range cases {
+			if c.send != nil {
+				if _, err := w[i].Write(c.send); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.close {
+				w[i].Close()
+			}
+		}
+		waitReadable(t, fds)
+		bufs := make([][]byte, len(fds))
+		for i := range bufs {
+			bufs[i] = make([]byte, 4096)
+		}
+		res := make([]int32, len(fds))
+		if err := r.Recv(fds, bufs, res); err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cases {
+			if res[i] != c.want {
+				t.Errorf("connection %d: read %d, want %d", i, res[i], c.want)
+				continue
+			}
+			if c.want > 0 && !bytes.Equal(bufs[i][:c.want], c.send[:c.want]) {
+				t.Errorf("connection %d: read other bytes than were sent", i)
+			}
+		}
+		if plain != r.plain {
+			t.Errorf("plain %v after a good batch, want %v", r.plain, plain)
+		}
+	})
 }
 
 // waitReadable waits until every descriptor that is to read something
@@ -243,51 +251,46 @@ func BenchmarkRecv(b *testing.B) {
 }
 
 func TestSend(t *testing.T) {
-	for _, plain := range []bool{false, true} {
-		name := map[bool]string{false: "ring", true: "write(2) after a failure"}[plain]
-		t.Run(name, func(t *testing.T) {
-			r := newRing(t, 16)
-			r.plain = plain
-			// The reading ends' descriptors are written to here; their
-			// peers (w) read.
-			peers, fds := pairs(t, 3)
-			const ok, reset, full = 0, 1, 2
-			if err := peers[reset].(*net.TCPConn).SetLinger(0); err != nil {
+	bothWays(t, 16, func(t *testing.T, r *Ring) {
+		// The reading ends' descriptors are written to here; their
+		// peers (w) read.
+		peers, fds := pairs(t, 3)
+		const ok, reset, full = 0, 1, 2
+		if err := peers[reset].(*net.TCPConn).SetLinger(0); err != nil {
+			t.Fatal(err)
+		}
+		peers[reset].Close() // a reset, at once on loopback
+		if err := unix.SetsockoptInt(int(fds[full]), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
+			t.Fatal(err)
+		}
+		chunk := make([]byte, 64<<10)
+		for {
+			if _, err := unix.Write(int(fds[full]), chunk); err == unix.EAGAIN {
+				break
+			} else if err != nil {
 				t.Fatal(err)
 			}
-			peers[reset].Close() // a reset, at once on loopback
-			if err := unix.SetsockoptInt(int(fds[full]), unix.SOL_SOCKET, unix.SO_SNDBUF, 4096); err != nil {
-				t.Fatal(err)
-			}
-			chunk := make([]byte, 64<<10)
-			for {
-				if _, err := unix.Write(int(fds[full]), chunk); err == unix.EAGAIN {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-			}
-			waitOne(t, fds[reset]) // the reset arrived: readable (an error)
-			msg := []byte("hello, batch")
-			bufs := [][]byte{msg, msg, msg}
-			res := make([]int32, 3)
-			if err := r.Send(fds, bufs, res); err != nil {
-				t.Fatal(err)
-			}
-			if res[ok] != int32(len(msg)) {
-				t.Errorf("a writable socket took %d bytes, want %d", res[ok], len(msg))
-			}
-			if e := unix.Errno(-res[reset]); res[reset] >= 0 || (e != unix.ECONNRESET && e != unix.EPIPE) {
-				t.Errorf("a reset connection: %d, want -ECONNRESET or -EPIPE", res[reset])
-			}
-			if res[full] != -int32(unix.EAGAIN) {
-				t.Errorf("a full socket: %d, want -EAGAIN", res[full])
-			}
-			got := make([]byte, len(msg))
-			peers[ok].SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := io.ReadFull(peers[ok], got); err != nil || !bytes.Equal(got, msg) {
-				t.Errorf("the peer read %q (%v), want %q", got, err, msg)
-			}
-		})
-	}
+		}
+		waitOne(t, fds[reset]) // the reset arrived: readable (an error)
+		msg := []byte("hello, batch")
+		bufs := [][]byte{msg, msg, msg}
+		res := make([]int32, 3)
+		if err := r.Send(fds, bufs, res); err != nil {
+			t.Fatal(err)
+		}
+		if res[ok] != int32(len(msg)) {
+			t.Errorf("a writable socket took %d bytes, want %d", res[ok], len(msg))
+		}
+		if e := unix.Errno(-res[reset]); res[reset] >= 0 || (e != unix.ECONNRESET && e != unix.EPIPE) {
+			t.Errorf("a reset connection: %d, want -ECONNRESET or -EPIPE", res[reset])
+		}
+		if res[full] != -int32(unix.EAGAIN) {
+			t.Errorf("a full socket: %d, want -EAGAIN", res[full])
+		}
+		got := make([]byte, len(msg))
+		peers[ok].SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(peers[ok], got); err != nil || !bytes.Equal(got, msg) {
+			t.Errorf("the peer read %q (%v), want %q", got, err, msg)
+		}
+	})
 }
