@@ -52,11 +52,12 @@ func (r results) print(w io.Writer, k6 bool) {
 		tools = append(tools, "k6")
 	}
 	if len(r.Load) > 0 {
-		fmt.Fprintln(w, "# load medians: tool\tCPU s per million received\tp99 ms\toffered fraction")
+		fmt.Fprintln(w, "# load medians: tool\tCPU s per million received\tp99 ms\toffered fraction\tuser ns per message")
 		for _, t := range tools {
-			fmt.Fprintf(w, "%s\t%.3f\t%.2f\t%.3f\n", t, r.loadMedian(t, loadRun.CPUPerMillion),
+			fmt.Fprintf(w, "%s\t%.3f\t%.2f\t%.3f\t%.0f\n", t, r.loadMedian(t, loadRun.CPUPerMillion),
 				r.loadMedian(t, func(x loadRun) float64 { return x.P99MS }),
-				r.loadMedian(t, func(x loadRun) float64 { return x.Offered }))
+				r.loadMedian(t, func(x loadRun) float64 { return x.Offered }),
+				r.loadMedian(t, loadRun.UserNSPerMessage))
 		}
 		if k6 {
 			fmt.Fprintf(w, "fleet/k6 CPU per million received: %.2f×\n",

@@ -33,23 +33,29 @@ func startTool(name string, bin string, args ...string) (*tool, error) {
 	return t, nil
 }
 
+// cpuTime is a process's CPU time from the kernel's accounting: all of
+// it, and the part in user space (the tool's own code and runtime, what
+// issue 34 counts per message; the rest is the kernel's, mostly its TCP).
+type cpuTime struct{ total, user time.Duration }
+
 // wait waits for the exit (ctx ending interrupts the tool first); it
-// returns the process's CPU time from the kernel's accounting.
-func (t *tool) wait(ctx context.Context, limit time.Duration) (time.Duration, error) {
+// returns the process's CPU time.
+func (t *tool) wait(ctx context.Context, limit time.Duration) (cpuTime, error) {
 	select {
 	case <-t.done:
 	case <-ctx.Done():
 		t.stop()
-		return 0, ctx.Err()
+		return cpuTime{}, ctx.Err()
 	case <-time.After(limit):
 		t.stop()
-		return 0, fmt.Errorf("%s still running after %v", t.name, limit)
+		return cpuTime{}, fmt.Errorf("%s still running after %v", t.name, limit)
 	}
 	if t.err != nil {
-		return 0, fmt.Errorf("%s: %w\n%s", t.name, t.err, tail(t.out.String()))
+		return cpuTime{}, fmt.Errorf("%s: %w\n%s", t.name, t.err, tail(t.out.String()))
 	}
 	ru := t.cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	user := time.Duration(ru.Utime.Nano())
+	return cpuTime{total: user + time.Duration(ru.Stime.Nano()), user: user}, nil
 }
 
 // stop interrupts the tool (both print their summary on SIGINT) and
@@ -76,16 +82,21 @@ type loadRun struct {
 	Tool       string  `json:"tool"`
 	Rep        int     `json:"rep"`
 	CPUSeconds float64 `json:"cpu_s"`
-	Sent       int64   `json:"sent"`
-	Received   int64   `json:"received"`
-	ServerIn   int64   `json:"server_in"`
-	ServerOut  int64   `json:"server_out"`
-	P99MS      float64 `json:"p99_ms"`
-	Offered    float64 `json:"offered_fraction"`
+	// UserSeconds is the part of CPUSeconds in user space.
+	UserSeconds float64 `json:"user_s"`
+	Sent        int64   `json:"sent"`
+	Received    int64   `json:"received"`
+	ServerIn    int64   `json:"server_in"`
+	ServerOut   int64   `json:"server_out"`
+	P99MS       float64 `json:"p99_ms"`
+	Offered     float64 `json:"offered_fraction"`
 }
 
 // CPUPerMillion is CPU seconds per million received.
 func (r loadRun) CPUPerMillion() float64 { return r.CPUSeconds / float64(r.Received) * 1e6 }
+
+// UserNSPerMessage is user-space CPU nanoseconds per message received.
+func (r loadRun) UserNSPerMessage() float64 { return r.UserSeconds / float64(r.Received) * 1e9 }
 
 func loadRuns(ctx context.Context, c config, addr, capPath string) ([]loadRun, error) {
 	var runs []loadRun
@@ -102,8 +113,8 @@ func loadRuns(ctx context.Context, c config, addr, capPath string) ([]loadRun, e
 			if err != nil {
 				return nil, err
 			}
-			fmt.Printf("load\t%s\trep %d\tcpu %.2f s\tsent %d\treceived %d (server in %d out %d)\tp99 %.2f ms\toffered %.3f\tcpu/M %.3f s\n",
-				r.Tool, r.Rep, r.CPUSeconds, r.Sent, r.Received, r.ServerIn, r.ServerOut, r.P99MS, r.Offered, r.CPUPerMillion())
+			fmt.Printf("load\t%s\trep %d\tcpu %.2f s\tsent %d\treceived %d (server in %d out %d)\tp99 %.2f ms\toffered %.3f\tcpu/M %.3f s\tuser %.0f ns/msg\n",
+				r.Tool, r.Rep, r.CPUSeconds, r.Sent, r.Received, r.ServerIn, r.ServerOut, r.P99MS, r.Offered, r.CPUPerMillion(), r.UserNSPerMessage())
 			runs = append(runs, r)
 		}
 	}
@@ -145,7 +156,7 @@ func loadRunOf(ctx context.Context, c config, name string, rep int, addr, capPat
 	if err != nil {
 		return r, err
 	}
-	r.CPUSeconds = cpu.Seconds()
+	r.CPUSeconds, r.UserSeconds = cpu.total.Seconds(), cpu.user.Seconds()
 	r.ServerIn, r.ServerOut = after.In-before.In, after.Out-before.Out
 	if name == "fleet" {
 		err = readFleet(sum, &r)
