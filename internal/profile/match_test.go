@@ -1,7 +1,9 @@
 package profile
 
 import (
+	"bytes"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -40,7 +42,7 @@ func TestRegexpMatchLiteral(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.re, err)
 		}
-		if got := m.lit != nil; got != tc.lit {
+		if got := m.lit.text != nil; got != tc.lit {
 			t.Errorf("%q: literal %v, want %v", tc.re, got, tc.lit)
 		}
 		re := regexp.MustCompile(tc.re)
@@ -71,4 +73,43 @@ func BenchmarkKindMatch(b *testing.B) {
 			b.Fatal("no match")
 		}
 	}
+}
+
+// TestFinder checks finder.index against bytes.Index, the rare byte's
+// misses (many, then the fallback) included.
+func TestFinder(t *testing.T) {
+	many := strings.Repeat("j", 300) + `"type":"joined"`
+	for _, tc := range []struct{ text, s string }{
+		{`"type":"joined"`, `{"type":"msg"}`},
+		{`"type":"joined"`, `{"type":"joined"}`},
+		{`"type":"joined"`, many},
+		{`"type":"joined"`, many[:200]},
+		{`"type":"msg"`, `"type":"msg"`},
+		{`"type":"msg"`, `"type":"ms`},
+		{`ab`, `xxab`},
+		{`a`, `xxa`},
+		{`abc`, ``},
+		{`jj`, strings.Repeat("j", 50)},
+		{`xj`, strings.Repeat("j", 500) + "xj"},
+	} {
+		f := newFinder([]byte(tc.text))
+		if got, want := f.index([]byte(tc.s)), strings.Index(tc.s, tc.text); got != want {
+			t.Errorf("%q in %.40q: %d, want %d", tc.text, tc.s, got, want)
+		}
+	}
+}
+
+// FuzzFinder: finder.index is bytes.Index, whatever the text and input.
+func FuzzFinder(f *testing.F) {
+	f.Add([]byte(`"type":"joined"`), []byte(`{"type":"msg","ts":"1"}`))
+	f.Add([]byte(`jj`), []byte(`jjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjjj`))
+	f.Fuzz(func(t *testing.T, text, s []byte) {
+		if len(text) == 0 {
+			return
+		}
+		fd := newFinder(text)
+		if got, want := fd.index(s), bytes.Index(s, text); got != want {
+			t.Fatalf("%q in %q: %d, want %d", text, s, got, want)
+		}
+	})
 }
