@@ -714,7 +714,7 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 		err = c.pc.Feed(b, now, ev)
 	}
 	ev.Latency = nil
-	rec.latency.Settle()
+	rec.latency.SettleSome()
 	rec.latMu.Unlock()
 	cnt := c.sched.c
 	cnt.recvBytes.Add(int64(len(b)))

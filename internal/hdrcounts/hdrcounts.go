@@ -37,6 +37,11 @@ const (
 // decoder finds each value, every increment was a miss of its own behind
 // the decode's work (issue 34: the counts' increments were about 3 % of
 // the fleet's CPU beside busy loops). A full buffer counts at once.
+//
+// The lender calls SettleSome after each read, which counts the buffer
+// once it is half full: settled at every read, a read of one delivery
+// (a WebSocket room's, or UDP's) paid each increment's miss alone, 70 %
+// of the fleet's time in client.consumeAt (issue 34).
 type Counts struct {
 	c    []int64
 	n    int64 // values counted since the last Fold
@@ -90,7 +95,15 @@ func (h *Counts) Add(v int64) {
 	h.n++
 }
 
-// Settle counts the values Add kept; the lender calls it once a read.
+// SettleSome counts the values Add kept once they fill half the buffer
+// (Fold counts the rest).
+func (h *Counts) SettleSome() {
+	if h.np >= pendMax/2 {
+		h.Settle()
+	}
+}
+
+// Settle counts the values Add kept.
 func (h *Counts) Settle() {
 	c := h.c
 	for _, i := range h.pend[:h.np] {

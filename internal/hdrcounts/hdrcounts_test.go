@@ -88,18 +88,23 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 // TestSettle: values Add keeps pending are counted once, whether a
-// Settle, a full buffer (counted at once) or a Fold counts them.
+// Settle, a SettleSome, a full buffer (counted at once) or a Fold counts
+// them.
 func TestSettle(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		n      int
-		settle int // Settle after this many Adds (0: never)
+		settle int  // Settle after this many Adds (0: never)
+		some   bool // SettleSome rather than Settle (the fleet's, after each read)
 	}{
-		{"a few, folded", 10, 0},
-		{"a few, settled", 10, 5},
-		{"a buffer's worth", pendMax, pendMax},
-		{"past a full buffer", 3*pendMax + 7, 0},
-		{"past a full buffer, settled between", 3*pendMax + 7, pendMax + 1},
+		{"a few, folded", 10, 0, false},
+		{"a few, settled", 10, 5, false},
+		{"a buffer's worth", pendMax, pendMax, false},
+		{"past a full buffer", 3*pendMax + 7, 0, false},
+		{"past a full buffer, settled between", 3*pendMax + 7, pendMax + 1, false},
+		{"one a read, some settled", 3*pendMax + 7, 1, true},
+		{"sixty a read, some settled", 3*pendMax + 7, 60, true},
+		{"a buffer a read, some settled", 3 * pendMax, pendMax, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, ref := New(), newHist()
@@ -108,7 +113,11 @@ func TestSettle(t *testing.T) {
 				h.Add(v)
 				ref.RecordValue(v)
 				if tc.settle > 0 && (i+1)%tc.settle == 0 {
-					h.Settle()
+					if !tc.some {
+						h.Settle()
+					} else if h.SettleSome(); h.np >= pendMax/2 {
+						t.Fatalf("%d pending after SettleSome", h.np)
+					}
 				}
 			}
 			if h.Total() != int64(tc.n) {
