@@ -363,9 +363,7 @@ func (c *client) disconnect(reason Disconnect) {
 		if e := c.polled.Load(); e != nil {
 			// A socket the server reset raises no event on shutdown: its
 			// poller ends the reads.
-			if !c.udp {
-				c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
-			}
+			c.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
 			c.sched.poll.post(e, postEnd, time.Time{})
 			return
 		}
@@ -404,18 +402,6 @@ func (c *client) leave(deadline time.Time) {
 		c.hmu.Lock()
 		e := c.polled.Load()
 		c.hmu.Unlock()
-		if e != nil && c.udp {
-			// Handed over: the goodbye goes out as a goroutine's UDP
-			// client's (below), and the reads end now, as that client's
-			// close ends them (no FIN to drain to).
-			c.conn.SetWriteDeadline(deadline)
-			if n, err := c.conn.Write(b); err == nil && left {
-				c.sched.c.sentFrames[c.f.player.LeaveKind()].Add(1)
-				c.sched.c.sentBytes.Add(int64(n))
-			}
-			c.sched.poll.post(e, postEnd, time.Time{})
-			return
-		}
 		if e != nil {
 			// Handed over: its poller drains, bounded by the deadline.
 			if n, err := e.fd.writeBy(b, deadline); err == nil && left {
@@ -598,18 +584,9 @@ func (c *client) takeAt(b []byte, mono int64) bool {
 }
 
 // canPoll says a client's reads go to its scheduler's poller once it is
-// joined: a plain stream (TCP or WebSocket over it), not TLS; or UDP
-// that answers the server nothing (canPollUDP).
+// joined: a plain stream (TCP or WebSocket over it), not TLS.
 func (c *client) canPoll() bool {
-	return c.sched.poll != nil && c.tls == nil && !c.tlsOn && (c.raw != nil || c.canPollUDP())
-}
-
-// canPollUDP says a UDP client's reads may go to its poller: its profile
-// never answers the server (a UDP answer is a write that may wait for
-// the socket, with a deadline, and the poller must not wait for one
-// client), and it is not a WebSocket (never over UDP).
-func (c *client) canPollUDP() bool {
-	return c.udp && !c.replies && !c.ws
+	return c.sched.poll != nil && c.tls == nil && !c.tlsOn && c.raw != nil
 }
 
 // handOver gives a joined client to its scheduler's poller for good
@@ -639,54 +616,6 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 		c.readsEnded(finish(why))
 		c.polled.Store(nil)
 		fd.close()
-		c.f.untrack(c)
-		c.f.wg.Done()
-	}
-	c.polled.Store(e)
-	c.f.wg.Add(1) // done by e.ended
-	c.sched.poll.post(e, postAdd, time.Time{})
-	return true
-}
-
-// handOverUDP is handOver for a joined UDP client: the poller reads a
-// duplicate of its socket's descriptor, one datagram a read, and ends it
-// as a stream client's. The net.Conn stays open, the scheduler's sends
-// and the leave's goodbye go through it (a UDP write does not wait for
-// the peer); the poller's end of the reads closes it. Its reads were
-// each a goroutine's wake, park and recvmmsg per datagram or two: UDP
-// cost the fleet twice TCP's user time per message (issue 34).
-func (c *client) handOverUDP(finish func(error) Disconnect) bool {
-	c.hmu.Lock()
-	defer c.hmu.Unlock()
-	if c.stopping.Load() || c.dead.Load() {
-		return false
-	}
-	uc, ok := c.conn.(*net.UDPConn)
-	if !ok {
-		return false
-	}
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return false
-	}
-	nfd, derr := -1, error(nil)
-	if err := rc.Control(func(fd uintptr) { nfd, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }); err != nil || derr != nil {
-		return false
-	}
-	if err := unix.SetNonblock(nfd, true); err != nil {
-		unix.Close(nfd)
-		return false
-	}
-	fd := &rawFD{fd: nfd}
-	r := &streamReader{cl: c, size: maxReadBuf, dgram: true, polled: true}
-	r.fn = r.readFD
-	c.ev = &c.sched.poll.ev
-	e := &polled{r: r, fd: fd}
-	e.ended = func(why error) {
-		c.readsEnded(finish(why))
-		c.polled.Store(nil)
-		fd.close()
-		c.conn.Close()
 		c.f.untrack(c)
 		c.f.wg.Done()
 	}
@@ -732,7 +661,6 @@ func (c *client) upgradeTLS() error {
 // batch was read (one clock reading and one nudge a batch, as for a
 // stream read of many frames).
 func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResult) Disconnect {
-	tried := false // to hand the client to its poller
 	for {
 		n, err := ur.read()
 		var mono int64
@@ -755,21 +683,6 @@ func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResu
 				continue
 			}
 			return c.readEnded(err, res)
-		}
-		if !tried && c.joined.Load() && c.confirming == nil && c.canPoll() {
-			// Joined, and its session confirmed (the confirmation's
-			// re-sends are this goroutine's): the poller reads on.
-			tried = true
-			c.readRes, c.readReason = res, Disconnect{}
-			c.handedOver = c.handOverUDP(func(err error) Disconnect {
-				if err == nil {
-					return c.readReason // what consumeAt ended it for; none when the fleet stopped it
-				}
-				return c.readEnded(err, res)
-			})
-			if c.handedOver {
-				return Disconnect{}
-			}
 		}
 	}
 }
@@ -1152,10 +1065,9 @@ func (c *client) loggedIn(res chan<- LoginResult) {
 	}
 	c.start = c.f.now()
 	c.next = int64(c.player.LoginSteps())
-	if c.canPoll() && !c.udp {
+	if c.canPoll() {
 		// Once handed over (readStream): the scheduler writes through
-		// the poller's descriptor. (A UDP client's writes go through
-		// its net.Conn either way: handOverUDP.)
+		// the poller's descriptor.
 		c.toSched = true
 		return
 	}

@@ -21,14 +21,13 @@ import (
 )
 
 // A poller owns the sockets of its scheduler's logged-in stream clients
-// (plain TCP and WebSocket over it; and UDP, below) from one goroutine,
-// as the relay's event loops own theirs: once a client is joined its
-// reader goroutine duplicates the socket's descriptor, closes the
-// net.Conn (which takes the socket out of Go's netpoller) and returns;
-// the poller puts the descriptor in its epoll set (internal/epoll,
-// edge-triggered), reads and consumes each ready client inline, each
-// until its socket is empty, and ends it: the reason, the disconnect,
-// the close. A goroutine per
+// (plain TCP and WebSocket over it) from one goroutine, as the relay's
+// event loops own theirs: once a client is joined its reader goroutine
+// duplicates the socket's descriptor, closes the net.Conn (which takes
+// the socket out of Go's netpoller) and returns; the poller puts the
+// descriptor in its epoll set (internal/epoll, edge-triggered), reads
+// and consumes each ready client inline, each until its socket is empty,
+// and ends it: the reason, the disconnect, the close. A goroutine per
 // client parked in the runtime's netpoller cost a park and a wake per
 // read (about a microsecond, issue 34: at N:N 8x32 some 25 deliveries a
 // read), and a socket in both the runtime's epoll set and the poller's
@@ -50,15 +49,8 @@ import (
 // scheduler and a leave write through the descriptor's reference count
 // (rawFD): the poller's close waits for none of them and happens after
 // the last. TLS clients stay on their goroutine (their records are opened
-// with the tls.Conn's state, and TLS may start in band). A UDP client's
-// reads are a datagram each (streamReader.dgram); its net.Conn stays
-// open for its writes, and in the runtime's epoll set (an arrival's
-// second callback, a goroutine's wake and park no more: its user time
-// a message at N:N 8x32 fell by a quarter, issue 34). One that answers
-// the server stays on its goroutine (its
-// answers' writes may wait for the socket), reading with recvmmsg
-// (udpread.go), and so does every UDP client until its join is
-// confirmed (the join's retries are its goroutine's).
+// with the tls.Conn's state, and TLS may start in band), and so do UDP
+// ones (udpread.go batches those with recvmmsg already).
 type poller struct {
 	set *epoll.Set
 	ep  *os.File // the set's descriptor (a dup) as the runtime parks on it: never its Fd(), that makes it blocking

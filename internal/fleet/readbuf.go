@@ -99,12 +99,6 @@ type streamReader struct {
 	// a socket that reported a hang-up or an error: a reset after the
 	// last bytes leaves TCP_INQ at 0 and raises no further event).
 	toEnd bool
-	// dgram: the socket is a UDP client's (polled, client.handOverUDP):
-	// each read is one datagram, consumed alone, and says nothing of
-	// what else waits (read until EAGAIN); an empty one ends nothing.
-	// Its reads are maxReadBuf always: a datagram longer than the
-	// buffer would be cut, not read in parts.
-	dgram bool
 	// at is the fleet clock at which the poller's batched read of these
 	// bytes was made (readRound), 0 for a read now: the deliveries'
 	// latency ends when the bytes were read, not when their turn in the
@@ -183,8 +177,6 @@ func (r *streamReader) finish(b []byte, epoch int64, n, left int, err error) boo
 		r.err = err
 		r.marker.ended()
 		return true
-	case n == 0 && r.dgram:
-		return true // an empty datagram: nothing to consume, more may wait
 	case n == 0:
 		r.err = io.EOF
 		r.marker.ended()
@@ -196,10 +188,8 @@ func (r *streamReader) finish(b []byte, epoch int64, n, left int, err error) boo
 		r.marker.ended()
 		return true
 	}
-	if !r.dgram {
-		r.adapt(n)
-	}
-	more := full || left != 0 || r.toEnd || r.dgram
+	r.adapt(n)
+	more := full || left != 0 || r.toEnd
 	if r.canYield != nil && r.canYield() {
 		// Hand over now (the login just ended): the poller reads
 		// what is left. A socket this read emptied is marked so

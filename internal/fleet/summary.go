@@ -99,9 +99,9 @@ type Summary struct {
 	ProcessPeakRSSBytes int64   `json:"fleet_process_peak_rss_bytes"`
 	ProcessCPUMSPer1k   float64 `json:"fleet_process_cpu_ms_per_1k_messages"`
 	// ClientsPolled counts the logged-in clients their schedulers'
-	// pollers read (poll.go: plain TCP and WebSocket over it, and UDP
-	// that answers the server nothing, without a goroutine of their
-	// own); TLS clients are not. Merged: the sum over the shards.
+	// pollers read (poll.go: plain TCP and WebSocket over it, without a
+	// goroutine of their own); TLS and UDP clients are not. Merged: the
+	// sum over the shards.
 	ClientsPolled int64 `json:"clients_polled,omitempty"`
 	// Saturation counts the progress intervals in which the fleet was
 	// saturated, by kind (lag, cpu); empty when it never was.
