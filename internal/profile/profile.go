@@ -132,13 +132,41 @@ type matcher struct {
 	hasByte bool
 	prefix  []byte
 	re      *regexp.Regexp
-	// lit finds re's text when re is nothing but that text (say
-	// '"type":"msg"', the usual kind of a JSON protocol): a match is then
-	// a vectorised scan (finder), where the regexp package ran its
-	// backtracker and pool after bytes.Index, a fifth of the fleet's user
-	// time per WebSocket delivery (issue 34). Its text is nil otherwise.
+	// lit finds re's text when re is nothing but that text, perhaps
+	// anchored (say '"type":"msg"', the usual kind of a JSON protocol, or
+	// '^42', socket.io's event), where litAt says: a match is then a
+	// vectorised scan (finder) or a comparison, where the regexp package
+	// ran its backtracker and pool after bytes.Index, a fifth of the
+	// fleet's user time per WebSocket delivery (issue 34). Its text is
+	// nil otherwise.
 	lit     finder
+	litAt   litAnchor
 	command []byte
+}
+
+// litAnchor is where a literal regexp's text must be: anywhere, or
+// anchored at the start (^), the end ($: the end of the message; a Go
+// regexp's $ is not before a final newline), or both.
+type litAnchor uint8
+
+const (
+	litAnywhere litAnchor = iota
+	litPrefix
+	litSuffix
+	litWhole
+)
+
+// matchLit is match for a literal regexp.
+func (m *matcher) matchLit(b []byte) bool {
+	switch m.litAt {
+	case litPrefix:
+		return bytes.HasPrefix(b, m.lit.text)
+	case litSuffix:
+		return bytes.HasSuffix(b, m.lit.text)
+	case litWhole:
+		return bytes.Equal(b, m.lit.text)
+	}
+	return m.lit.index(b) >= 0
 }
 
 func (m *matcher) match(b []byte) bool {
@@ -148,7 +176,7 @@ func (m *matcher) match(b []byte) bool {
 	case m.prefix != nil:
 		return m.offset <= len(b) && bytes.HasPrefix(b[m.offset:], m.prefix)
 	case m.lit.text != nil:
-		return m.lit.index(b) >= 0
+		return m.matchLit(b)
 	case m.re != nil:
 		return m.re.Match(b)
 	case m.command != nil:
@@ -572,27 +600,54 @@ func compileKinds(path string, ks []KindSpec) ([]kind, error) {
 var validName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // literalOf is the text a regexp matches when it is nothing but that
-// text (perhaps in a group), and nil otherwise: anchors, case folding or
-// any operator make it a regexp. (Not regexp.LiteralPrefix: it calls
-// `^abc$` wholly literal.) A U+FFFD in the text stays a regexp, which
-// matches it against invalid UTF-8 in a message as bytes.Contains would
-// not.
-func literalOf(expr string) []byte {
+// text (perhaps in a group), perhaps anchored at the message's start or
+// end, and where; ok false otherwise: case folding, a line anchor or any
+// operator make it a regexp. (Not regexp.LiteralPrefix: it calls `^abc$`
+// wholly literal, as if unanchored.) A U+FFFD in the text stays a
+// regexp, which matches it against invalid UTF-8 in a message as a
+// comparison of bytes would not.
+func literalOf(expr string) (text []byte, at litAnchor, ok bool) {
 	re, err := syntax.Parse(expr, syntax.Perl)
 	if err != nil {
-		return nil
+		return nil, 0, false
 	}
-	re = re.Simplify()
+	re = uncaptured(re.Simplify())
+	subs := []*syntax.Regexp{re}
+	if re.Op == syntax.OpConcat {
+		subs = re.Sub
+	}
+	begin := len(subs) > 1 && subs[0].Op == syntax.OpBeginText
+	if begin {
+		subs = subs[1:]
+	}
+	end := len(subs) > 1 && subs[len(subs)-1].Op == syntax.OpEndText
+	if end {
+		subs = subs[:len(subs)-1]
+	}
+	if len(subs) != 1 {
+		return nil, 0, false
+	}
+	lit := uncaptured(subs[0])
+	if lit.Op != syntax.OpLiteral || lit.Flags&syntax.FoldCase != 0 || len(lit.Rune) == 0 || slices.Contains(lit.Rune, utf8.RuneError) {
+		return nil, 0, false
+	}
+	switch {
+	case begin && end:
+		at = litWhole
+	case begin:
+		at = litPrefix
+	case end:
+		at = litSuffix
+	}
+	return []byte(string(lit.Rune)), at, true
+}
+
+// uncaptured is re without the groups around it.
+func uncaptured(re *syntax.Regexp) *syntax.Regexp {
 	for re.Op == syntax.OpCapture {
 		re = re.Sub[0]
 	}
-	if re.Op != syntax.OpLiteral || re.Flags&syntax.FoldCase != 0 || len(re.Rune) == 0 {
-		return nil
-	}
-	if slices.Contains(re.Rune, utf8.RuneError) {
-		return nil
-	}
-	return []byte(string(re.Rune))
+	return re
 }
 
 func compileMatch(path string, s MatchSpec) (*matcher, error) {
@@ -635,8 +690,8 @@ func compileMatch(path string, s MatchSpec) (*matcher, error) {
 		}
 		m.re = re
 		if re != nil {
-			if lit := literalOf(s.Regexp); lit != nil {
-				m.lit = newFinder(lit)
+			if lit, at, ok := literalOf(s.Regexp); ok {
+				m.lit, m.litAt = newFinder(lit), at
 			}
 		}
 	}
