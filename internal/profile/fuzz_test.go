@@ -1,10 +1,12 @@
 package profile
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -237,8 +239,10 @@ func FuzzUnit(f *testing.F) {
 }
 
 // FuzzStamp decodes arbitrary bytes as every stamp encoding and finds
-// stamp places in arbitrary messages: a written stamp reads back, a place
-// lies inside the message, nothing panics. Seeds are in
+// stamp places in arbitrary messages: a written stamp reads back, a
+// decimal one reads as strconv reads it, a place lies inside the message,
+// a JSON string's place is the one a byte-by-byte scan finds, nothing
+// panics. Seeds are in
 // testdata/fuzz/FuzzStamp.
 func FuzzStamp(f *testing.F) {
 	f.Add(uint8(1), []byte(`{"ts":"0000000000000000000"}`), int16(-19), int64(1764000000000000000))
@@ -254,12 +258,61 @@ func FuzzStamp(f *testing.F) {
 				t.Fatalf("%s: wrote %d as %q, read %d %v", enc, now, b, got, ok)
 			}
 		}
-		for _, r := range []*stampRule{{enc: enc}, {enc: enc, key: []byte(`"ts"`)}, {enc: enc, re: regexp.MustCompile(`ts=(\w*)`)}} {
+		if enc == encDecimal {
+			got, ok := enc.read(data)
+			want, err := strconv.ParseInt(string(data), 10, 64)
+			wantOK := err == nil && len(data) <= 19 && data[0] != '-' && data[0] != '+'
+			if ok != wantOK || (ok && got != want) {
+				t.Fatalf("decimal %q: %d %v, strconv says %d %v", data, got, ok, want, err)
+			}
+		}
+		key := []byte(`"ts"`)
+		for _, r := range []*stampRule{{enc: enc}, {enc: enc, key: key, keyF: newFinder(key)}, {enc: enc, re: regexp.MustCompile(`ts=(\w*)`)}} {
 			if from, to, ok := r.place(data, int(off)); ok && (from < 0 || to > len(data) || from > to) {
 				t.Fatalf("place [%d, %d) outside %d bytes", from, to, len(data))
 			}
 		}
+		if len(data) > 0 {
+			// any key: the data's first bytes, quoted or not
+			k := data[:1+int(uint16(off))%len(data)]
+			f := newFinder(k)
+			from, to, ok := jsonString(data, &f)
+			wf, wt, wok := jsonStringBytewise(data, k)
+			if from != wf || to != wt || ok != wok {
+				t.Fatalf("key %q in %q: [%d, %d) %v, want [%d, %d) %v", k, data, from, to, ok, wf, wt, wok)
+			}
+		}
 	})
+}
+
+// jsonStringBytewise is jsonString as it was before its finder and its
+// scan for quotes (issue 34): bytes.Index, then byte by byte.
+func jsonStringBytewise(b, key []byte) (from, to int, ok bool) {
+	for off := 0; off < len(b); {
+		i := bytes.Index(b[off:], key)
+		if i < 0 {
+			return 0, 0, false
+		}
+		k := skipSpace(b, off+i+len(key))
+		off += i + 1
+		if k >= len(b) || b[k] != ':' {
+			continue
+		}
+		k = skipSpace(b, k+1)
+		if k >= len(b) || b[k] != '"' {
+			continue
+		}
+		for j := k + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return k + 1, j, true
+			}
+		}
+		return 0, 0, false
+	}
+	return 0, 0, false
 }
 
 // FuzzFresh rewrites an arbitrary recorded message's fresh field (a

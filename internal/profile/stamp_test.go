@@ -358,3 +358,24 @@ latency: {send: chat, delivery: chat, json: ts, encoding: decimal, add: true}
 		t.Errorf("add without json: %v", err)
 	}
 }
+
+// BenchmarkStampRead is what a delivery of wsroom's (the k6 comparison's
+// server, bench/wsroom.yaml) costs to find and decode its stamp: the JSON
+// string "ts" in a 200-byte message and its 19 digits (issue 34: 54 and
+// 36 ns with bytes.Index and strconv.ParseInt).
+func BenchmarkStampRead(b *testing.B) {
+	msg := []byte(`{"type":"msg","ts":"1732870000123456789","pad":"` + strings.Repeat("x", 150) + `"}`)
+	key := []byte(`"ts"`)
+	r := &stampRule{enc: encDecimal, key: key, keyF: newFinder(key)}
+	b.Run("place", func(b *testing.B) {
+		for b.Loop() {
+			r.place(msg, 0)
+		}
+	})
+	b.Run("decimal", func(b *testing.B) {
+		d := msg[20:39]
+		for b.Loop() {
+			r.enc.read(d)
+		}
+	})
+}
