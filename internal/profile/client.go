@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // NewClient implements Player.
@@ -209,7 +210,14 @@ func (p *Profile) fixFraming(m []byte) []byte {
 
 // client is one client of a Script.
 type client struct {
-	s       *Script
+	s *Script
+	// Owned by the reader, and with s the line a read touches first
+	// (HotLines).
+	rest     []byte
+	okSeen   bool
+	loggedIn bool
+	stage    int // the login step awaited
+
 	own     [][]byte
 	upgrade []byte
 	// vals are the correlated values the server handed this client,
@@ -233,12 +241,13 @@ type client struct {
 	// (rooms.assigned_by: server), written once by the reader.
 	instance atomic.Pointer[string]
 
-	// Owned by the reader.
-	rest     []byte
-	okSeen   bool
-	loggedIn bool
-	stage    int      // the login step awaited
-	caps     [][]byte // a reaction's captures (scratch)
+	caps [][]byte // a reaction's captures (scratch: the reader's)
+}
+
+// HotLines implements HotLines: the first line, the script and the
+// reader's state (the rest are the sender's, or a reaction's).
+func (c *client) HotLines(dst []uintptr) []uintptr {
+	return append(dst, uintptr(unsafe.Pointer(c)))
 }
 
 // UpgradeRequest implements Client.
