@@ -161,8 +161,7 @@ func (c *client) frame(b []byte, start int) []byte {
 		zipBufs.Put(zb)
 		return b
 	}
-	msg := append([]byte(nil), b[start:]...)
-	return profile.AppendWSFrame(b[:start], op, msg, c.wsKey)
+	return profile.FrameWS(b, start, op, c.wsKey)
 }
 
 // feedWS reassembles the server's frames: data messages go to the

@@ -197,3 +197,69 @@ func TestWebSocketMessageEndsLines(t *testing.T) {
 		t.Fatalf("a profile that drops deliveries passed: problems %q", r.Problems)
 	}
 }
+
+// TestFrameWS: a message framed in place is the frame AppendWSFrame makes
+// of it, byte for byte (header, key, masked payload), at every length
+// class of the header and around the eight-byte steps of the masking,
+// after any bytes already in the buffer; a reader gets the message back.
+func TestFrameWS(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		prefix int
+		size   int
+		key    []byte
+	}{
+		{"empty, unmasked", 0, 0, nil},
+		{"empty, masked", 3, 0, []byte{1, 2, 3, 4}},
+		{"seven", 0, 7, []byte{0xff, 0, 0x80, 1}},
+		{"eight", 5, 8, []byte{9, 8, 7, 6}},
+		{"nine", 0, 9, []byte{9, 8, 7, 6}},
+		{"125: one-byte length", 2, 125, []byte{1, 2, 3, 4}},
+		{"126: two-byte length", 0, 126, []byte{1, 2, 3, 4}},
+		{"65535", 1, 65535, []byte{0xde, 0xad, 0xbe, 0xef}},
+		{"65536: eight-byte length", 0, 65536, []byte{0xde, 0xad, 0xbe, 0xef}},
+		{"300, unmasked", 4, 300, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := make([]byte, tc.size)
+			for i := range msg {
+				msg[i] = byte(i*7 + 3)
+			}
+			prefix := bytes.Repeat([]byte{'p'}, tc.prefix)
+			want := AppendWSFrame(append([]byte(nil), prefix...), WSText, msg, tc.key)
+			got := FrameWS(append(append([]byte(nil), prefix...), msg...), tc.prefix, WSText, tc.key)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("in place: % x...\nappended: % x...", got[:min(len(got), 24)], want[:min(len(want), 24)])
+			}
+			var r WSReader
+			var back []byte
+			if err := r.Feed(got[tc.prefix:], func(m WSMessage) error { back = append(back[:0], m.Payload...); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(back, msg) {
+				t.Fatalf("read back %d bytes, want %d", len(back), len(msg))
+			}
+		})
+	}
+}
+
+// BenchmarkFrameWS frames and masks a 200-byte message as a client sends
+// it: in place (FrameWS), or copied out first and appended (the sender's
+// way before, issue 34).
+func BenchmarkFrameWS(b *testing.B) {
+	msg := bytes.Repeat([]byte{'x'}, 200)
+	key := []byte{1, 2, 3, 4}
+	buf := make([]byte, 0, 512)
+	b.Run("in place", func(b *testing.B) {
+		for b.Loop() {
+			buf = FrameWS(append(buf[:0], msg...), 0, WSText, key)
+		}
+	})
+	b.Run("copy and append", func(b *testing.B) {
+		for b.Loop() {
+			b := append(buf[:0], msg...)
+			m := append([]byte(nil), b...)
+			buf = AppendWSFrame(b[:0], WSText, m, key)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // WebSocket opcodes (RFC 6455 §5.2).
@@ -82,9 +83,8 @@ func nextWSFrame(b []byte, max int, rsv1 bool) (f WSFrame, ok bool, err error) {
 	f.Payload = b[h:f.Len]
 	if masked {
 		p := make([]byte, n)
-		for i := range p {
-			p[i] = f.Payload[i] ^ key[i&3]
-		}
+		copy(p, f.Payload)
+		maskWS(p, key)
 		f.Payload = p
 	}
 	return f, true, nil
@@ -184,12 +184,42 @@ func AppendWSDeflated(dst []byte, op byte, payload []byte, key []byte) []byte {
 }
 
 func appendWSFrame(dst []byte, b0 byte, payload []byte, key []byte) []byte {
+	dst = appendWSHeader(dst, b0, len(payload), key)
+	start := len(dst)
+	dst = append(dst, payload...)
+	if key != nil {
+		maskWS(dst[start:], key)
+	}
+	return dst
+}
+
+// FrameWS puts the message at b[start:] into one final frame with opcode
+// op, masked with key when key is not nil, in place: the payload moves up
+// by the header's size. It is AppendWSFrame(b[:start], op, b[start:],
+// key) without the copy of the payload that needs (a sender's per-send
+// allocation, issue 34).
+func FrameWS(b []byte, start int, op byte, key []byte) []byte {
+	n := len(b) - start
+	var hdr [14]byte
+	h := appendWSHeader(hdr[:0], 0x80|op, n, key)
+	b = slices.Grow(b, len(h))[:len(b)+len(h)]
+	copy(b[start+len(h):], b[start:start+n])
+	copy(b[start:], h)
+	if key != nil {
+		maskWS(b[start+len(h):], key)
+	}
+	return b
+}
+
+// appendWSHeader appends a frame's header: its first byte b0, the payload
+// length n, the masking key when there is one.
+func appendWSHeader(dst []byte, b0 byte, n int, key []byte) []byte {
 	dst = append(dst, b0)
 	var m byte
 	if key != nil {
 		m = 0x80
 	}
-	switch n := len(payload); {
+	switch {
 	case n < 126:
 		dst = append(dst, m|byte(n))
 	case n <= 0xffff:
@@ -199,16 +229,24 @@ func appendWSFrame(dst []byte, b0 byte, payload []byte, key []byte) []byte {
 		dst = append(dst, m|127)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(n))
 	}
-	if key == nil {
-		return append(dst, payload...)
-	}
-	dst = append(dst, key[:4]...)
-	start := len(dst)
-	dst = append(dst, payload...)
-	for i := range payload {
-		dst[start+i] ^= key[i&3]
+	if key != nil {
+		dst = append(dst, key[:4]...)
 	}
 	return dst
+}
+
+// maskWS XORs p with key (4 bytes), byte i with key[i%4], eight bytes
+// at a time.
+func maskWS(p, key []byte) {
+	k := uint64(binary.LittleEndian.Uint32(key))
+	k |= k << 32
+	i := 0
+	for ; i+8 <= len(p); i += 8 {
+		binary.LittleEndian.PutUint64(p[i:], binary.LittleEndian.Uint64(p[i:])^k)
+	}
+	for ; i < len(p); i++ {
+		p[i] ^= key[i&3]
+	}
 }
 
 // NewWSKey returns a random 4-byte masking key.
