@@ -119,7 +119,7 @@ type stampRule struct {
 	enc                        stampEncoding
 	re                         *regexp.Regexp // group 1 is the place
 	key                        []byte         // a JSON key, quoted
-	keyF                       finder         // key's
+	keyF                       finder         // looks for key (newFinder(key))
 	add                        bool           // put the key into a send without it
 }
 
@@ -209,8 +209,9 @@ func skipSpace(b []byte, i int) int {
 }
 
 // readDecimal reads 1 to 19 decimal digits, no sign, as a non-negative
-// int64 (what strconv.ParseInt accepts of them, at a tenth of its cost: it
-// was a twentieth of the fleet's user time a WebSocket delivery, issue 34).
+// int64: what strconv.ParseInt accepts of them, at a third of its cost
+// (13 against 36 ns for 19 digits; ParseInt was about 4 % of the fleet's
+// user time a WebSocket delivery, issue 34).
 func readDecimal(b []byte) (int64, bool) {
 	if len(b) == 0 || len(b) > 19 {
 		return 0, false
