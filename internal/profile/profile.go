@@ -940,8 +940,7 @@ func (p *Profile) compileStamp(l *LatencySpec, deliveryOK bool) (*stampRule, err
 	}
 	if l.JSON != "" {
 		places++
-		st.key = strconv.AppendQuote(nil, l.JSON)
-		st.keyF = newFinder(st.key)
+		st.key = newFinder(strconv.AppendQuote(nil, l.JSON))
 	}
 	if l.Add && l.JSON == "" {
 		errs.add(bad("latency.add", "adds a JSON field: give latency.json"))

@@ -118,8 +118,7 @@ type stampRule struct {
 	sendOffset, deliveryOffset int
 	enc                        stampEncoding
 	re                         *regexp.Regexp // group 1 is the place
-	key                        []byte         // a JSON key, quoted
-	keyF                       finder         // looks for key (newFinder(key))
+	key                        finder         // a JSON key, quoted (its text); nil text: none
 	add                        bool           // put the key into a send without it
 }
 
@@ -134,8 +133,8 @@ func (r *stampRule) place(body []byte, off int) (from, to int, ok bool) {
 			return 0, 0, false
 		}
 		return m[2], m[3], true
-	case r.key != nil:
-		return jsonString(body, &r.keyF)
+	case r.key.text != nil:
+		return jsonString(body, &r.key)
 	}
 	if off < 0 {
 		off += len(body)
@@ -149,8 +148,8 @@ func (r *stampRule) where(off int) string {
 	switch {
 	case r.re != nil:
 		return fmt.Sprintf("regexp %q", r.re)
-	case r.key != nil:
-		return fmt.Sprintf("JSON field %s", r.key)
+	case r.key.text != nil:
+		return fmt.Sprintf("JSON field %s", r.key.text)
 	}
 	return fmt.Sprintf("offset %d", off)
 }
@@ -261,14 +260,14 @@ func (p *Profile) makeRoom(m []byte) ([]byte, error) {
 	r := p.stamp
 	body := p.stampBody(m)
 	from, to, ok := r.place(body, r.sendOffset)
-	if ok && r.enc == encBinary && r.re == nil && r.key == nil {
+	if ok && r.enc == encBinary && r.re == nil && r.key.text == nil {
 		return m, nil
 	}
 	if !ok && r.add {
 		if i := bytes.IndexByte(body, '{'); i >= 0 {
 			// "ts":"" first in the first object (a comma when it has
 			// others), then room is made in it as in any send.
-			field := append(append(append([]byte(nil), r.key...), ':', '"', '"'), ',')
+			field := append(append(append([]byte(nil), r.key.text...), ':', '"', '"'), ',')
 			if j := skipSpace(body, i+1); j < len(body) && body[j] == '}' {
 				field = field[:len(field)-1]
 			}
@@ -315,7 +314,7 @@ func (p *Profile) stampProblem(m []byte, wsText bool) string {
 			if i < 0 {
 				break
 			}
-			if s := off + i; s < to && s+len(d) > from && r.re == nil && r.key == nil {
+			if s := off + i; s < to && s+len(d) > from && r.re == nil && r.key.text == nil {
 				return fmt.Sprintf("the stamp at %s (bytes %d to %d) would overwrite the delimiter %q at byte %d", r.where(r.sendOffset), from, to, d, s)
 			}
 			off += i + len(d)

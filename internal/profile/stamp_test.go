@@ -366,7 +366,7 @@ latency: {send: chat, delivery: chat, json: ts, encoding: decimal, add: true}
 func BenchmarkStampRead(b *testing.B) {
 	msg := []byte(`{"type":"msg","ts":"1732870000123456789","pad":"` + strings.Repeat("x", 150) + `"}`)
 	key := []byte(`"ts"`)
-	r := &stampRule{enc: encDecimal, key: key, keyF: newFinder(key)}
+	r := &stampRule{enc: encDecimal, key: newFinder(key)}
 	b.Run("place", func(b *testing.B) {
 		for b.Loop() {
 			r.place(msg, 0)
