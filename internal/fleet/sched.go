@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/reprise-harness/reprise/internal/finetimer"
 	"github.com/reprise-harness/reprise/internal/uring"
 )
 
@@ -30,10 +31,15 @@ const (
 // There is one scheduler per core, never a timer per client, and it
 // never waits on a socket.
 type scheduler struct {
-	f    *Fleet
-	c    *counters
-	rec  *hists
-	wake chan struct{}
+	f   *Fleet
+	c   *counters
+	rec *hists
+	// timer is what run sleeps on until the next due send, and what
+	// other goroutines kick to wake it: a timerfd (internal/finetimer),
+	// since a Go timer fires up to a millisecond late whenever the
+	// fleet has nothing else to run, and every send of a lightly loaded
+	// fleet was late by half a millisecond at the median (issue 34).
+	timer *finetimer.Timer
 	// poll reads its logged-in stream clients (nil: each client's
 	// goroutine reads); set by Run before the first login.
 	poll *poller
@@ -75,7 +81,7 @@ type scheduler struct {
 }
 
 func newScheduler(f *Fleet, c *counters, rec *hists) *scheduler {
-	s := &scheduler{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
+	s := &scheduler{f: f, c: c, rec: rec, timer: finetimer.New(), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
 	s.sleepUntil.Store(never)
 	return s
 }
@@ -85,10 +91,7 @@ func (s *scheduler) add(c *client) {
 	s.mu.Lock()
 	s.incoming = append(s.incoming, c)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.timer.Kick()
 }
 
 func (s *scheduler) takeIncoming() {
@@ -107,10 +110,7 @@ func (s *scheduler) retryBacklog(c *client) {
 	s.mu.Lock()
 	s.retry = append(s.retry, c)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.timer.Kick()
 }
 
 // drainRetries writes what it can of the listed backlogs at fleet clock
@@ -143,8 +143,8 @@ func (s *scheduler) drainRetries(now int64) bool {
 
 // run schedules until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
+	defer s.timer.Close()
+	defer context.AfterFunc(ctx, s.timer.Kick)()
 	if s.ring != nil {
 		defer s.ring.Close()
 	}
@@ -193,14 +193,11 @@ func (s *scheduler) run(ctx context.Context) {
 			wait, due = time.Duration(backlogRetry), now+backlogRetry
 		}
 		s.sleepUntil.Store(due)
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.wake:
-		case <-timer.C:
-		}
+		s.timer.Wait(wait)
 		s.sleepUntil.Store(never)
+		if ctx.Err() != nil {
+			return
+		}
 	}
 }
 
@@ -356,10 +353,7 @@ func (s *scheduler) sent(c *client, b []byte, ends []int, res int32, now int64) 
 // pokers only one sends.
 func (s *scheduler) poke(due int64) {
 	if s.sleepUntil.CompareAndSwap(due, never) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.timer.Kick()
 	}
 }
 
