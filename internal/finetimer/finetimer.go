@@ -51,6 +51,13 @@ type Timer struct {
 	fine bool
 
 	slow *time.Timer // for waits under Coarse
+
+	// A timerfd wait's, for goOn (a method value made once: a closure
+	// made at each wait would be an allocation each).
+	deadline int64
+	its      unix.ItimerSpec
+	serr     error
+	goOn     func(uintptr) bool
 }
 
 // Coarse is the wait under which a Timer uses a Go timer. A loop that
@@ -77,6 +84,7 @@ func New() *Timer {
 		return t
 	}
 	t.file, t.rc, t.fd, t.fine = f, rc, fd, true
+	t.goOn = t.lookAgain
 	return t
 }
 
@@ -91,33 +99,35 @@ func (t *Timer) Wait(d time.Duration) (kicked bool) {
 	if !t.fine || d < Coarse {
 		return t.waitSlow(d)
 	}
-	deadline := monotonic() + int64(d)
-	its := unix.ItimerSpec{Value: unix.NsecToTimespec(deadline)}
-	// The function runs once the runtime has reset the descriptor's
-	// readiness, then at each edge. It asks whether to go on by the
-	// clock and the kick, not by the descriptor, and arms the timer
-	// each time it waits on: an expiry before that reset would be lost
-	// to the wait, and a Kick's expiry can replace this Wait's (a Kick
-	// whose kick an earlier Wait took, or one between the look and the
-	// arming), but then raises an edge, and the function looks again.
-	// The expirations' count is never read: timerfd_settime clears it.
-	var serr error
-	t.onFD.Store(true) // before the function's first look at the kick
-	err := t.rc.Read(func(uintptr) bool {
-		if t.kicked.Load() || monotonic() >= deadline {
-			return true
-		}
-		if serr = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &its, nil); serr != nil {
-			return true
-		}
-		return t.kicked.Load()
-	})
+	t.deadline = monotonic() + int64(d)
+	t.its = unix.ItimerSpec{Value: unix.NsecToTimespec(t.deadline)}
+	t.serr = nil
+	t.onFD.Store(true) // before lookAgain's first look at the kick
+	err := t.rc.Read(t.goOn)
 	t.onFD.Store(false)
-	if err != nil || serr != nil { // not seen: the file is the waiter's, without deadlines
+	if err != nil || t.serr != nil { // not seen: the file is the waiter's, without deadlines
 		t.fine = false
-		return t.waitSlow(time.Duration(deadline - monotonic()))
+		return t.waitSlow(time.Duration(t.deadline - monotonic()))
 	}
 	return t.takeKick()
+}
+
+// lookAgain says whether a timerfd wait is over. The runtime calls it once
+// it has reset the descriptor's readiness, then at each edge. It asks the
+// clock and the kick, not the descriptor, and arms the timer each time
+// the wait goes on: an expiry before that reset would be lost to the
+// wait, and a Kick's expiry can replace this wait's (a Kick whose kick an
+// earlier Wait took, or one between the look and the arming), but then
+// raises an edge, and it looks again. The expirations' count is never
+// read: timerfd_settime clears it.
+func (t *Timer) lookAgain(uintptr) bool {
+	if t.kicked.Load() || monotonic() >= t.deadline {
+		return true
+	}
+	if t.serr = unix.TimerfdSettime(t.fd, unix.TFD_TIMER_ABSTIME, &t.its, nil); t.serr != nil {
+		return true
+	}
+	return t.kicked.Load()
 }
 
 // takeKick takes a pending kick.

@@ -139,3 +139,13 @@ func BenchmarkLateness(b *testing.B) {
 		})
 	}
 }
+
+// TestWaitAllocs: a wait on the timerfd allocates nothing (the scheduler
+// waits thousands of times a second).
+func TestWaitAllocs(t *testing.T) {
+	tm := New()
+	defer tm.Close()
+	if a := testing.AllocsPerRun(20, func() { tm.Wait(Coarse) }); a > 0 {
+		t.Errorf("Wait(Coarse) allocates %.1f times", a)
+	}
+}
