@@ -374,7 +374,9 @@ func (p *poller) readEach(evs []readyEv, again []*polled) {
 		if e == nil || p.gens[x.slot] != x.gen {
 			continue // ended meanwhile (the inbox), its slot free or taken again
 		}
-		e.r.toEnd = e.r.toEnd || x.hup
+		if x.hup {
+			e.r.toEnd = true
+		}
 		if e.in && !e.again {
 			read = p.readYielding(e, read)
 		}
@@ -512,12 +514,20 @@ func (p *poller) readClient(e *polled) {
 // read(2) path takes them.
 func (p *poller) batchOf(evs []readyEv, again []*polled) []*polled {
 	list := p.rb.list[:0]
-	for _, x := range evs {
+	for i := range min(prefetchAhead, len(evs)) {
+		prefetch.Lines(&p.hot[evs[i].slot])
+	}
+	for i, x := range evs {
+		if j := i + prefetchAhead; j < len(evs) {
+			prefetch.Lines(&p.hot[evs[j].slot])
+		}
 		e := p.slots[x.slot]
 		if e == nil || p.gens[x.slot] != x.gen {
 			continue // ended meanwhile (the inbox), its slot free or taken again
 		}
-		e.r.toEnd = e.r.toEnd || x.hup
+		if x.hup {
+			e.r.toEnd = true
+		}
 		if e.in && !e.again {
 			list = append(list, e)
 		}
