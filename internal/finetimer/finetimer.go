@@ -50,7 +50,7 @@ type Timer struct {
 	fd   int
 	fine bool
 
-	slow *time.Timer // for waits under Coarse
+	slow *time.Timer // WaitCoarse's, and Wait's without a timerfd
 
 	// A timerfd wait's, for goOn (a method value made once: a closure
 	// made at each wait would be an allocation each).
@@ -59,13 +59,6 @@ type Timer struct {
 	serr     error
 	goOn     func(uintptr) bool
 }
-
-// Coarse is the wait under which a Timer uses a Go timer. A loop that
-// waits that briefly, again and again, keeps the runtime busy, and then
-// a Go timer is on time within a few hundred microseconds; a timerfd's
-// wake for each such wait raised the fleet's CPU by a tenth and more at
-// N:N (issue 34).
-const Coarse = time.Millisecond
 
 // New returns a stopped Timer.
 func New() *Timer {
@@ -88,15 +81,15 @@ func New() *Timer {
 	return t
 }
 
-// Fine reports whether the Timer's waits of Coarse and more are on a
-// timerfd (false: on a Go timer, as precise as the runtime's).
+// Fine reports whether Wait waits on a timerfd (false: on a Go timer, as
+// precise as the runtime's).
 func (t *Timer) Fine() bool { return t.fine }
 
 // Wait returns once d has passed, or at once if Kick was called since the
-// last Wait returned (or is called during this one); kicked says which.
+// last wait returned (or is called during this one); kicked says which.
 // A d of zero or less returns at once.
 func (t *Timer) Wait(d time.Duration) (kicked bool) {
-	if !t.fine || d < Coarse {
+	if !t.fine {
 		return t.waitSlow(d)
 	}
 	t.deadline = monotonic() + int64(d)
@@ -130,6 +123,13 @@ func (t *Timer) lookAgain(uintptr) bool {
 	return t.kicked.Load()
 }
 
+// WaitCoarse is Wait on a Go timer: no system call, and on time within a
+// few hundred microseconds while the process is busy, but up to a
+// millisecond late when it is idle. For a loop that waits briefly again
+// and again: a timerfd's wake for each of those waits raised the fleet's
+// CPU by a tenth and more at N:N (issue 34).
+func (t *Timer) WaitCoarse(d time.Duration) (kicked bool) { return t.waitSlow(d) }
+
 // takeKick takes a pending kick.
 func (t *Timer) takeKick() bool {
 	if !t.kicked.Swap(false) {
@@ -142,7 +142,7 @@ func (t *Timer) takeKick() bool {
 	return true
 }
 
-// waitSlow is Wait on the Go timer.
+// waitSlow waits on the Go timer.
 func (t *Timer) waitSlow(d time.Duration) bool {
 	if t.takeKick() {
 		return true

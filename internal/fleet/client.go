@@ -616,7 +616,7 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 	// clients one after another, so the counts' lock is never contended
 	// from here.
 	c.rec = c.f.stats.rec[c.sched.index]
-	r.handedOver()          // after c.raw's write: the drain reads c.raw once marked
+	r.handedOver() // after c.raw's write: the drain reads c.raw once marked
 	e := &polled{r: r, fd: fd}
 	e.ended = func(why error) {
 		c.readsEnded(finish(why))

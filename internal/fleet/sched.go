@@ -21,6 +21,17 @@ const (
 	// nudgeSlack is how late past its due time a sleeping scheduler may
 	// be before a reader wakes it (see scheduler.sleepUntil).
 	nudgeSlack = int64(100 * time.Microsecond)
+	// fineWait: a scheduler waits on a timerfd (finetimer's Wait)
+	// unless it is busy, woken less than fineWait after its last wake
+	// with less than fineWait to wait (then WaitCoarse, a Go timer). A
+	// Go timer fires up to a millisecond late whenever the fleet has
+	// nothing else to run (Go's netpoller sleeps in whole milliseconds:
+	// golang/go#53824): a lightly loaded fleet's sends were late by
+	// half a millisecond at the median, on the wire (issue 34). A busy
+	// scheduler's runtime keeps a Go timer on time, and its waits
+	// bunch the sends that are due close together: a timerfd's wake for
+	// every due send raised N:N's CPU by a tenth and more.
+	fineWait = time.Millisecond
 )
 
 // scheduler is a goroutine with a min-heap of its clients by next due
@@ -35,10 +46,7 @@ type scheduler struct {
 	c   *counters
 	rec *hists
 	// timer is what run sleeps on until the next due send, and what
-	// other goroutines kick to wake it: a timerfd (internal/finetimer),
-	// since a Go timer fires up to a millisecond late whenever the
-	// fleet has nothing else to run, and every send of a lightly loaded
-	// fleet was late by half a millisecond at the median (issue 34).
+	// other goroutines kick to wake it (see fineWait).
 	timer *finetimer.Timer
 	// poll reads its logged-in stream clients (nil: each client's
 	// goroutine reads); set by Run before the first login.
@@ -150,9 +158,11 @@ func (s *scheduler) run(ctx context.Context) {
 	}
 	buf := make([]byte, 0, 64<<10)
 	lags := make([]int64, 0, 1024)
+	var woke, wokeBefore int64
 	for {
 		s.takeIncoming()
 		now := s.f.now()
+		wokeBefore, woke = woke, now
 		for len(s.h) > 0 && s.h[0].due <= now {
 			if ctx.Err() != nil {
 				s.flushSends(now) // counted as sent already
@@ -193,7 +203,11 @@ func (s *scheduler) run(ctx context.Context) {
 			wait, due = time.Duration(backlogRetry), now+backlogRetry
 		}
 		s.sleepUntil.Store(due)
-		s.timer.Wait(wait)
+		if wait >= fineWait || woke-wokeBefore >= int64(fineWait) {
+			s.timer.Wait(wait)
+		} else {
+			s.timer.WaitCoarse(wait)
+		}
 		s.sleepUntil.Store(never)
 		if ctx.Err() != nil {
 			return

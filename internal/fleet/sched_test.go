@@ -32,7 +32,7 @@ func TestNudge(t *testing.T) {
 			f.scheds = []*scheduler{s}
 			s.sleepUntil.Store(tt.sleeping)
 			f.nudge(tt.now)
-			f.nudge(tt.now) // a second reader
+			f.nudge(tt.now)         // a second reader
 			woke := s.timer.Wait(0) // a kick pending
 			if woke != tt.wantWake || s.sleepUntil.Load() != tt.wantUntil {
 				t.Errorf("woke %v sleepUntil %d, want %v and %d", woke, s.sleepUntil.Load(), tt.wantWake, tt.wantUntil)
