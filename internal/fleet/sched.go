@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/reprise-harness/reprise/internal/finetimer"
 	"github.com/reprise-harness/reprise/internal/uring"
 )
 
@@ -21,17 +20,6 @@ const (
 	// nudgeSlack is how late past its due time a sleeping scheduler may
 	// be before a reader wakes it (see scheduler.sleepUntil).
 	nudgeSlack = int64(100 * time.Microsecond)
-	// fineWait: a scheduler waits on a timerfd (finetimer's Wait)
-	// unless it is busy, woken less than fineWait after its last wake
-	// with less than fineWait to wait (then WaitCoarse, a Go timer). A
-	// Go timer fires up to a millisecond late whenever the fleet has
-	// nothing else to run (Go's netpoller sleeps in whole milliseconds:
-	// golang/go#53824): a lightly loaded fleet's sends were late by
-	// half a millisecond at the median, on the wire (issue 34). A busy
-	// scheduler's runtime keeps a Go timer on time, and its waits
-	// bunch the sends that are due close together: a timerfd's wake for
-	// every due send raised N:N's CPU by a tenth and more.
-	fineWait = time.Millisecond
 )
 
 // scheduler is a goroutine with a min-heap of its clients by next due
@@ -42,12 +30,10 @@ const (
 // There is one scheduler per core, never a timer per client, and it
 // never waits on a socket.
 type scheduler struct {
-	f   *Fleet
-	c   *counters
-	rec *hists
-	// timer is what run sleeps on until the next due send, and what
-	// other goroutines kick to wake it (see fineWait).
-	timer *finetimer.Timer
+	f    *Fleet
+	c    *counters
+	rec  *hists
+	wake chan struct{}
 	// poll reads its logged-in stream clients (nil: each client's
 	// goroutine reads); set by Run before the first login.
 	poll *poller
@@ -89,7 +75,7 @@ type scheduler struct {
 }
 
 func newScheduler(f *Fleet, c *counters, rec *hists) *scheduler {
-	s := &scheduler{f: f, c: c, rec: rec, timer: finetimer.New(), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
+	s := &scheduler{f: f, c: c, rec: rec, wake: make(chan struct{}, 1), w: newRawWriter(), ends: make([]int, 0, maxBatch)}
 	s.sleepUntil.Store(never)
 	return s
 }
@@ -99,7 +85,10 @@ func (s *scheduler) add(c *client) {
 	s.mu.Lock()
 	s.incoming = append(s.incoming, c)
 	s.mu.Unlock()
-	s.timer.Kick()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (s *scheduler) takeIncoming() {
@@ -118,7 +107,10 @@ func (s *scheduler) retryBacklog(c *client) {
 	s.mu.Lock()
 	s.retry = append(s.retry, c)
 	s.mu.Unlock()
-	s.timer.Kick()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 }
 
 // drainRetries writes what it can of the listed backlogs at fleet clock
@@ -151,18 +143,16 @@ func (s *scheduler) drainRetries(now int64) bool {
 
 // run schedules until ctx ends.
 func (s *scheduler) run(ctx context.Context) {
-	defer s.timer.Close()
-	defer context.AfterFunc(ctx, s.timer.Kick)()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	if s.ring != nil {
 		defer s.ring.Close()
 	}
 	buf := make([]byte, 0, 64<<10)
 	lags := make([]int64, 0, 1024)
-	var woke, wokeBefore int64
 	for {
 		s.takeIncoming()
 		now := s.f.now()
-		wokeBefore, woke = woke, now
 		for len(s.h) > 0 && s.h[0].due <= now {
 			if ctx.Err() != nil {
 				s.flushSends(now) // counted as sent already
@@ -203,15 +193,14 @@ func (s *scheduler) run(ctx context.Context) {
 			wait, due = time.Duration(backlogRetry), now+backlogRetry
 		}
 		s.sleepUntil.Store(due)
-		if wait >= fineWait || woke-wokeBefore >= int64(fineWait) {
-			s.timer.Wait(wait)
-		} else {
-			s.timer.WaitCoarse(wait)
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-timer.C:
 		}
 		s.sleepUntil.Store(never)
-		if ctx.Err() != nil {
-			return
-		}
 	}
 }
 
@@ -367,7 +356,10 @@ func (s *scheduler) sent(c *client, b []byte, ends []int, res int32, now int64) 
 // pokers only one sends.
 func (s *scheduler) poke(due int64) {
 	if s.sleepUntil.CompareAndSwap(due, never) {
-		s.timer.Kick()
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
