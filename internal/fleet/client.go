@@ -610,11 +610,11 @@ func (c *client) handOver(r *streamReader, finish func(error) Disconnect) bool {
 	c.raw = fd
 	r.polled, r.parked = true, false
 	c.ev = &c.sched.poll.ev // the poller's reads share its scratch, warm for each
-	// and its latency counts: its scheduler's, one set of counts a core
-	// rather than a quarter of the fleet's each (client by client), whose
-	// increments missed the caches (issue 34). The poller reads its
-	// clients one after another, so the counts' lock is never contended
-	// from here.
+	// and its latency counts: its scheduler's, so that a poller's reads
+	// count into one set rather than the four its clients were spread
+	// over (the counts' increments were most of consume's own time,
+	// misses: issue 34). The poller reads one client at a time, so it
+	// never contends with itself for their lock.
 	c.rec = c.f.stats.rec[c.sched.index]
 	r.handedOver() // after c.raw's write: the drain reads c.raw once marked
 	e := &polled{r: r, fd: fd}

@@ -362,22 +362,9 @@ func (p *poller) turn(uintptr) bool {
 // with a new event too is read with the left-overs, once (its again flag
 // stays set until then).
 func (p *poller) readEach(evs []readyEv, again []*polled) {
-	for i := range min(prefetchAhead, len(evs)) {
-		prefetch.Lines(&p.hot[evs[i].slot])
-	}
 	read := 0
-	for i, x := range evs {
-		if j := i + prefetchAhead; j < len(evs) {
-			prefetch.Lines(&p.hot[evs[j].slot])
-		}
-		e := p.slots[x.slot]
-		if e == nil || p.gens[x.slot] != x.gen {
-			continue // ended meanwhile (the inbox), its slot free or taken again
-		}
-		if x.hup {
-			e.r.toEnd = true
-		}
-		if e.in && !e.again {
+	for i := range evs {
+		if e := p.toRead(evs, i); e != nil {
 			read = p.readYielding(e, read)
 		}
 	}
@@ -509,26 +496,42 @@ func (p *poller) readClient(e *polled) {
 	p.again = append(p.again, e)
 }
 
+// toRead is the client of the batch's i-th event when the turn's first
+// pass reads it (nil: it ended meanwhile, its slot free or taken again by
+// the inbox, or it waits on the again list), its hang-up noted. It asks
+// for the lines of the client prefetchAhead events on (at the first
+// event, of the first ones too): the client's entry and reader are its
+// first loads, a chain of misses otherwise (issue 34).
+func (p *poller) toRead(evs []readyEv, i int) *polled {
+	if i == 0 {
+		for k := range min(prefetchAhead, len(evs)) {
+			prefetch.Lines(&p.hot[evs[k].slot])
+		}
+	}
+	if j := i + prefetchAhead; j < len(evs) {
+		prefetch.Lines(&p.hot[evs[j].slot])
+	}
+	x := evs[i]
+	e := p.slots[x.slot]
+	if e == nil || p.gens[x.slot] != x.gen {
+		return nil
+	}
+	if x.hup {
+		e.r.toEnd = true // written only when set: the reader's line stays clean
+	}
+	if !e.in || e.again {
+		return nil
+	}
+	return e
+}
+
 // batchOf lists the clients a turn reads: those of the batch's events,
 // then those left over from the last turn (again), each once, as the
 // read(2) path takes them.
 func (p *poller) batchOf(evs []readyEv, again []*polled) []*polled {
 	list := p.rb.list[:0]
-	for i := range min(prefetchAhead, len(evs)) {
-		prefetch.Lines(&p.hot[evs[i].slot])
-	}
-	for i, x := range evs {
-		if j := i + prefetchAhead; j < len(evs) {
-			prefetch.Lines(&p.hot[evs[j].slot])
-		}
-		e := p.slots[x.slot]
-		if e == nil || p.gens[x.slot] != x.gen {
-			continue // ended meanwhile (the inbox), its slot free or taken again
-		}
-		if x.hup {
-			e.r.toEnd = true
-		}
-		if e.in && !e.again {
+	for i := range evs {
+		if e := p.toRead(evs, i); e != nil {
 			list = append(list, e)
 		}
 	}
