@@ -217,7 +217,16 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 		// before, it means the target speaks something else. (Other
 		// frames before joined may be reordered datagrams.)
 		// One or more whole frames per datagram (docs/protocol.md).
-		for d := b; len(d) > 0; {
+		d := b
+		if c.joined && !c.confirming {
+			// A datagram's deliveries as a stream read's (deliveries):
+			// through wire.Decode and handle, a Frame and a Deliver
+			// were written for each, and the decode's checks ran twice
+			// (issue 34: the decode was a third of a UDP client's
+			// receive path). What is not a whole delivery goes on below.
+			d = c.deliveries(d, now, ev)
+		}
+		for len(d) > 0 {
 			m, err := wire.Decode(d, c.r.maxFrame(), &fr)
 			if err != nil {
 				if !c.joined {

@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -57,4 +58,82 @@ func FuzzRepriseScript(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzUDPDeliveries: a logged-in UDP client accounts a datagram through
+// the deliveries loop, as a stream read's, exactly as the frame-by-frame
+// decode it replaced did (feedUDPFrames): the same counts, losses,
+// latencies and skips, for any bytes, fed twice (the second time as
+// duplicates and gaps for the loss tracking).
+func FuzzUDPDeliveries(f *testing.F) {
+	at := int64(1_700_000_000_000_000_000)
+	var two []byte
+	two = wire.AppendDeliver(two, wire.Broadcast, "bob", true, stampSeq(at, 1), []byte("hi"))
+	two = wire.AppendDeliver(two, wire.Othercast, "carol", true, stampSeq(at, 7), nil)
+	f.Add(two)
+	f.Add(append(append([]byte{}, two...), 0xff, 0x00, 0x01))                                      // a tail that is not a frame
+	f.Add(wire.AppendDeliver(nil, wire.Unicast, "dave", false, 0, []byte("x")))                    // untraced, not a cast
+	f.Add(append(wire.AppendHeartbeat(nil, at), two...))                                           // a frame before the deliveries
+	f.Add(append(append([]byte{}, two...), wire.AppendError(nil, wire.ErrRateLimited, "slow")...)) // and after
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ref := udpJoined(), udpJoined()
+		now := at + int64(time.Millisecond)
+		for round := range 2 {
+			var got, want Events
+			errGot := fast.Feed(data, now, &got)
+			errWant := feedUDPFrames(ref, data, now, &want)
+			if (errGot == nil) != (errWant == nil) {
+				t.Fatalf("round %d: error %v, frame by frame %v", round, errGot, errWant)
+			}
+			if g, w := eventCounts(&got), eventCounts(&want); g != w {
+				t.Fatalf("round %d: %+v, frame by frame %+v", round, g, w)
+			}
+			if !slices.Equal(got.Latencies, want.Latencies) {
+				t.Fatalf("round %d: latencies %v, frame by frame %v", round, got.Latencies, want.Latencies)
+			}
+		}
+	})
+}
+
+// udpJoined is a UDP client of its own room table, logged in and
+// confirmed.
+func udpJoined() *repriseClient {
+	r := newReprise(&repriseScript{}, true)
+	return &repriseClient{r: r, joined: true, p: wire.Parser{MaxFrame: r.MaxFrame}, seqs: roomSeqs{t: r.senders.room("lobby")}}
+}
+
+// feedUDPFrames is Feed's UDP path before the deliveries loop: each frame
+// decoded whole and handled.
+func feedUDPFrames(c *repriseClient, b []byte, now int64, ev *Events) error {
+	var fr wire.Frame
+	for d := b; len(d) > 0; {
+		m, err := wire.Decode(d, c.r.maxFrame(), &fr)
+		if err != nil {
+			if !c.joined {
+				return ErrNotProtocol
+			}
+			ev.Skipped++
+			ev.SkipReason = "udp_datagram_not_a_frame"
+			return nil
+		}
+		if err := c.handle(&fr, now, ev); err != nil {
+			if err == errRefused {
+				return nil
+			}
+			return err
+		}
+		d = d[m:]
+	}
+	return nil
+}
+
+// udpEventCounts is what a datagram's Events say, comparable.
+type udpEventCounts struct {
+	Frames, Messages, Skipped, Casts, Numbered, Lost int64
+	SkipReason, Error, Failed                        string
+	LoggedIn, Confirmed                              bool
+}
+
+func eventCounts(ev *Events) udpEventCounts {
+	return udpEventCounts{ev.Frames, ev.Messages, ev.Skipped, ev.Casts, ev.Numbered, ev.Lost, ev.SkipReason, ev.Error, ev.Failed, ev.LoggedIn, ev.Confirmed}
 }
