@@ -61,7 +61,7 @@ run_one() { # TAG BINARY REP
 	wait "$tpid" || true
 	kill "$rpid"; wait "$rpid" 2>/dev/null || true
 	perf script -F ip,sym,dso -i "$data" 2>/dev/null >"$OUT/stacks-$tag-$rep.txt"
-	python3 - "$OUT/stacks-$tag-$rep.txt" "$sum" "$tag" "$rep" "$FREQ" "$WINDOW" "$DURATION" <<'PY'
+	python3 - "$OUT/stacks-$tag-$rep.txt" "$sum" "$tag" "$rep" "$FREQ" "$WINDOW" "$DURATION" <<'PY' | tee "$OUT/paths-$tag-$rep.tsv"
 import json, sys, collections
 stacks, sumf, tag, rep = sys.argv[1:5]
 freq, window, duration = map(float, sys.argv[5:8])
