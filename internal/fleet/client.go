@@ -714,23 +714,32 @@ func (c *client) consume(b []byte, ev *profile.Events, res chan<- LoginResult) (
 // schedulers already nudged.
 func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
 	now := c.f.wall(mono)
-	ev.Reset()
-	// The profile counts latencies into the recording counts as it
-	// decodes (no second pass over a slice of them); the decode is pure
-	// work on b, so the lock is held only as long as one read takes.
-	rec := c.rec
-	rec.latMu.Lock()
-	ev.Latency = rec.latency
+	c.lendLatency(ev)
 	var err error
 	if c.ws {
 		err = c.feedWS(b, now, ev)
 	} else {
 		err = c.pc.Feed(b, now, ev)
 	}
-	ev.Latency = nil
-	rec.latency.SettleSome()
-	rec.latMu.Unlock()
+	c.settleLatency(ev)
 	return c.account(b, len(b), ev, err, res)
+}
+
+// lendLatency readies ev for a read's decode, with the client's latency
+// counts under their lock: the profile counts latencies into them as it
+// decodes (no second pass over a slice of them); the decode is pure work
+// on the read's bytes, so the lock is held only as long as one read takes.
+func (c *client) lendLatency(ev *profile.Events) {
+	ev.Reset()
+	c.rec.latMu.Lock()
+	ev.Latency = c.rec.latency
+}
+
+// settleLatency takes the counts back from ev after the decode.
+func (c *client) settleLatency(ev *profile.Events) {
+	ev.Latency = nil
+	c.rec.latency.SettleSome()
+	c.rec.latMu.Unlock()
 }
 
 // consumeDatagrams is consumeAt for the n datagrams of one UDP read (ur's)
@@ -742,10 +751,7 @@ func (c *client) consumeAt(b []byte, mono int64, ev *profile.Events, res chan<- 
 // read there, as it ended the reader before.
 func (c *client) consumeDatagrams(ur *udpReader, n int, mono int64, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
 	now := c.f.wall(mono)
-	ev.Reset()
-	rec := c.rec
-	rec.latMu.Lock()
-	ev.Latency = rec.latency
+	c.lendLatency(ev)
 	var err error
 	var d []byte
 	size := 0
@@ -756,9 +762,7 @@ func (c *client) consumeDatagrams(ur *udpReader, n int, mono int64, ev *profile.
 			break
 		}
 	}
-	ev.Latency = nil
-	rec.latency.SettleSome()
-	rec.latMu.Unlock()
+	c.settleLatency(ev)
 	return c.account(d, size, ev, err, res)
 }
 

@@ -210,13 +210,7 @@ func (c *repriseClient) AppendLeave(dst []byte) []byte {
 // Feed implements Client: a TCP read goes through the resumable parser;
 // a UDP datagram is one frame (anything else is skipped).
 func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
-	handle := func(fr *wire.Frame) error { return c.handle(fr, now, ev) }
 	if c.r.udp {
-		var fr wire.Frame
-		// A datagram that does not decode is dropped once logged in;
-		// before, it means the target speaks something else. (Other
-		// frames before joined may be reordered datagrams.)
-		// One or more whole frames per datagram (docs/protocol.md).
 		d := b
 		if c.joined && !c.confirming {
 			// A datagram's deliveries as a stream read's (deliveries):
@@ -226,26 +220,9 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 			// receive path). What is not a whole delivery goes on below.
 			d = c.deliveries(d, now, ev)
 		}
-		for len(d) > 0 {
-			m, err := wire.Decode(d, c.r.maxFrame(), &fr)
-			if err != nil {
-				if !c.joined {
-					return ErrNotProtocol
-				}
-				ev.Skipped++
-				ev.SkipReason = "udp_datagram_not_a_frame"
-				return nil
-			}
-			if err := handle(&fr); err != nil {
-				if err == errRefused {
-					return nil
-				}
-				return err
-			}
-			d = d[m:]
-		}
-		return nil
+		return c.datagramFrames(d, now, ev)
 	}
+	handle := func(fr *wire.Frame) error { return c.handle(fr, now, ev) }
 	var err error
 	if c.joined {
 		// Logged in, deliveries skip the Frame (the most frequent frame
@@ -268,6 +245,34 @@ func (c *repriseClient) Feed(b []byte, now int64, ev *Events) error {
 		return nil
 	}
 	return err
+}
+
+// datagramFrames decodes and handles the frames of a datagram (or of
+// what is left of one), one or more whole frames (docs/protocol.md). One
+// that does not decode is dropped once logged in; before, it means the
+// target speaks something else. (Other frames before joined may be
+// reordered datagrams.)
+func (c *repriseClient) datagramFrames(d []byte, now int64, ev *Events) error {
+	var fr wire.Frame
+	for len(d) > 0 {
+		m, err := wire.Decode(d, c.r.maxFrame(), &fr)
+		if err != nil {
+			if !c.joined {
+				return ErrNotProtocol
+			}
+			ev.Skipped++
+			ev.SkipReason = "udp_datagram_not_a_frame"
+			return nil
+		}
+		if err := c.handle(&fr, now, ev); err != nil {
+			if err == errRefused {
+				return nil
+			}
+			return err
+		}
+		d = d[m:]
+	}
+	return nil
 }
 
 // errRefused stops the parse at a refused login: the fleet closes.

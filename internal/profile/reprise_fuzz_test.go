@@ -62,9 +62,9 @@ func FuzzRepriseScript(f *testing.F) {
 
 // FuzzUDPDeliveries: a logged-in UDP client accounts a datagram through
 // the deliveries loop, as a stream read's, exactly as the frame-by-frame
-// decode it replaced did (feedUDPFrames): the same counts, losses,
-// latencies and skips, for any bytes, fed twice (the second time as
-// duplicates and gaps for the loss tracking).
+// decode it replaced does (datagramFrames on the whole datagram): the
+// same counts, losses, latencies and skips, for any bytes, fed twice (the
+// second time as duplicates and gaps for the loss tracking).
 func FuzzUDPDeliveries(f *testing.F) {
 	at := int64(1_700_000_000_000_000_000)
 	var two []byte
@@ -81,7 +81,7 @@ func FuzzUDPDeliveries(f *testing.F) {
 		for round := range 2 {
 			var got, want Events
 			errGot := fast.Feed(data, now, &got)
-			errWant := feedUDPFrames(ref, data, now, &want)
+			errWant := ref.datagramFrames(data, now, &want)
 			if (errGot == nil) != (errWant == nil) {
 				t.Fatalf("round %d: error %v, frame by frame %v", round, errGot, errWant)
 			}
@@ -100,31 +100,6 @@ func FuzzUDPDeliveries(f *testing.F) {
 func udpJoined() *repriseClient {
 	r := newReprise(&repriseScript{}, true)
 	return &repriseClient{r: r, joined: true, p: wire.Parser{MaxFrame: r.MaxFrame}, seqs: roomSeqs{t: r.senders.room("lobby")}}
-}
-
-// feedUDPFrames is Feed's UDP path before the deliveries loop: each frame
-// decoded whole and handled.
-func feedUDPFrames(c *repriseClient, b []byte, now int64, ev *Events) error {
-	var fr wire.Frame
-	for d := b; len(d) > 0; {
-		m, err := wire.Decode(d, c.r.maxFrame(), &fr)
-		if err != nil {
-			if !c.joined {
-				return ErrNotProtocol
-			}
-			ev.Skipped++
-			ev.SkipReason = "udp_datagram_not_a_frame"
-			return nil
-		}
-		if err := c.handle(&fr, now, ev); err != nil {
-			if err == errRefused {
-				return nil
-			}
-			return err
-		}
-		d = d[m:]
-	}
-	return nil
 }
 
 // udpEventCounts is what a datagram's Events say, comparable.
