@@ -664,9 +664,8 @@ func (c *client) upgradeTLS() error {
 
 // readUDP is read for a UDP client: up to udpBatchMax datagrams per
 // recvmmsg (udpread.go), all at the time the batch was read (one clock
-// reading and one nudge a batch, as for a stream read of many frames);
-// each consumed as it came until the client is logged in and confirmed,
-// then the batch's in one go (consumeDatagrams).
+// reading and one nudge a batch, as for a stream read of many frames),
+// consumed by consumeUDP.
 func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResult) Disconnect {
 	for {
 		n, err := ur.read()
@@ -675,21 +674,8 @@ func (c *client) readUDP(ur *udpReader, ev *profile.Events, res chan<- LoginResu
 			mono = c.f.now()
 			c.f.nudge(mono)
 		}
-		each := n
-		if n > 0 && c.joined.Load() && c.confirming == nil && !c.replies {
-			if reason, done := c.consumeDatagrams(ur, n, mono, ev, res); done {
-				return reason
-			}
-			each = 0
-		}
-		for i := range each {
-			d := ur.datagram(i)
-			if !c.joined.Load() && len(c.first) < firstBytes {
-				c.first = append(c.first, d[:min(len(d), firstBytes-len(c.first))]...)
-			}
-			if reason, done := c.consumeAt(d, mono, ev, res); done {
-				return reason
-			}
+		if reason, done := c.consumeUDP(ur, n, mono, ev, res); done {
+			return reason
 		}
 		ur.adapt(n)
 		if err != nil {
@@ -740,6 +726,25 @@ func (c *client) settleLatency(ev *profile.Events) {
 	ev.Latency = nil
 	c.rec.latency.SettleSome()
 	c.rec.latMu.Unlock()
+}
+
+// consumeUDP consumes the n datagrams of one UDP read: each as it came
+// until the client is logged in and confirmed (the login's steps act
+// datagram by datagram), then the read's in one go.
+func (c *client) consumeUDP(ur *udpReader, n int, mono int64, ev *profile.Events, res chan<- LoginResult) (reason Disconnect, done bool) {
+	if n > 0 && c.joined.Load() && c.confirming == nil && !c.replies {
+		return c.consumeDatagrams(ur, n, mono, ev, res)
+	}
+	for i := range n {
+		d := ur.datagram(i)
+		if !c.joined.Load() && len(c.first) < firstBytes {
+			c.first = append(c.first, d[:min(len(d), firstBytes-len(c.first))]...)
+		}
+		if reason, done := c.consumeAt(d, mono, ev, res); done {
+			return reason, true
+		}
+	}
+	return Disconnect{}, false
 }
 
 // consumeDatagrams is consumeAt for the n datagrams of one UDP read (ur's)

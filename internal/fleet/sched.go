@@ -85,10 +85,7 @@ func (s *scheduler) add(c *client) {
 	s.mu.Lock()
 	s.incoming = append(s.incoming, c)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.kick()
 }
 
 func (s *scheduler) takeIncoming() {
@@ -107,10 +104,7 @@ func (s *scheduler) retryBacklog(c *client) {
 	s.mu.Lock()
 	s.retry = append(s.retry, c)
 	s.mu.Unlock()
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
+	s.kick()
 }
 
 // drainRetries writes what it can of the listed backlogs at fleet clock
@@ -356,10 +350,16 @@ func (s *scheduler) sent(c *client, b []byte, ends []int, res int32, now int64) 
 // pokers only one sends.
 func (s *scheduler) poke(due int64) {
 	if s.sleepUntil.CompareAndSwap(due, never) {
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.kick()
+	}
+}
+
+// kick wakes the scheduler's run, at once if it sleeps, or at its next
+// wait; kicks while one is pending are one.
+func (s *scheduler) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
